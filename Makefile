@@ -1,0 +1,158 @@
+# SafeWork: libsw, the sw-* programs, their docs and tests.
+#
+#   make            build libsw (static and shared) and every program
+#   make test       build, then run the C unit tests and the bats CLI tests
+#   make check      the same suite under AddressSanitizer and UBSan
+#   make demo       build and run the main job on example data
+#   make bench      the benchmarks of bench/ (figures go to bench/RESULTS.md)
+#   make fuzz       run every fuzz target of tests/fuzz/ (FUZZ_SECONDS each)
+#   make deps       install the Debian packages that are missing
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# Every target that builds first checks for its Debian packages and installs
+# only those that are missing, so each works on a machine that has never
+# seen the project.
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CC        ?= cc
+B         ?= build
+OPT       ?= -O2 -g
+SAN       ?=
+CFLAGS_SW := -std=c11 $(OPT) -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
+             -fPIC -Ilibsw $(SAN) $(CFLAGS)
+LDLIBS_SW := -lmsgpackc -lzstd -lm
+LDFLAGS_SW:= $(SAN) $(LDFLAGS)
+
+PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
+LIB_SRC   := $(wildcard libsw/*.c)
+LIB_OBJ   := $(LIB_SRC:libsw/%.c=$(B)/obj/libsw/%.o)
+CLI_OBJ   := $(B)/obj/cmd/cli.o
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+HEADERS   := $(wildcard libsw/sw/*.h)
+MANPAGES  := $(wildcard man/*.[157])
+
+DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev
+DEPS_TEST  := bats mandoc jq zstd
+DEPS_BENCH := jq zstd hyperfine
+DEPS_FUZZ  := clang
+
+NVCC := $(shell command -v nvcc 2>/dev/null)
+CU_SRC := $(wildcard kernels/*.cu)
+
+.PHONY: all deps deps-build deps-test deps-bench deps-fuzz test check demo bench fuzz \
+        install clean completions cuda
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+all: deps-build $(PROGRAMS:%=$(B)/bin/%) $(B)/lib/libsw.a $(B)/lib/libsw.so $(B)/lib/libsw.pc cuda
+
+# --- dependencies -----------------------------------------------------------
+define need
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "sw: installing$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then s=; else s=sudo; fi; \
+		$$s apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$s apt-get install -y -qq $$missing >/dev/null; \
+	fi
+endef
+deps: deps-build deps-test deps-bench deps-fuzz
+deps-build: ; $(call need,$(DEPS_BUILD))
+deps-test:  ; $(call need,$(DEPS_TEST))
+deps-bench: ; $(call need,$(DEPS_BENCH))
+deps-fuzz:  ; $(call need,$(DEPS_FUZZ))
+
+# --- the library and the programs -------------------------------------------
+$(B)/obj/libsw/%.o: libsw/%.c $(HEADERS) libsw/internal.h | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -c $< -o $@
+$(B)/obj/libsw/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyjson.h
+$(B)/obj/cmd/%.o: cmd/%.c cmd/cli.h $(HEADERS) | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -c $< -o $@
+$(B)/lib/libsw.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+$(B)/lib/libsw.so: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libsw.so.0 $(LDFLAGS_SW) -o $(B)/lib/libsw.so.0 $^ $(LDLIBS_SW)
+	ln -sf libsw.so.0 $@
+$(B)/lib/libsw.pc: libsw/libsw.pc.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+$(B)/bin/%: $(B)/obj/cmd/%.o $(CLI_OBJ) $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_SW) -o $@ $^ $(LDLIBS_SW)
+
+# The GPU half: built with nvcc where there is one, skipped in one line where not.
+cuda:
+ifeq ($(NVCC),)
+	@echo "sw: nvcc not found, skipping the CUDA build"
+else ifeq ($(CU_SRC),)
+	@echo "sw: no CUDA sources in kernels/ yet, nothing to build with $(NVCC)"
+else
+	@$(MAKE) --no-print-directory -f kernels/kernels.mk B=$(B) NVCC=$(NVCC)
+endif
+
+# --- tests --------------------------------------------------------------------
+$(B)/tests/%: tests/unit/%.c tests/unit/tap.h $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -Ilibsw -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+$(B)/bin/sw-datagen: tests/datagen.c $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+
+test: all deps-test $(UNIT_BIN) $(B)/bin/sw-datagen
+	@B=$(B) tests/run
+
+check:
+	$(MAKE) --no-print-directory B=build-san OPT="-O1 -g -fno-omit-frame-pointer" \
+	        SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
+
+# --- the rest -------------------------------------------------------------------
+demo: all $(B)/bin/sw-datagen
+	@B=$(B) examples/demo.sh
+
+bench: all deps-bench $(B)/bin/sw-datagen
+	@B=$(B) bench/run.sh
+
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+fuzz: deps-fuzz deps-build
+	@mkdir -p build-fuzz
+	@for f in $(FUZZ_SRC); do \
+		n=$$(basename $$f .c); \
+		clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Ilibsw -fsanitize=fuzzer,address,undefined \
+			-o build-fuzz/$$n $$f $(LIB_SRC) $(LDLIBS_SW) || exit 1; \
+		mkdir -p build-fuzz/corpus-$$n; \
+		echo "sw: fuzzing $$n for $(FUZZ_SECONDS) s"; \
+		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+			build-fuzz/corpus-$$n tests/fuzz/seeds 2>build-fuzz/$$n.log || \
+			{ tail -40 build-fuzz/$$n.log; exit 1; }; \
+		tail -1 build-fuzz/$$n.log; \
+	done
+
+completions: all
+	completions/gen $(PROGRAMS:%=$(B)/bin/%)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/include/sw $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 755 $(PROGRAMS:%=$(B)/bin/%) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(B)/lib/libsw.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/lib/libsw.so.0 $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libsw.so.0 $(DESTDIR)$(PREFIX)/lib/libsw.so
+	install -m 644 $(B)/lib/libsw.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/sw/
+	for m in $(MANPAGES); do s=$${m##*.}; install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	install -m 644 completions/sw.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sw
+	for p in $(PROGRAMS); do ln -sf sw $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$p; done
+	install -m 644 completions/_sw $(DESTDIR)$(PREFIX)/share/zsh/site-functions/
+
+clean:
+	rm -rf build build-san build-fuzz

@@ -1,0 +1,285 @@
+/* cli.c - the shared discipline of the sw-* programs (see cli.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "cli.h"
+
+int cli_verbosity;
+static const cli_prog *prog_;
+
+enum { OPT_HELP = 'h', OPT_QUIET = 'q', OPT_VERBOSE = 'v', OPT_VERSION = 0x1000, OPT_COMPLETION };
+
+static const cli_opt common_[] = {
+	{ OPT_HELP, 'h', "help", NULL, NULL, "print this help and exit" },
+	{ OPT_QUIET, 'q', "quiet", NULL, NULL, "print nothing but errors" },
+	{ OPT_VERBOSE, 'v', "verbose", NULL, NULL, "print progress and a summary even when not on a terminal" },
+	{ OPT_VERSION, 0, "version", NULL, NULL, "print the version and exit" },
+	{ 0, 0, NULL, NULL, NULL, NULL }
+};
+
+static const char *name_(void)
+{
+	return prog_ ? prog_->name : "sw";
+}
+
+/* All options, the program's then the common ones, via one index. */
+static const cli_opt *opt_at_(const cli_prog *p, size_t i)
+{
+	size_t n = 0;
+	while (p->opts[n].id)
+		n++;
+	if (i < n)
+		return &p->opts[i];
+	i -= n;
+	return i < sizeof common_ / sizeof *common_ - 1 ? &common_[i] : NULL;
+}
+
+static int cmp_short_(const void *a, const void *b)
+{
+	int x = *(const char *)a, y = *(const char *)b;
+	/* BSD order: letters case-insensitively, lowercase first */
+	int lx = x | 0x20, ly = y | 0x20;
+	return lx != ly ? lx - ly : y - x;
+}
+
+/* "usage: sw-cat [-cqvz] [-f format] [--level n] [file ...]" */
+static void usage_line_(const cli_prog *p, FILE *f)
+{
+	char flags[64];
+	size_t nf = 0;
+	const cli_opt *o;
+	for (size_t i = 0; (o = opt_at_(p, i)); i++)
+		if (o->shortname && !o->arg && o->id != OPT_HELP && nf < sizeof flags - 1)
+			flags[nf++] = o->shortname;
+	qsort(flags, nf, 1, cmp_short_);
+	flags[nf] = 0;
+	fprintf(f, "usage: %s", p->name);
+	if (nf)
+		fprintf(f, " [-%s]", flags);
+	for (size_t i = 0; (o = opt_at_(p, i)); i++) {
+		if (o->arg && o->shortname)
+			fprintf(f, " [-%c %s]", o->shortname, o->arg);
+		else if (o->arg)
+			fprintf(f, " [--%s %s]", o->name, o->arg);
+	}
+	if (p->operands)
+		fprintf(f, " %s", p->operands);
+	fputc('\n', f);
+}
+
+static void help_(const cli_prog *p)
+{
+	const cli_opt *o;
+	usage_line_(p, stdout);
+	printf("\n%s\n\n", p->summary);
+	for (size_t i = 0; (o = opt_at_(p, i)); i++) {
+		char left[64];
+		snprintf(left, sizeof left, "%s%c%s--%s%s%s",
+		         o->shortname ? "-" : "   ", o->shortname ? o->shortname : ' ',
+		         o->shortname ? ", " : " ", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+		if (!o->shortname)
+			memmove(left, left + 1, strlen(left)); /* keep long options aligned */
+		printf("  %-24s %s\n", left, o->help);
+	}
+	printf("\nSee %s(1).\n", p->name);
+}
+
+/* One line an option: short, long, argument, completion, help; tab-separated, - for none. */
+static void completion_helper_(const cli_prog *p)
+{
+	const cli_opt *o;
+	printf("program\t%s\t%s\t%s\n", p->name, p->operands ? p->operands : "-",
+	       p->operands_complete ? p->operands_complete : "-");
+	for (size_t i = 0; (o = opt_at_(p, i)); i++)
+		printf("option\t%c\t%s\t%s\t%s\t%s\n", o->shortname ? o->shortname : '-', o->name,
+		       o->arg ? o->arg : "-", o->complete ? o->complete : "-", o->help);
+}
+
+int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *optind_out)
+{
+	static struct option longs[64];
+	static char shorts[128];
+	static int ready;
+	const cli_opt *o;
+	prog_ = p;
+	if (!ready) {
+		size_t nl = 0, ns = 0;
+		shorts[ns++] = '+'; /* stop at the first operand */
+		shorts[ns++] = ':'; /* report a missing argument as ':' */
+		for (size_t i = 0; (o = opt_at_(p, i)) && nl < 62; i++) {
+			longs[nl++] = (struct option){ o->name, o->arg ? required_argument : no_argument, NULL, o->id };
+			if (o->shortname) {
+				shorts[ns++] = o->shortname;
+				if (o->arg)
+					shorts[ns++] = ':';
+			}
+		}
+		longs[nl++] = (struct option){ "completion-helper", no_argument, NULL, OPT_COMPLETION };
+		longs[nl] = (struct option){ 0, 0, 0, 0 };
+		shorts[ns] = 0;
+		opterr = 0;
+		ready = 1;
+	}
+	for (;;) {
+		int c = getopt_long(argc, argv, shorts, longs, NULL);
+		*arg = optarg;
+		*optind_out = optind;
+		switch (c) {
+		case -1:
+			return 0;
+		case OPT_HELP:
+			help_(p);
+			cli_exit(0);
+		case OPT_VERSION:
+			printf("%s %s\n", p->name, sw_version());
+			cli_exit(0);
+		case OPT_COMPLETION:
+			completion_helper_(p);
+			cli_exit(0);
+		case OPT_QUIET:
+			cli_verbosity = -1;
+			continue;
+		case OPT_VERBOSE:
+			cli_verbosity = 1;
+			continue;
+		case ':':
+			if (optopt)
+				cli_usage("option '-%c' needs an argument", optopt);
+			cli_usage("option '%s' needs an argument", argv[optind - 1]);
+		case '?':
+			if (optopt)
+				cli_usage("unknown option '-%c'", optopt);
+			cli_usage("unknown option '%s'", argv[optind - 1]);
+		default:
+			return c;
+		}
+	}
+}
+
+static void vmsg_(const char *fmt, va_list ap)
+{
+	fflush(stdout);
+	fprintf(stderr, "%s: ", name_());
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void cli_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg_(fmt, ap);
+	va_end(ap);
+	if (prog_)
+		usage_line_(prog_, stderr);
+	exit(EXIT_USAGE);
+}
+
+void cli_warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg_(fmt, ap);
+	va_end(ap);
+}
+
+void cli_die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg_(fmt, ap);
+	va_end(ap);
+	exit(EXIT_DATA);
+}
+
+/* The reader of our output is gone: end as if SIGPIPE had not been ignored. */
+static noreturn void die_pipe_(void)
+{
+	signal(SIGPIPE, SIG_DFL);
+	raise(SIGPIPE);
+	_exit(128 + SIGPIPE);
+}
+
+void cli_die_stream(const char *file, const sw_error *e)
+{
+	char buf[512];
+	if (e->code == SW_EPIPE)
+		die_pipe_();
+	cli_die("%s: %s", file, sw_error_str(e, buf, sizeof buf));
+}
+
+uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (!*s || *end || errno || s[0] == '-' || x < min || x > max)
+		cli_usage("option '%s' wants a whole number from %llu to %llu, not '%s'", opt,
+		          (unsigned long long)min, (unsigned long long)max, s);
+	return x;
+}
+
+int cli_binary_ok(int fd, int force)
+{
+	return force || !isatty(fd);
+}
+
+static int progress_on_(void)
+{
+	static int on = -1;
+	if (on < 0)
+		on = cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2));
+	return on;
+}
+
+static double now_(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double start_;
+static int shown_;
+
+void cli_progress(uint64_t records, uint64_t bytes)
+{
+	static double last;
+	if (!start_)
+		start_ = now_();
+	if ((records & 1023) || !progress_on_() || !isatty(2))
+		return;
+	double t = now_();
+	if (t - last < 0.25)
+		return;
+	last = t;
+	shown_ = 1;
+	fprintf(stderr, "\r%s: %llu records, %.1f MB ", name_(), (unsigned long long)records, (double)bytes / 1e6);
+}
+
+void cli_summary(uint64_t records, uint64_t bytes_in, uint64_t bytes_out)
+{
+	if (!progress_on_())
+		return;
+	double t = start_ ? now_() - start_ : 0;
+	fprintf(stderr, "%s%s: %llu records, %.1f MB in, %.1f MB out, %.2f s\n", shown_ ? "\r" : "", name_(),
+	        (unsigned long long)records, (double)bytes_in / 1e6, (double)bytes_out / 1e6, t);
+}
+
+void cli_exit(int status)
+{
+	/* sbase's fshut: a full disk shows only at the last flush */
+	if (fflush(stdout) || ferror(stdout) || fclose(stdout)) {
+		if (errno == EPIPE)
+			die_pipe_();
+		fprintf(stderr, "%s: write error: %s\n", name_(), strerror(errno));
+		exit(EXIT_DATA);
+	}
+	exit(status);
+}

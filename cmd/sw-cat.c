@@ -1,0 +1,165 @@
+/*
+ * sw-cat - concatenate, convert, select and count sample streams.
+ *
+ * Each input's encoding is detected on its own; records go out in one
+ * encoding.  Records pass through as their original bytes unless fields are
+ * dropped with -k or the output is JSON, so msgpack to msgpack runs at the
+ * speed of the scanner.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+
+enum { OPT_FORCE = 0x100 };
+
+static const cli_opt opts[] = {
+	{ 'f', 'f', "format", "format", "msgpack|json",
+	  "write msgpack or json (JSON Lines); default msgpack, json on a terminal" },
+	{ 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" },
+	{ 'l', 'l', "level", "level", NULL, "zstd level, 1 to 19 (default 3); implies -z" },
+	{ 'k', 'k', "keep", "field,...", NULL, "keep only these fields (repeatable)" },
+	{ 'n', 'n', "head", "num", NULL, "stop after the first num records" },
+	{ 'c', 'c', "count", NULL, NULL, "print the number of records instead of the records" },
+	{ 'o', 'o', "output", "file", "file", "write to file instead of standard output" },
+	{ OPT_FORCE, 0, "force", NULL, NULL, "write msgpack even to a terminal" },
+	{ 0, 0, NULL, NULL, NULL, NULL }
+};
+
+static const cli_prog prog = {
+	"sw-cat", "[file ...]", "file",
+	"Concatenate sample streams, converting between msgpack, JSON Lines and zstd.",
+	opts
+};
+
+static void flush_(void *w)
+{
+	/* the input has paused: let what we have flow on (errors show at the next put) */
+	sw_writer_flush(w);
+}
+
+int main(int argc, char **argv)
+{
+	const char *arg, *out = "-";
+	const char **keep = NULL;
+	size_t nkeep = 0;
+	int c, optind_, force = 0, count = 0, fmt_set = 0;
+	uint64_t head = UINT64_MAX;
+	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
+
+	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
+		switch (c) {
+		case 'f':
+			if (!strcmp(arg, "msgpack"))
+				wo.format = SW_FMT_MSGPACK;
+			else if (!strcmp(arg, "json"))
+				wo.format = SW_FMT_JSON;
+			else
+				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			fmt_set = 1;
+			break;
+		case 'z':
+			if (!wo.zstd_level)
+				wo.zstd_level = 3;
+			break;
+		case 'l':
+			wo.zstd_level = (int)cli_uint("-l", arg, 1, 19);
+			break;
+		case 'k': {
+			/* split in place: the names then live as long as argv */
+			char *s = (char *)arg, *tok, *save;
+			for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				const char **k = realloc(keep, (nkeep + 1) * sizeof *keep);
+				if (!k)
+					cli_die("out of memory");
+				keep = k;
+				keep[nkeep++] = tok;
+			}
+			if (!nkeep)
+				cli_usage("option '-k' wants field names");
+			break;
+		}
+		case 'n':
+			head = cli_uint("-n", arg, 0, UINT64_MAX);
+			break;
+		case 'c':
+			count = 1;
+			break;
+		case 'o':
+			out = arg;
+			break;
+		case OPT_FORCE:
+			force = 1;
+			break;
+		}
+	}
+	char **files = argv + optind_;
+	int nfiles = argc - optind_;
+	static char *stdin_only[] = { "-", NULL };
+	if (nfiles == 0) {
+		files = stdin_only;
+		nfiles = 1;
+	}
+
+	sw_error err = { 0 };
+	sw_writer *w = NULL;
+	if (!count) {
+		int tty = !strcmp(out, "-") && isatty(1);
+		if (tty && !fmt_set && !wo.zstd_level)
+			wo.format = SW_FMT_JSON;
+		if (tty && (wo.format == SW_FMT_MSGPACK || wo.zstd_level) && !force)
+			cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+		if (!(w = sw_writer_open(out, &wo, &err)))
+			cli_die("cannot write '%s': %s", out, err.msg);
+	}
+
+	sw_rec *rec = sw_rec_new();
+	uint64_t n = 0, bytes_in = 0;
+	if (!rec)
+		cli_die("out of memory");
+	for (int i = 0; i < nfiles && n < head; i++) {
+		sw_reader *r = sw_reader_open(files[i], &err);
+		const char *name = strcmp(files[i], "-") ? files[i] : "stdin";
+		if (!r) {
+			if (w)
+				sw_writer_close(w);
+			cli_die("cannot open '%s': %s", files[i], strerror(err.sys_errno));
+		}
+		if (w)
+			sw_reader_set_idle(r, flush_, w);
+		int rc = 0;
+		while (n < head && (rc = sw_reader_next(r, rec)) == 1) {
+			if (nkeep && (rc = sw_rec_keep(rec, keep, nkeep))) {
+				err = (sw_error){ .code = rc, .record = sw_reader_records(r) };
+				snprintf(err.msg, sizeof err.msg, "cannot select fields: %s", sw_strerror(rc));
+				break;
+			}
+			if (w && sw_writer_put(w, rec))
+				cli_die_stream(strcmp(out, "-") ? out : "stdout", sw_writer_error(w));
+			n++;
+			cli_progress(n, bytes_in + sw_reader_bytes_in(r));
+		}
+		if (rc < 0 && !err.code)
+			err = *sw_reader_error(r);
+		bytes_in += sw_reader_bytes_in(r);
+		sw_reader_free(r);
+		if (rc < 0) {
+			/* the good records before the bad one still go out */
+			if (w && sw_writer_close(w))
+				cli_die_stream(out, sw_writer_error(w));
+			cli_die_stream(name, &err);
+		}
+	}
+	sw_rec_free(rec);
+	free(keep);
+	if (count) {
+		printf("%llu\n", (unsigned long long)n);
+	} else {
+		if (sw_writer_close(w))
+			cli_die_stream(strcmp(out, "-") ? out : "stdout", sw_writer_error(w));
+		cli_summary(n, bytes_in, sw_writer_bytes_out(w));
+		sw_writer_free(w);
+	}
+	cli_exit(0);
+}

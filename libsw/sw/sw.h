@@ -1,0 +1,9 @@
+/* sw/sw.h - the whole public interface of libsw. */
+#ifndef SW_SW_H
+#define SW_SW_H
+#include "error.h"
+#include "record.h"
+#include "stream.h"
+#define SW_VERSION "0.1.0"
+const char *sw_version(void);
+#endif
