@@ -35,7 +35,7 @@ HEADERS   := $(wildcard libsw/sw/*.h)
 MANPAGES  := $(wildcard man/*.[157])
 
 DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev
-DEPS_TEST  := bats mandoc jq zstd
+DEPS_TEST  := bats bash-completion mandoc jq zstd
 DEPS_BENCH := jq zstd hyperfine
 DEPS_FUZZ  := clang
 

@@ -225,6 +225,22 @@ uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
 	return x;
 }
 
+size_t cli_max_record(void)
+{
+	const char *s = getenv("SW_MAX_RECORD");
+	if (!s || !*s)
+		return SW_MAX_RECORD_DEFAULT;
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+	if (shift)
+		end++;
+	if (errno || *end || s[0] == '-' || x == 0 || x > (SIZE_MAX >> shift) || (x << shift) > UINT32_MAX)
+		cli_usage("SW_MAX_RECORD='%s' is not a size from 1 to 4G (bytes, or with K, M or G)", s);
+	return (size_t)(x << shift);
+}
+
 int cli_binary_ok(int fd, int force)
 {
 	return force || !isatty(fd);

@@ -48,6 +48,9 @@ noreturn void cli_die_stream(const char *file, const sw_error *e);
 /* Numbers from option arguments, or a usage error naming the option. */
 uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max);
 
+/* The record size limit: $SW_MAX_RECORD (bytes, or with K, M, G), else the default. */
+size_t cli_max_record(void);
+
 /* May binary go to fd?  Not to a terminal unless forced. */
 int cli_binary_ok(int fd, int force);
 

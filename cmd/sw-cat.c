@@ -114,6 +114,7 @@ int main(int argc, char **argv)
 			cli_die("cannot write '%s': %s", out, err.msg);
 	}
 
+	size_t max_record = cli_max_record();
 	sw_rec *rec = sw_rec_new();
 	uint64_t n = 0, bytes_in = 0;
 	if (!rec)
@@ -126,6 +127,7 @@ int main(int argc, char **argv)
 				sw_writer_close(w);
 			cli_die("cannot open '%s': %s", files[i], strerror(err.sys_errno));
 		}
+		sw_reader_set_max_record(r, max_record);
 		if (w)
 			sw_reader_set_idle(r, flush_, w);
 		int rc = 0;

@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# The discipline every program shares (cmd/cli.c): help, version, usage
+# errors, and one option table that --help, the man page SYNOPSIS and
+# OPTIONS, and the completions all agree with.  Each test loops over every
+# program, so programs added later are held to it too.
+load helpers
+
+@test "every program: --help to stdout, exit 0" {
+	for p in $(programs); do
+		run -0 --separate-stderr "$p" --help
+		[[ ${lines[0]} == "usage: $p "* ]] || { echo "$p: ${lines[0]}"; false; }
+		[ "$stderr" = "" ]
+		run -0 "$p" -h
+	done
+}
+
+@test "every program: --version" {
+	for p in $(programs); do
+		run -0 "$p" --version
+		[[ $output =~ ^$p\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "$p: $output"; false; }
+	done
+}
+
+@test "every program: an unknown option is a usage error, exit 2" {
+	for p in $(programs); do
+		run -2 --separate-stderr "$p" --no-such-option
+		[ "$output" = "" ]
+		[[ ${stderr_lines[0]} == "$p: unknown option '--no-such-option'" ]]
+		[[ ${stderr_lines[1]} == "usage: $p "* ]]
+		run -2 --separate-stderr "$p" -@
+		[[ ${stderr_lines[0]} == "$p: unknown option '-@'" ]]
+	done
+}
+
+@test "every program: an option missing its argument is a usage error" {
+	for p in $(programs); do
+		opt=$("$p" --completion-helper | awk -F'\t' '$1 == "option" && $4 != "-" { print "--" $3; exit }')
+		[ -n "$opt" ] || continue
+		run -2 --separate-stderr "$p" "$opt"
+		[[ ${stderr_lines[0]} == "$p: option '$opt' needs an argument" ]] || { echo "${stderr_lines[0]}"; false; }
+	done
+}
+
+# The man SYNOPSIS, read back as the usage line it renders to.
+man_usage() {
+	awk '
+	/^\.Sh / { on = ($2 == "SYNOPSIS"); next }
+	!on { next }
+	/^\.Nm / { printf "usage: %s", $2; next }
+	/^\.Op Ar$/ { printf " [file ...]"; next }
+	/^\.Op Fl / {
+		s = " [-" $3
+		for (i = 4; i <= NF; i++) if ($i != "Ar") s = s " " $i
+		gsub(/\\-/, "-", s)
+		printf "%s]", s
+	}
+	END { print "" }' "$1"
+}
+
+@test "every program: the man SYNOPSIS is the usage line of --help" {
+	for p in $(programs); do
+		page=$TOP/man/$p.1
+		[ -f "$page" ] || { echo "no man page for $p"; false; }
+		want=$("$p" --help | head -1)
+		got=$(man_usage "$page")
+		[ "$got" = "$want" ] || { printf 'help: %s\nman:  %s\n' "$want" "$got"; false; }
+	done
+}
+
+@test "every program: each option is in --help, the man OPTIONS and the completions" {
+	for p in $(programs); do
+		page=$TOP/man/$p.1
+		help=$("$p" --help)
+		while IFS=$(printf '\t') read -r kind short long arg complete text; do
+			[ "$kind" = option ] || continue
+			[[ $help == *"--$long"* ]] || { echo "$p --help lacks --$long"; false; }
+			if [ "$short" != - ]; then
+				item=".It Fl $short , Fl \\-$long"
+				[[ $help == *"-$short, --$long"* ]] || { echo "$p --help lacks -$short"; false; }
+			else
+				item=".It Fl \\-$long"
+			fi
+			[ "$arg" = - ] || item="$item Ar $arg"
+			grep -qxF -- "$item" "$page" || { echo "$page lacks: $item"; false; }
+			grep -qF -- "--$long" "$TOP/completions/sw.bash" || { echo "bash completion lacks --$long"; false; }
+			grep -qF -- "--$long" "$TOP/completions/_sw" || { echo "zsh completion lacks --$long"; false; }
+		done < <("$p" --completion-helper)
+		# and the man page names no option the program lacks
+		for it in $(grep -o '^\.It Fl \\-[a-z-]*' "$page" | sed 's/.*\\-//'); do
+			"$p" --completion-helper | cut -f3 | grep -qx -- "$it" || { echo "$page has --$it, $p has not"; false; }
+		done
+	done
+}
+
+@test "the committed completions are what completions/gen writes from the tables" {
+	mkdir out
+	SW_COMPLETIONS_OUT=$PWD/out "$TOP/completions/gen" $(for p in $(programs); do echo "$SW_BIN/$p"; done)
+	diff -u "$TOP/completions/sw.bash" out/sw.bash
+	diff -u "$TOP/completions/_sw" out/_sw
+	bash -n "$TOP/completions/sw.bash"
+}
+
+@test "bash completion completes options and their arguments" {
+	[ -f /usr/share/bash-completion/bash_completion ] || skip "bash-completion is not installed"
+	run -0 bash -c '
+		source /usr/share/bash-completion/bash_completion
+		source "$1"
+		COMP_WORDS=(sw-cat --for); COMP_CWORD=1; _sw; echo "${COMPREPLY[*]}"
+		COMP_WORDS=(sw-cat -f ""); COMP_CWORD=2; _sw; echo "${COMPREPLY[*]}"
+	' _ "$TOP/completions/sw.bash"
+	[ "${lines[0]}" = "--format --force" ]
+	[ "${lines[1]}" = "msgpack json" ]
+}
+
+@test "the man pages are mandoc -T lint clean" {
+	for m in "$TOP"/man/*.[157]; do
+		run -0 mandoc -T lint -W warning "$m"
+		[ "$output" = "" ] || { echo "$output"; false; }
+	done
+	[ -f "$TOP/man/sw-stream.5" ]
+	[ -f "$TOP/man/sw.7" ]
+}
