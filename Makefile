@@ -112,7 +112,7 @@ check:
 	        SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
 # --- the rest -------------------------------------------------------------------
-demo: all $(B)/bin/sw-datagen
+demo: all
 	@B=$(B) examples/demo.sh
 
 bench: all deps-bench $(B)/bin/sw-datagen

@@ -110,7 +110,6 @@ int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *op
 	prog_ = p;
 	if (!ready) {
 		size_t nl = 0, ns = 0;
-		shorts[ns++] = '+'; /* stop at the first operand */
 		shorts[ns++] = ':'; /* report a missing argument as ':' */
 		for (size_t i = 0; (o = opt_at_(p, i)) && nl < 62; i++) {
 			longs[nl++] = (struct option){ o->name, o->arg ? required_argument : no_argument, NULL, o->id };
@@ -149,13 +148,18 @@ int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *op
 			cli_verbosity = 1;
 			continue;
 		case ':':
-			if (optopt)
-				cli_usage("option '-%c' needs an argument", optopt);
-			cli_usage("option '%s' needs an argument", argv[optind - 1]);
+			if (!strncmp(argv[optind - 1], "--", 2))
+				cli_usage("option '%s' needs an argument", argv[optind - 1]);
+			cli_usage("option '-%c' needs an argument", optopt);
 		case '?':
-			if (optopt)
-				cli_usage("unknown option '-%c'", optopt);
-			cli_usage("unknown option '%s'", argv[optind - 1]);
+			/* optopt: 0 for an unknown long option, the id of a flag given
+			 * an argument (--count=3), else the unknown letter */
+			if (optopt == 0)
+				cli_usage("unknown option '%s'", argv[optind - 1]);
+			for (size_t i = 0; (o = opt_at_(p, i)); i++)
+				if (o->id == optopt)
+					cli_usage("option '--%s' takes no argument", o->name);
+			cli_usage("unknown option '-%c'", optopt);
 		default:
 			return c;
 		}
