@@ -35,7 +35,7 @@ HEADERS   := $(wildcard libsw/sw/*.h)
 MANPAGES  := $(wildcard man/*.[157])
 
 DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev
-DEPS_TEST  := bats bash-completion mandoc jq zstd
+DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config
 DEPS_BENCH := jq zstd hyperfine
 DEPS_FUZZ  := clang
 
@@ -147,7 +147,8 @@ install: all
 	install -m 644 $(B)/lib/libsw.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/lib/libsw.so.0 $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libsw.so.0 $(DESTDIR)$(PREFIX)/lib/libsw.so
-	install -m 644 $(B)/lib/libsw.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' libsw/libsw.pc.in \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/libsw.pc
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/sw/
 	for m in $(MANPAGES); do s=$${m##*.}; install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	install -m 644 completions/sw.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sw

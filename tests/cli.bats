@@ -105,8 +105,12 @@ man_usage() {
 	run -0 bash -c '
 		source /usr/share/bash-completion/bash_completion
 		source "$1"
-		COMP_WORDS=(sw-cat --for); COMP_CWORD=1; _sw; echo "${COMPREPLY[*]}"
-		COMP_WORDS=(sw-cat -f ""); COMP_CWORD=2; _sw; echo "${COMPREPLY[*]}"
+		# _init_completion reads the line as bash hands it over, not only COMP_WORDS
+		c() { COMP_LINE=$1; COMP_POINT=${#1}; read -ra COMP_WORDS <<<"$1"
+		      [[ $1 == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+		      _sw; echo "${COMPREPLY[*]}"; }
+		c "sw-cat --for"
+		c "sw-cat -f "
 	' _ "$TOP/completions/sw.bash"
 	[ "${lines[0]}" = "--format --force" ]
 	[ "${lines[1]}" = "msgpack json" ]

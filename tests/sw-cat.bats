@@ -155,10 +155,12 @@ two_jsonl() {
 @test "a zstd frame cut short" {
 	sw-datagen -n 300 | sw-cat -z >d.zst
 	head -c $(( $(stat -c %s d.zst) / 2 )) d.zst >cut.zst
-	run -1 --separate-stderr sh -c 'sw-cat cut.zst | sw-cat -c'
+	run -1 --separate-stderr sh -c 'sw-cat cut.zst >good.msgpack'
+	[[ $stderr == "sw-cat: cut.zst: "*"zstd frame cut short"* ]]
+	# every whole record before the cut is still written
+	run -0 sw-cat -c good.msgpack
 	[ "$output" -gt 0 ]
 	[ "$output" -lt 300 ]
-	[[ $stderr == "sw-cat: cut.zst: "*"zstd frame cut short"* ]]
 }
 
 @test "an empty file" {
