@@ -21,8 +21,8 @@ B         ?= build
 OPT       ?= -O2 -g
 SAN       ?=
 CFLAGS_SW := -std=c11 $(OPT) -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
-             -fPIC -Ilibsw $(SAN) $(CFLAGS)
-LDLIBS_SW := -lmsgpackc -lzstd -lm
+             -fPIC -fopenmp -Ilibsw $(SAN) $(CFLAGS)
+LDLIBS_SW := -lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -ldl -lpthread -lm -fopenmp
 LDFLAGS_SW:= $(SAN) $(LDFLAGS)
 
 PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
@@ -34,7 +34,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 HEADERS   := $(wildcard libsw/sw/*.h)
 MANPAGES  := $(wildcard man/*.[157])
 
-DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev
+DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libpcre2-dev libsodium-dev
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config
 DEPS_BENCH := jq zstd hyperfine
 DEPS_FUZZ  := clang
@@ -124,7 +124,7 @@ fuzz: deps-fuzz deps-build
 	@mkdir -p build-fuzz
 	@for f in $(FUZZ_SRC); do \
 		n=$$(basename $$f .c); \
-		clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Ilibsw -fsanitize=fuzzer,address,undefined \
+		clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Ilibsw -fopenmp -fsanitize=fuzzer,address,undefined \
 			-o build-fuzz/$$n $$f $(LIB_SRC) $(LDLIBS_SW) || exit 1; \
 		mkdir -p build-fuzz/corpus-$$n; \
 		echo "sw: fuzzing $$n for $(FUZZ_SECONDS) s"; \
