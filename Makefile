@@ -31,6 +31,7 @@ LIB_OBJ   := $(LIB_SRC:libsw/%.c=$(B)/obj/libsw/%.o)
 CLI_OBJ   := $(B)/obj/cmd/cli.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 HEADERS   := $(wildcard libsw/sw/*.h)
 MANPAGES  := $(wildcard man/*.[157])
 
@@ -104,7 +105,12 @@ $(B)/bin/sw-datagen: tests/datagen.c $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
-test: all deps-test $(UNIT_BIN) $(B)/bin/sw-datagen
+# Each fuzz target, linked with tests/fuzz/replay.c instead of libFuzzer.
+$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -o $@ $< tests/fuzz/replay.c $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+
+test: all deps-test $(UNIT_BIN) $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 	@B=$(B) tests/run
 
 check:
@@ -119,17 +125,17 @@ bench: all deps-bench $(B)/bin/sw-datagen
 	@B=$(B) bench/run.sh
 
 FUZZ_SECONDS ?= 60
-FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz: deps-fuzz deps-build
 	@mkdir -p build-fuzz
 	@for f in $(FUZZ_SRC); do \
 		n=$$(basename $$f .c); \
 		clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Ilibsw -fopenmp -fsanitize=fuzzer,address,undefined \
 			-o build-fuzz/$$n $$f $(LIB_SRC) $(LDLIBS_SW) || exit 1; \
-		mkdir -p build-fuzz/corpus-$$n; \
+		mkdir -p build-fuzz/corpus-$$n tests/fuzz/seeds/$$n; \
+		dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
 		echo "sw: fuzzing $$n for $(FUZZ_SECONDS) s"; \
-		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-			build-fuzz/corpus-$$n tests/fuzz/seeds 2>build-fuzz/$$n.log || \
+		build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $$dict \
+			build-fuzz/corpus-$$n tests/fuzz/seeds/$$n 2>build-fuzz/$$n.log || \
 			{ tail -40 build-fuzz/$$n.log; exit 1; }; \
 		tail -1 build-fuzz/$$n.log; \
 	done

@@ -539,8 +539,13 @@ int sw_json_to_mp(sw_json_parser *jp, const char *text, size_t n, size_t *used,
 	if (!yyjson_is_obj(root))
 		rc = sw_fail(err, SW_EFORMAT, "record is a JSON %s, not an object",
 		             yyjson_get_type_desc(root));
-	else
-		rc = val_to_mp_(jp, root, out, 0, err);
+	else if (!(rc = val_to_mp_(jp, root, out, 0, err))) {
+		/* an object may be a {"$str": ...} form of a scalar: a record must still be a map */
+		uint8_t c = out->p[mark];
+		if (!((c & 0xf0) == 0x80 || c == 0xde || c == 0xdf))
+			rc = sw_fail(err, SW_EFORMAT, "record is a {\"%s\": ...} form, not a map",
+			             yyjson_get_str(unsafe_yyjson_get_first(root)));
+	}
 	yyjson_doc_free(doc);
 	if (rc) {
 		out->len = mark;

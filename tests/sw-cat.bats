@@ -138,6 +138,13 @@ two_jsonl() {
 	[ "$stderr" = "sw-cat: arr.msgpack: record 2 (byte 4): record is not a map but array" ]
 }
 
+@test "a JSON record that is a \$ form of a scalar is not a map" {
+	printf '{"x":1}\n{"$str":""}\n' >form.jsonl
+	run -1 --separate-stderr sw-cat -f json form.jsonl
+	[ "$output" = '{"x":1}' ]
+	[ "$stderr" = 'sw-cat: form.jsonl: line 2, column 1: record is a {"$str": ...} form, not a map' ]
+}
+
 @test "invalid JSON names the line and column" {
 	printf '{"a":1}\n\n{"a":2}\n{"a":[1,}\n{"a":3}\n' >bad.jsonl
 	run -1 --separate-stderr sw-cat -f json bad.jsonl
