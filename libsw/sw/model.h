@@ -82,4 +82,40 @@ typedef struct sw_model {
 	float *lm_head;            /* lm_head.weight [vocab, hidden]; == embed when tied */
 } sw_model;
 
+/*
+ * Error messages of the functions below start with the file they are about
+ * ("m/config.json: field 'hidden_act' ..."), since a model is several files.
+ */
+
+/*
+ * Read a Hugging Face config.json (model_type llama, qwen2 or qwen3; SmolLM
+ * and TinyLlama are "llama") into c, with the defaults transformers applies
+ * to what is absent.  Both forms of the RoPE settings are read: rope_theta
+ * with rope_scaling (transformers 4) and rope_parameters (transformers 5).
+ * A feature this engine does not implement (another hidden_act, a rope type
+ * other than default or llama3, sliding-window attention in use, mixture of
+ * experts, biases on o_proj or the MLP) is SW_EFORMAT naming the field.
+ */
+int sw_model_config_load(const char *config_json_path, sw_model_config *c, sw_error *err);
+/* Check the sizes of c (positive, heads divisible by kv heads, no overflow). */
+int sw_model_config_check(const sw_model_config *c, sw_error *err);
+/* Write c as a config.json transformers loads; atomically (temp file, rename). */
+int sw_model_config_save(const sw_model_config *c, const char *path, sw_error *err);
+/* The number of floats in the arena of a model of this configuration. */
+size_t sw_model_config_nparams(const sw_model_config *c);
+
+/* A model whose tensors view arena (nparams floats), which it borrows. */
+sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err);
+/* A model that owns a zeroed, 64-byte-aligned arena. */
+sw_model *sw_model_new(const sw_model_config *c, sw_error *err);
+/*
+ * Fill the parameters: matrices (and the embedding) from normal(0, std),
+ * RMSNorm weights 1, biases 0.  The same seed gives the same bits on every
+ * machine (splitmix64 and Box-Muller, not rand()).
+ */
+void sw_model_init_random(sw_model *m, uint64_t seed, float std);
+/* The tensor of that Hugging Face name, or NULL. */
+const sw_tensor *sw_model_tensor(const sw_model *m, const char *name);
+void sw_model_free(sw_model *m);
+
 #endif

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "record.h"
 #include "stream.h"
+#include "model.h"
 #include "tokenizer.h"
 #define SW_VERSION "0.1.0"
 const char *sw_version(void);
