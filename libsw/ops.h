@@ -1,0 +1,114 @@
+/*
+ * ops.h - the compute ops the engine is made of: the backend seam.
+ *
+ * The model code (engine.c, generate.c, optim.c) calls only through a
+ * struct sw_ops, never a kernel directly, so a CUDA table can take the CPU
+ * table's place without a change to the model code.  The CPU table
+ * (ops_cpu.c) is the reference every other backend is tested against.
+ *
+ * Conventions shared by every op:
+ *  - tensors are float32, row-major, and belong to the caller; no op
+ *    allocates or fails (the caller sizes scratch with the *_scratch query);
+ *  - "T" is a number of tokens (rows), activations are [T, width];
+ *  - a packed batch of sequences is given cu_seqlens style: sequence s has
+ *    rows cu[s] .. cu[s+1]-1, and attention is causal within each sequence
+ *    and never crosses into another;
+ *  - q is [T, H, hd] and k, v are [T, KVH, hd] (grouped-query attention:
+ *    query head h reads key/value head h / (H / KVH));
+ *  - backward ops ACCUMULATE parameter gradients (dw += ...) so gradients of
+ *    micro-batches add up, and say per op whether an input gradient is
+ *    accumulated or overwritten.
+ */
+#ifndef SW_OPS_H
+#define SW_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The keys and values one decoding query sees, in a paged KV cache. */
+typedef struct sw_kv_view {
+	const float *k, *v;        /* this layer's pools: [npages][page][KVH * hd] */
+	int page;                  /* tokens per page */
+	const int32_t *pages;      /* page tables, concatenated */
+	const int32_t *page_off;   /* [n]: query i's page table is pages + page_off[i] */
+	const int32_t *nkeys;      /* [n]: query i sees positions 0 .. nkeys[i]-1 */
+} sw_kv_view;
+
+typedef struct sw_ops {
+	const char *name;
+
+	/* C = alpha op(A) op(B) + beta C; op(X) = X^T when tX; M x N result, K inner. */
+	void (*gemm)(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+	             const float *B, int ldb, float beta, float *C, int ldc);
+
+	/* out[t] = table[tok[t]]; backward: dtable[tok[t]] += dout[t]. */
+	void (*embed_fwd)(float *out, const float *table, const int32_t *tok, int T, int D);
+	void (*embed_bwd)(float *dtable, const float *dout, const int32_t *tok, int T, int D);
+
+	/* out = x / rms(x) * w per row, rstd[t] = 1/rms saved for backward;
+	 * backward: dx += (accumulates), dw += . */
+	void (*rmsnorm_fwd)(float *out, float *rstd, const float *x, const float *w, int T, int D,
+	                    float eps);
+	void (*rmsnorm_bwd)(float *dx, float *dw, const float *dout, const float *x,
+	                    const float *w, const float *rstd, int T, int D);
+
+	/* Rotary embedding in place on x [T, nh, hd] at positions pos[t], in
+	 * Hugging Face's rotate_half layout (pairs i and i + hd/2); inverse
+	 * rotates back, which is the backward of the forward rotation. */
+	void (*rope)(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
+	             int inverse);
+
+	/* Causal attention over packed sequences: out [T, H, hd], lse [T, H]
+	 * (log-sum-exp of each query's scores, saved for backward). */
+	void (*attn_fwd)(float *out, float *lse, const float *q, const float *k, const float *v,
+	                 const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch);
+	/* dq, dk, dv are overwritten. */
+	void (*attn_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out,
+	                 const float *lse, const float *q, const float *k, const float *v,
+	                 const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch);
+	/* Floats of scratch attn_fwd/attn_bwd need for sequences up to maxlen. */
+	size_t (*attn_scratch)(int maxlen);
+
+	/* Decoding attention: n queries q [n, H, hd] against the paged cache. */
+	void (*attn_paged)(float *out, const float *q, int n, int H, int KVH, int hd,
+	                   const sw_kv_view *kv, float *scratch);
+	size_t (*attn_paged_scratch)(int maxkeys);
+
+	/* h = silu(gate) * up; backward overwrites dgate, dup. */
+	void (*swiglu_fwd)(float *h, const float *gate, const float *up, size_t n);
+	void (*swiglu_bwd)(float *dgate, float *dup, const float *dh, const float *gate,
+	                   const float *up, size_t n);
+
+	void (*add)(float *y, const float *x, size_t n);             /* y += x */
+	void (*bias_fwd)(float *y, const float *b, int T, int N);    /* y[t] += b */
+	void (*bias_bwd)(float *db, const float *dy, int T, int N);  /* db += sum_t dy[t] */
+
+	/*
+	 * From logits [T, V]: lse[t]; lp[t] = logits[t][target[t]] - lse[t]
+	 * (0 where target[t] < 0); ent[t] the entropy of the row's softmax
+	 * (lp, ent may be NULL).  Backward turns logits into d(loss)/d(logits)
+	 * in place, given d(loss)/d(lp) and d(loss)/d(ent) (either may be NULL:
+	 * zero); ent must be what the forward gave when dent is used.
+	 */
+	void (*logprob_fwd)(float *lp, float *ent, float *lse, const float *logits,
+	                    const int32_t *target, int T, int V);
+	void (*logprob_bwd)(float *logits, const float *lse, const float *ent, const float *dlp,
+	                    const float *dent, const int32_t *target, int T, int V);
+
+	/*
+	 * One AdamW step (PyTorch's torch.optim.AdamW): p -= lr*wd*p;
+	 * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+	 * p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), bc = 1 - beta^step.
+	 */
+	void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+	              float b2, float eps, float wd, float bc1, float bc2);
+	double (*sumsq)(const float *x, size_t n);
+	void (*scale)(float *x, float s, size_t n);
+} sw_ops;
+
+const sw_ops *sw_ops_cpu(void);
+
+/* Threads for the CPU ops and OpenBLAS together (n <= 0: the machine's cores). */
+void sw_ops_cpu_threads(int n);
+
+#endif

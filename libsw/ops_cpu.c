@@ -1,0 +1,442 @@
+/*
+ * ops_cpu.c - the CPU backend of the op table (ops.h): the reference.
+ *
+ * GEMMs go to OpenBLAS (sgemv when the result has one row, the decoding
+ * case); everything else is plain C parallelised with OpenMP.  OpenBLAS is
+ * the pthread build here, so it is only ever called from serial code, never
+ * from inside an OpenMP region, and sw_ops_cpu_threads() gives both pools
+ * the same count so they take turns on the cores instead of fighting.
+ * Training attention is tiled into blocks of query rows and done with
+ * GEMMs (scores, then probabilities times values): it is a few percent of a
+ * step's FLOPs, and plain loops would make it a third of the time.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include "ops.h"
+
+/* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
+#define QB 128
+
+static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	if (K <= 0) {
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+		return;
+	}
+	if (M == 1) {
+		/* c[N] = a[K] op(B): a matrix-vector product over B. */
+		int inca = ta ? lda : 1;
+		if (tb)
+			cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inca, beta, C, 1);
+		else
+			cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inca, beta, C, 1);
+		return;
+	}
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T, int D)
+{
+#pragma omp parallel for
+	for (int t = 0; t < T; t++)
+		memcpy(out + (size_t)t * D, table + (size_t)tok[t] * D, (size_t)D * sizeof(float));
+}
+
+static void embed_bwd_(float *dtable, const float *dout, const int32_t *tok, int T, int D)
+{
+	/* Tokens repeat, so threads split the columns, not the tokens. */
+#pragma omp parallel
+	{
+		int nt = omp_get_num_threads(), me = omp_get_thread_num();
+		int chunk = (D + nt - 1) / nt, d0 = me * chunk, d1 = d0 + chunk < D ? d0 + chunk : D;
+		for (int t = 0; t < T; t++) {
+			float *dst = dtable + (size_t)tok[t] * D;
+			const float *src = dout + (size_t)t * D;
+			for (int d = d0; d < d1; d++)
+				dst[d] += src[d];
+		}
+	}
+}
+
+static void rmsnorm_fwd_(float *out, float *rstd, const float *x, const float *w, int T, int D,
+                         float eps)
+{
+#pragma omp parallel for
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * D;
+		float *o = out + (size_t)t * D;
+		float ss = 0;
+#pragma omp simd reduction(+ : ss)
+		for (int d = 0; d < D; d++)
+			ss += xr[d] * xr[d];
+		float r = 1.0f / sqrtf(ss / (float)D + eps);
+		rstd[t] = r;
+		/* In Hugging Face's order: normalise, then scale by the weight. */
+		for (int d = 0; d < D; d++)
+			o[d] = w[d] * (xr[d] * r);
+	}
+}
+
+static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x,
+                         const float *w, const float *rstd, int T, int D)
+{
+#pragma omp parallel for
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+		float *dxr = dx + (size_t)t * D;
+		float r = rstd[t], dot = 0;
+#pragma omp simd reduction(+ : dot)
+		for (int d = 0; d < D; d++)
+			dot += g[d] * w[d] * xr[d];
+		float c = dot * r * r * r / (float)D;
+		for (int d = 0; d < D; d++)
+			dxr[d] += g[d] * w[d] * r - c * xr[d];
+	}
+	/* dw sums over rows: split the columns so no two threads share one. */
+#pragma omp parallel
+	{
+		int nt = omp_get_num_threads(), me = omp_get_thread_num();
+		int chunk = (D + nt - 1) / nt, d0 = me * chunk, d1 = d0 + chunk < D ? d0 + chunk : D;
+		for (int t = 0; t < T; t++) {
+			const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+			float r = rstd[t];
+			for (int d = d0; d < d1; d++)
+				dw[d] += g[d] * xr[d] * r;
+		}
+	}
+}
+
+static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
+                  int inverse)
+{
+	int half = hd / 2;
+#pragma omp parallel for
+	for (int t = 0; t < T; t++) {
+		for (int i = 0; i < half; i++) {
+			/* The angle in float32, as transformers computes it. */
+			float ang = (float)pos[t] * inv_freq[i];
+			float c = (float)cos((double)ang), s = (float)sin((double)ang);
+			if (inverse)
+				s = -s;
+			for (int h = 0; h < nh; h++) {
+				float *r = x + ((size_t)t * nh + h) * hd;
+				float a = r[i], b = r[i + half];
+				r[i] = a * c - b * s;
+				r[i + half] = b * c + a * s;
+			}
+		}
+	}
+}
+
+static size_t attn_scratch_(int maxlen)
+{
+	return 2 * (size_t)QB * (size_t)(maxlen > 0 ? maxlen : 1);
+}
+
+/* Scores of query rows i0..i0+nb-1 against keys 0..nk-1, turned into the
+ * causal softmax P in place (row r sees keys 0..i0+r).  With lse given the
+ * normaliser is taken from it (backward), else computed and stored. */
+static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_stride,
+                          int have_lse)
+{
+#pragma omp parallel for
+	for (int r = 0; r < nb; r++) {
+		float *s = S + (size_t)r * nk;
+		int last = i0 + r;
+		float l;
+		if (have_lse) {
+			l = lse[(size_t)r * lse_stride];
+		} else {
+			float m = -INFINITY;
+			for (int j = 0; j <= last; j++)
+				m = s[j] > m ? s[j] : m;
+			double sum = 0;
+			for (int j = 0; j <= last; j++)
+				sum += exp((double)(s[j] - m));
+			l = m + (float)log(sum);
+			lse[(size_t)r * lse_stride] = l;
+		}
+		for (int j = 0; j <= last; j++)
+			s[j] = expf(s[j] - l);
+		for (int j = last + 1; j < nk; j++)
+			s[j] = 0;
+	}
+}
+
+static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+{
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (int s = 0; s < nseq; s++) {
+		int o = cu[s], L = cu[s + 1] - cu[s];
+		for (int h = 0; h < H; h++) {
+			int g = h / grp;
+			const float *K = k + (size_t)o * ks + (size_t)g * hd;
+			const float *V = v + (size_t)o * ks + (size_t)g * hd;
+			for (int i0 = 0; i0 < L; i0 += QB) {
+				int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+				const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
+				float *S = scratch;
+				gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
+				softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0);
+				gemm_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
+				      out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
+			}
+		}
+	}
+}
+
+static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                      const float *lse, const float *q, const float *k, const float *v,
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+{
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH;
+	float scale = 1.0f / sqrtf((float)hd);
+	size_t T = (size_t)cu[nseq];
+	memset(dk, 0, T * ks * sizeof(float));
+	memset(dv, 0, T * ks * sizeof(float));
+	for (int s = 0; s < nseq; s++) {
+		int o = cu[s], L = cu[s + 1] - cu[s];
+		for (int h = 0; h < H; h++) {
+			int g = h / grp;
+			size_t kvo = (size_t)o * ks + (size_t)g * hd;
+			for (int i0 = 0; i0 < L; i0 += QB) {
+				int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+				size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
+				float *P = scratch, *dP = scratch + (size_t)QB * nk;
+				gemm_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
+				softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1);
+				gemm_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
+#pragma omp parallel for
+				for (int r = 0; r < nb; r++) {
+					const float *g_ = dout + qo + (size_t)r * qs, *o_ = out + qo + (size_t)r * qs;
+					float di = 0;
+#pragma omp simd reduction(+ : di)
+					for (int d = 0; d < hd; d++)
+						di += g_[d] * o_[d];
+					float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
+					for (int j = 0; j < nk; j++)
+						dpr[j] = pr[j] * (dpr[j] - di);
+				}
+				gemm_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
+				gemm_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
+				gemm_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
+			}
+		}
+	}
+}
+
+static size_t attn_paged_scratch_(int maxkeys)
+{
+	return (size_t)omp_get_max_threads() * (size_t)(maxkeys > 0 ? maxkeys : 1);
+}
+
+static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
+                        const sw_kv_view *kv, float *scratch)
+{
+	int grp = H / KVH, P = kv->page, ks = KVH * hd, maxk = 1;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (int i = 0; i < n; i++)
+		maxk = kv->nkeys[i] > maxk ? kv->nkeys[i] : maxk;
+#pragma omp parallel
+	{
+		float *s = scratch + (size_t)omp_get_thread_num() * maxk;
+#pragma omp for collapse(2) schedule(dynamic, 4)
+		for (int i = 0; i < n; i++)
+			for (int h = 0; h < H; h++) {
+				const float *qr = q + ((size_t)i * H + h) * hd;
+				const int32_t *pt = kv->pages + kv->page_off[i];
+				int nk = kv->nkeys[i], g = h / grp;
+				float m = -INFINITY;
+				for (int j = 0; j < nk; j++) {
+					const float *kr = kv->k + ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
+					float dot = 0;
+#pragma omp simd reduction(+ : dot)
+					for (int d = 0; d < hd; d++)
+						dot += qr[d] * kr[d];
+					s[j] = dot * scale;
+					m = s[j] > m ? s[j] : m;
+				}
+				double sum = 0;
+				for (int j = 0; j < nk; j++)
+					sum += exp((double)(s[j] - m));
+				float l = m + (float)log(sum);
+				float *o = out + ((size_t)i * H + h) * hd;
+				memset(o, 0, (size_t)hd * sizeof(float));
+				for (int j = 0; j < nk; j++) {
+					float p = expf(s[j] - l);
+					const float *vr = kv->v + ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
+#pragma omp simd
+					for (int d = 0; d < hd; d++)
+						o[d] += p * vr[d];
+				}
+			}
+	}
+}
+
+static void swiglu_fwd_(float *h, const float *gate, const float *up, size_t n)
+{
+#pragma omp parallel for
+	for (size_t i = 0; i < n; i++) {
+		float g = gate[i];
+		h[i] = g / (1.0f + expf(-g)) * up[i];
+	}
+}
+
+static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *gate,
+                        const float *up, size_t n)
+{
+#pragma omp parallel for
+	for (size_t i = 0; i < n; i++) {
+		float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
+		dup[i] = dh[i] * silu;
+		dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+	}
+}
+
+static void add_(float *y, const float *x, size_t n)
+{
+#pragma omp parallel for simd
+	for (size_t i = 0; i < n; i++)
+		y[i] += x[i];
+}
+
+static void bias_fwd_(float *y, const float *b, int T, int N)
+{
+#pragma omp parallel for
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < N; j++)
+			y[(size_t)t * N + j] += b[j];
+}
+
+static void bias_bwd_(float *db, const float *dy, int T, int N)
+{
+#pragma omp parallel for
+	for (int j = 0; j < N; j++) {
+		float s = 0;
+		for (int t = 0; t < T; t++)
+			s += dy[(size_t)t * N + j];
+		db[j] += s;
+	}
+}
+
+static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
+                         const int32_t *target, int T, int V)
+{
+#pragma omp parallel for
+	for (int t = 0; t < T; t++) {
+		const float *z = logits + (size_t)t * V;
+		float m = -INFINITY;
+		for (int j = 0; j < V; j++)
+			m = z[j] > m ? z[j] : m;
+		double sum = 0, zsum = 0;
+		for (int j = 0; j < V; j++) {
+			double e = exp((double)(z[j] - m));
+			sum += e;
+			zsum += e * (double)(z[j] - m);
+		}
+		double l = (double)m + log(sum);
+		lse[t] = (float)l;
+		/* H = lse - E[z] */
+		if (ent)
+			ent[t] = (float)(log(sum) - zsum / sum);
+		if (lp)
+			lp[t] = target[t] >= 0 ? (float)((double)z[target[t]] - l) : 0.0f;
+	}
+}
+
+static void logprob_bwd_(float *logits, const float *lse, const float *ent, const float *dlp,
+                         const float *dent, const int32_t *target, int T, int V)
+{
+#pragma omp parallel for
+	for (int t = 0; t < T; t++) {
+		float *z = logits + (size_t)t * V;
+		float a = dlp && target[t] >= 0 ? dlp[t] : 0;
+		float b = dent ? dent[t] : 0, H = b != 0 ? ent[t] : 0, l = lse[t];
+		/* d lp / d z_j = [j = target] - p_j;  d H / d z_j = -p_j (log p_j + H). */
+		for (int j = 0; j < V; j++) {
+			float lpj = z[j] - l, p = expf(lpj);
+			z[j] = -a * p - b * p * (lpj + H);
+		}
+		if (a != 0)
+			z[target[t]] += a;
+	}
+}
+
+static void adamw_(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                   float b2, float eps, float wd, float bc1, float bc2)
+{
+	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
+#pragma omp parallel for simd
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i];
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = p[i] * decay - step * mi / (sqrtf(vi) / sbc2 + eps);
+	}
+}
+
+static double sumsq_(const float *x, size_t n)
+{
+	double s = 0;
+#pragma omp parallel for reduction(+ : s)
+	for (size_t i = 0; i < n; i++)
+		s += (double)x[i] * x[i];
+	return s;
+}
+
+static void scale_(float *x, float s, size_t n)
+{
+#pragma omp parallel for simd
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+static const sw_ops cpu_ = {
+	.name = "cpu",
+	.gemm = gemm_,
+	.embed_fwd = embed_fwd_,
+	.embed_bwd = embed_bwd_,
+	.rmsnorm_fwd = rmsnorm_fwd_,
+	.rmsnorm_bwd = rmsnorm_bwd_,
+	.rope = rope_,
+	.attn_fwd = attn_fwd_,
+	.attn_bwd = attn_bwd_,
+	.attn_scratch = attn_scratch_,
+	.attn_paged = attn_paged_,
+	.attn_paged_scratch = attn_paged_scratch_,
+	.swiglu_fwd = swiglu_fwd_,
+	.swiglu_bwd = swiglu_bwd_,
+	.add = add_,
+	.bias_fwd = bias_fwd_,
+	.bias_bwd = bias_bwd_,
+	.logprob_fwd = logprob_fwd_,
+	.logprob_bwd = logprob_bwd_,
+	.adamw = adamw_,
+	.sumsq = sumsq_,
+	.scale = scale_,
+};
+
+const sw_ops *sw_ops_cpu(void)
+{
+	return &cpu_;
+}
+
+void sw_ops_cpu_threads(int n)
+{
+	if (n <= 0)
+		n = omp_get_num_procs();
+	omp_set_num_threads(n);
+	openblas_set_num_threads(n);
+}

@@ -1,0 +1,460 @@
+/*
+ * test_ops.c - the CPU op table (libsw/ops.h): each forward against a
+ * plain double-precision reference written out here, and each backward
+ * against central finite differences of a scalar loss sum(R * out).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../libsw/ops.h"
+#include "tap.h"
+
+static const sw_ops *ops;
+
+static uint64_t rng_ = 0x9E3779B97F4A7C15ull;
+static double urand_(void)
+{
+	rng_ ^= rng_ << 13;
+	rng_ ^= rng_ >> 7;
+	rng_ ^= rng_ << 17;
+	return (double)(rng_ >> 11) / 9007199254740992.0;
+}
+static float *rnd_(size_t n, float a)
+{
+	float *x = malloc(n * sizeof *x);
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)((urand_() * 2 - 1) * a);
+	return x;
+}
+static float *zeros_(size_t n)
+{
+	return calloc(n, sizeof(float));
+}
+static double dot_(const float *a, const float *b, size_t n)
+{
+	double s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+static double maxdiff_(const float *a, const double *b, size_t n, double *scale)
+{
+	double m = 0, s = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs(a[i] - b[i]);
+		m = d > m ? d : m;
+		s = fabs(b[i]) > s ? fabs(b[i]) : s;
+	}
+	*scale = s;
+	return m;
+}
+
+/*
+ * Finite differences: loss() is evaluated with x[i] moved by +-h for the
+ * indices idx (all when idx is NULL); the result is compared with the
+ * analytic gradient g.  Returns the largest error over the largest
+ * gradient magnitude.
+ */
+typedef double (*loss_fn)(void *ctx);
+static double fd_check_(loss_fn loss, void *ctx, float *x, const float *g, size_t n,
+                        const size_t *idx, size_t nidx, float h)
+{
+	double err = 0, gmax = 1e-6;
+	size_t m = idx ? nidx : n;
+	for (size_t c = 0; c < m; c++) {
+		size_t i = idx ? idx[c] : c;
+		float x0 = x[i];
+		x[i] = x0 + h;
+		double lp = loss(ctx);
+		x[i] = x0 - h;
+		double lm = loss(ctx);
+		x[i] = x0;
+		double num = (lp - lm) / (2.0 * h);
+		double e = fabs(num - g[i]);
+		err = e > err ? e : err;
+		gmax = fabs(g[i]) > gmax ? fabs(g[i]) : gmax;
+	}
+	return err / gmax;
+}
+
+/* ---- gemm ---------------------------------------------------------------- */
+static void test_gemm_(void)
+{
+	int shapes[][3] = { { 5, 7, 3 }, { 1, 9, 6 }, { 4, 1, 5 }, { 33, 17, 40 } };
+	for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+		for (int ta = 0; ta < 2; ta++)
+			for (int tb = 0; tb < 2; tb++) {
+				int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+				float *A = rnd_((size_t)M * K, 1), *B = rnd_((size_t)K * N, 1);
+				float *C = rnd_((size_t)M * N, 1);
+				double *R = malloc((size_t)M * N * sizeof *R);
+				int lda = ta ? M : K, ldb = tb ? K : N;
+				for (int i = 0; i < M; i++)
+					for (int j = 0; j < N; j++) {
+						double s = 0;
+						for (int k = 0; k < K; k++) {
+							double a = ta ? A[k * lda + i] : A[i * lda + k];
+							double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+							s += a * b;
+						}
+						R[i * N + j] = 0.5 * s + 0.25 * C[i * N + j];
+					}
+				ops->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.25f, C, N);
+				double sc, d = maxdiff_(C, R, (size_t)M * N, &sc);
+				ok(d < 1e-5 * (1 + sc), "gemm %dx%dx%d ta=%d tb=%d matches (err %.2g)", M, N, K,
+				   ta, tb, d);
+				free(A), free(B), free(C), free(R);
+			}
+}
+
+/* ---- embedding ----------------------------------------------------------- */
+static void test_embed_(void)
+{
+	int V = 11, D = 6, T = 9;
+	int32_t tok[9] = { 3, 0, 3, 10, 5, 3, 0, 7, 10 };
+	float *tab = rnd_((size_t)V * D, 1), *out = zeros_((size_t)T * D);
+	ops->embed_fwd(out, tab, tok, T, D);
+	int good = 1;
+	for (int t = 0; t < T; t++)
+		good &= memcmp(out + t * D, tab + tok[t] * D, D * sizeof(float)) == 0;
+	ok(good, "embedding forward gathers the rows");
+	float *dout = rnd_((size_t)T * D, 1), *dtab = zeros_((size_t)V * D);
+	double *ref = calloc((size_t)V * D, sizeof *ref);
+	for (int t = 0; t < T; t++)
+		for (int d = 0; d < D; d++)
+			ref[tok[t] * D + d] += dout[t * D + d];
+	ops->embed_bwd(dtab, dout, tok, T, D);
+	double sc;
+	ok(maxdiff_(dtab, ref, (size_t)V * D, &sc) < 1e-6, "embedding backward sums repeated tokens");
+	free(tab), free(out), free(dout), free(dtab), free(ref);
+}
+
+/* ---- rmsnorm ------------------------------------------------------------- */
+struct rms_ctx { float *x, *w, *R, *out, *rstd; int T, D; };
+static double rms_loss_(void *p)
+{
+	struct rms_ctx *c = p;
+	ops->rmsnorm_fwd(c->out, c->rstd, c->x, c->w, c->T, c->D, 1e-5f);
+	return dot_(c->out, c->R, (size_t)c->T * c->D);
+}
+static void test_rmsnorm_(void)
+{
+	int T = 5, D = 24;
+	struct rms_ctx c = { rnd_(T * D, 2), rnd_(D, 1), rnd_(T * D, 1), zeros_(T * D), zeros_(T), T, D };
+	rms_loss_(&c);
+	int good = 1;
+	for (int t = 0; t < T; t++) {
+		double ss = 0;
+		for (int d = 0; d < D; d++)
+			ss += (double)c.x[t * D + d] * c.x[t * D + d];
+		double r = 1 / sqrt(ss / D + 1e-5);
+		for (int d = 0; d < D; d++)
+			good &= fabs(c.out[t * D + d] - c.w[d] * c.x[t * D + d] * r) < 1e-5;
+	}
+	ok(good, "rmsnorm forward matches x / rms(x) * w");
+	float *dx = rnd_(T * D, 1), *dx0 = malloc(T * D * sizeof(float)), *dw = zeros_(D);
+	memcpy(dx0, dx, T * D * sizeof(float));
+	ops->rmsnorm_bwd(dx, dw, c.R, c.x, c.w, c.rstd, T, D);
+	for (int i = 0; i < T * D; i++)
+		dx[i] -= dx0[i]; /* the op accumulates: take back what was there */
+	double ex = fd_check_(rms_loss_, &c, c.x, dx, T * D, NULL, 0, 1e-2f);
+	double ew = fd_check_(rms_loss_, &c, c.w, dw, D, NULL, 0, 1e-2f);
+	ok(ex < 2e-3, "rmsnorm d/dx by finite differences (rel err %.2g)", ex);
+	ok(ew < 2e-3, "rmsnorm d/dw by finite differences (rel err %.2g)", ew);
+	free(c.x), free(c.w), free(c.R), free(c.out), free(c.rstd), free(dx), free(dx0), free(dw);
+}
+
+/* ---- rope ------------------------------------------------------------------ */
+static void test_rope_(void)
+{
+	int T = 4, nh = 3, hd = 8, half = 4;
+	int32_t pos[4] = { 0, 1, 7, 1000 };
+	float invf[4];
+	for (int i = 0; i < half; i++)
+		invf[i] = (float)(1.0 / pow(10000.0, 2.0 * i / hd));
+	float *x = rnd_(T * nh * hd, 1), *y = malloc(T * nh * hd * sizeof(float));
+	memcpy(y, x, T * nh * hd * sizeof(float));
+	ops->rope(y, pos, T, nh, hd, invf, 0);
+	int good = 1;
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < nh; h++)
+			for (int i = 0; i < hd; i++) {
+				const float *r = x + (t * nh + h) * hd;
+				double a = (double)(float)(pos[t] * invf[i % half]);
+				/* rotate_half: x*cos + cat(-x2, x1)*sin */
+				double rh = i < half ? -r[i + half] : r[i - half];
+				double want = r[i] * cos(a) + rh * sin(a);
+				good &= fabs(y[(t * nh + h) * hd + i] - want) < 1e-5;
+			}
+	ok(good, "rope forward is Hugging Face's rotate_half rotation");
+	/* The backward of a rotation is its inverse: <R, rope(x)> = <rope^-1(R), x>. */
+	float *R = rnd_(T * nh * hd, 1), *g = malloc(T * nh * hd * sizeof(float));
+	memcpy(g, R, T * nh * hd * sizeof(float));
+	ops->rope(g, pos, T, nh, hd, invf, 1);
+	double l1 = dot_(R, y, T * nh * hd), l2 = dot_(g, x, T * nh * hd);
+	ok(fabs(l1 - l2) < 1e-5, "rope inverse is the adjoint of rope (%.9g vs %.9g)", l1, l2);
+	ops->rope(y, pos, T, nh, hd, invf, 1);
+	double sc, d;
+	double *xd = malloc(T * nh * hd * sizeof *xd);
+	for (int i = 0; i < T * nh * hd; i++)
+		xd[i] = x[i];
+	d = maxdiff_(y, xd, T * nh * hd, &sc);
+	ok(d < 1e-5, "rope then inverse gives x back (err %.2g)", d);
+	free(x), free(y), free(R), free(g), free(xd);
+}
+
+/* ---- attention ------------------------------------------------------------- */
+struct att_ctx {
+	float *q, *k, *v, *out, *lse, *R, *scratch;
+	const int32_t *cu;
+	int nseq, H, KVH, hd;
+};
+static double att_loss_(void *p)
+{
+	struct att_ctx *c = p;
+	ops->attn_fwd(c->out, c->lse, c->q, c->k, c->v, c->cu, c->nseq, c->H, c->KVH, c->hd,
+	              c->scratch);
+	return dot_(c->out, c->R, (size_t)c->cu[c->nseq] * c->H * c->hd);
+}
+/* Plain causal attention per sequence, in double. */
+static void att_ref_(double *out, const struct att_ctx *c)
+{
+	int H = c->H, KVH = c->KVH, hd = c->hd;
+	double *s = malloc(4096 * sizeof *s);
+	for (int q = 0; q < c->nseq; q++) {
+		int o = c->cu[q], L = c->cu[q + 1] - o;
+		for (int i = 0; i < L; i++)
+			for (int h = 0; h < H; h++) {
+				int g = h / (H / KVH);
+				double m = -1e300, sum = 0;
+				for (int j = 0; j <= i; j++) {
+					double d = 0;
+					for (int e = 0; e < hd; e++)
+						d += (double)c->q[((o + i) * H + h) * hd + e] *
+						     c->k[((o + j) * KVH + g) * hd + e];
+					s[j] = d / sqrt(hd);
+					m = s[j] > m ? s[j] : m;
+				}
+				for (int j = 0; j <= i; j++)
+					sum += (s[j] = exp(s[j] - m));
+				for (int e = 0; e < hd; e++) {
+					double a = 0;
+					for (int j = 0; j <= i; j++)
+						a += s[j] / sum * c->v[((o + j) * KVH + g) * hd + e];
+					out[((o + i) * H + h) * hd + e] = a;
+				}
+			}
+	}
+	free(s);
+}
+static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd, int nsample)
+{
+	int T = cu[nseq], maxlen = 0;
+	for (int s = 0; s < nseq; s++)
+		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
+	struct att_ctx c = { rnd_(T * H * hd, 1.5), rnd_(T * KVH * hd, 1.5), rnd_(T * KVH * hd, 1),
+	                     zeros_(T * H * hd), zeros_(T * H), rnd_(T * H * hd, 1),
+	                     zeros_(ops->attn_scratch(maxlen)), cu, nseq, H, KVH, hd };
+	double *ref = malloc((size_t)T * H * hd * sizeof *ref), sc;
+	att_ref_(ref, &c);
+	att_loss_(&c);
+	double d = maxdiff_(c.out, ref, (size_t)T * H * hd, &sc);
+	ok(d < 1e-5, "attention forward, %d sequences up to %d tokens, %d/%d heads: matches (err %.2g)",
+	   nseq, maxlen, H, KVH, d);
+
+	float *dq = zeros_(T * H * hd), *dk = rnd_(T * KVH * hd, 1), *dv = rnd_(T * KVH * hd, 1);
+	ops->attn_bwd(dq, dk, dv, c.R, c.out, c.lse, c.q, c.k, c.v, cu, nseq, H, KVH, hd, c.scratch);
+	size_t *idx = NULL, nq = (size_t)T * H * hd, nk = (size_t)T * KVH * hd;
+	size_t *iq = NULL, *ik = NULL;
+	if (nsample) {
+		iq = malloc(nsample * sizeof *iq), ik = malloc(nsample * sizeof *ik);
+		for (int i = 0; i < nsample; i++)
+			iq[i] = (size_t)(urand_() * nq), ik[i] = (size_t)(urand_() * nk);
+	}
+	double eq = fd_check_(att_loss_, &c, c.q, dq, nq, iq, nsample, 1e-2f);
+	double ek = fd_check_(att_loss_, &c, c.k, dk, nk, ik, nsample, 1e-2f);
+	double ev = fd_check_(att_loss_, &c, c.v, dv, nk, ik, nsample, 1e-2f);
+	ok(eq < 5e-3, "attention d/dq by finite differences (rel err %.2g)", eq);
+	ok(ek < 5e-3, "attention d/dk by finite differences (rel err %.2g)", ek);
+	ok(ev < 5e-3, "attention d/dv by finite differences (rel err %.2g)", ev);
+
+	/* The same keys and values in a paged cache, pages out of order: the
+	 * decoding attention must give every query the same output. */
+	int page = 4, npages = 0;
+	for (int s = 0; s < nseq; s++)
+		npages += (cu[s + 1] - cu[s] + page - 1) / page;
+	float *kp = zeros_((size_t)npages * page * KVH * hd), *vp = zeros_((size_t)npages * page * KVH * hd);
+	int32_t *pages = malloc(npages * sizeof *pages), *poff = malloc(T * sizeof *poff),
+		*nkeys = malloc(T * sizeof *nkeys);
+	int np = 0;
+	for (int s = 0; s < nseq; s++) {
+		int L = cu[s + 1] - cu[s], first = np;
+		for (int j = 0; j < L; j += page, np++)
+			pages[np] = npages - 1 - np; /* reversed */
+		for (int j = 0; j < L; j++) {
+			size_t dst = ((size_t)pages[first + j / page] * page + j % page) * KVH * hd;
+			memcpy(kp + dst, c.k + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
+			memcpy(vp + dst, c.v + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
+			poff[cu[s] + j] = first;
+			nkeys[cu[s] + j] = j + 1;
+		}
+	}
+	sw_kv_view kv = { kp, vp, page, pages, poff, nkeys };
+	float *po = zeros_(T * H * hd), *ps = zeros_(ops->attn_paged_scratch(maxlen));
+	ops->attn_paged(po, c.q, T, H, KVH, hd, &kv, ps);
+	d = maxdiff_(po, ref, (size_t)T * H * hd, &sc);
+	ok(d < 1e-5, "paged decoding attention matches (err %.2g)", d);
+
+	free(c.q), free(c.k), free(c.v), free(c.out), free(c.lse), free(c.R), free(c.scratch);
+	free(ref), free(dq), free(dk), free(dv), free(idx), free(iq), free(ik);
+	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
+}
+
+/* ---- swiglu, bias ------------------------------------------------------- */
+struct sg_ctx { float *g, *u, *h, *R; size_t n; };
+static double sg_loss_(void *p)
+{
+	struct sg_ctx *c = p;
+	ops->swiglu_fwd(c->h, c->g, c->u, c->n);
+	return dot_(c->h, c->R, c->n);
+}
+static void test_swiglu_(void)
+{
+	size_t n = 64;
+	struct sg_ctx c = { rnd_(n, 4), rnd_(n, 2), zeros_(n), rnd_(n, 1), n };
+	sg_loss_(&c);
+	int good = 1;
+	for (size_t i = 0; i < n; i++)
+		good &= fabs(c.h[i] - c.g[i] / (1 + exp(-(double)c.g[i])) * c.u[i]) < 1e-5;
+	ok(good, "swiglu forward is silu(gate) * up");
+	float *dg = zeros_(n), *du = zeros_(n);
+	ops->swiglu_bwd(dg, du, c.R, c.g, c.u, n);
+	double e1 = fd_check_(sg_loss_, &c, c.g, dg, n, NULL, 0, 1e-2f);
+	double e2 = fd_check_(sg_loss_, &c, c.u, du, n, NULL, 0, 1e-2f);
+	ok(e1 < 2e-3, "swiglu d/dgate by finite differences (rel err %.2g)", e1);
+	ok(e2 < 2e-3, "swiglu d/dup by finite differences (rel err %.2g)", e2);
+	free(c.g), free(c.u), free(c.h), free(c.R), free(dg), free(du);
+}
+
+static void test_bias_(void)
+{
+	int T = 7, N = 5;
+	float *y = rnd_(T * N, 1), *b = rnd_(N, 1), *y0 = malloc(T * N * sizeof(float));
+	memcpy(y0, y, T * N * sizeof(float));
+	ops->bias_fwd(y, b, T, N);
+	int good = 1;
+	for (int i = 0; i < T * N; i++)
+		good &= y[i] == y0[i] + b[i % N];
+	ok(good, "bias forward adds the bias to each row");
+	float *db = rnd_(N, 1), *db0 = malloc(N * sizeof(float));
+	memcpy(db0, db, N * sizeof(float));
+	ops->bias_bwd(db, y0, T, N);
+	good = 1;
+	for (int j = 0; j < N; j++) {
+		double s = db0[j];
+		for (int t = 0; t < T; t++)
+			s += y0[t * N + j];
+		good &= fabs(db[j] - s) < 1e-5;
+	}
+	ok(good, "bias backward accumulates the column sums");
+	float x[3] = { 1, 2, 3 }, z[3] = { 10, 20, 30 };
+	ops->add(z, x, 3);
+	ok(z[0] == 11 && z[1] == 22 && z[2] == 33, "add accumulates");
+	ops->scale(z, 0.5f, 3);
+	ok(z[0] == 5.5f && z[2] == 16.5f, "scale multiplies");
+	ok(fabs(ops->sumsq(z, 3) - (5.5 * 5.5 + 11 * 11 + 16.5 * 16.5)) < 1e-9, "sumsq");
+	free(y), free(b), free(y0), free(db), free(db0);
+}
+
+/* ---- log-probabilities and entropy --------------------------------------- */
+struct lp_ctx { float *z, *lp, *ent, *lse, *a, *b; int32_t *tgt; int T, V; };
+static double lp_loss_(void *p)
+{
+	struct lp_ctx *c = p;
+	ops->logprob_fwd(c->lp, c->ent, c->lse, c->z, c->tgt, c->T, c->V);
+	return dot_(c->lp, c->a, c->T) + dot_(c->ent, c->b, c->T);
+}
+static void test_logprob_(void)
+{
+	int T = 6, V = 13;
+	int32_t tgt[6] = { 3, -1, 12, 0, 5, 5 };
+	struct lp_ctx c = { rnd_(T * V, 3), zeros_(T), zeros_(T), zeros_(T), rnd_(T, 1), rnd_(T, 1),
+	                    tgt, T, V };
+	lp_loss_(&c);
+	int good = 1;
+	for (int t = 0; t < T; t++) {
+		double m = -1e300, s = 0, h = 0;
+		for (int j = 0; j < V; j++)
+			m = c.z[t * V + j] > m ? c.z[t * V + j] : m;
+		for (int j = 0; j < V; j++)
+			s += exp(c.z[t * V + j] - m);
+		for (int j = 0; j < V; j++) {
+			double lpj = c.z[t * V + j] - m - log(s);
+			h -= exp(lpj) * lpj;
+		}
+		double lp = tgt[t] < 0 ? 0 : c.z[t * V + tgt[t]] - m - log(s);
+		good &= fabs(c.lp[t] - lp) < 1e-5 && fabs(c.ent[t] - h) < 1e-5;
+	}
+	ok(good, "log-probabilities and entropy match (ignored target gives 0)");
+	float *g = malloc(T * V * sizeof(float));
+	memcpy(g, c.z, T * V * sizeof(float));
+	ops->logprob_bwd(g, c.lse, c.ent, c.a, c.b, tgt, T, V);
+	double e = fd_check_(lp_loss_, &c, c.z, g, T * V, NULL, 0, 1e-2f);
+	ok(e < 2e-3, "d(lp, entropy)/d(logits) by finite differences (rel err %.2g)", e);
+	memcpy(g, c.z, T * V * sizeof(float));
+	ops->logprob_bwd(g, c.lse, NULL, c.a, NULL, tgt, T, V);
+	double s = 0;
+	for (int j = 0; j < V; j++)
+		s += fabs(g[1 * V + j]);
+	ok(s == 0, "an ignored target gets no gradient");
+	free(c.z), free(c.lp), free(c.ent), free(c.lse), free(c.a), free(c.b), free(g);
+}
+
+/* ---- AdamW ------------------------------------------------------------------ */
+static void test_adamw_(void)
+{
+	size_t n = 50;
+	float *p = rnd_(n, 1), *m = zeros_(n), *v = zeros_(n);
+	double *P = malloc(n * sizeof *P), *M = calloc(n, sizeof *M), *Vv = calloc(n, sizeof *Vv);
+	for (size_t i = 0; i < n; i++)
+		P[i] = p[i];
+	double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+	for (int step = 1; step <= 5; step++) {
+		float *g = rnd_(n, 1);
+		double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
+		for (size_t i = 0; i < n; i++) {
+			P[i] *= 1 - lr * wd;
+			M[i] = b1 * M[i] + (1 - b1) * g[i];
+			Vv[i] = b2 * Vv[i] + (1 - b2) * (double)g[i] * g[i];
+			P[i] -= lr / bc1 * M[i] / (sqrt(Vv[i]) / sqrt(bc2) + eps);
+		}
+		ops->adamw(p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
+		           (float)bc1, (float)bc2);
+		free(g);
+	}
+	double sc, d = maxdiff_(p, P, n, &sc);
+	ok(d < 1e-6, "adamw follows torch.optim.AdamW's update over 5 steps (err %.2g)", d);
+	free(p), free(m), free(v), free(P), free(M), free(Vv);
+}
+
+int main(void)
+{
+	ops = sw_ops_cpu();
+	sw_ops_cpu_threads(2);
+	test_gemm_();
+	test_embed_();
+	test_rmsnorm_();
+	test_rope_();
+	int32_t cu1[4] = { 0, 5, 6, 14 };
+	test_attention_(3, cu1, 4, 2, 8, 0);
+	int32_t cu2[2] = { 0, 9 };
+	test_attention_(1, cu2, 3, 3, 4, 0);
+	/* Longer than one 128-row tile: checked on a sample of entries. */
+	int32_t cu3[3] = { 0, 300, 431 };
+	test_attention_(2, cu3, 2, 1, 8, 40);
+	test_swiglu_();
+	test_bias_();
+	test_logprob_();
+	test_adamw_();
+	return tap_done();
+}
