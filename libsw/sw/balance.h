@@ -1,0 +1,79 @@
+/*
+ * sw/balance.h - partition work across ranks and into micro-batches.
+ *
+ * Pure computation on arrays, no I/O: the programs (sw-balance, sw-sort)
+ * read the samples, price them with sw/cost.h, and hand the numbers here.
+ * An "item" is whatever must stay together: a sample, or a whole group of
+ * them.
+ *
+ * Capacities are relative speeds: a rank of capacity 0.5 should get half the
+ * work of a rank of capacity 1.  Every partitioner aims at the target
+ * load_r = total * capacity_r / sum(capacity).  Internally a rank of smaller
+ * capacity starts with a pinned phantom load that makes all the targets
+ * equal, so Karmarkar-Karp and LPT balance "load + phantom" as they would
+ * balance equal ranks.
+ *
+ * Ownership: every function writes only into the arrays the caller passes;
+ * nothing is kept between calls.
+ */
+#ifndef SW_BALANCE_H
+#define SW_BALANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+
+typedef enum sw_part_method {
+	SW_PART_KK,  /* Karmarkar-Karp largest differencing, k-way */
+	SW_PART_LPT, /* greedy: largest item first onto the least loaded rank */
+	SW_PART_SEQ  /* contiguous chunks of equal count (by capacity), costs ignored: the baseline */
+} sw_part_method;
+
+/* "kk", "lpt", "seq"; SW_EINVAL (-10) for another name. */
+int sw_part_method_parse(const char *name, sw_part_method *m);
+const char *sw_part_method_name(sw_part_method m);
+
+/*
+ * Place n items of cost[i] (finite, >= 0) on k ranks: part[i] in [0, k).
+ * capacity: k finite positive numbers, or NULL for equal ranks.  Every item
+ * is placed exactly once.  SW_EINVAL for k == 0, a bad cost or capacity,
+ * SW_ENOMEM.  Deterministic: the same input gives the same placement.
+ */
+int sw_partition(const double *cost, size_t n, size_t k, const double *capacity,
+                 sw_part_method method, uint32_t *part, sw_error *err);
+
+typedef struct sw_part_stats {
+	double total;       /* sum of all costs */
+	double imbalance;   /* max over ranks of load / target; max/mean with equal capacities */
+	double lower_bound; /* no placement can have imbalance below this: max(1, largest item / largest target) */
+	double over_bound;  /* imbalance / lower_bound: 1 is optimal */
+} sw_part_stats;
+
+/*
+ * Loads of a placement: load[r] (k of them; may be NULL) and the figures
+ * above.  With total 0 every ratio is 1.  SW_EINVAL for a part[i] >= k.
+ */
+int sw_partition_stats(const double *cost, size_t n, size_t k, const double *capacity,
+                       const uint32_t *part, double *load, sw_part_stats *st);
+
+/*
+ * The number of micro-batches of at most budget tokens that first-fit
+ * decreasing packs n items of tokens[i] into; an item over budget takes one
+ * of its own.  0 for n == 0.
+ */
+size_t sw_micro_count(const uint64_t *tokens, size_t n, uint64_t budget);
+
+/*
+ * Split n items into exactly count micro-batches (count >= 1, and at least
+ * sw_micro_count() unless the caller accepts over-budget batches, which it
+ * cannot: SW_EINVAL), each of at most budget tokens unless it is a single
+ * item over budget, and balanced by tokens as far as the budget allows.
+ * micro[i] is the batch of item i, numbered so that batches go small, large,
+ * small, large... (the smallest first, then the largest, and so on inwards).
+ * When n < count some batches stay empty: *empty (may be NULL) says how
+ * many; *over (may be NULL) counts the items over budget.
+ */
+int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t count,
+                   uint32_t *micro, size_t *empty, size_t *over, sw_error *err);
+
+#endif
