@@ -6,6 +6,7 @@
 #include "stream.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "store.h"
 #include "balance.h"
 #define SW_VERSION "0.1.0"
 const char *sw_version(void);

@@ -1,0 +1,117 @@
+/*
+ * sw/store.h - weight stores: one model's parameter arena in memory that
+ * several processes share, so the trainer updates weights in place and the
+ * generator reads them in place, with no copy between them.
+ *
+ * A store is named by a spec "KIND:NAME".  "shm:NAME" is POSIX shared
+ * memory (/dev/shm/NAME on Linux); "cuda:NAME" (device memory exported
+ * through CUDA IPC) parses, but this build refuses it with a clear error:
+ * the API holds no pointer a device store could not give.  NAME is 1 to 200
+ * of [A-Za-z0-9._-] and does not start with '.'.
+ *
+ * Layout of a shm store: a 4096-byte header (magic "SWSTORE", the layout
+ * version, the model's sw_model_config when there is one, the arena size in
+ * floats, the sequence and version counters, the creator's pid and start
+ * time), then the arena, page-aligned, so sw_model_view(cfg, arena) gives a
+ * model over it in place.  A store is made 0600 with O_EXCL, and a store that
+ * others can read or that another user owns is refused on open.
+ *
+ * Naming: sw_store_name_random() gives "shm:PREFIX-" and 32 hex digits from
+ * libsodium's randombytes (128 bits: unguessable).  A run's companion stores
+ * add a suffix to the weights' name: NAME.opt for the optimiser state (any
+ * size: a store need not hold a model), NAME.ref for a frozen reference.
+ *
+ * Updates are published with a seqlock.  The single writer brackets an
+ * update with sw_store_write_begin() (the sequence becomes odd) and
+ * sw_store_publish() (even again, and the version set): readers never wait
+ * for a lock and never block the writer.  A reader brackets its use of the
+ * weights with sw_store_read_begin(), which waits for an even sequence and
+ * returns it, and sw_store_read_retry(), which says whether a write
+ * overlapped; if it did, what the reader computed may mix two versions and
+ * must be discarded and redone.  So a reader never *uses* a torn update.
+ * The version is the trainer's count of finished steps (policy_version);
+ * it moves only at publish, and only forward.
+ *
+ * A writer that dies mid-update leaves the sequence odd; readers are then
+ * told (SW_EFORMAT naming the dead pid) rather than left waiting, and the
+ * next sw_store_write_begin() takes over the store: it must rewrite every
+ * weight (from a checkpoint) before it publishes.
+ *
+ * Stale stores: the creator's pid and its start time (from /proc) are in the
+ * header; sw_store_sweep() removes this user's stores whose creator is gone,
+ * which is how a run killed with SIGKILL is cleaned up at the next start.
+ *
+ * Ownership: sw_store_create/_open return a handle the caller frees with
+ * sw_store_close() (NULL is a no-op); closing unmaps, it does not remove the
+ * store (sw_store_unlink does).  The arena and config pointers live as long
+ * as the handle.
+ */
+#ifndef SW_STORE_H
+#define SW_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+#include "model.h"
+
+typedef struct sw_store sw_store;
+
+#define SW_STORE_NAME_MAX 200
+
+/*
+ * Create the store spec with an arena of nfloats floats, zeroed.  cfg may be
+ * NULL (a store of plain floats, e.g. optimiser state); with a cfg, nfloats
+ * 0 means sw_model_config_nparams(cfg), and fewer than that is SW_EINVAL.
+ * The memory is reserved at once (posix_fallocate), so a full /dev/shm is an
+ * error here, not a SIGBUS later.  An existing store of that name is SW_EIO
+ * with sys_errno EEXIST.  The store is born inside an update held by its
+ * creator: readers wait until the creator has filled the arena and made its
+ * first sw_store_publish(), which may give any version, 0 included.
+ */
+sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t nfloats, sw_error *err);
+/* Open an existing store, read-only or writable.  A store that is not ours
+ * (magic, layout, size, owner, mode) is refused with a message saying why. */
+sw_store *sw_store_open(const char *spec, bool writable, sw_error *err);
+void sw_store_close(sw_store *s);
+/* Remove the store's name; mappings that are open stay valid until closed.
+ * A missing store is SW_EIO with sys_errno ENOENT. */
+int sw_store_unlink(const char *spec, sw_error *err);
+
+/* The spec it was opened by, "shm:NAME". */
+const char *sw_store_spec(const sw_store *s);
+float *sw_store_arena(sw_store *s);
+size_t sw_store_nfloats(const sw_store *s);
+/* The model's configuration, or NULL for a store without one. */
+const sw_model_config *sw_store_config(const sw_store *s);
+/* The last published version (an acquire load: what it names is visible). */
+uint64_t sw_store_version(const sw_store *s);
+/* The creator's pid. */
+long sw_store_creator(const sw_store *s);
+
+/* Writer.  Only one writer at a time: a second write_begin while a live
+ * writer is inside its update is SW_EIO with sys_errno EBUSY.  SW_EINVAL on
+ * a read-only handle. */
+int sw_store_write_begin(sw_store *s, sw_error *err);
+/* End the update and publish it as version, which must exceed the current
+ * one after the first publish (else SW_EINVAL, and the update stays open).
+ * SW_EINVAL too when this handle has no update open. */
+int sw_store_publish(sw_store *s, uint64_t version, sw_error *err);
+
+/* Reader.  read_begin waits (yielding) while an update is open and stores in
+ * *seq the sequence to pass to read_retry; it fails with SW_EFORMAT when the
+ * writer died inside its update.  read_retry is true when the weights
+ * changed since read_begin. */
+int sw_store_read_begin(const sw_store *s, uint64_t *seq, sw_error *err);
+bool sw_store_read_retry(const sw_store *s, uint64_t seq);
+
+/* Write "shm:PREFIX-<32 hex digits>" into buf; SW_ERANGE when too small,
+ * SW_EINVAL for a prefix that is not a valid name. */
+int sw_store_name_random(const char *prefix, char *buf, size_t size, sw_error *err);
+
+/* Remove this user's shm stores whose name starts with prefix (all of them
+ * for NULL or "") and whose creator is no longer running; *removed (may be
+ * NULL) counts them.  Files in /dev/shm that are not stores are left alone. */
+int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err);
+
+#endif
