@@ -111,4 +111,12 @@ const sw_ops *sw_ops_cpu(void);
 /* Threads for the CPU ops and OpenBLAS together (n <= 0: the machine's cores). */
 void sw_ops_cpu_threads(int n);
 
+/*
+ * What engine.c, generate.c and optim.c share beside the ops: RoPE's
+ * inverse frequencies [head_dim / 2] for c (rope_theta, and the Llama 3
+ * scaling when c->rope_factor > 0), computed as transformers does in float32.
+ */
+struct sw_model_config;
+void sw_rope_inv_freq(const struct sw_model_config *c, float *inv_freq);
+
 #endif

@@ -5,6 +5,7 @@
 #include "record.h"
 #include "stream.h"
 #include "model.h"
+#include "engine.h"
 #include "tokenizer.h"
 #include "store.h"
 #include "balance.h"

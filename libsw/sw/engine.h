@@ -1,0 +1,188 @@
+/*
+ * sw/engine.h - compute on an sw_model: forward and backward over packed
+ * sequences (training and scoring), batched incremental decoding with a
+ * paged KV cache (generation), and AdamW.
+ *
+ * sw-rollout and sw-train run the same code: the log-probabilities the
+ * decoder's logits give for a token equal those of a full forward over the
+ * same tokens, so there is no rollout/trainer mismatch to correct for.  All
+ * compute goes through an op table (libsw/ops.h); the CPU table is used now
+ * and a CUDA one can take its place without changing this interface.
+ *
+ * Ownership: an engine or decoder borrows its model (and reads the weights
+ * at every call, so weights updated in place are seen at once); everything
+ * else a call is given belongs to the caller, and what a call returns a
+ * pointer to belongs to the engine or decoder, valid until its next call.
+ * sw_engine_free(NULL) and sw_decoder_free(NULL) are no-ops.  Functions
+ * return SW_OK or a negative SW_E* code and fill err when it is not NULL.
+ */
+#ifndef SW_ENGINE_H
+#define SW_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "error.h"
+#include "model.h"
+
+/* Threads for the compute (OpenMP and OpenBLAS together); n <= 0: all cores. */
+void sw_engine_threads(int n);
+
+/* ---- forward and backward over a packed batch ------------------------------ */
+
+/*
+ * A batch of nseq sequences back to back, without padding: sequence s is
+ * tokens[cu_seqlens[s] .. cu_seqlens[s+1]-1], and each attends causally to
+ * itself only, at positions 0, 1, ... .  targets[t] is the token whose
+ * log-probability row t gives (its next token, for a language model), or
+ * < 0 for none; NULL means "the next token of the same sequence", so the
+ * last row of each sequence has none.
+ */
+typedef struct sw_batch {
+	int nseq;
+	const int32_t *tokens;
+	const int32_t *cu_seqlens;  /* [nseq + 1], cu_seqlens[0] = 0, increasing */
+	const int32_t *targets;     /* [ntokens] or NULL */
+} sw_batch;
+
+typedef struct sw_engine sw_engine;
+
+sw_engine *sw_engine_new(const sw_model *m, sw_error *err);
+void sw_engine_free(sw_engine *e);
+
+/*
+ * Run the model over b.  logprobs[t] (if not NULL) gets log p(targets[t] |
+ * tokens of its sequence up to t), 0 where there is no target; entropy[t]
+ * (if not NULL) the entropy of row t's next-token distribution.  With
+ * for_backward the activations are kept for sw_engine_backward (memory
+ * grows with the batch's total tokens); without, only one layer's worth is
+ * held.  Tokens outside the vocabulary, positions beyond the model's
+ * context, or a malformed cu_seqlens are SW_EINVAL.
+ */
+int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float *logprobs,
+                      float *entropy, sw_error *err);
+
+/* The logits [ntokens, vocab] of the last forward, or NULL if none. */
+const float *sw_engine_logits(const sw_engine *e);
+
+/*
+ * THE training interface.  After sw_engine_forward(..., for_backward =
+ * true, ...), given d(loss)/d(logprobs[t]) (dlogprob, [ntokens]) and
+ * optionally d(loss)/d(entropy[t]) (dentropy, or NULL), ADD d(loss)/d(theta)
+ * for every parameter to grad: a model of the same configuration viewing a
+ * gradient arena (sw_model_view), zeroed by the caller before the first
+ * micro-batch and accumulated over the rest.  Any loss that is a function
+ * of per-token log-probabilities (and entropies) - cross-entropy, PPO/GRPO
+ * surrogates, KL to a reference - is trained this way: the caller computes
+ * the loss and its derivative per token from the logprobs the forward gave.
+ * Tied embeddings get both gradients in one tensor.  The forward's
+ * activations stay valid, so one forward can be differentiated once.
+ */
+int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentropy,
+                       sw_model *grad, sw_error *err);
+
+/*
+ * Cross-entropy of the batch's targets, weighted per token:
+ * loss = -sum_t weight[t] * logprobs[t] / norm, where weight NULL means 1
+ * for every row with a target and norm <= 0 means the sum of the weights
+ * (the mean over weighted tokens, as transformers computes it).  Runs the
+ * forward, and the backward into grad when grad is not NULL.  logprobs
+ * (if not NULL, [ntokens]) gets the per-token log-probabilities.
+ */
+int sw_engine_cross_entropy(sw_engine *e, const sw_batch *b, const float *weight, double norm,
+                            sw_model *grad, double *loss, float *logprobs, sw_error *err);
+
+/* log softmax(logits)[token], the same arithmetic as the forward's log-probs. */
+float sw_logprob_of(const float *logits, int vocab, int token);
+
+/* ---- batched incremental decoding ----------------------------------------------- */
+
+/*
+ * A decoder holds many sequences in a paged KV cache of a fixed number of
+ * tokens.  A sequence is added with its prompt; sw_decoder_step() runs every
+ * sequence that has tokens not yet in the cache (a prompt, or the token
+ * just appended) in one batch, and gives the next-token logits of each.
+ * sw_decoder_fork() makes a sequence that shares another's cache pages (the
+ * G responses of one prompt: prefill once, fork G times; a shared page is
+ * copied only when a fork writes into it).  sw_decoder_remove() frees a
+ * finished sequence's pages at once, so its slot can take the next prompt
+ * (continuous batching).  Sampling is the caller's: it reads the logits and
+ * appends the token it chose.
+ */
+typedef struct sw_decoder sw_decoder;
+
+/* max_seqs live sequences, KV cache room for max_tokens tokens in all (shared pages count once). */
+sw_decoder *sw_decoder_new(const sw_model *m, int max_seqs, int64_t max_tokens, sw_error *err);
+void sw_decoder_free(sw_decoder *d);
+
+/* A new sequence with n >= 1 pending tokens; returns its id (>= 0) or an SW_E* code. */
+int sw_decoder_add(sw_decoder *d, const int32_t *tokens, int n, sw_error *err);
+/* Append n tokens to sequence id (pending until the next step). */
+int sw_decoder_append(sw_decoder *d, int id, const int32_t *tokens, int n, sw_error *err);
+/*
+ * A new sequence sharing id's cached tokens; id must have nothing pending.
+ * The fork starts with the same last logits (sw_decoder_last_logits).
+ */
+int sw_decoder_fork(sw_decoder *d, int id, sw_error *err);
+/* Forget sequence id and release its pages; unknown ids are SW_EINVAL. */
+int sw_decoder_remove(sw_decoder *d, int id);
+
+/*
+ * Feed every sequence's pending tokens through the model.  On return
+ * *n is the number of sequences that ran, ids[0..n-1] (decoder-owned) their
+ * ids and logits [n, vocab] (decoder-owned) the next-token logits after
+ * each one's last token; both valid until the next call on d.  The cache
+ * full is SW_ERANGE and changes nothing (remove a sequence and step again);
+ * nothing pending gives *n = 0.
+ */
+int sw_decoder_step(sw_decoder *d, int *n, const int **ids, const float **logits, sw_error *err);
+
+/* The next-token logits of id after its last step ([vocab], decoder-owned), or NULL. */
+const float *sw_decoder_last_logits(const sw_decoder *d, int id);
+/* Tokens of id in the cache (its length, not counting pending ones); -1 for an unknown id. */
+int sw_decoder_len(const sw_decoder *d, int id);
+/* Tokens the cache can still take without freeing anything. */
+int64_t sw_decoder_room(const sw_decoder *d);
+
+/* ---- optimisation ------------------------------------------------------------------ */
+
+typedef enum sw_lr_schedule {
+	SW_LR_CONSTANT,            /* lr after warm-up */
+	SW_LR_COSINE,              /* cosine from lr to lr * min_lr_ratio over total_steps */
+	SW_LR_LINEAR               /* linear from lr to lr * min_lr_ratio over total_steps */
+} sw_lr_schedule;
+
+typedef struct sw_adamw_config {
+	float lr, beta1, beta2, eps;
+	float weight_decay;        /* decoupled, as torch.optim.AdamW */
+	bool decay_1d;             /* decay 1-D tensors (norms, biases) too; off is the usual choice */
+	float max_grad_norm;       /* clip the global gradient norm to this; <= 0: no clipping */
+	sw_lr_schedule schedule;
+	int64_t warmup_steps;      /* linear warm-up from 0 over these steps */
+	int64_t total_steps;       /* length of the decay (warm-up included) */
+	float min_lr_ratio;
+} sw_adamw_config;
+
+/* lr, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.01, no clipping, constant. */
+sw_adamw_config sw_adamw_defaults(float lr);
+
+/* The learning rate of step (0-based) under c's schedule. */
+float sw_lr_at(const sw_adamw_config *c, int64_t step);
+
+typedef struct sw_adamw_stats {
+	double grad_norm;          /* global L2 norm before clipping */
+	float lr;                  /* the rate applied */
+	bool clipped;
+} sw_adamw_stats;
+
+/*
+ * One AdamW step number step (0-based; state m and v have seen step
+ * earlier ones) on params with grad (both models of one configuration);
+ * m and v are arenas of params->nparams floats, zeroed before step 0, that
+ * the caller keeps (a store can hold them beside the weights).  grad is
+ * clipped in place when it is.  A non-finite gradient norm is SW_ERANGE and
+ * leaves params, m and v untouched.
+ */
+int sw_adamw_step(const sw_adamw_config *c, sw_model *params, sw_model *grad, float *m,
+                  float *v, int64_t step, sw_adamw_stats *stats, sw_error *err);
+
+#endif

