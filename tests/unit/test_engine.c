@@ -13,9 +13,8 @@
 #include "sw/model.h"
 #include "tap.h"
 
-#ifndef FIXTURES
-#define FIXTURES "tests/fixtures"
-#endif
+/* The fixtures, under $SW_TOP (the source tree; "." when unset). */
+static char fix_[512];
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand_(void)
@@ -152,6 +151,98 @@ static void test_fd_model_(const char *what, sw_model_config cfg)
 	sw_model_free(g);
 }
 
+
+/* ---- against PyTorch + transformers ---------------------------------------- */
+
+/* A whole fixture file; *n its size in elements of size sz. */
+static void *slurp_(const char *dir, const char *name, size_t sz, size_t *n)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	void *p = malloc(len > 0 ? (size_t)len : 1);
+	if (fread(p, 1, (size_t)len, f) != (size_t)len) {
+		free(p);
+		p = NULL;
+	}
+	fclose(f);
+	*n = (size_t)len / sz;
+	return p;
+}
+
+/* max |a - b| / max |b|: the relative error of a whole tensor. */
+static double relerr_(const float *a, const float *b, size_t n)
+{
+	double e = 0, s = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		e = fmax(e, fabs((double)a[i] - b[i]));
+		s = fmax(s, fabs((double)b[i]));
+	}
+	return e / s;
+}
+
+static void test_reference_(const char *name)
+{
+	char dir[256], mdir[256], gdir[300];
+	snprintf(dir, sizeof dir, "%s/engine/%s", fix_, name);
+	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
+	snprintf(gdir, sizeof gdir, "%s/grad", dir);
+	sw_error err = { 0 };
+	sw_model *m = sw_model_load(mdir, &err);
+	sw_model *ref = sw_model_load(gdir, &err);
+	size_t ncu, T, nl, nlp, nent, nloss;
+	int32_t *cu = slurp_(dir, "cu.i32", 4, &ncu), *tok = slurp_(dir, "tokens.i32", 4, &T);
+	float *logits = slurp_(dir, "logits.f32", 4, &nl), *rlp = slurp_(dir, "logprobs.f32", 4, &nlp);
+	float *rent = slurp_(dir, "entropy.f32", 4, &nent);
+	double *rloss = slurp_(dir, "loss.f64", 8, &nloss);
+	ok(m && ref && cu && tok && logits && rlp && rent && rloss, "%s: model, gradients and references load (%s)",
+	   name, err.msg);
+	if (!(m && ref && cu && tok && logits && rlp && rent && rloss))
+		goto out;
+	sw_model *g = sw_model_new(&m->cfg, &err);
+	sw_engine *e = sw_engine_new(m, &err);
+	sw_batch b = { (int)ncu - 1, tok, cu, NULL };
+	float *lp = calloc(T, sizeof *lp), *ent = calloc(T, sizeof *ent);
+	int rc = sw_engine_forward(e, &b, true, lp, ent, &err);
+	is_int(rc, 0, "%s: forward (%s)", name, err.msg);
+	double el = relerr_(sw_engine_logits(e), logits, nl);
+	ok(nl == T * (size_t)m->cfg.vocab_size && el < 1e-4, "%s: logits of a packed batch of %zu sequences (rel err %.2g)",
+	   name, ncu - 1, el);
+	double elp = relerr_(lp, rlp, T), eent = relerr_(ent, rent, T);
+	ok(elp < 1e-4, "%s: per-token log-probs (rel err %.2g)", name, elp);
+	ok(eent < 1e-4, "%s: per-token entropy (rel err %.2g)", name, eent);
+	double loss = 0;
+	rc = sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err);
+	is_int(rc, 0, "%s: cross-entropy and backward (%s)", name, err.msg);
+	ok(fabs(loss - rloss[0]) < 1e-4 * fabs(rloss[0]), "%s: loss %.7f, transformers %.7f", name, loss, rloss[0]);
+	double worst = 0;
+	const char *wn = "";
+	int nt = 0;
+	for (size_t i = 0; i < g->ntensors; i++) {
+		const sw_tensor *t = &g->tensors[i], *r = sw_model_tensor(ref, t->name);
+		if (!r || r->numel != t->numel) {
+			worst = INFINITY, wn = t->name;
+			continue;
+		}
+		double x = relerr_(t->data, r->data, t->numel);
+		if (x > worst)
+			worst = x, wn = t->name;
+		nt++;
+	}
+	ok(worst < 1e-4, "%s: all %d parameters' gradients (worst rel err %.2g, %s)", name, nt, worst, wn);
+	free(lp), free(ent);
+	sw_engine_free(e);
+	sw_model_free(g);
+out:
+	sw_model_free(m), sw_model_free(ref);
+	free(cu), free(tok), free(logits), free(rlp), free(rent), free(rloss);
+}
+
 static void test_bad_input_(void)
 {
 	sw_model_config cfg = small_cfg_("llama", false, false, false);
@@ -182,9 +273,14 @@ static void test_bad_input_(void)
 int main(void)
 {
 	sw_engine_threads(2);
+	const char *top = getenv("SW_TOP");
+	snprintf(fix_, sizeof fix_, "%s/tests/fixtures", top ? top : ".");
 	test_fd_model_("llama (untied)", small_cfg_("llama", false, false, false));
 	test_fd_model_("qwen2 (qkv bias, tied)", small_cfg_("qwen2", true, false, true));
 	test_fd_model_("qwen3 (q/k norm)", small_cfg_("qwen3", false, true, false));
 	test_bad_input_();
+	test_reference_("tiny-llama");
+	test_reference_("tiny-qwen2");
+	test_reference_("tiny-qwen3");
 	return tap_done();
 }
