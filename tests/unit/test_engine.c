@@ -14,7 +14,7 @@
 #include "tap.h"
 
 /* The fixtures, under $SW_TOP (the source tree; "." when unset). */
-static char fix_[512];
+static char fix_[256];
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand_(void)
@@ -188,7 +188,7 @@ static double relerr_(const float *a, const float *b, size_t n)
 
 static void test_reference_(const char *name)
 {
-	char dir[256], mdir[256], gdir[300];
+	char dir[400], mdir[400], gdir[420];
 	snprintf(dir, sizeof dir, "%s/engine/%s", fix_, name);
 	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
 	snprintf(gdir, sizeof gdir, "%s/grad", dir);
