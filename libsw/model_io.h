@@ -32,4 +32,38 @@ int sw_model_config_write_(const sw_model_config *c, const char *path, const cha
 /* The shortest decimal that reads back as x, with ".0" when it looks like an integer. */
 void sw_fmt_float_(char *buf, size_t size, float x);
 
+/*
+ * A safetensors file read in place: the header parsed and checked (dtypes,
+ * shapes, offsets inside the data, no two tensors overlapping), the data
+ * converted to float32 on request.  open_mem_ borrows p; open_file_ maps
+ * the file and unmaps it on close_.  path is only for messages.
+ */
+typedef struct sw_st_tensor {
+	char *name;
+	sw_dtype dtype;
+	int ndim;
+	int64_t shape[8];
+	uint64_t numel;
+	uint64_t begin, end;   /* byte offsets into the data, after the header */
+} sw_st_tensor;
+
+typedef struct sw_st_file {
+	char *path;
+	const unsigned char *map;  /* the whole file */
+	size_t size;
+	int mapped;
+	const unsigned char *data; /* after the header */
+	size_t data_size;
+	sw_st_tensor *t;
+	size_t n;
+} sw_st_file;
+
+#define SW_ST_MAX_HEADER (100u << 20) /* as the safetensors library limits it */
+
+int sw_st_open_mem_(sw_st_file *f, const void *p, size_t size, const char *path, sw_error *err);
+int sw_st_open_file_(sw_st_file *f, const char *path, sw_error *err);
+/* Convert tensor i to float32 into dst (numel floats); SW_EFORMAT on NaN or Inf. */
+int sw_st_read_f32_(const sw_st_file *f, size_t i, float *dst, sw_error *err);
+void sw_st_close_(sw_st_file *f);
+
 #endif

@@ -118,4 +118,29 @@ void sw_model_init_random(sw_model *m, uint64_t seed, float std);
 const sw_tensor *sw_model_tensor(const sw_model *m, const char *name);
 void sw_model_free(sw_model *m);
 
+/*
+ * A model directory in the Hugging Face layout: config.json and either
+ * model.safetensors or model.safetensors.index.json with its shards (the
+ * single file wins when both are there, as in transformers).  F32, F16 and
+ * BF16 tensors are read through mmap and converted to float32.  Every
+ * tensor of the configuration must be there once, with its shape; a tensor
+ * the model does not have, a NaN or Inf, a damaged header or truncated data
+ * is an error naming the file and the tensor.  Two things are accepted and
+ * not loaded: "*.rotary_emb.inv_freq" (derived from config.json) and, in a
+ * tied model, an lm_head.weight equal to the embedding.
+ */
+sw_model *sw_model_load(const char *dir, sw_error *err);
+/* Only the weights of dir, into m's arena (a view of a shared store, say). */
+int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err);
+/*
+ * Write dir/model.safetensors (dt SW_DT_F32 or SW_DT_BF16, names as Hugging
+ * Face's, tensors sorted by name, __metadata__ {"format": "pt"}) and
+ * dir/config.json, each atomically; dir is created when missing.  An f32
+ * model loaded from a file the safetensors library wrote is saved as the
+ * same bytes.
+ */
+int sw_model_save(const sw_model *m, const char *dir, sw_dtype dt, sw_error *err);
+/* Only the safetensors file, to path. */
+int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_error *err);
+
 #endif

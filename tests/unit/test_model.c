@@ -305,6 +305,381 @@ static void test_arena_(void)
 	is_int(sw_model_config_nparams(&c), 0, "nparams of a bad config is 0");
 }
 
+/* ---- safetensors ---- */
+
+static char top_[512];
+
+static const char *fixture_(const char *model)
+{
+	static char buf[4][700];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof buf[k], "%s/tests/fixtures/models/%s", top_, model);
+	return buf[k];
+}
+
+static unsigned char *slurp_(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	unsigned char *p = malloc((size_t)len + 1);
+	*n = p ? fread(p, 1, (size_t)len, f) : 0;
+	fclose(f);
+	return p;
+}
+
+static int same_file_(const char *a, const char *b)
+{
+	size_t na = 0, nb = 0;
+	unsigned char *pa = slurp_(a, &na), *pb = slurp_(b, &nb);
+	int same = pa && pb && na == nb && !memcmp(pa, pb, na);
+	free(pa);
+	free(pb);
+	return same;
+}
+
+/* Each tensor's count, sum and first element against what safetensors.torch read. */
+static void check_sums_(const sw_model *m, const char *model)
+{
+	char path[700], line[512];
+	snprintf(path, sizeof path, "%s/tests/fixtures/models/checksums.txt", top_);
+	FILE *f = fopen(path, "r");
+	ok(f != NULL, "%s: checksums.txt is there", model);
+	if (!f)
+		return;
+	size_t seen = 0, good = 0;
+	while (fgets(line, sizeof line, f)) {
+		char mod[64], name[128];
+		unsigned long long numel;
+		double sum, first;
+		if (line[0] == '#' || sscanf(line, "%63s %127s %llu %lf %lf", mod, name, &numel, &sum, &first) != 5 ||
+		    strcmp(mod, model))
+			continue;
+		seen++;
+		const sw_tensor *t = sw_model_tensor(m, name);
+		double s = 0;
+		if (t)
+			for (size_t i = 0; i < t->numel; i++)
+				s += t->data[i];
+		/* float32 values summed in float64 in another order: equal to rounding */
+		if (t && t->numel == numel && (float)first == t->data[0] && fabs(s - sum) <= 1e-9 * (1 + fabs(sum)))
+			good++;
+		else
+			printf("#   %s %s: numel %zu sum %.17g first %.9g; want %llu %.17g %.9g\n", model, name,
+			       t ? t->numel : 0, s, t ? t->data[0] : 0, numel, sum, first);
+	}
+	fclose(f);
+	ok(seen == m->ntensors && good == seen, "%s: %zu of %zu tensors match safetensors.torch", model, good,
+	   m->ntensors);
+}
+
+static void test_fixtures_(void)
+{
+	static const char *models[] = { "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-bf16",
+		                        "tiny-qwen2-bf16", "tiny-llama-sharded" };
+	for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+		sw_error err = { 0 };
+		sw_model *m = sw_model_load(fixture_(models[k]), &err);
+		ok(m != NULL, "%s loads (%s)", models[k], err.msg);
+		if (!m)
+			continue;
+		check_sums_(m, models[k]);
+		if (k < 3) {
+			/* loaded then saved: the very bytes transformers wrote */
+			const char *dir = tmp_(models[k]);
+			int rc = sw_model_save(m, dir, SW_DT_F32, &err);
+			is_int(rc, 0, "%s saves (%s)", models[k], err.msg);
+			char a[700], b[700];
+			snprintf(a, sizeof a, "%s/model.safetensors", dir);
+			snprintf(b, sizeof b, "%s/model.safetensors", fixture_(models[k]));
+			ok(same_file_(a, b), "%s: loaded then saved in f32 is bit-identical", models[k]);
+			sw_model *m2 = sw_model_load(dir, &err);
+			ok(m2 && !memcmp(&m2->cfg, &m->cfg, sizeof m->cfg), "%s: its config.json reads back the same",
+			   models[k]);
+			sw_model_free(m2);
+		}
+		if (k == 0 || k == 1) {
+			/* and in bf16: transformers' .to(torch.bfloat16) file, byte for byte */
+			const char *dir = tmp_("bf16");
+			int rc = sw_model_save(m, dir, SW_DT_BF16, &err);
+			is_int(rc, 0, "%s saves in bf16 (%s)", models[k], err.msg);
+			char a[700], b[700];
+			snprintf(a, sizeof a, "%s/model.safetensors", dir);
+			snprintf(b, sizeof b, "%s-bf16/model.safetensors", fixture_(models[k]));
+			ok(same_file_(a, b), "%s: saved in bf16 is the file torch's bf16 rounding wrote", models[k]);
+		}
+		sw_model_free(m);
+	}
+	sw_error err = { 0 };
+	sw_model *a = sw_model_load(fixture_("tiny-llama"), &err), *b = sw_model_load(fixture_("tiny-llama-sharded"), &err);
+	ok(a && b && a->nparams == b->nparams && !memcmp(a->arena, b->arena, a->nparams * 4),
+	   "the sharded copy loads the same arena");
+	sw_model_free(b);
+	/* a view of another arena loads in place */
+	float *arena = malloc(a->nparams * sizeof *arena);
+	sw_model *v = sw_model_view(&a->cfg, arena, &err);
+	int rc = sw_model_load_weights(v, fixture_("tiny-llama"), &err);
+	ok(rc == 0 && !memcmp(arena, a->arena, a->nparams * 4), "load_weights fills a borrowed arena");
+	sw_model_free(v);
+	free(arena);
+	sw_model_free(a);
+	a = sw_model_load(fixture_("tiny-qwen2"), &err);
+	rc = a ? sw_model_save(a, tmp_("x"), SW_DT_F16, &err) : -99;
+	ok(rc == SW_EINVAL && strstr(err.msg, "F32 or BF16"), "f16 is not written: %s", err.msg);
+	sw_model_free(a);
+}
+
+/* A safetensors file from parts: a header text and data bytes. */
+static void write_st_(const char *path, const char *header, size_t data_bytes, float fill)
+{
+	FILE *f = fopen(path, "wb");
+	uint64_t n = strlen(header);
+	unsigned char len[8];
+	for (int i = 0; i < 8; i++)
+		len[i] = (unsigned char)(n >> (8 * i));
+	fwrite(len, 1, 8, f);
+	fwrite(header, 1, n, f);
+	for (size_t i = 0; i < data_bytes / 4; i++)
+		fwrite(&fill, 4, 1, f);
+	fclose(f);
+}
+
+#include "model_io.h"
+
+static void test_f16_(void)
+{
+	/* half bit patterns and their exact values (numpy.float16) */
+	static const uint16_t h[] = { 0x3c00, 0xc000, 0x0001, 0x03ff, 0x7bff, 0x3555, 0x8000, 0x0400 };
+	static const float want[] = { 1.0f, -2.0f, 5.9604644775390625e-08f, 6.0975551605224609e-05f, 65504.0f,
+		                      0.333251953125f, -0.0f, 6.103515625e-05f };
+	unsigned char file[8 + 80 + 16];
+	const char *hdr = "{\"x\":{\"dtype\":\"F16\",\"shape\":[2,4],\"data_offsets\":[0,16]}}";
+	size_t hn = strlen(hdr);
+	memset(file, 0, sizeof file);
+	file[0] = (unsigned char)hn;
+	memcpy(file + 8, hdr, hn);
+	for (int i = 0; i < 8; i++) {
+		file[8 + hn + 2 * i] = (unsigned char)(h[i] & 0xff);
+		file[8 + hn + 2 * i + 1] = (unsigned char)(h[i] >> 8);
+	}
+	sw_st_file f;
+	sw_error err = { 0 };
+	int rc = sw_st_open_mem_(&f, file, 8 + hn + 16, "mem", &err);
+	is_int(rc, 0, "an F16 file parses (%s)", err.msg);
+	if (rc)
+		return;
+	ok(f.n == 1 && f.t[0].ndim == 2 && f.t[0].shape[1] == 4 && f.t[0].dtype == SW_DT_F16, "its one tensor");
+	float x[8];
+	rc = sw_st_read_f32_(&f, 0, x, &err);
+	ok(rc == 0 && !memcmp(x, want, sizeof x), "F16 to F32: normal, subnormal, max, signed zero");
+	sw_st_close_(&f);
+	/* NaN is refused */
+	file[8 + hn + 2] = 0x00, file[8 + hn + 3] = 0x7e;
+	rc = sw_st_open_mem_(&f, file, 8 + hn + 16, "mem", &err);
+	rc = rc ? rc : sw_st_read_f32_(&f, 0, x, &err);
+	ok(rc == SW_EFORMAT && strstr(err.msg, "mem: tensor 'x': element 1 is NaN"), "NaN: %s", err.msg);
+	sw_st_close_(&f);
+}
+
+/* A one-layer llama in a directory, its weights in a safetensors of our making. */
+#define SMALL_CONFIG                                                                             \
+	"{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 8,"              \
+	" \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1,"   \
+	" \"vocab_size\": 16, \"tie_word_embeddings\": %s, \"bos_token_id\": 1, \"eos_token_id\": 2}"
+
+static const char *small_names_[] = {
+	"lm_head.weight", "model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",
+	"model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.gate_proj.weight",
+	"model.layers.0.mlp.up_proj.weight", "model.layers.0.post_attention_layernorm.weight",
+	"model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+	"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.v_proj.weight", "model.norm.weight"
+};
+static const int small_rows_[] = { 16, 16, 8, 8, 8, 8, 8, 4, 8, 8, 4, 8 };
+static const int small_cols_[] = { 8, 8, 0, 8, 8, 8, 0, 8, 8, 8, 8, 0 };
+
+/*
+ * Write dir with config.json and model.safetensors, tensor `which` changed
+ * by how: 0 none, 1 drop, 2 rename, 3 shape, 4 dtype I32, 5 overlap the
+ * previous one, 6 end past the data, 7 keep (lm_head.weight of a tied model).
+ */
+static const char *small_dir_(const char *name, int which, int how, const char *tied)
+{
+	const char *dir = tmp_(name);
+	char path[700], text[4096];
+	mkdir(dir, 0777);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	snprintf(text, sizeof text, SMALL_CONFIG, tied);
+	write_file_(path, text);
+	size_t off = 0, len = 0;
+	len += (size_t)snprintf(text + len, sizeof text - len, "{\"__metadata__\":{\"format\":\"pt\"}");
+	for (int i = 0; i < 12; i++) {
+		size_t numel = (size_t)small_rows_[i] * (size_t)(small_cols_[i] ? small_cols_[i] : 1);
+		if (i == which && how == 1)
+			continue;
+		if (i == 0 && !strcmp(tied, "true") && !(which == 0 && how == 7))
+			continue;
+		char shape[32];
+		if (small_cols_[i])
+			snprintf(shape, sizeof shape, "%d,%d", small_rows_[i] + (i == which && how == 3),
+			         small_cols_[i]);
+		else
+			snprintf(shape, sizeof shape, "%d", small_rows_[i] + (i == which && how == 3));
+		if (i == which && how == 3)
+			numel += small_cols_[i] ? (size_t)small_cols_[i] : 1;
+		size_t b = off - (i == which && how == 5 ? 4 : 0), e = b + numel * 4 + (i == which && how == 6 ? 4096 : 0);
+		len += (size_t)snprintf(text + len, sizeof text - len,
+		                        ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+		                        small_names_[i], i == which && how == 2 ? "_x" : "",
+		                        i == which && how == 4 ? "I32" : "F32", shape, b, e);
+		off += numel * 4;
+	}
+	len += (size_t)snprintf(text + len, sizeof text - len, "}");
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	write_st_(path, text, off, 0.5f);
+	return dir;
+}
+
+static void expect_load_fail_(const char *dir, int code, const char *want, const char *what)
+{
+	sw_error err = { 0 };
+	sw_model *m = sw_model_load(dir, &err);
+	ok(m == NULL && err.code == code && strstr(err.msg, want), "%s: %s", what, err.msg);
+	if (m || !strstr(err.msg, want))
+		printf("#   want '%s' (code %d), got code %d\n", want, code, err.code);
+	sw_model_free(m);
+}
+
+static void test_bad_files_(void)
+{
+	sw_error err = { 0 };
+	sw_model *m = sw_model_load(small_dir_("good", -1, 0, "false"), &err);
+	ok(m && m->layers[0].wk[31] == 0.5f, "the hand-made small model loads (%s)", err.msg);
+	sw_model_free(m);
+	m = sw_model_load(small_dir_("good-tied", -1, 0, "true"), &err);
+	ok(m && m->lm_head == m->embed, "and tied, without lm_head (%s)", err.msg);
+	sw_model_free(m);
+
+	expect_load_fail_(small_dir_("drop", 8, 1, "false"), SW_EFORMAT,
+	                  "model.safetensors: tensor 'model.layers.0.self_attn.o_proj.weight' is missing",
+	                  "a missing tensor");
+	expect_load_fail_(small_dir_("rename", 3, 2, "false"), SW_EFORMAT,
+	                  "tensor 'model.layers.0.mlp.down_proj.weight_x': is not a tensor of this llama model",
+	                  "an unexpected tensor");
+	expect_load_fail_(small_dir_("shape", 7, 3, "false"), SW_EFORMAT,
+	                  "tensor 'model.layers.0.self_attn.k_proj.weight': shape [5, 8], but config.json makes it [4, 8]",
+	                  "a wrong shape");
+	expect_load_fail_(small_dir_("dtype", 2, 4, "false"), SW_EFORMAT,
+	                  "tensor 'model.layers.0.input_layernorm.weight': dtype 'I32' is not supported",
+	                  "a wrong dtype");
+	expect_load_fail_(small_dir_("overlap", 5, 5, "false"), SW_EFORMAT,
+	                  "tensor 'model.layers.0.mlp.up_proj.weight': its data overlaps that of "
+	                  "'model.layers.0.mlp.gate_proj.weight'",
+	                  "overlapping offsets");
+	expect_load_fail_(small_dir_("range", 11, 6, "false"), SW_ETRUNC,
+	                  "tensor 'model.norm.weight': data_offsets end at byte", "offsets out of range");
+	/* the tied model with an lm_head: accepted only as a copy of the embedding */
+	const char *dir = small_dir_("tied-extra", 0, 7, "true");
+	m = sw_model_load(dir, &err);
+	ok(m && m->lm_head == m->embed && m->embed[0] == 0.5f, "tied, with an lm_head equal to the embedding (%s)",
+	   err.msg);
+	sw_model_free(m);
+	char path[700];
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	size_t n;
+	unsigned char *good = slurp_(path, &n);
+	uint64_t hn = 0;
+	for (int i = 7; i >= 0; i--)
+		hn = hn << 8 | good[i];
+	float quarter = 0.25f;
+	memcpy(good + 8 + hn, &quarter, 4); /* lm_head.weight sorts first: its first element */
+	FILE *f = fopen(path, "wb");
+	fwrite(good, 1, n, f);
+	fclose(f);
+	free(good);
+	expect_load_fail_(dir, SW_EFORMAT, "tensor 'lm_head.weight' differs from model.embed_tokens.weight",
+	                  "tied, with an lm_head that is no copy");
+
+	/* byte-level damage to a good file */
+	dir = small_dir_("damage", -1, 0, "false");
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	good = slurp_(path, &n);
+	f = fopen(path, "wb");
+	fwrite(good, 1, n - 3, f);
+	fclose(f);
+	expect_load_fail_(dir, SW_ETRUNC, "past the", "truncated data");
+	f = fopen(path, "wb");
+	fwrite(good, 1, 5, f);
+	fclose(f);
+	expect_load_fail_(dir, SW_ETRUNC, "model.safetensors: 5 bytes, too short", "a file of 5 bytes");
+	memcpy(path + strlen(path), "", 1);
+	unsigned char *bad = malloc(n);
+	memcpy(bad, good, n);
+	bad[5] = 1; /* header length far past the end */
+	f = fopen(path, "wb");
+	fwrite(bad, 1, n, f);
+	fclose(f);
+	expect_load_fail_(dir, SW_ETRUNC, "header length 1099511628", "header length past EOF");
+	memcpy(bad, good, n);
+	bad[8 + 1] = '\''; /* {"__ -> {'_ */
+	f = fopen(path, "wb");
+	fwrite(bad, 1, n, f);
+	fclose(f);
+	expect_load_fail_(dir, SW_EFORMAT, "model.safetensors: bad header JSON at byte 9", "bad header JSON");
+	memcpy(bad, good, n);
+	float nan = NAN;
+	memcpy(bad + n - 8, &nan, 4);
+	f = fopen(path, "wb");
+	fwrite(bad, 1, n, f);
+	fclose(f);
+	expect_load_fail_(dir, SW_EFORMAT, "tensor 'model.norm.weight': element 6 is NaN", "a NaN weight");
+	free(bad);
+	free(good);
+	unlink(path);
+	expect_load_fail_(dir, SW_EIO, "no model.safetensors or model.safetensors.index.json", "no weights");
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	unlink(path);
+	expect_load_fail_(dir, SW_EIO, "config.json: cannot open: No such file or directory", "no config.json");
+
+	/* the index of a sharded model */
+	dir = small_dir_("index", -1, 0, "false");
+	char a[700], b[700];
+	snprintf(a, sizeof a, "%s/model.safetensors", dir);
+	snprintf(b, sizeof b, "%s/shard-1.safetensors", dir);
+	rename(a, b);
+	snprintf(a, sizeof a, "%s/model.safetensors.index.json", dir);
+	char text[4096];
+	size_t len = (size_t)snprintf(text, sizeof text, "{\"metadata\": {}, \"weight_map\": {");
+	for (int i = 0; i < 12; i++)
+		len += (size_t)snprintf(text + len, sizeof text - len, "%s\"%s\": \"shard-1.safetensors\"", i ? ", " : "",
+		                        small_names_[i]);
+	snprintf(text + len, sizeof text - len, "}}");
+	write_file_(a, text);
+	m = sw_model_load(dir, &err);
+	ok(m != NULL, "an index with one shard loads (%s)", err.msg);
+	sw_model_free(m);
+	char *p = strstr(text, "\"model.norm.weight\": \"shard-1");
+	memcpy(p + 22, "../1", 4);
+	write_file_(a, text);
+	expect_load_fail_(dir, SW_EFORMAT, "tensor 'model.norm.weight': shard is a path", "a shard outside the dir");
+	memcpy(p + 22, "shar", 4);
+	for (char *q = text; (q = strstr(q, "shard-1")); q++)
+		memcpy(q, "zzzz", 4);
+	write_file_(a, text);
+	expect_load_fail_(dir, SW_EIO, "zzzzd-1.safetensors: cannot open: No such file", "a missing shard");
+	for (char *q = text; (q = strstr(q, "zzzzd-1")); q++)
+		memcpy(q, "shar", 4);
+	*(p - 2) = 0; /* the index without model.norm.weight */
+	strcat(text, "}}");
+	write_file_(a, text);
+	expect_load_fail_(dir, SW_EFORMAT, "tensor 'model.norm.weight': is in this shard but", "a tensor the index omits");
+	write_file_(a, "{\"weight_map\": [1]}");
+	expect_load_fail_(dir, SW_EFORMAT, "model.safetensors.index.json: 'weight_map' is not an object", "bad index");
+}
+
 int main(void)
 {
 	snprintf(tmpdir_, sizeof tmpdir_, "%s/sw-test-model.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -315,6 +690,11 @@ int main(void)
 	test_config_();
 	test_config_save_();
 	test_arena_();
+	const char *top = getenv("SW_TOP");
+	snprintf(top_, sizeof top_, "%s", top ? top : ".");
+	test_fixtures_();
+	test_f16_();
+	test_bad_files_();
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir_);
 	if (system(cmd))
