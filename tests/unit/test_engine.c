@@ -243,6 +243,85 @@ out:
 	free(cu), free(tok), free(logits), free(rlp), free(rent), free(rloss);
 }
 
+/* ---- AdamW, clipping and schedules ------------------------------------------ */
+
+static void test_schedule_(void)
+{
+	sw_adamw_config c = sw_adamw_defaults(1.0f);
+	ok(sw_lr_at(&c, 0) == 1.0f && sw_lr_at(&c, 1000) == 1.0f, "constant schedule");
+	c.warmup_steps = 4;
+	ok(sw_lr_at(&c, 0) == 0.25f && sw_lr_at(&c, 3) == 1.0f && sw_lr_at(&c, 9) == 1.0f,
+	   "linear warm-up reaches the rate at its last step");
+	c.schedule = SW_LR_COSINE, c.total_steps = 14, c.min_lr_ratio = 0.1f;
+	ok(sw_lr_at(&c, 4) == 1.0f && fabsf(sw_lr_at(&c, 9) - 0.55f) < 1e-6f &&
+	   fabsf(sw_lr_at(&c, 14) - 0.1f) < 1e-6f && fabsf(sw_lr_at(&c, 100) - 0.1f) < 1e-6f,
+	   "cosine from the rate to its floor (%g %g %g)", sw_lr_at(&c, 4), sw_lr_at(&c, 9), sw_lr_at(&c, 14));
+	c.schedule = SW_LR_LINEAR;
+	ok(fabsf(sw_lr_at(&c, 9) - 0.55f) < 1e-6f && fabsf(sw_lr_at(&c, 14) - 0.1f) < 1e-6f,
+	   "linear decay to its floor");
+}
+
+/* Four steps of forward, backward, clipping and AdamW against torch's. */
+static void test_adamw_reference_(void)
+{
+	char dir[400], mdir[400], adir[420];
+	snprintf(dir, sizeof dir, "%s/engine/tiny-qwen2", fix_);
+	snprintf(mdir, sizeof mdir, "%s/models/tiny-qwen2", fix_);
+	snprintf(adir, sizeof adir, "%s/adamw", dir);
+	sw_error err = { 0 };
+	sw_model *m = sw_model_load(mdir, &err), *ref = sw_model_load(adir, &err);
+	size_t ncu, T, ns;
+	int32_t *cu = slurp_(dir, "cu.i32", 4, &ncu), *tok = slurp_(dir, "tokens.i32", 4, &T);
+	double *st = slurp_(dir, "adamw.f64", 8, &ns);
+	ok(m && ref && cu && tok && st && ns == 8, "adamw references load (%s)", err.msg);
+	if (!(m && ref && cu && tok && st && ns == 8))
+		goto out;
+	sw_model *g = sw_model_new(&m->cfg, &err);
+	float *mm = calloc(m->nparams, sizeof(float)), *vv = calloc(m->nparams, sizeof(float));
+	sw_engine *e = sw_engine_new(m, &err);
+	sw_batch b = { (int)ncu - 1, tok, cu, NULL };
+	sw_adamw_config c = sw_adamw_defaults(1e-2f);
+	c.beta2 = 0.95f, c.weight_decay = 0.1f, c.max_grad_norm = 0.3f;
+	c.schedule = SW_LR_COSINE, c.warmup_steps = 2, c.total_steps = 5, c.min_lr_ratio = 0.1f;
+	int good = 1;
+	for (int step = 0; step < 4; step++) {
+		memset(g->arena, 0, sizeof(float) * g->nparams);
+		double loss;
+		sw_adamw_stats s;
+		int rc = sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err);
+		rc = rc ? rc : sw_adamw_step(&c, m, g, mm, vv, step, &s, &err);
+		good &= rc == 0 && fabs(s.grad_norm - st[2 * step]) < 1e-4 * st[2 * step] &&
+		        fabs(s.lr - st[2 * step + 1]) < 1e-9 && s.clipped;
+		if (!good)
+			printf("# step %d: rc %d norm %.7g (torch %.7g) lr %g (torch %g)\n", step, rc,
+			       s.grad_norm, st[2 * step], s.lr, st[2 * step + 1]);
+	}
+	ok(good, "each step's gradient norm, clipping and rate are torch's");
+	double worst = 0;
+	const char *wn = "";
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const sw_tensor *t = &m->tensors[i], *r = sw_model_tensor(ref, t->name);
+		double x = r ? relerr_(t->data, r->data, t->numel) : INFINITY;
+		if (x > worst)
+			worst = x, wn = t->name;
+	}
+	/* Adam divides each gradient entry by its own running size, so an entry
+	 * near zero carries its last-bit rounding into the step at full size:
+	 * the trajectory gets a looser bound than one gradient's 1e-4. */
+	ok(worst < 5e-4, "parameters after 4 AdamW steps are torch's (worst rel err %.2g, %s)", worst, wn);
+	/* A NaN gradient is refused and changes nothing. */
+	float keep = m->arena[5];
+	g->arena[3] = NAN;
+	is_int(sw_adamw_step(&c, m, g, mm, vv, 4, NULL, &err), SW_ERANGE, "a NaN gradient is refused: %s", err.msg);
+	ok(m->arena[5] == keep, "and the weights are untouched");
+	free(mm), free(vv);
+	sw_engine_free(e);
+	sw_model_free(g);
+out:
+	sw_model_free(m), sw_model_free(ref);
+	free(cu), free(tok), free(st);
+}
+
 static void test_bad_input_(void)
 {
 	sw_model_config cfg = small_cfg_("llama", false, false, false);
@@ -282,5 +361,7 @@ int main(void)
 	test_reference_("tiny-llama");
 	test_reference_("tiny-qwen2");
 	test_reference_("tiny-qwen3");
+	test_schedule_();
+	test_adamw_reference_();
 	return tap_done();
 }
