@@ -9,6 +9,7 @@
 #include "tokenizer.h"
 #include "store.h"
 #include "balance.h"
+#include "rl.h"
 #define SW_VERSION "0.1.0"
 const char *sw_version(void);
 #endif
