@@ -84,6 +84,31 @@ static inline int head_(const uint8_t *p, const uint8_t *end, size_t *hdr,
 	return 0;
 }
 
+/*
+ * The whole size of each value whose size its first byte tells: numbers,
+ * nil, booleans, fixstr and fixext; 0 for the rest (containers, str8+,
+ * bin, ext8+, and the unused 0xc1).  Token-id and log-prob arrays are long
+ * runs of these, so the scanner steps over them without decoding a header.
+ */
+static const uint8_t fixsize_[256] = {
+	/* 00 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 10 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 20 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 30 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 40 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 50 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 60 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 70 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 80 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	/* 90 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	/* a0 */ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+	/* b0 */ 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+	/* c0 */ 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 5, 9, 2, 3, 5, 9,
+	/* d0 */ 2, 3, 5, 9, 3, 4, 6, 10, 18, 0, 0, 0, 0, 0, 0, 0,
+	/* e0 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* f0 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
 int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next)
 {
 	const uint8_t *start = p;
@@ -94,7 +119,24 @@ int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t *
 	 * so a count beyond the size limit is refused at once.
 	 */
 	while (left) {
-		size_t hdr;
+		size_t hdr, fs;
+		while (left && p < end && (fs = fixsize_[*p]) != 0 && fs <= (size_t)(end - p)) {
+			/*
+			 * A run of values of one size (an f32 array, small token
+			 * ids): the next address does not wait for this load, so
+			 * the loop pipelines instead of chasing each header.
+			 */
+			do {
+				p += fs;
+				left--;
+			} while (left && fs <= (size_t)(end - p) && fixsize_[*p] == fs);
+		}
+		if ((size_t)(p - start) > max) {
+			*next = p;
+			return SW_ETOOBIG;
+		}
+		if (!left)
+			break;
 		uint64_t body, items;
 		if (p >= end) {
 			*next = p;

@@ -1,0 +1,57 @@
+#!/bin/sh
+# bench/bench_cat.sh - sw-cat beside its peers on the same bytes, in one run:
+#   msgpack -> msgpack pass-through of a ~1 GB stream   vs  cat through a pipe
+#   JSON Lines -> msgpack, msgpack -> JSON              vs  jq -c .
+#   zstd level 3 output                                  vs  zstd -3
+#   zstd input                                           vs  zstd -dc
+# The data are sw-datagen's realistic samples (prompt text, ~300 response
+# tokens with f32 log-probs, rewards).  Medians of hyperfine runs; ratios are
+# peer time / our time, so > 1 means sw-cat is faster.
+# Environment: SW_BENCH_BYTES (default 1G), SW_BENCH_JQ_BYTES (default 64M:
+# jq is slow, so the JSON comparisons use a smaller file, the same for both).
+set -eu
+: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+big=${SW_BENCH_BYTES:-1G}
+small=${SW_BENCH_JQ_BYTES:-64M}
+for t in hyperfine jq zstd; do
+	command -v $t >/dev/null || { echo "bench_cat: $t is missing (make deps-bench)" >&2; exit 1; }
+done
+d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-cat.XXXXXX")
+trap 'rm -rf "$d"' EXIT
+
+sw-datagen -b "$big" >"$d/big.msgpack"
+zstd -q -3 -c "$d/big.msgpack" >"$d/big.msgpack.zst"
+sw-datagen -b "$small" >"$d/small.msgpack"
+sw-cat -f json "$d/small.msgpack" >"$d/small.jsonl"
+bytes=$(stat -c %s "$d/big.msgpack")
+jbytes=$(stat -c %s "$d/small.jsonl")
+mbytes=$(stat -c %s "$d/small.msgpack")
+
+# median seconds of a command, from hyperfine's JSON export
+t() {
+	hyperfine -N --style none --warmup 1 --runs "${RUNS:-5}" --export-json "$d/h.json" \
+		"sh -c '$1'" >/dev/null 2>&1 || { echo "bench_cat: failed: $1" >&2; exit 1; }
+	jq '.results[0].median' "$d/h.json"
+}
+row() { # what, ours, peer, MB
+	awk -v w="$1" -v a="$2" -v b="$3" -v mb="$4" 'BEGIN {
+		printf "| %s | %.3f s (%.0f MB/s) | %.3f s (%.0f MB/s) | %.2f |\n", w, a, mb / a, b, mb / b, b / a }'
+}
+MB=$(awk -v b="$bytes" 'BEGIN { print b / 1e6 }')
+JMB=$(awk -v b="$jbytes" 'BEGIN { print b / 1e6 }')
+MMB=$(awk -v b="$mbytes" 'BEGIN { print b / 1e6 }')
+
+echo "Stream: $bytes bytes of msgpack ($(sw-cat -c "$d/big.msgpack") records); JSON comparisons on $jbytes bytes of JSON Lines."
+echo
+echo "| what | sw-cat | peer | peer time / ours |"
+echo "|---|---|---|---|"
+a=$(t "sw-cat $d/big.msgpack | cat >/dev/null"); b=$(t "cat $d/big.msgpack | cat >/dev/null")
+row "msgpack -> msgpack, piped (peer: cat \\| cat)" "$a" "$b" "$MB"
+a=$(RUNS=3 t "sw-cat -z $d/big.msgpack >/dev/null"); b=$(RUNS=3 t "zstd -q -3 -c $d/big.msgpack >/dev/null")
+row "msgpack -> zstd -3 (peer: zstd -3)" "$a" "$b" "$MB"
+a=$(t "sw-cat $d/big.msgpack.zst >/dev/null"); b=$(t "zstd -q -dc $d/big.msgpack.zst >/dev/null")
+row "zstd msgpack in -> msgpack (peer: zstd -dc)" "$a" "$b" "$MB"
+a=$(RUNS=3 t "sw-cat $d/small.jsonl >/dev/null"); b=$(RUNS=3 t "jq -c . $d/small.jsonl >/dev/null")
+row "JSON Lines -> msgpack (peer: jq -c .)" "$a" "$b" "$JMB"
+a=$(RUNS=3 t "sw-cat -f json $d/small.msgpack >/dev/null"); b=$(RUNS=3 t "jq -c . $d/small.jsonl >/dev/null")
+row "msgpack -> JSON Lines (peer: jq -c . on the JSON)" "$a" "$b" "$MMB"
