@@ -1,0 +1,123 @@
+/*
+ * sw/audit.h - the run's tamper-evident audit log, and the digests it
+ * records.
+ *
+ * audit.log holds one JSON object a line.  Each line is
+ *
+ *     BODY,"hash":"H"}\n
+ *
+ * where BODY begins {"seq":N,"time":"...","event":"...","prev":"P" and goes
+ * on with the record's own fields, H is the BLAKE2b-256 (libsodium's
+ * crypto_generichash, 32 bytes, lowercase hex) of the bytes of BODY, and P
+ * is the H of the record before (64 zeros for the first).  seq counts from
+ * 1; time is UTC, ISO 8601 with milliseconds.  A changed byte breaks that
+ * record's hash; a deleted, inserted or moved record breaks seq and prev;
+ * a cut line has no end.  Cutting whole records off the end leaves a valid
+ * shorter chain: only a head hash kept elsewhere (sw_audit_head(), the
+ * --head of sw-audit(1)) shows that.  Someone able to rewrite the file can
+ * rewrite every hash after an edit, too; the head kept elsewhere is what
+ * catches that as well.
+ *
+ * Digests are BLAKE2b-256 in hex.  A file's is of its bytes.  A directory's
+ * (a checkpoint) is over its regular files, found recursively and sorted by
+ * relative path (bytewise, '/' between levels): for each, the path, a NUL,
+ * the size as 8 bytes little-endian, and the 32-byte digest of the file.
+ * A symbolic link or any other kind of file in it is an error.
+ *
+ * Appends are one write() of the whole line to a file opened O_APPEND,
+ * under flock(), then fsync(); a record another process appended meanwhile
+ * is read and checked before ours follows it.
+ *
+ * Ownership: sw_audit_open returns a handle for sw_audit_close (NULL is a
+ * no-op); a record built with sw_audit_rec_new is the caller's to
+ * sw_audit_rec_free, appended or not.
+ */
+#ifndef SW_AUDIT_H
+#define SW_AUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+
+#define SW_DIGEST_HEX 65 /* 64 hex digits and a NUL */
+
+void sw_digest_mem(const void *p, size_t n, char hex[SW_DIGEST_HEX]);
+int sw_digest_file(const char *path, char hex[SW_DIGEST_HEX], sw_error *err);
+int sw_digest_dir(const char *dir, char hex[SW_DIGEST_HEX], sw_error *err);
+/* A file's or a directory's digest, whichever path is. */
+int sw_digest_path(const char *path, char hex[SW_DIGEST_HEX], sw_error *err);
+
+/* --- building a record ------------------------------------------------------ */
+
+typedef struct sw_audit_rec sw_audit_rec;
+
+/* A record of this event ("run_start", "stage", "checkpoint", "halt",
+ * "resume", ...: 1 to 64 of [a-z0-9_]); NULL when out of memory or bad. */
+sw_audit_rec *sw_audit_rec_new(const char *event);
+void sw_audit_rec_free(sw_audit_rec *r);
+/* Add a field.  SW_EINVAL for a key used already, one of seq, time, event,
+ * prev and hash, a string that is not UTF-8, or a number that is not finite. */
+int sw_audit_rec_str(sw_audit_rec *r, const char *key, const char *value);
+int sw_audit_rec_int(sw_audit_rec *r, const char *key, int64_t value);
+int sw_audit_rec_num(sw_audit_rec *r, const char *key, double value);
+int sw_audit_rec_argv(sw_audit_rec *r, const char *key, int argc, char *const argv[]);
+/* Any JSON value, given as text (SW_EFORMAT when it does not parse). */
+int sw_audit_rec_json(sw_audit_rec *r, const char *key, const char *json);
+/*
+ * The checkpoint directory rundir/relpath: adds "path" (relpath, which must
+ * be relative and stay inside rundir), "digest" (the directory's) and
+ * "files" (a map of each file's relative path to its digest), which
+ * sw_audit_verify() checks the directory against.
+ */
+int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, sw_error *err);
+
+/* --- appending ------------------------------------------------------------------ */
+
+typedef struct sw_audit sw_audit;
+
+/* Open path for appending, creating it (0644) when absent.  An existing log
+ * is verified first: a broken chain is refused, naming the record, so a
+ * resumed run never extends a log that was tampered with. */
+sw_audit *sw_audit_open(const char *path, sw_error *err);
+/* Append r (seq, time and prev are filled in); fsync'd when it returns 0. */
+int sw_audit_append(sw_audit *a, const sw_audit_rec *r, sw_error *err);
+/* The number of records and the hash of the last ("" before the first). */
+uint64_t sw_audit_seq(const sw_audit *a);
+const char *sw_audit_head(const sw_audit *a);
+void sw_audit_close(sw_audit *a);
+
+/* --- verifying -------------------------------------------------------------------- */
+
+/* A record as sw_audit_verify() passes it on; valid during the call. */
+typedef struct sw_audit_entry {
+	uint64_t seq;
+	const char *time, *event, *hash;
+	const char *fields;   /* the other fields, "key=value ..." for a listing */
+	const char *line;     /* the whole line, without its newline */
+	size_t len;
+} sw_audit_entry;
+
+typedef struct sw_audit_report {
+	uint64_t records;
+	uint64_t checkpoints;          /* checkpoint directories checked */
+	uint64_t head_record;          /* the record the given head names, 0 when none was given */
+	char head[SW_DIGEST_HEX];      /* the hash of the last record */
+} sw_audit_report;
+
+/*
+ * Check the log at path (a run directory: its audit.log; or the log file),
+ * record by record, calling fn (may be NULL) for each good one; a non-zero
+ * return from fn stops and is returned.  Then check each checkpoint the log
+ * names (relative paths against the log's directory) against its digest,
+ * unless a later "checkpoint_removed" record with the same path says it was
+ * deleted on purpose.  When head is not NULL, some record must have that
+ * hash.  The first problem is the error: err->record is the record (line)
+ * number, err->offset the byte where its line starts, and err->msg what is
+ * wrong (SW_EFORMAT; SW_ETRUNC for a cut line; SW_EEMPTY for a log with no
+ * records; SW_EIO when the log or a checkpoint cannot be read).
+ */
+typedef int (*sw_audit_fn)(const sw_audit_entry *e, void *ud);
+int sw_audit_verify(const char *path, const char *head, sw_audit_fn fn, void *ud, sw_audit_report *rep,
+                    sw_error *err);
+
+#endif

@@ -1,0 +1,342 @@
+/*
+ * test_audit.c - digests against known BLAKE2b-256 values and their
+ * documented definition, the record builder's refusals, the hash chain
+ * across reopen and a second appender, and every kind of tampering named
+ * with its record: an edited byte, a deleted, moved or cut record, a
+ * changed, removed or added checkpoint file.
+ */
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sodium.h>
+#include "../../libsw/internal.h"
+#include "sw/audit.h"
+#include "tap.h"
+
+static char dir_[256];
+
+static void put_(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		abort();
+}
+
+static char *slurp_(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	static char buf[1 << 16];
+	*n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[*n] = 0;
+	return buf;
+}
+
+static void test_digests_(void)
+{
+	char hex[SW_DIGEST_HEX], path[512];
+	sw_error e = { 0 };
+	sw_digest_mem("", 0, hex);
+	ok(!strcmp(hex, "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8"), "BLAKE2b-256 of nothing");
+	sw_digest_mem("abc", 3, hex);
+	ok(!strcmp(hex, "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319"), "BLAKE2b-256 of abc");
+	snprintf(path, sizeof path, "%s/f", dir_);
+	put_(path, "abc");
+	is_int(sw_digest_file(path, hex, &e), 0, "digest a file");
+	ok(!strcmp(hex, "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319"), "a file's is its bytes'");
+	snprintf(path, sizeof path, "%s/nope", dir_);
+	ok(sw_digest_file(path, hex, &e) == SW_EIO && e.sys_errno == ENOENT, "a missing file: %s", e.msg);
+
+	/* a directory, computed here from the documented definition */
+	char d[512], p2[600];
+	snprintf(d, sizeof d, "%s/dd", dir_);
+	mkdir(d, 0755);
+	snprintf(p2, sizeof p2, "%s/sub", d);
+	mkdir(p2, 0755);
+	snprintf(p2, sizeof p2, "%s/sub/z", d);
+	put_(p2, "zz");
+	snprintf(p2, sizeof p2, "%s/b", d);
+	put_(p2, "abc");
+	crypto_generichash_state st;
+	crypto_generichash_init(&st, NULL, 0, 32);
+	const char *names[] = { "b", "sub/z" }, *data[] = { "abc", "zz" };
+	for (int i = 0; i < 2; i++) {
+		unsigned char h[32], le[8] = { 0 };
+		le[0] = (unsigned char)strlen(data[i]);
+		crypto_generichash(h, 32, (const unsigned char *)data[i], strlen(data[i]), NULL, 0);
+		crypto_generichash_update(&st, (const unsigned char *)names[i], strlen(names[i]) + 1);
+		crypto_generichash_update(&st, le, 8);
+		crypto_generichash_update(&st, h, 32);
+	}
+	unsigned char h[32];
+	char want[SW_DIGEST_HEX];
+	crypto_generichash_final(&st, h, 32);
+	sodium_bin2hex(want, sizeof want, h, 32);
+	is_int(sw_digest_path(d, hex, &e), 0, "digest a directory");
+	ok(!strcmp(hex, want), "a directory's digest is the documented one");
+	snprintf(p2, sizeof p2, "%s/link", d);
+	if (symlink("b", p2))
+		abort();
+	ok(sw_digest_dir(d, hex, &e) == SW_EFORMAT && strstr(e.msg, "not a regular file"), "a symlink is refused: %s",
+	   e.msg);
+	unlink(p2);
+}
+
+static void test_rec_(void)
+{
+	ok(!sw_audit_rec_new("") && !sw_audit_rec_new("Run Start") && !sw_audit_rec_new(NULL), "bad event names");
+	sw_audit_rec *r = sw_audit_rec_new("stage");
+	ok(r != NULL, "a record");
+	is_int(sw_audit_rec_str(r, "name", "rollout"), 0, "a string field");
+	is_int(sw_audit_rec_str(r, "name", "again"), SW_EINVAL, "a key used twice refused");
+	is_int(sw_audit_rec_str(r, "hash", "x"), SW_EINVAL, "'hash' is reserved");
+	is_int(sw_audit_rec_int(r, "seq", 3), SW_EINVAL, "'seq' is reserved");
+	is_int(sw_audit_rec_str(r, "bad", "\xff\xfe"), SW_EINVAL, "a string that is not UTF-8 refused");
+	is_int(sw_audit_rec_str(r, "over", "\xc0\xaf"), SW_EINVAL, "an overlong UTF-8 form refused");
+	is_int(sw_audit_rec_str(r, "cut", "a\xe2\x82"), SW_EINVAL, "a cut UTF-8 sequence refused");
+	is_int(sw_audit_rec_str(r, "euro", "\xe2\x82\xac"), 0, "a whole UTF-8 sequence is fine");
+	is_int(sw_audit_rec_num(r, "x", NAN), SW_EINVAL, "NaN refused");
+	is_int(sw_audit_rec_json(r, "j", "{\"a\":"), SW_EFORMAT, "JSON that does not parse refused");
+	sw_audit_rec_free(r);
+	sw_audit_rec_free(NULL);
+}
+
+typedef struct seen_ {
+	int n;
+	char fields[4][256];
+} seen_;
+
+static int collect_(const sw_audit_entry *e, void *ud)
+{
+	seen_ *s = ud;
+	if (s->n < 4)
+		snprintf(s->fields[s->n], sizeof s->fields[0], "%s %s", e->event, e->fields);
+	s->n++;
+	return 0;
+}
+
+static void append_(sw_audit *a, const char *event, int iter)
+{
+	sw_audit_rec *r = sw_audit_rec_new(event);
+	sw_error e = { 0 };
+	sw_audit_rec_int(r, "iter", iter);
+	if (sw_audit_append(a, r, &e))
+		printf("# append: %s\n", e.msg);
+	sw_audit_rec_free(r);
+}
+
+static void test_chain_(void)
+{
+	char log[512];
+	sw_error e = { 0 };
+	snprintf(log, sizeof log, "%s/audit.log", dir_);
+	sw_audit *a = sw_audit_open(log, &e);
+	ok(a && sw_audit_seq(a) == 0 && !*sw_audit_head(a), "a new log");
+	sw_audit_rec *r = sw_audit_rec_new("run_start");
+	char *argv[] = { "sw-run", "--iters", "3", "a b" };
+	sw_audit_rec_argv(r, "argv", 4, argv);
+	sw_audit_rec_json(r, "config", "{\"lr\":0.001}");
+	sw_audit_rec_num(r, "lr", 0.5);
+	is_int(sw_audit_append(a, r, &e), 0, "append run_start");
+	sw_audit_rec_free(r);
+	append_(a, "stage", 1);
+	append_(a, "stage", 2);
+	is_int(sw_audit_seq(a), 3, "three records");
+	char head3[SW_DIGEST_HEX];
+	snprintf(head3, sizeof head3, "%s", sw_audit_head(a));
+	sw_audit_close(a);
+
+	size_t n;
+	char *text = slurp_(log, &n);
+	ok(!strncmp(text, "{\"seq\":1,\"time\":\"", 17), "a line starts with seq and time");
+	char *nl = strchr(text, '\n');
+	ok(nl && !strncmp(nl - 75, ",\"hash\":\"", 9), "and ends with its hash");
+	char hex[SW_DIGEST_HEX];
+	sw_digest_mem(text, (size_t)(nl - 75 - text), hex);
+	ok(nl && !strncmp(nl - 66, hex, 64), "the hash is BLAKE2b-256 of the body before it");
+	ok(strstr(text, "\"prev\":\"0000000000000000000000000000000000000000000000000000000000000000\""),
+	   "the first prev is zeros");
+	ok(strstr(text, "\"argv\":[\"sw-run\",\"--iters\",\"3\",\"a b\"]"), "argv is kept as an array");
+
+	/* reopen and go on; a second handle appends in between */
+	a = sw_audit_open(log, &e);
+	ok(a && sw_audit_seq(a) == 3 && !strcmp(sw_audit_head(a), head3), "reopened at record 3, same head");
+	sw_audit *b = sw_audit_open(log, &e);
+	append_(a, "stage", 3);
+	append_(b, "halt", 3);
+	append_(a, "resume", 3);
+	is_int(sw_audit_seq(a), 6, "the first handle read the second's record before its own");
+	sw_audit_close(a);
+	sw_audit_close(b);
+	sw_audit_close(NULL);
+
+	sw_audit_report rep;
+	seen_ s = { 0 };
+	is_int(sw_audit_verify(dir_, NULL, collect_, &s, &rep, &e), 0, "verify: %s", e.msg);
+	is_int(rep.records, 6, "six records");
+	is_int(s.n, 6, "the callback saw each");
+	ok(!strcmp(s.fields[0], "run_start argv=[\"sw-run\",\"--iters\",\"3\",\"a b\"] config={\"lr\":0.001} lr=0.5"),
+	   "listing fields: %s", s.fields[0]);
+	is_int(sw_audit_verify(log, head3, NULL, NULL, &rep, &e), 0, "a head that is in the chain: record %llu",
+	       (unsigned long long)rep.head_record);
+	is_int(rep.head_record, 3, "the head names record 3");
+}
+
+/* Write the log with line `drop` removed, lines a and b swapped, or cut to `cut` bytes. */
+static void rewrite_(const char *src, const char *dst, int drop, int sa, int sb, long cut)
+{
+	size_t n;
+	char *t = slurp_(src, &n), *lines[64];
+	int nl = 0;
+	char copy[1 << 16];
+	memcpy(copy, t, n + 1);
+	for (char *p = copy, *q; *p && nl < 64; p = q + 1) {
+		q = strchr(p, '\n');
+		lines[nl++] = p;
+		*q = 0;
+	}
+	FILE *f = fopen(dst, "w");
+	for (int i = 0; i < nl; i++) {
+		int j = i + 1 == sa ? sb - 1 : i + 1 == sb ? sa - 1 : i;
+		if (i + 1 != drop)
+			fprintf(f, "%s\n", lines[j]);
+	}
+	fclose(f);
+	if (cut >= 0 && truncate(dst, cut))
+		abort();
+}
+
+static void expect_bad_(const char *path, uint64_t rec, const char *what, const char *desc)
+{
+	sw_error e = { 0 };
+	sw_audit_report rep;
+	int rc = sw_audit_verify(path, NULL, NULL, NULL, &rep, &e);
+	ok(rc < 0 && e.record == rec && strstr(e.msg, what), "%s: record %llu: %s", desc,
+	   (unsigned long long)e.record, e.msg);
+}
+
+static void test_tamper_(void)
+{
+	char log[512], bad[512];
+	snprintf(log, sizeof log, "%s/audit.log", dir_);
+	snprintf(bad, sizeof bad, "%s/bad.log", dir_);
+	size_t n;
+	char *t = slurp_(log, &n);
+
+	/* one byte of record 2 changed: "iter":1 -> "iter":7 */
+	char copy[1 << 16];
+	memcpy(copy, t, n + 1);
+	char *l2 = strchr(copy, '\n') + 1, *it = strstr(l2, "\"iter\":1");
+	it[7] = '7';
+	FILE *f = fopen(bad, "w");
+	fwrite(copy, 1, n, f);
+	fclose(f);
+	expect_bad_(bad, 2, "edited", "an edited byte");
+
+	rewrite_(log, bad, 3, 0, 0, -1);
+	expect_bad_(bad, 3, "record 3 was deleted", "a deleted line");
+	rewrite_(log, bad, 0, 2, 3, -1);
+	expect_bad_(bad, 2, "seq is 3 where 2 was expected", "two lines swapped");
+	rewrite_(log, bad, 0, 0, 0, (long)n - 10);
+	expect_bad_(bad, 6, "the log was cut", "a cut last line");
+	rewrite_(log, bad, 1, 0, 0, -1);
+	expect_bad_(bad, 1, "seq is 2 where 1 was expected", "the first line deleted");
+	rewrite_(log, bad, 0, 0, 0, 0);
+	{
+		sw_error e = { 0 };
+		ok(sw_audit_verify(bad, NULL, NULL, NULL, NULL, &e) == SW_EEMPTY, "an emptied log: %s", e.msg);
+	}
+
+	/* whole records cut off the end: a valid chain, caught by the head */
+	const char *last = t + n - 1;
+	while (last > t && last[-1] != '\n')
+		last--;
+	char head[SW_DIGEST_HEX];
+	memcpy(head, t + n - 67, 64);
+	head[64] = 0;
+	rewrite_(log, bad, 0, 0, 0, (long)(last - t));
+	sw_error e = { 0 };
+	sw_audit_report rep;
+	is_int(sw_audit_verify(bad, NULL, NULL, NULL, &rep, &e), 0, "a log cut at a line end is a valid chain...");
+	ok(sw_audit_verify(bad, head, NULL, NULL, &rep, &e) < 0 && strstr(e.msg, "no record has the head hash"),
+	   "...that the kept head catches: %s", e.msg);
+
+	/* a tampered log is not extended */
+	rewrite_(log, bad, 2, 0, 0, -1);
+	e = (sw_error){ 0 };
+	ok(!sw_audit_open(bad, &e) && e.record == 2, "appending to a tampered log refused: record %llu: %s",
+	   (unsigned long long)e.record, e.msg);
+}
+
+static void test_checkpoints_(void)
+{
+	char run[512], p[700], log[600];
+	sw_error e = { 0 };
+	snprintf(run, sizeof run, "%s/run", dir_);
+	mkdir(run, 0755);
+	snprintf(p, sizeof p, "%s/ckpt", run);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/ckpt/iter-2", run);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/ckpt/iter-2/config.json", run);
+	put_(p, "{\"hidden_size\":64}\n");
+	snprintf(p, sizeof p, "%s/ckpt/iter-2/model.safetensors", run);
+	put_(p, "weights");
+	snprintf(log, sizeof log, "%s/audit.log", run);
+	sw_audit *a = sw_audit_open(log, &e);
+	append_(a, "run_start", 0);
+	sw_audit_rec *r = sw_audit_rec_new("checkpoint");
+	is_int(sw_audit_rec_checkpoint(r, run, "../etc", &e), SW_EINVAL, "a checkpoint outside the run refused");
+	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-2", &e), 0, "a checkpoint record: %s", e.msg);
+	is_int(sw_audit_append(a, r, &e), 0, "appended");
+	sw_audit_rec_free(r);
+	append_(a, "stage", 3);
+	sw_audit_report rep;
+	is_int(sw_audit_verify(run, NULL, NULL, NULL, &rep, &e), 0, "verify with the checkpoint: %s", e.msg);
+	is_int(rep.checkpoints, 1, "one checkpoint checked");
+
+	snprintf(p, sizeof p, "%s/ckpt/iter-2/model.safetensors", run);
+	put_(p, "weightz");
+	expect_bad_(run, 2, "file 'model.safetensors' changed", "a checkpoint file changed");
+	put_(p, "weights");
+	snprintf(p, sizeof p, "%s/ckpt/iter-2/extra", run);
+	put_(p, "x");
+	expect_bad_(run, 2, "file 'extra' was added", "a file added");
+	unlink(p);
+	snprintf(p, sizeof p, "%s/ckpt/iter-2/config.json", run);
+	unlink(p);
+	expect_bad_(run, 2, "file 'config.json' was removed", "a file removed");
+	snprintf(p, sizeof p, "%s/ckpt/iter-2/model.safetensors", run);
+	unlink(p);
+	snprintf(p, sizeof p, "%s/ckpt/iter-2", run);
+	rmdir(p);
+	expect_bad_(run, 2, "checkpoint 'ckpt/iter-2' is missing", "the checkpoint removed");
+	r = sw_audit_rec_new("checkpoint_removed");
+	sw_audit_rec_str(r, "path", "ckpt/iter-2");
+	sw_audit_append(a, r, &e);
+	sw_audit_rec_free(r);
+	is_int(sw_audit_verify(run, NULL, NULL, NULL, &rep, &e), 0, "a removal the log records is fine: %s", e.msg);
+	sw_audit_close(a);
+}
+
+int main(void)
+{
+	snprintf(dir_, sizeof dir_, "%s/sw-test-audit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir_) || sodium_init() < 0)
+		return 1;
+	test_digests_();
+	test_rec_();
+	test_chain_();
+	test_tamper_();
+	test_checkpoints_();
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
+	if (system(cmd))
+		printf("# could not remove %s\n", dir_);
+	return tap_done();
+}
