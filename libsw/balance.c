@@ -702,3 +702,135 @@ out:
 	free(heap);
 	return rc;
 }
+
+/* ---- groups: open addressing over FNV-1a hashes, names in one arena ---- */
+
+struct sw_groups {
+	uint32_t *slot;   /* index + 1, 0 for empty */
+	size_t nslot;     /* a power of two */
+	size_t *off;      /* each name's start in the arena */
+	uint32_t *len;
+	uint64_t *hash;
+	size_t n, cap;
+	sw_buf names;
+};
+
+sw_groups *sw_groups_new(void)
+{
+	sw_groups *g = calloc(1, sizeof *g);
+	if (!g)
+		return NULL;
+	g->nslot = 1024;
+	if (!(g->slot = calloc(g->nslot, sizeof *g->slot))) {
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+void sw_groups_free(sw_groups *g)
+{
+	if (!g)
+		return;
+	free(g->slot);
+	free(g->off);
+	free(g->len);
+	free(g->hash);
+	sw_buf_release(&g->names);
+	free(g);
+}
+
+static uint64_t fnv_(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The slot holding name, or the empty one where it would go. */
+static size_t probe_(const sw_groups *g, const char *name, size_t len, uint64_t h)
+{
+	size_t mask = g->nslot - 1, i = (size_t)h & mask;
+	for (;; i = (i + 1) & mask) {
+		uint32_t s = g->slot[i];
+		if (!s)
+			return i;
+		s--;
+		if (g->hash[s] == h && g->len[s] == len && !memcmp(g->names.p + g->off[s], name, len))
+			return i;
+	}
+}
+
+int sw_groups_find(const sw_groups *g, const char *name, size_t len, uint32_t *index)
+{
+	size_t i = probe_(g, name, len, fnv_(name, len));
+	if (!g->slot[i])
+		return 0;
+	*index = g->slot[i] - 1;
+	return 1;
+}
+
+int sw_groups_add(sw_groups *g, const char *name, size_t len, uint32_t *index)
+{
+	uint64_t h = fnv_(name, len);
+	size_t i = probe_(g, name, len, h);
+	if (g->slot[i]) {
+		*index = g->slot[i] - 1;
+		return 0;
+	}
+	if (g->n >= UINT32_MAX - 1 || len > UINT32_MAX)
+		return SW_ENOMEM;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 256;
+		size_t *off = realloc(g->off, cap * sizeof *off);
+		if (off)
+			g->off = off;
+		uint32_t *l = realloc(g->len, cap * sizeof *l);
+		if (l)
+			g->len = l;
+		uint64_t *hs = realloc(g->hash, cap * sizeof *hs);
+		if (hs)
+			g->hash = hs;
+		if (!off || !l || !hs)
+			return SW_ENOMEM;
+		g->cap = cap;
+	}
+	size_t at = g->names.len;
+	if (sw_buf_put(&g->names, name, len) || sw_buf_put(&g->names, "", 1))
+		return SW_ENOMEM;
+	g->off[g->n] = at;
+	g->len[g->n] = (uint32_t)len;
+	g->hash[g->n] = h;
+	g->slot[i] = (uint32_t)++g->n;
+	*index = (uint32_t)(g->n - 1);
+	if (g->n * 2 > g->nslot) {
+		/* keep the table at most half full */
+		size_t ns = g->nslot * 2;
+		uint32_t *slot = calloc(ns, sizeof *slot);
+		if (!slot)
+			return SW_ENOMEM;
+		for (size_t j = 0; j < g->n; j++) {
+			size_t k = (size_t)g->hash[j] & (ns - 1);
+			while (slot[k])
+				k = (k + 1) & (ns - 1);
+			slot[k] = (uint32_t)(j + 1);
+		}
+		free(g->slot);
+		g->slot = slot;
+		g->nslot = ns;
+	}
+	return 1;
+}
+
+size_t sw_groups_count(const sw_groups *g)
+{
+	return g->n;
+}
+
+const char *sw_groups_name(const sw_groups *g, uint32_t index, size_t *len)
+{
+	if (len)
+		*len = g->len[index];
+	return (const char *)g->names.p + g->off[index];
+}

@@ -76,4 +76,20 @@ size_t sw_micro_count(const uint64_t *tokens, size_t n, uint64_t budget);
 int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t count,
                    uint32_t *micro, size_t *empty, size_t *over, sw_error *err);
 
+/*
+ * Groups: an index of names (a sample's group, a prompt's id), each numbered
+ * 0, 1, 2... in the order first seen.  The set copies the names it is given.
+ */
+typedef struct sw_groups sw_groups;
+
+sw_groups *sw_groups_new(void);
+void sw_groups_free(sw_groups *g); /* NULL is a no-op */
+/* *index of name[0..len): 1 when it is new, 0 when seen before, SW_ENOMEM. */
+int sw_groups_add(sw_groups *g, const char *name, size_t len, uint32_t *index);
+/* 1 and *index when present, else 0. */
+int sw_groups_find(const sw_groups *g, const char *name, size_t len, uint32_t *index);
+size_t sw_groups_count(const sw_groups *g);
+/* The name numbered index (NUL-terminated, *len bytes), valid until the set is freed. */
+const char *sw_groups_name(const sw_groups *g, uint32_t index, size_t *len);
+
 #endif

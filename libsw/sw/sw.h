@@ -8,8 +8,11 @@
 #include "engine.h"
 #include "tokenizer.h"
 #include "store.h"
+#include "audit.h"
 #include "balance.h"
+#include "cost.h"
 #include "rl.h"
+#include "verify.h"
 #define SW_VERSION "0.1.0"
 const char *sw_version(void);
 #endif

@@ -298,8 +298,34 @@ static void test_large(void)
 	free(p);
 }
 
+static void test_groups(void)
+{
+	sw_groups *g = sw_groups_new();
+	uint32_t idx;
+	char name[32];
+	int bad = 0;
+	ok(sw_groups_add(g, "p0", 2, &idx) == 1 && idx == 0, "a new name is numbered 0");
+	ok(sw_groups_add(g, "p0", 2, &idx) == 0 && idx == 0, "the same name again is not new");
+	ok(sw_groups_add(g, "p0/1", 2, &idx) == 0 && idx == 0, "only len bytes count");
+	ok(sw_groups_add(g, "", 0, &idx) == 1 && idx == 1, "the empty name is a name");
+	for (int i = 0; i < 50000; i++) {
+		int n = snprintf(name, sizeof name, "group-%d", i % 20000);
+		int rc = sw_groups_add(g, name, (size_t)n, &idx);
+		bad += rc != (i < 20000) || idx != (uint32_t)(2 + i % 20000);
+	}
+	is_int(bad, 0, "50000 adds of 20000 names: each numbered once, in order, through rehashing");
+	is_int(sw_groups_count(g), 20002, "count");
+	size_t len;
+	ok(!strcmp(sw_groups_name(g, 7, &len), "group-5") && len == 7, "name of an index");
+	ok(sw_groups_find(g, "group-19999", 11, &idx) == 1 && idx == 20001, "find a present name");
+	ok(sw_groups_find(g, "group-20000", 11, &idx) == 0, "find an absent one");
+	sw_groups_free(g);
+	sw_groups_free(NULL);
+}
+
 int main(void)
 {
+	test_groups();
 	test_small_exact();
 	test_edges();
 	test_random_properties();
