@@ -322,6 +322,199 @@ out:
 	free(cu), free(tok), free(st);
 }
 
+/* ---- batched decoding ---------------------------------------------------------- */
+
+static int argmax_(const float *z, int V)
+{
+	int b = 0;
+	for (int j = 1; j < V; j++)
+		if (z[j] > z[b])
+			b = j;
+	return b;
+}
+
+/* Greedy decoding, token for token as transformers' generate(). */
+static void test_greedy_(const char *name)
+{
+	char dir[400], mdir[400];
+	snprintf(dir, sizeof dir, "%s/engine/%s", fix_, name);
+	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
+	sw_error err = { 0 };
+	sw_model *m = sw_model_load(mdir, &err);
+	size_t n;
+	int32_t *rec = slurp_(dir, "generate.i32", 4, &n);
+	ok(m && rec, "%s: model and generate() references load (%s)", name, err.msg);
+	if (!m || !rec)
+		goto out;
+	sw_decoder *d = sw_decoder_new(m, 4, 256, &err);
+	/* Both prompts in one decoder at once: batched decoding is what is checked. */
+	int id[2], plen[2], nnew[2], *ref[2], got[2][64], k = 0;
+	size_t at = 0;
+	for (int i = 0; i < 2; i++) {
+		plen[i] = rec[at], nnew[i] = rec[at + 1];
+		ref[i] = rec + at + 2 + plen[i];
+		id[i] = sw_decoder_add(d, rec + at + 2, plen[i], &err);
+		at += 2 + (size_t)plen[i] + nnew[i];
+	}
+	int rc = 0;
+	for (k = 0; k < nnew[0] && !rc; k++) {
+		int nout;
+		const int *ids;
+		const float *lg;
+		rc = sw_decoder_step(d, &nout, &ids, &lg, &err);
+		for (int j = 0; j < nout && !rc; j++) {
+			int which = ids[j] == id[0] ? 0 : 1, tk = argmax_(lg + (size_t)j * m->cfg.vocab_size, m->cfg.vocab_size);
+			got[which][k] = tk;
+			if (k + 1 < nnew[which])
+				rc = sw_decoder_append(d, ids[j], &tk, 1, &err);
+		}
+	}
+	is_int(rc, 0, "%s: decoding runs (%s)", name, err.msg);
+	for (int i = 0; i < 2; i++) {
+		int same = 1;
+		for (int j = 0; j < nnew[i]; j++)
+			same &= got[i][j] == ref[i][j];
+		ok(same, "%s: greedy decoding of a %d-token prompt, %d tokens, as transformers generate()", name,
+		   plen[i], nnew[i]);
+	}
+	sw_decoder_free(d);
+out:
+	sw_model_free(m);
+	free(rec);
+}
+
+/*
+ * The decoder's log-probs against a full forward over the same tokens:
+ * a shared prompt forked four ways (one fork copies the shared last page on
+ * its first write), a sequence removed half-way and a new prompt joining,
+ * every response crossing page boundaries.
+ */
+static void test_decode_vs_forward_(const char *what, sw_model_config cfg)
+{
+	sw_error err = { 0 };
+	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model_init_random(m, 11, 0.3f);
+	shake_(m);
+	int V = cfg.vocab_size;
+	sw_decoder *d = sw_decoder_new(m, 8, 512, &err);
+	enum { NS = 6, MAXT = 64 };
+	int32_t toks[NS][MAXT];
+	float lps[NS][MAXT];
+	int len[NS] = { 0 }, plen[NS] = { 0 }, id2s[8], want[NS] = { 0, 24, 30, 9, 27, 20 };
+	for (int i = 0; i < 8; i++)
+		id2s[i] = -1;
+	int32_t prompt[13];
+	for (int i = 0; i < 13; i++)
+		prompt[i] = (int32_t)(urand_() * V);
+	int root = sw_decoder_add(d, prompt, 13, &err), nout, rc;
+	const int *ids;
+	const float *lg;
+	rc = sw_decoder_step(d, &nout, &ids, &lg, &err);
+	int64_t room = sw_decoder_room(d);
+	/* Sequences 1..4 fork the prompt; 0 is the root (kept, no response). */
+	for (int s = 1; s <= 4; s++) {
+		int f = sw_decoder_fork(d, root, &err);
+		id2s[f] = s;
+		memcpy(toks[s], prompt, sizeof prompt);
+		len[s] = plen[s] = 13;
+	}
+	ok(rc == 0 && sw_decoder_room(d) == room, "%s: forks share the prompt's pages", what);
+	ok(sw_decoder_last_logits(d, root) != NULL, "%s: a fork starts from its prompt's logits", what);
+	/* Each fork samples its first token from the shared logits. */
+	for (int f = 0; f < 8; f++)
+		if (id2s[f] > 0) {
+			const float *z = sw_decoder_last_logits(d, f);
+			int32_t tk = (int32_t)(urand_() * V);
+			lps[id2s[f]][len[id2s[f]]] = sw_logprob_of(z, V, tk);
+			toks[id2s[f]][len[id2s[f]]++] = tk;
+			sw_decoder_append(d, f, &tk, 1, &err);
+		}
+	sw_decoder_remove(d, root);
+	for (int it = 0; it < 40 && !rc; it++) {
+		if (it == 6) { /* sequence 5 joins with its own prompt */
+			int32_t p5[7];
+			for (int i = 0; i < 7; i++)
+				toks[5][i] = p5[i] = (int32_t)(urand_() * V);
+			int f = sw_decoder_add(d, p5, 7, &err);
+			id2s[f] = 5, len[5] = plen[5] = 7;
+		}
+		rc = sw_decoder_step(d, &nout, &ids, &lg, &err);
+		if (rc || nout == 0)
+			break;
+		for (int j = 0; j < nout; j++) {
+			int f = ids[j], s = id2s[f];
+			if (len[s] - plen[s] >= want[s]) {
+				sw_decoder_remove(d, f);
+				id2s[f] = -1;
+				continue;
+			}
+			int32_t tk = (int32_t)(urand_() * V);
+			lps[s][len[s]] = sw_logprob_of(lg + (size_t)j * V, V, tk);
+			toks[s][len[s]++] = tk;
+			rc = sw_decoder_append(d, f, &tk, 1, &err);
+		}
+	}
+	is_int(rc, 0, "%s: decoding with forks, removal and a late prompt runs (%s)", what, err.msg);
+	/* One packed forward over the five finished sequences. */
+	sw_engine *e = sw_engine_new(m, &err);
+	int32_t all[NS * MAXT], cu[NS + 1] = { 0 };
+	int ns = 0;
+	for (int s = 1; s < NS; s++) {
+		memcpy(all + cu[ns], toks[s], sizeof(int32_t) * len[s]);
+		cu[ns + 1] = cu[ns] + len[s];
+		ns++;
+	}
+	float flp[NS * MAXT];
+	sw_batch b = { ns, all, cu, NULL };
+	rc = sw_engine_forward(e, &b, false, flp, NULL, &err);
+	double worst = 0;
+	int count = 0, full = 1;
+	for (int s = 1; s < NS; s++) {
+		full &= len[s] - plen[s] == want[s];
+		for (int t = plen[s]; t < len[s]; t++, count++)
+			worst = fmax(worst, fabs(lps[s][t] - flp[cu[s - 1] + t - 1]));
+	}
+	ok(rc == 0 && full && worst < 1e-5,
+	   "%s: the decoder's log-probs of %d tokens equal a full forward's (max diff %.2g)", what,
+	   count, worst);
+	is_int(sw_decoder_room(d), 512 / 16 * 16 + 8 * 16, "%s: every page is free again at the end", what);
+	sw_engine_free(e);
+	sw_decoder_free(d);
+	sw_model_free(m);
+}
+
+static void test_decoder_limits_(void)
+{
+	sw_model_config cfg = small_cfg_("llama", false, false, false);
+	sw_error err = { 0 };
+	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model_init_random(m, 3, 0.1f);
+	/* 32 tokens of room: 2 pages + 2 slack pages for 2 sequences. */
+	sw_decoder *d = sw_decoder_new(m, 2, 32, &err);
+	int32_t p[40] = { 0 }, bad = 37;
+	int a = sw_decoder_add(d, p, 40, &err), nout;
+	const int *ids;
+	const float *lg;
+	ok(a >= 0 && sw_decoder_room(d) == 64, "decoder made with 4 pages");
+	int b = sw_decoder_add(d, p, 30, &err);
+	is_int(sw_decoder_step(d, &nout, &ids, &lg, &err), SW_ERANGE, "a step the cache cannot hold is refused: %s", err.msg);
+	is_int(sw_decoder_len(d, a), 0, "and changes nothing");
+	sw_decoder_remove(d, b);
+	is_int(sw_decoder_step(d, &nout, &ids, &lg, &err), 0, "after a removal it runs");
+	ok(nout == 1 && sw_decoder_len(d, a) == 40, "the sequence is in the cache");
+	is_int(sw_decoder_add(d, p, 3, &err) >= 0, 1, "a second slot");
+	ok(sw_decoder_add(d, p, 3, &err) == SW_ERANGE, "a third is refused: %s", err.msg);
+	is_int(sw_decoder_append(d, a, &bad, 1, &err), SW_EINVAL, "a token outside the vocabulary is refused: %s", err.msg);
+	is_int(sw_decoder_append(d, 7, p, 1, &err), SW_EINVAL, "an unknown sequence is refused: %s", err.msg);
+	is_int(sw_decoder_append(d, a, p, 25, &err), SW_ERANGE, "going past the context is refused: %s", err.msg);
+	sw_decoder_append(d, a, p, 1, &err);
+	is_int(sw_decoder_fork(d, a, &err), SW_EINVAL, "forking with tokens pending is refused: %s", err.msg);
+	is_int(sw_decoder_remove(d, 5), SW_EINVAL, "removing an unknown sequence is refused");
+	sw_decoder_free(d);
+	sw_decoder_free(NULL);
+	sw_model_free(m);
+}
+
 static void test_bad_input_(void)
 {
 	sw_model_config cfg = small_cfg_("llama", false, false, false);
@@ -363,5 +556,12 @@ int main(void)
 	test_reference_("tiny-qwen3");
 	test_schedule_();
 	test_adamw_reference_();
+	test_greedy_("tiny-llama");
+	test_greedy_("tiny-qwen2");
+	test_greedy_("tiny-qwen3");
+	test_decode_vs_forward_("llama", small_cfg_("llama", false, false, false));
+	test_decode_vs_forward_("qwen2", small_cfg_("qwen2", true, false, true));
+	test_decode_vs_forward_("qwen3", small_cfg_("qwen3", false, true, false));
+	test_decoder_limits_();
 	return tap_done();
 }
