@@ -7,6 +7,76 @@ _sw()
 	_init_completion || return
 
 	case ${words[0]##*/} in
+	sw-audit)
+		case $prev in
+		-H|--head)
+			:
+			return
+			;;
+		-c|--checkpoint)
+			_filedir -d
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-H --head -c --checkpoint -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
+	sw-balance)
+		case $prev in
+		-n|--ranks)
+			:
+			return
+			;;
+		-m|--method)
+			COMPREPLY=($(compgen -W "kk lpt seq" -- "$cur"))
+			return
+			;;
+		--capacity)
+			:
+			return
+			;;
+		--max-tokens)
+			:
+			return
+			;;
+		--max-len)
+			:
+			return
+			;;
+		--rejects)
+			_filedir
+			return
+			;;
+		--stats)
+			_filedir
+			return
+			;;
+		--model)
+			_filedir -d
+			return
+			;;
+		--stage)
+			COMPREPLY=($(compgen -W "generate train" -- "$cur"))
+			return
+			;;
+		-o|--output)
+			_filedir
+			return
+			;;
+		-f|--format)
+			COMPREPLY=($(compgen -W "msgpack json" -- "$cur"))
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-n --ranks -m --method --capacity --split-groups --max-tokens --max-len --drop-uniform-groups --rejects --stats --model --stage -o --output -f --format -z --zstd --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
 	sw-cat)
 		case $prev in
 		-f|--format)
@@ -36,8 +106,45 @@ _sw()
 		fi
 		_filedir
 		;;
+	sw-verify)
+		case $prev in
+		-r|--verifier)
+			:
+			return
+			;;
+		--label-field)
+			:
+			return
+			;;
+		--max-errors)
+			:
+			return
+			;;
+		--min-reward)
+			:
+			return
+			;;
+		--window)
+			:
+			return
+			;;
+		-f|--format)
+			COMPREPLY=($(compgen -W "msgpack json" -- "$cur"))
+			return
+			;;
+		-o|--output)
+			_filedir
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-r --verifier --label-field --max-errors --min-reward --window -f --format -z --zstd -o --output --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
 	esac
 } &&
-	complete -F _sw sw-cat
+	complete -F _sw sw-audit sw-balance sw-cat sw-verify
 
 # ex: filetype=sh

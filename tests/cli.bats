@@ -48,6 +48,8 @@ man_usage() {
 	!on { next }
 	/^\.Nm / { printf "usage: %s", $2; next }
 	/^\.Op Ar$/ { printf " [file ...]"; next }
+	/^\.Op Ar ./ { s = $0; sub(/^\.Op Ar /, "", s); printf " [%s]", s; next }
+	/^\.Ar / { s = $0; sub(/^\.Ar /, "", s); printf " %s", s; next }
 	/^\.Op Fl / {
 		s = " [-" $3
 		for (i = 4; i <= NF; i++) if ($i != "Ar") s = s " " $i
