@@ -5,8 +5,8 @@
 #   zstd level 3 output                                  vs  zstd -3
 #   zstd input                                           vs  zstd -dc
 # The data are sw-datagen's realistic samples (prompt text, ~300 response
-# tokens with f32 log-probs, rewards).  Medians of hyperfine runs; ratios are
-# peer time / our time, so > 1 means sw-cat is faster.
+# tokens with f32 log-probs, rewards).  Medians of hyperfine runs (wall and
+# CPU time); ratios are peer time / our time, so > 1 means sw-cat is faster.
 # Environment: SW_BENCH_BYTES (default 1G), SW_BENCH_JQ_BYTES (default 64M:
 # jq is slow, so the JSON comparisons use a smaller file, the same for both).
 set -eu
@@ -27,15 +27,19 @@ bytes=$(stat -c %s "$d/big.msgpack")
 jbytes=$(stat -c %s "$d/small.jsonl")
 mbytes=$(stat -c %s "$d/small.msgpack")
 
-# median seconds of a command, from hyperfine's JSON export
+# "WALL CPU": median wall seconds and mean CPU seconds (user + system, all
+# processes of the pipeline; hyperfine keeps only their mean) of a command, from hyperfine's JSON export.  On a
+# shared machine the CPU time is the steadier of the two.
 t() {
 	hyperfine -N --style none --warmup 1 --runs "${RUNS:-5}" --export-json "$d/h.json" \
 		"sh -c '$1'" >/dev/null 2>&1 || { echo "bench_cat: failed: $1" >&2; exit 1; }
-	jq '.results[0].median' "$d/h.json"
+	jq -r '.results[0] | "\(.median) \(.user + .system)"' "$d/h.json"
 }
-row() { # what, ours, peer, MB
+row() { # what, "ours", "peer", MB
 	awk -v w="$1" -v a="$2" -v b="$3" -v mb="$4" 'BEGIN {
-		printf "| %s | %.3f s (%.0f MB/s) | %.3f s (%.0f MB/s) | %.2f |\n", w, a, mb / a, b, mb / b, b / a }'
+		split(a, x, " "); split(b, y, " ")
+		printf "| %s | %.3f s (%.0f MB/s), cpu %.3f s | %.3f s (%.0f MB/s), cpu %.3f s | %.2f | %.2f |\n",
+			w, x[1], mb / x[1], x[2], y[1], mb / y[1], y[2], y[1] / x[1], y[2] / x[2] }'
 }
 MB=$(awk -v b="$bytes" 'BEGIN { print b / 1e6 }')
 JMB=$(awk -v b="$jbytes" 'BEGIN { print b / 1e6 }')
@@ -43,8 +47,8 @@ MMB=$(awk -v b="$mbytes" 'BEGIN { print b / 1e6 }')
 
 echo "Stream: $bytes bytes of msgpack ($(sw-cat -c "$d/big.msgpack") records); JSON comparisons on $jbytes bytes of JSON Lines."
 echo
-echo "| what | sw-cat | peer | peer time / ours |"
-echo "|---|---|---|---|"
+echo "| what | sw-cat: wall median (rate), cpu mean | peer: wall median (rate), cpu mean | peer/ours wall | peer/ours cpu |"
+echo "|---|---|---|---|---|"
 a=$(t "sw-cat $d/big.msgpack | cat >/dev/null"); b=$(t "cat $d/big.msgpack | cat >/dev/null")
 row "msgpack -> msgpack, piped (peer: cat \\| cat)" "$a" "$b" "$MB"
 a=$(RUNS=3 t "sw-cat -z $d/big.msgpack >/dev/null"); b=$(RUNS=3 t "zstd -q -3 -c $d/big.msgpack >/dev/null")
