@@ -97,6 +97,12 @@ else
 	@$(MAKE) --no-print-directory -f kernels/kernels.mk B=$(B) NVCC=$(NVCC)
 endif
 
+# The example verifier plug-in of examples/plugin/ (tests/sw-verify.bats loads it).
+all: $(B)/plugin/keyword.so
+$(B)/plugin/%.so: examples/plugin/%.c libsw/sw/verifier.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -Ilibsw -o $@ $<
+
 # --- tests --------------------------------------------------------------------
 $(B)/tests/%: tests/unit/%.c tests/unit/tap.h $(B)/lib/libsw.a
 	@mkdir -p $(@D)

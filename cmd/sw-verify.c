@@ -1,0 +1,247 @@
+/*
+ * sw-verify - score samples with verifiers and combine the scores into a
+ * reward: built-in rules, external programs in a sandbox, shared-object
+ * plug-ins (see sw/verify.h for the library that does the work).
+ *
+ * Samples leave in the order they came.  Many are in flight at once so that
+ * exec verifiers stay busy; whenever the input pauses, everything in flight
+ * is finished and flushed, so a pipeline behind us never waits on a sample
+ * we already have.  A verifier that fails on a sample marks it with
+ * verifier_error and the stream goes on; bad input stops us with the
+ * record named, after the samples before it are written.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+
+enum { OPT_FORCE = 0x100, OPT_LABEL, OPT_MAX_ERRORS, OPT_MIN_REWARD, OPT_WINDOW };
+
+static const cli_opt opts[] = {
+	{ 'r', 'r', "verifier", "spec", NULL,
+	  "add a verifier, NAME[:ARG][,KEY=VALUE...] (repeatable; see sw-verify(1))" },
+	{ OPT_LABEL, 0, "label-field", "field", NULL, "the field holding the ground truth (default label)" },
+	{ OPT_MAX_ERRORS, 0, "max-errors", "fraction", NULL,
+	  "exit 1 when more than this fraction of samples fail (default 0.01)" },
+	{ OPT_MIN_REWARD, 0, "min-reward", "reward", NULL,
+	  "the reward of a sample that breaks a hard rule (default: the lowest possible)" },
+	{ OPT_WINDOW, 0, "window", "num", NULL, "samples in flight at most (default 4096)" },
+	{ 'f', 'f', "format", "format", "msgpack|json",
+	  "write msgpack or json (JSON Lines); default msgpack, json on a terminal" },
+	{ 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" },
+	{ 'o', 'o', "output", "file", "file", "write to file instead of standard output" },
+	{ OPT_FORCE, 0, "force", NULL, NULL, "write msgpack even to a terminal" },
+	{ 0, 0, NULL, NULL, NULL, NULL }
+};
+
+static const cli_prog prog = {
+	"sw-verify", "[file ...]", "file",
+	"Score samples with verifiers and combine the scores into a reward.",
+	opts
+};
+
+static sw_verify *v_;
+static sw_writer *w_;
+static const char *out_name_ = "stdout";
+
+/* Workers and their directories go at any exit, cli_die's included. */
+static void cleanup_(void)
+{
+	sw_verify_free(v_);
+	v_ = NULL;
+}
+
+static void warn_(void *arg, const char *msg)
+{
+	(void)arg;
+	if (cli_verbosity >= 0)
+		cli_warn("warning: %s", msg);
+}
+
+static void put_(sw_rec *rec)
+{
+	if (sw_writer_put(w_, rec))
+		cli_die_stream(out_name_, sw_writer_error(w_));
+}
+
+/* Finish every sample in flight and write it. */
+static void drain_(void)
+{
+	sw_error err = { 0 };
+	sw_rec *rec;
+	int rc;
+	while ((rc = sw_verify_pop(v_, &rec, 1, &err)) == 1)
+		put_(rec);
+	if (rc < 0)
+		cli_die("%s", err.msg);
+}
+
+static void idle_(void *arg)
+{
+	(void)arg;
+	drain_();
+	sw_writer_flush(w_);
+}
+
+static double fraction_(const char *opt, const char *s, double lo, double hi)
+{
+	char *end;
+	double x = strtod(s, &end);
+	if (!*s || *end || !isfinite(x) || x < lo || x > hi)
+		cli_usage("option '%s' wants a number from %g to %g, not '%s'", opt, lo, hi, s);
+	return x;
+}
+
+int main(int argc, char **argv)
+{
+	const char *arg, *out = "-";
+	const char **specs = NULL;
+	size_t nspecs = 0;
+	int c, optind_, force = 0, fmt_set = 0;
+	double max_errors = 0.01;
+	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
+	sw_verify_opts vo = { 0 };
+	vo.warn = warn_;
+
+	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
+		switch (c) {
+		case 'r': {
+			const char **s = realloc(specs, (nspecs + 1) * sizeof *specs);
+			if (!s)
+				cli_die("out of memory");
+			specs = s;
+			specs[nspecs++] = arg;
+			break;
+		}
+		case OPT_LABEL:
+			if (!*arg)
+				cli_usage("option '--label-field' wants a field name");
+			vo.label_field = arg;
+			break;
+		case OPT_MAX_ERRORS:
+			max_errors = fraction_("--max-errors", arg, 0, 1);
+			break;
+		case OPT_MIN_REWARD:
+			vo.min_reward = fraction_("--min-reward", arg, -1e9, 1e9);
+			vo.min_reward_set = 1;
+			break;
+		case OPT_WINDOW:
+			vo.window = (size_t)cli_uint("--window", arg, 1, 1 << 20);
+			break;
+		case 'f':
+			if (!strcmp(arg, "msgpack"))
+				wo.format = SW_FMT_MSGPACK;
+			else if (!strcmp(arg, "json"))
+				wo.format = SW_FMT_JSON;
+			else
+				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			fmt_set = 1;
+			break;
+		case 'z':
+			wo.zstd_level = 3;
+			break;
+		case 'o':
+			out = arg;
+			break;
+		case OPT_FORCE:
+			force = 1;
+			break;
+		}
+	}
+	if (!nspecs)
+		cli_usage("no verifier: give at least one -r SPEC");
+	vo.worker_stderr = cli_verbosity < 0 ? -1 : 2;
+
+	sw_error err = { 0 };
+	if (!(v_ = sw_verify_new(&vo, &err)))
+		cli_die("%s", err.msg);
+	atexit(cleanup_);
+	for (size_t i = 0; i < nspecs; i++) {
+		int rc = sw_verify_add(v_, specs[i], &err);
+		if (rc == SW_EINVAL)
+			cli_usage("bad verifier '%s': %s", specs[i], err.msg);
+		if (rc)
+			cli_die("verifier '%s': %s", specs[i], err.msg);
+	}
+
+	char **files = argv + optind_;
+	int nfiles = argc - optind_;
+	static char *stdin_only[] = { "-", NULL };
+	if (nfiles == 0) {
+		files = stdin_only;
+		nfiles = 1;
+	}
+	int tty = !strcmp(out, "-") && isatty(1);
+	if (tty && !fmt_set && !wo.zstd_level)
+		wo.format = SW_FMT_JSON;
+	if (tty && (wo.format == SW_FMT_MSGPACK || wo.zstd_level) && !force)
+		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+	if (!(w_ = sw_writer_open(out, &wo, &err)))
+		cli_die("cannot write '%s': %s", out, err.msg);
+	if (strcmp(out, "-"))
+		out_name_ = out;
+
+	size_t max_record = cli_max_record();
+	sw_rec *rec = sw_rec_new(), *done;
+	uint64_t bytes_in = 0;
+	if (!rec)
+		cli_die("out of memory");
+	for (int i = 0; i < nfiles; i++) {
+		const char *name = strcmp(files[i], "-") ? files[i] : "stdin";
+		sw_reader *r = sw_reader_open(files[i], &err);
+		if (!r) {
+			drain_();
+			sw_writer_close(w_);
+			cli_die("cannot open '%s': %s", files[i], strerror(err.sys_errno));
+		}
+		sw_reader_set_max_record(r, max_record);
+		sw_reader_set_idle(r, idle_, NULL);
+		int rc;
+		while ((rc = sw_reader_next(r, rec)) == 1) {
+			while (sw_verify_full(v_)) {
+				if ((rc = sw_verify_pop(v_, &done, 1, &err)) < 0)
+					cli_die("%s", err.msg);
+				put_(done);
+			}
+			if ((rc = sw_verify_push(v_, rec, sw_reader_records(r), &err))) {
+				/* bad input: what came before it still goes out, properly ended */
+				drain_();
+				if (sw_writer_close(w_))
+					cli_die_stream(out_name_, sw_writer_error(w_));
+				cli_die("%s: record %llu: %s", name, (unsigned long long)err.record, err.msg);
+			}
+			while ((rc = sw_verify_pop(v_, &done, 0, &err)) == 1)
+				put_(done);
+			if (rc < 0)
+				cli_die("%s", err.msg);
+			cli_progress(sw_verify_done(v_), bytes_in + sw_reader_bytes_in(r));
+		}
+		if (rc < 0) {
+			sw_error e = *sw_reader_error(r);
+			drain_();
+			if (sw_writer_close(w_))
+				cli_die_stream(out_name_, sw_writer_error(w_));
+			cli_die_stream(name, &e);
+		}
+		bytes_in += sw_reader_bytes_in(r);
+		sw_reader_free(r);
+	}
+	drain_();
+	if (sw_writer_close(w_))
+		cli_die_stream(out_name_, sw_writer_error(w_));
+	uint64_t n = sw_verify_done(v_), failed = sw_verify_failed(v_);
+	cli_summary(n, bytes_in, sw_writer_bytes_out(w_));
+	sw_writer_free(w_);
+	sw_rec_free(rec);
+	free(specs);
+	if (failed && (double)failed > max_errors * (double)n)
+		cli_die("%llu of %llu samples (%.1f%%) have verifier_error, more than --max-errors %g allows",
+		        (unsigned long long)failed, (unsigned long long)n, 100.0 * (double)failed / (double)n,
+		        max_errors);
+	if (failed && cli_verbosity >= 0)
+		cli_warn("warning: %llu of %llu samples have verifier_error", (unsigned long long)failed,
+		         (unsigned long long)n);
+	cli_exit(0);
+}
