@@ -253,7 +253,7 @@ static int compile_(sw_tokenizer *t, const char *pat, size_t n, int literal, pcr
 	int ec;
 	PCRE2_SIZE eo;
 	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n,
-	                               PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &ec, &eo,
+	                               PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &ec, &eo,
 	                               NULL);
 	if (!re) {
 		PCRE2_UCHAR msg[120];
@@ -902,16 +902,23 @@ static int detect_template_(sw_tokenizer *t, const char *s, sw_error *err)
 	return 0;
 }
 
-static int load_config_(sw_tokenizer *t, const char *dir, sw_error *err)
+/*
+ * Apply tokenizer_config.json's text: BOS/EOS/PAD and the chat template.
+ * dir, when not NULL, is where a chat_template.jinja may hold the template.
+ */
+static int apply_config_(sw_tokenizer *t, const char *ctext, size_t clen, const char *dir,
+                         sw_error *err)
 {
 	char path[4096];
 	size_t len;
 	int missing;
-	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-	char *text = read_file_(path, &len, &missing, err);
+	/* yyjson reads in place only with a flag we do not pass, but wants a mutable pointer */
+	char *text = malloc(clen + 1);
 	if (!text)
-		return missing ? 0 : err->code;
-	yyjson_doc *doc = parse_json_(text, len, "tokenizer_config.json", err);
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	memcpy(text, ctext, clen);
+	text[clen] = 0;
+	yyjson_doc *doc = parse_json_(text, clen, "tokenizer_config.json", err);
 	if (!doc) {
 		free(text);
 		return err->code;
@@ -938,7 +945,7 @@ static int load_config_(sw_tokenizer *t, const char *dir, sw_error *err)
 	if (!rc && ct && !yyjson_is_null(ct) && !yyjson_is_str(ct))
 		rc = sw_fail(err, SW_EFORMAT, "tokenizer_config.json: chat_template is not a string");
 	char *jinja = NULL;
-	if (!rc && (!ct || yyjson_is_null(ct)) && t->tmpl != TM_UNKNOWN) {
+	if (!rc && dir && (!ct || yyjson_is_null(ct)) && t->tmpl != TM_UNKNOWN) {
 		/* newer transformers keep the template in a file of its own */
 		snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
 		jinja = read_file_(path, &len, &missing, err);
@@ -951,6 +958,39 @@ static int load_config_(sw_tokenizer *t, const char *dir, sw_error *err)
 	yyjson_doc_free(doc);
 	free(text);
 	return rc;
+}
+
+static int load_config_(sw_tokenizer *t, const char *dir, sw_error *err)
+{
+	char path[4096];
+	size_t len;
+	int missing;
+	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+	char *text = read_file_(path, &len, &missing, err);
+	if (!text)
+		return missing ? 0 : err->code;
+	int rc = apply_config_(t, text, len, dir, err);
+	free(text);
+	return rc;
+}
+
+sw_tokenizer *sw_tokenizer_from_json(const char *json, size_t len, const char *config, size_t clen,
+                                     sw_error *err)
+{
+	if (!json)
+		return sw_fail(err, SW_EINVAL, "no tokenizer.json text"), NULL;
+	char *text = malloc(len + 1);
+	if (!text)
+		return sw_fail(err, SW_ENOMEM, "out of memory"), NULL;
+	memcpy(text, json, len);
+	text[len] = 0;
+	sw_tokenizer *t = load_json_(text, len, err);
+	free(text);
+	if (t && config && apply_config_(t, config, clen, NULL, err)) {
+		sw_tokenizer_free(t);
+		t = NULL;
+	}
+	return t;
 }
 
 sw_tokenizer *sw_tokenizer_load(const char *dir, sw_error *err)
@@ -1406,38 +1446,55 @@ static int bpe_(enc_ *e, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* The first match of re in p[0..n) at or after start: 1 with [*ms, *me), 0 for none, or an error. */
+static int match_(enc_ *e, const pcre2_code *re, const uint8_t *p, size_t n, size_t start, size_t *ms,
+                  size_t *me)
+{
+	int rc = e->t->jit ? pcre2_jit_match(re, p, n, start, PCRE2_NO_UTF_CHECK, e->md, e->mc)
+	                   : pcre2_match(re, p, n, start, PCRE2_NO_UTF_CHECK, e->md, e->mc);
+	if (rc == PCRE2_ERROR_NOMATCH)
+		return 0;
+	if (rc < 0) {
+		PCRE2_UCHAR msg[120];
+		pcre2_get_error_message(rc, msg, sizeof msg);
+		return sw_fail(e->err, SW_ERANGE, "pre-tokenizer regex: %s", (const char *)msg);
+	}
+	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
+	*ms = ov[0];
+	*me = ov[1];
+	return 1;
+}
+
+static size_t char_len_(const uint8_t *p, size_t n, size_t i)
+{
+	size_t s = i + 1;
+	while (s < n && (p[s] & 0xc0) == 0x80)
+		s++;
+	return s - i;
+}
+
 /*
- * The next match of re in p[0..n) at or after *start: 1 with [*ms, *me),
- * 0 when there is none, or an error.  Empty matches are stepped over, one
- * character at a time, as they make no piece.
+ * The next match as tokenizers' regex iteration (the onig crate's
+ * find_iter) yields it: from *start on, empty matches included, except an
+ * empty one right where the last match ended (*last, or SIZE_MAX for none),
+ * which moves the search one character on.  1, 0 at the end, or an error.
  */
 static int find_(enc_ *e, const pcre2_code *re, const uint8_t *p, size_t n, size_t *start,
-                 size_t *ms, size_t *me)
+                 size_t *last, size_t *ms, size_t *me)
 {
-	while (*start <= n) {
-		int rc = e->t->jit ? pcre2_jit_match(re, p, n, *start, PCRE2_NO_UTF_CHECK, e->md, e->mc)
-		                   : pcre2_match(re, p, n, *start, PCRE2_NO_UTF_CHECK, e->md, e->mc);
-		if (rc == PCRE2_ERROR_NOMATCH)
+	for (;;) {
+		if (*start > n)
 			return 0;
-		if (rc < 0) {
-			PCRE2_UCHAR msg[120];
-			pcre2_get_error_message(rc, msg, sizeof msg);
-			return sw_fail(e->err, SW_ERANGE, "pre-tokenizer regex: %s", (const char *)msg);
+		int rc = match_(e, re, p, n, *start, ms, me);
+		if (rc <= 0)
+			return rc;
+		if (*ms == *me && *last == *me) {
+			*start += *start < n ? char_len_(p, n, *start) : 1;
+			continue;
 		}
-		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
-		if (ov[1] > ov[0]) {
-			*ms = ov[0];
-			*me = ov[1];
-			*start = ov[1];
-			return 1;
-		}
-		/* an empty match: try again one character on */
-		size_t s = ov[0] + 1;
-		while (s < n && (p[s] & 0xc0) == 0x80)
-			s++;
-		*start = s;
+		*start = *last = *me;
+		return 1;
 	}
-	return 0;
 }
 
 static int pipe_(enc_ *e, size_t step, const uint8_t *p, size_t n);
@@ -1455,9 +1512,10 @@ static int bytelevel_(enc_ *e, const uint8_t *p, size_t n)
 	}
 	if (!t->bl_re)
 		return bpe_(e, p, n);
-	size_t start = 0, last = 0, ms, me;
+	size_t start = 0, last = 0, lastm = SIZE_MAX, ms, me;
 	int rc;
-	while ((rc = find_(e, t->bl_re, p, n, &start, &ms, &me)) == 1) {
+	/* Isolated: matches and the gaps between them are pieces alike */
+	while ((rc = find_(e, t->bl_re, p, n, &start, &lastm, &ms, &me)) == 1) {
 		if ((ms > last && bpe_(e, p + last, ms - last)) || bpe_(e, p + ms, me - ms))
 			return e->err->code;
 		last = me;
@@ -1475,28 +1533,26 @@ static int bytelevel_(enc_ *e, const uint8_t *p, size_t n)
 static int split_step_(enc_ *e, size_t step, const uint8_t *p, size_t n)
 {
 	const split_ *sp = &e->t->splits[step];
-	sw_buf spans = { 0 }; /* (start, end, is_match) triples covering p[0..n) */
-	size_t start = 0, pos = 0, ms, me, v[3];
+	sw_buf spans = { 0 }; /* (start, end, is_match) triples covering p[0..n), empty matches too */
+	size_t start = 0, lastm = SIZE_MAX, prev = 0, ms, me, v[3];
 	int rc;
-	for (;;) {
-		rc = find_(e, sp->re, p, n, &start, &ms, &me);
-		if (rc < 0)
-			goto out;
-		if (rc == 0)
-			ms = me = n;
-		if (ms > pos) {
-			v[0] = pos, v[1] = ms, v[2] = (size_t)sp->invert;
+	while ((rc = find_(e, sp->re, p, n, &start, &lastm, &ms, &me)) == 1) {
+		if (ms > prev) {
+			v[0] = prev, v[1] = ms, v[2] = (size_t)sp->invert;
 			if (sw_buf_put(&spans, v, sizeof v))
 				goto oom;
 		}
-		if (me > ms) {
-			v[0] = ms, v[1] = me, v[2] = (size_t)!sp->invert;
-			if (sw_buf_put(&spans, v, sizeof v))
-				goto oom;
-		}
-		pos = me;
-		if (rc == 0 || me == n)
-			break;
+		v[0] = ms, v[1] = me, v[2] = (size_t)!sp->invert;
+		if (sw_buf_put(&spans, v, sizeof v))
+			goto oom;
+		prev = me;
+	}
+	if (rc < 0)
+		goto out;
+	if (n > prev) {
+		v[0] = prev, v[1] = n, v[2] = (size_t)sp->invert;
+		if (sw_buf_put(&spans, v, sizeof v))
+			goto oom;
 	}
 	rc = 0;
 	size_t *sv = (size_t *)(void *)spans.p, ns = spans.len / sizeof v, k = 0;
@@ -1533,7 +1589,7 @@ static int split_step_(enc_ *e, size_t step, const uint8_t *p, size_t n)
 		memmove(sv + 3 * k, c, sizeof v);
 		k++;
 	}
-	for (size_t i = 0; i < k && !rc; i++)
+	for (size_t i = 0; i < k && !rc; i++) /* pipe_ passes over empty pieces, as tokenizers drops them */
 		rc = pipe_(e, step + 1, p + sv[3 * i], sv[3 * i + 1] - sv[3 * i]);
 	goto out;
 oom:

@@ -55,6 +55,13 @@ typedef struct sw_tokenizer sw_tokenizer;
  */
 sw_tokenizer *sw_tokenizer_load(const char *model_dir, sw_error *err);
 
+/*
+ * The same from memory: json[0..len) is tokenizer.json's text, config[0..clen)
+ * tokenizer_config.json's (config may be NULL).  Both are only read.
+ */
+sw_tokenizer *sw_tokenizer_from_json(const char *json, size_t len, const char *config, size_t clen,
+                                     sw_error *err);
+
 /* The built-in byte tokenizer, with the chatml template; NULL when out of memory. */
 sw_tokenizer *sw_tokenizer_byte(void);
 

@@ -172,6 +172,43 @@ static void families_(yyjson_val *root)
 	sw_tokenizer_free(b);
 }
 
+/* Every Split behaviour (inverted or not, String or Regex), ByteLevel's prefix space and regex. */
+static void splits_(yyjson_val *root)
+{
+	yyjson_val *sp = yyjson_obj_get(root, "splits"), *vars = yyjson_obj_get(sp, "variants");
+	char *model = yyjson_val_write(yyjson_obj_get(sp, "model"), 0, NULL);
+	char *added = yyjson_val_write(yyjson_obj_get(sp, "added_tokens"), 0, NULL);
+	size_t nv = yyjson_arr_size(vars);
+	ok(nv >= 17 && model && added, "split variants: %zu", nv);
+	for (size_t i = 0; i < nv && model && added; i++) {
+		yyjson_val *v = yyjson_arr_get(vars, i), *cases = yyjson_obj_get(v, "cases");
+		char *pt = yyjson_val_write(yyjson_obj_get(v, "pre_tokenizer"), 0, NULL);
+		size_t cap = strlen(model) + strlen(added) + strlen(pt) + 200;
+		char *json = malloc(cap);
+		snprintf(json, cap, "{\"added_tokens\":%s,\"pre_tokenizer\":%s,\"decoder\":{\"type\":"
+		                    "\"ByteLevel\"},\"model\":%s}", added, pt, model);
+		sw_error err = { 0 };
+		sw_tokenizer *t = sw_tokenizer_from_json(json, strlen(json), NULL, 0, &err);
+		size_t good = 0, nc = yyjson_arr_size(cases);
+		for (size_t k = 0; t && k < nc; k++) {
+			yyjson_val *c = yyjson_arr_get(cases, k), *text = yyjson_obj_get(c, "text");
+			uint32_t *ids = NULL;
+			size_t n = 0;
+			if (sw_tokenizer_encode(t, yyjson_get_str(text), yyjson_get_len(text), 1, &ids, &n, &err) == 0 &&
+			    ids_equal_(yyjson_obj_get(c, "ids"), ids, n))
+				good++;
+			free(ids);
+		}
+		ok(t && good == nc, "split variant %zu (%.90s): %zu of %zu cases as tokenizers %s", i + 1,
+		   pt + 40, good, nc, t ? "" : err.msg);
+		sw_tokenizer_free(t);
+		free(json);
+		free(pt);
+	}
+	free(model);
+	free(added);
+}
+
 static uint64_t rng_ = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd_(void)
 {
@@ -400,6 +437,7 @@ int main(void)
 	yyjson_val *root = yyjson_doc_get_root(doc);
 	byte_basics_();
 	families_(root);
+	splits_(root);
 	save_byte_(root);
 	bad_files_();
 	static const char *const fams[] = { "gpt2", "llama3", "qwen2" };
