@@ -65,5 +65,7 @@ int sw_st_open_file_(sw_st_file *f, const char *path, sw_error *err);
 /* Convert tensor i to float32 into dst (numel floats); SW_EFORMAT on NaN or Inf. */
 int sw_st_read_f32_(const sw_st_file *f, size_t i, float *dst, sw_error *err);
 void sw_st_close_(sw_st_file *f);
+/* Every tensor of m from f, as sw_model_load_weights() reads one file. */
+int sw_st_load_into_(sw_model *m, const sw_st_file *f, sw_error *err);
 
 #endif

@@ -374,16 +374,15 @@ typedef struct load_ctx_ {
 	sw_model *m;
 	unsigned char *seen;   /* per model tensor: from which file (1-based), 0 not yet */
 	float *tied_lm;        /* lm_head.weight found in a tied checkpoint */
-	const char *tied_lm_file;
+	char tied_lm_file[256];
 } load_ctx_;
 
-static int load_file_(load_ctx_ *x, const char *path, int fileno_, const char *const *only, size_t nonly,
-                      sw_error *err)
+/* The tensors of one file into the model; only: the names the index gives this file. */
+static int load_st_(load_ctx_ *x, const sw_st_file *fp, const char *path, int fileno_, const char *const *only,
+                    size_t nonly, sw_error *err)
 {
-	sw_st_file f;
-	int rc = sw_st_open_file_(&f, path, err);
-	if (rc)
-		return rc;
+	const sw_st_file f = *fp;
+	int rc = 0;
 	sw_model *m = x->m;
 	for (size_t i = 0; i < f.n && !rc; i++) {
 		const sw_st_tensor *t = &f.t[i];
@@ -410,7 +409,7 @@ static int load_file_(load_ctx_ *x, const char *path, int fileno_, const char *c
 			}
 			mt = sw_model_tensor(m, "model.embed_tokens.weight");
 			dst = x->tied_lm = malloc(mt->numel * sizeof(float));
-			x->tied_lm_file = path;
+			snprintf(x->tied_lm_file, sizeof x->tied_lm_file, "%s", path);
 			if (!dst) {
 				rc = fail_t_(err, SW_ENOMEM, &f, t->name, "out of memory");
 				break;
@@ -445,7 +444,44 @@ static int load_file_(load_ctx_ *x, const char *path, int fileno_, const char *c
 		}
 		rc = sw_st_read_f32_(&f, i, dst, err);
 	}
+	return rc;
+}
+
+static int load_file_(load_ctx_ *x, const char *path, int fileno_, const char *const *only, size_t nonly,
+                      sw_error *err)
+{
+	sw_st_file f;
+	int rc = sw_st_open_file_(&f, path, err);
+	if (rc)
+		return rc;
+	rc = load_st_(x, &f, path, fileno_, only, nonly, err);
 	sw_st_close_(&f);
+	return rc;
+}
+
+/* After every file: each tensor there, a tied lm_head the copy of the embedding. */
+static int load_done_(load_ctx_ *x, const char *where, sw_error *err)
+{
+	sw_model *m = x->m;
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (!x->seen[i])
+			return sw_fail(err, SW_EFORMAT, "%s: tensor '%.80s' is missing", where, m->tensors[i].name);
+	if (x->tied_lm && memcmp(x->tied_lm, m->embed, m->tensors[0].numel * sizeof(float)))
+		return sw_fail(err, SW_EFORMAT,
+		               "%s: tensor 'lm_head.weight' differs from model.embed_tokens.weight, "
+		               "but config.json ties them",
+		               x->tied_lm_file);
+	return 0;
+}
+
+int sw_st_load_into_(sw_model *m, const sw_st_file *f, sw_error *err)
+{
+	load_ctx_ x = { m, calloc(m->ntensors + 1, 1), NULL, "" };
+	int rc = x.seen ? load_st_(&x, f, f->path, 1, NULL, 0, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	if (!rc)
+		rc = load_done_(&x, f->path, err);
+	free(x.tied_lm);
+	free(x.seen);
 	return rc;
 }
 
@@ -552,7 +588,7 @@ out:
 int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err)
 {
 	char *single = join_(dir, "model.safetensors"), *index = join_(dir, "model.safetensors.index.json");
-	load_ctx_ x = { m, calloc(m->ntensors + 1, 1), NULL, NULL };
+	load_ctx_ x = { m, calloc(m->ntensors + 1, 1), NULL, "" };
 	int rc = 0;
 	if (!single || !index || !x.seen) {
 		rc = sw_fail(err, SW_ENOMEM, "out of memory");
@@ -569,15 +605,8 @@ int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err)
 			err->sys_errno = ENOENT;
 		goto out;
 	}
-	for (size_t i = 0; i < m->ntensors && !rc; i++)
-		if (!x.seen[i])
-			rc = sw_fail(err, SW_EFORMAT, "%s: tensor '%.80s' is missing", exists_(single) ? single : index,
-			             m->tensors[i].name);
-	if (!rc && x.tied_lm && memcmp(x.tied_lm, m->embed, m->tensors[0].numel * sizeof(float)))
-		rc = sw_fail(err, SW_EFORMAT,
-		             "%s: tensor 'lm_head.weight' differs from model.embed_tokens.weight, "
-		             "but config.json ties them",
-		             x.tied_lm_file);
+	if (!rc)
+		rc = load_done_(&x, exists_(single) ? single : index, err);
 out:
 	free(x.tied_lm);
 	free(x.seen);
