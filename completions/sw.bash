@@ -106,6 +106,64 @@ _sw()
 		fi
 		_filedir
 		;;
+	sw-plot)
+		case $prev in
+		-o|--output)
+			_filedir
+			return
+			;;
+		-t|--title)
+			:
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-o --output -t --title -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
+	sw-sort)
+		case $prev in
+		-k|--key)
+			:
+			return
+			;;
+		-S|--buffer-size)
+			:
+			return
+			;;
+		-T|--temporary-directory)
+			_filedir -d
+			return
+			;;
+		--bucket)
+			:
+			return
+			;;
+		--model)
+			_filedir -d
+			return
+			;;
+		--stage)
+			COMPREPLY=($(compgen -W "generate train" -- "$cur"))
+			return
+			;;
+		-o|--output)
+			_filedir
+			return
+			;;
+		-f|--format)
+			COMPREPLY=($(compgen -W "msgpack json" -- "$cur"))
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-k --key -r --reverse --no-group -S --buffer-size -T --temporary-directory --bucket --model --stage -o --output -f --format -z --zstd --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
 	sw-verify)
 		case $prev in
 		-r|--verifier)
@@ -145,6 +203,6 @@ _sw()
 		;;
 	esac
 } &&
-	complete -F _sw sw-audit sw-balance sw-cat sw-verify
+	complete -F _sw sw-audit sw-balance sw-cat sw-plot sw-sort sw-verify
 
 # ex: filetype=sh
