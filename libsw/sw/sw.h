@@ -4,6 +4,7 @@
 #include "error.h"
 #include "record.h"
 #include "stream.h"
+#include "monitor.h"
 #include "model.h"
 #include "engine.h"
 #include "tokenizer.h"
@@ -13,6 +14,7 @@
 #include "cost.h"
 #include "rl.h"
 #include "verify.h"
+#include "sample.h"
 #define SW_VERSION "0.1.0"
 const char *sw_version(void);
 #endif
