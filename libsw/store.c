@@ -519,3 +519,54 @@ int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err)
 		*removed = n;
 	return 0;
 }
+
+/* --- model directories ------------------------------------------------------------ */
+
+sw_store *sw_store_create_from_model(const char *spec, const char *dir, uint64_t version, sw_error *err)
+{
+	char path[4200];
+	sw_model_config cfg;
+	if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path) {
+		sw_fail(err, SW_EINVAL, "%.200s: the path is too long", dir);
+		return NULL;
+	}
+	if (sw_model_config_load(path, &cfg, err))
+		return NULL;
+	sw_store *s = sw_store_create(spec, &cfg, 0, err);
+	if (!s)
+		return NULL;
+	sw_model *m = sw_model_view(&s->h->cfg, s->arena, err);
+	if (!m || sw_model_load_weights(m, dir, err) || sw_store_publish(s, version, err)) {
+		sw_model_free(m);
+		sw_store_close(s);
+		sw_store_unlink(spec, NULL);
+		return NULL;
+	}
+	sw_model_free(m);
+	return s;
+}
+
+int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err)
+{
+	if (!s->h->has_cfg)
+		return sw_fail(err, SW_EINVAL, "store '%.200s': holds no model configuration", s->spec);
+	sw_model *m = sw_model_view(&s->h->cfg, s->arena, err);
+	if (!m)
+		return err ? err->code : SW_EINVAL;
+	int rc = 0;
+	for (int attempt = 0;; attempt++) {
+		uint64_t q;
+		if ((rc = sw_store_read_begin(s, &q, err)) || (rc = sw_model_save(m, dir, dt, err)))
+			break;
+		if (!sw_store_read_retry(s, q))
+			break;
+		if (attempt == 2) {
+			rc = sw_fail(err, SW_EIO, "store '%.200s': updated during each of 3 saves to '%.200s'", s->spec, dir);
+			if (err)
+				err->sys_errno = EBUSY;
+			break;
+		}
+	}
+	sw_model_free(m);
+	return rc;
+}

@@ -105,6 +105,19 @@ int sw_store_publish(sw_store *s, uint64_t version, sw_error *err);
 int sw_store_read_begin(const sw_store *s, uint64_t *seq, sw_error *err);
 bool sw_store_read_retry(const sw_store *s, uint64_t seq);
 
+/*
+ * Model directories (Hugging Face layout, through sw_model_load_weights and
+ * sw_model_save).  create_from_model makes the store spec from dir's
+ * config.json, loads the weights straight into the arena (no second copy)
+ * and publishes them as version; on failure no store is left behind.
+ * save_model writes the store's model to dir (dt SW_DT_F32 or SW_DT_BF16)
+ * under the seqlock: when an update overlaps the save it is done again (at
+ * most 3 times, then SW_EIO with sys_errno EBUSY), so the directory holds
+ * one published version.  SW_EINVAL for a store without a model config.
+ */
+sw_store *sw_store_create_from_model(const char *spec, const char *dir, uint64_t version, sw_error *err);
+int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err);
+
 /* Write "shm:PREFIX-<32 hex digits>" into buf; SW_ERANGE when too small,
  * SW_EINVAL for a prefix that is not a valid name. */
 int sw_store_name_random(const char *prefix, char *buf, size_t size, sw_error *err);

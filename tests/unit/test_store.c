@@ -352,6 +352,54 @@ static void test_sweep_(void)
 	sw_store_unlink(junk, &e);
 }
 
+/* A model directory into a store and back out, bit for bit. */
+static void test_model_dir_(void)
+{
+	char tmp[256], d1[300], d2[300], spec[128];
+	sw_error e = { 0 };
+	snprintf(tmp, sizeof tmp, "%s/sw-test-store.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(tmp))
+		abort();
+	snprintf(d1, sizeof d1, "%s/m1", tmp);
+	snprintf(d2, sizeof d2, "%s/m2", tmp);
+	sw_model_config cfg = small_cfg_();
+	sw_model *m = sw_model_new(&cfg, &e);
+	sw_model_init_random(m, 11, 0.02f);
+	ok(m && !sw_model_save(m, d1, SW_DT_F32, &e), "a model directory: %s", e.msg);
+	spec_(spec, sizeof spec);
+	sw_store *s = sw_store_create_from_model(spec, d1, 7, &e);
+	ok(s != NULL, "a store from the directory: %s", e.msg);
+	if (s) {
+		is_int(sw_store_version(s), 7, "published as version 7");
+		ok(!memcmp(sw_store_arena(s), m->arena, m->nparams * sizeof(float)), "the same weights, bit for bit");
+		is_int(sw_store_save_model(s, d2, SW_DT_F32, &e), 0, "saved back: %s", e.msg);
+		sw_model *m2 = sw_model_load(d2, &e);
+		ok(m2 && !memcmp(m2->arena, m->arena, m->nparams * sizeof(float)), "and loaded again, the same");
+		sw_model_free(m2);
+		sw_store_close(s);
+		sw_store_unlink(spec, &e);
+	}
+	sw_error e2 = { 0 };
+	char cfgp[320];
+	snprintf(cfgp, sizeof cfgp, "%s/model.safetensors", d1);
+	if (truncate(cfgp, 100))
+		abort();
+	spec_(spec, sizeof spec);
+	ok(!sw_store_create_from_model(spec, d1, 0, &e2) && e2.code, "a damaged model is refused: %s", e2.msg);
+	sw_error e3 = { 0 };
+	ok(!sw_store_open(spec, false, &e3) && e3.sys_errno == ENOENT, "and leaves no store behind");
+	s = sw_store_create(spec, NULL, 16, &e);
+	sw_store_publish(s, 0, &e);
+	is_int(sw_store_save_model(s, d2, SW_DT_F32, &e), SW_EINVAL, "a store without a model cannot be saved");
+	sw_store_close(s);
+	sw_store_unlink(spec, &e);
+	sw_model_free(m);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+	if (system(cmd))
+		printf("# could not remove %s\n", tmp);
+}
+
 int main(void)
 {
 	test_names_();
@@ -360,5 +408,6 @@ int main(void)
 	test_seqlock_();
 	test_dead_writer_();
 	test_sweep_();
+	test_model_dir_();
 	return tap_done();
 }
