@@ -1,0 +1,243 @@
+/*
+ * test_sample.c - the sampler of sw-rollout: Philox against the Random123
+ * known-answer vectors, the exact sets top-k, top-p and min-p keep, greedy
+ * ties, the log-probabilities, and the frequencies of many draws against
+ * the distribution they come from.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include "sw/sw.h"
+#include "tap.h"
+
+#define V 8
+
+/* probabilities by id (a permutation, so that order by id != order by probability) */
+static const double P[V] = { 0.05, 0.25, 0.02, 0.40, 0.10, 0.15, 0.03, 0.00 };
+
+static void logits_of_(float *l, double t)
+{
+	for (int i = 0; i < V; i++)
+		l[i] = P[i] > 0 ? (float)(log(P[i]) * t) : -INFINITY;
+}
+
+/* The support under par, as a bitmask of ids, with its probabilities. */
+static unsigned support_(sw_sampling par, const float *l, double *probs)
+{
+	sw_error err = { 0 };
+	sw_sampler *s = sw_sampler_new(V, &par, &err);
+	int32_t ids[V];
+	double pr[V];
+	int n = sw_sampler_support(s, l, ids, pr, &err);
+	unsigned mask = 0;
+	for (int i = 0; i < n; i++) {
+		mask |= 1u << ids[i];
+		if (probs)
+			probs[ids[i]] = pr[i];
+	}
+	sw_sampler_free(s);
+	return n > 0 ? mask : 0xffffffffu;
+}
+
+static void test_philox(void)
+{
+	/* Random123 kat_vectors, philox4x32 with 10 rounds */
+	static const uint32_t ctr[3][4] = { { 0, 0, 0, 0 },
+		{ 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff },
+		{ 0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344 } };
+	static const uint32_t key[3][2] = { { 0, 0 }, { 0xffffffff, 0xffffffff }, { 0xa4093822, 0x299f31d0 } };
+	static const uint32_t want[3][4] = { { 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8 },
+		{ 0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd },
+		{ 0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1 } };
+	for (int i = 0; i < 3; i++) {
+		uint32_t o[4];
+		sw_philox4x32(ctr[i], key[i], o);
+		ok(!memcmp(o, want[i], sizeof o), "philox4x32-10 known answer %d (%08x %08x %08x %08x)", i,
+		   o[0], o[1], o[2], o[3]);
+	}
+	double a = sw_rng_uniform(7, 3, 2, 1), b = sw_rng_uniform(7, 3, 2, 1);
+	ok(a == b && a >= 0 && a < 1, "the draw is a pure function of its counter");
+	ok(sw_rng_uniform(7, 3, 2, 2) != a && sw_rng_uniform(7, 3, 3, 1) != a &&
+	   sw_rng_uniform(7, 4, 2, 1) != a && sw_rng_uniform(8, 3, 2, 1) != a &&
+	   sw_rng_uniform(7, 3 + (1ull << 32), 2, 1) != a,
+	   "step, k, stream (both halves) and seed each change the draw");
+	double sum = 0;
+	for (uint32_t i = 0; i < 100000; i++)
+		sum += sw_rng_uniform(1, 0, 0, i);
+	ok(fabs(sum / 100000 - 0.5) < 0.005, "uniform mean %.4f", sum / 100000);
+}
+
+static void test_check(void)
+{
+	sw_error err = { 0 };
+	sw_sampling p = sw_sampling_defaults();
+	is_int(sw_sampling_check(&p, &err), 0, "defaults are valid");
+	p.temperature = -0.5;
+	is_int(sw_sampling_check(&p, &err), SW_EINVAL, "negative temperature: %s", err.msg);
+	p.temperature = NAN;
+	is_int(sw_sampling_check(&p, &err), SW_EINVAL, "NaN temperature: %s", err.msg);
+	p = sw_sampling_defaults(), p.top_p = 0;
+	is_int(sw_sampling_check(&p, &err), SW_EINVAL, "top-p 0: %s", err.msg);
+	p = sw_sampling_defaults(), p.top_p = 1.01;
+	is_int(sw_sampling_check(&p, &err), SW_EINVAL, "top-p above 1: %s", err.msg);
+	p = sw_sampling_defaults(), p.min_p = 1.5;
+	is_int(sw_sampling_check(&p, &err), SW_EINVAL, "min-p above 1: %s", err.msg);
+	p = sw_sampling_defaults(), p.top_k = -1;
+	is_int(sw_sampling_check(&p, &err), SW_EINVAL, "negative top-k: %s", err.msg);
+	ok(sw_sampler_new(V, &p, &err) == NULL, "a sampler is not made with bad settings");
+}
+
+static void test_sets(void)
+{
+	float l[V];
+	logits_of_(l, 1);
+	sw_sampling p = sw_sampling_defaults();
+	double pr[V] = { 0 };
+	/* ids by probability: 3 (.40), 1 (.25), 5 (.15), 4 (.10), 0 (.05), 6 (.03), 2 (.02); 7 is -Inf */
+	is_int(support_(p, l, NULL), 0x7f, "no truncation keeps every token of non-zero probability");
+	p.top_k = 3;
+	is_int(support_(p, l, pr), (1 << 3) | (1 << 1) | (1 << 5), "top-k 3 keeps the three largest");
+	ok(fabs(pr[3] - 0.4 / 0.8) < 1e-6 && fabs(pr[1] - 0.25 / 0.8) < 1e-6 && fabs(pr[5] - 0.15 / 0.8) < 1e-6,
+	   "top-k renormalises what it keeps");
+	p.top_k = 100;
+	is_int(support_(p, l, NULL), 0x7f, "top-k above the vocabulary keeps all");
+	p = sw_sampling_defaults(), p.top_p = 0.6;
+	is_int(support_(p, l, NULL), (1 << 3) | (1 << 1), "top-p 0.6 keeps the smallest set reaching it (.40 + .25)");
+	p.top_p = 0.9;
+	is_int(support_(p, l, NULL), (1 << 3) | (1 << 1) | (1 << 5) | (1 << 4),
+	       "top-p 0.9 keeps .40 .25 .15 .10");
+	p.top_p = 0.3;
+	is_int(support_(p, l, NULL), 1 << 3, "top-p below the largest keeps the largest only");
+	p = sw_sampling_defaults(), p.top_k = 4, p.top_p = 0.8;
+	/* top-4 mass .9: renormalised .444 .278 .167 .111, cumulative .444 .722 .889 */
+	is_int(support_(p, l, NULL), (1 << 3) | (1 << 1) | (1 << 5), "top-p applies to what top-k kept, renormalised");
+	p = sw_sampling_defaults(), p.min_p = 0.3;
+	is_int(support_(p, l, pr), (1 << 3) | (1 << 1) | (1 << 5), "min-p 0.3 keeps p >= 0.12");
+	ok(fabs(pr[5] - 0.15 / 0.8) < 1e-6, "min-p renormalises what it keeps");
+	p.min_p = 1;
+	is_int(support_(p, l, NULL), 1 << 3, "min-p 1 keeps the largest only");
+	p = sw_sampling_defaults(), p.top_k = 5, p.min_p = 0.5;
+	is_int(support_(p, l, NULL), (1 << 3) | (1 << 1), "min-p after top-k");
+	p = sw_sampling_defaults(), p.temperature = 0;
+	is_int(support_(p, l, NULL), 1 << 3, "temperature 0 keeps the argmax");
+
+	/* ties go to the lower id */
+	float t[V] = { 0, 2, 1, 2, 2, 0, 0, 0 };
+	p = sw_sampling_defaults(), p.temperature = 0;
+	is_int(support_(p, t, NULL), 1 << 1, "greedy: a tie goes to the lower id");
+	p = sw_sampling_defaults(), p.top_k = 2;
+	is_int(support_(p, t, NULL), (1 << 1) | (1 << 3), "top-k: ties at the cut go to the lower ids");
+
+	/* temperature reshapes before truncation: at T = 2 the probabilities are sqrt(P) renormalised */
+	p = sw_sampling_defaults(), p.temperature = 2;
+	support_(p, l, pr);
+	double z = 0;
+	for (int i = 0; i < V; i++)
+		z += sqrt(P[i]);
+	ok(fabs(pr[3] - sqrt(0.4) / z) < 1e-6 && fabs(pr[2] - sqrt(0.02) / z) < 1e-6, "temperature 2 flattens");
+	p.top_p = 0.5; /* sqrt-probabilities normalised: .2405 .1901 .1473 .1202 ... */
+	is_int(support_(p, l, NULL), (1 << 3) | (1 << 1) | (1 << 5), "top-p sees the tempered distribution");
+}
+
+static void test_errors(void)
+{
+	sw_error err = { 0 };
+	sw_sampling p = sw_sampling_defaults();
+	sw_sampler *s = sw_sampler_new(V, &p, &err);
+	float l[V];
+	logits_of_(l, 1);
+	l[4] = NAN;
+	is_int(sw_sampler_pick(s, l, 0.5, NULL, &err), SW_ERANGE, "a NaN logit is an error: %s", err.msg);
+	l[4] = INFINITY;
+	is_int(sw_sampler_pick(s, l, 0.5, NULL, &err), SW_ERANGE, "a +Inf logit is an error: %s", err.msg);
+	for (int i = 0; i < V; i++)
+		l[i] = -INFINITY;
+	is_int(sw_sampler_pick(s, l, 0.5, NULL, &err), SW_ERANGE, "all -Inf is an error: %s", err.msg);
+	sw_sampler_free(s);
+	sw_sampler_free(NULL);
+	ok(sw_sampler_new(0, &p, &err) == NULL, "no sampler for an empty vocabulary");
+}
+
+/* Draw n tokens with the counter RNG; compare the frequencies with probs (within 5 sigma). */
+static void freq_(sw_sampling p, const float *l, const char *what)
+{
+	enum { N = 200000 };
+	sw_error err = { 0 };
+	sw_sampler *s = sw_sampler_new(V, &p, &err);
+	int32_t ids[V];
+	double pr[V], want[V] = { 0 };
+	int n = sw_sampler_support(s, l, ids, pr, &err);
+	for (int i = 0; i < n; i++)
+		want[ids[i]] = pr[i];
+	long cnt[V] = { 0 };
+	int bad = 0;
+	for (uint32_t i = 0; i < N; i++) {
+		int tok = sw_sampler_pick(s, l, sw_rng_uniform(42, 9, 0, i), NULL, &err);
+		if (tok < 0 || tok >= V)
+			bad++;
+		else
+			cnt[tok]++;
+	}
+	double worst = 0;
+	int outside = 0;
+	for (int i = 0; i < V; i++) {
+		double f = (double)cnt[i] / N, sd = sqrt(want[i] * (1 - want[i]) / N) + 1e-12;
+		if (want[i] == 0 && cnt[i])
+			outside++;
+		if (fabs(f - want[i]) / sd > worst)
+			worst = fabs(f - want[i]) / sd;
+	}
+	ok(!bad && !outside && worst < 5, "%s: frequencies within %.2f sigma of the distribution, none outside it",
+	   what, worst);
+	sw_sampler_free(s);
+}
+
+static void test_draws(void)
+{
+	float l[V];
+	logits_of_(l, 1);
+	sw_sampling p = sw_sampling_defaults();
+	freq_(p, l, "T 1");
+	p.temperature = 0.7;
+	freq_(p, l, "T 0.7");
+	p = sw_sampling_defaults(), p.top_k = 3;
+	freq_(p, l, "top-k 3");
+	p = sw_sampling_defaults(), p.top_p = 0.9;
+	freq_(p, l, "top-p 0.9");
+	p = sw_sampling_defaults(), p.min_p = 0.2;
+	freq_(p, l, "min-p 0.2");
+
+	/* logprob: the sampling policy's, log softmax(logits / T), untruncated */
+	sw_error err = { 0 };
+	p = sw_sampling_defaults(), p.temperature = 0.5, p.top_k = 2;
+	sw_sampler *s = sw_sampler_new(V, &p, &err);
+	float lp = 0;
+	/* kept in id order: id 1 (mass .0625), id 3 (.16); u * .2225 walks them */
+	int tok = sw_sampler_pick(s, l, 0.5, &lp, &err);
+	double z = 0;
+	for (int i = 0; i < V; i++)
+		z += P[i] * P[i];
+	is_int(tok, 3, "u 0.5 under top-k 2 picks id 3 (past id 1's .0625 of .2225)");
+	ok(fabs(lp - log(0.4 * 0.4 / z)) < 1e-6, "logprob is log softmax(logits/T), before top-k (%g vs %g)", lp,
+	   log(0.16 / z));
+	ok(lp == sw_sampling_logprob(l, V, 0.5, tok), "sw_sampling_logprob gives the same bits");
+	is_int(sw_sampler_pick(s, l, 0.99, &lp, &err), 3, "u 0.99 picks the last kept id");
+	is_int(sw_sampler_pick(s, l, 0.25, &lp, &err), 1, "u 0.25 picks id 1 (.0556 < .0625)");
+	is_int(sw_sampler_pick(s, l, 0.0, &lp, &err), 1, "u 0 picks the first kept id");
+	sw_sampler_free(s);
+	p = sw_sampling_defaults(), p.temperature = 0;
+	s = sw_sampler_new(V, &p, &err);
+	tok = sw_sampler_pick(s, l, 0.999, &lp, &err);
+	ok(tok == 3 && fabs(lp - log(0.4)) < 1e-6, "greedy ignores u; its logprob is at T = 1 (%g)", lp);
+	sw_sampler_free(s);
+	ok(isnan(sw_sampling_logprob(l, V, 1, V)), "logprob of an id outside the vocabulary is NaN");
+}
+
+int main(void)
+{
+	test_philox();
+	test_check();
+	test_sets();
+	test_errors();
+	test_draws();
+	return tap_done();
+}
