@@ -1250,7 +1250,7 @@ typedef struct enc_ {
 	size_t symcap;
 	sw_buf norm, pre;     /* NFC text; ByteLevel piece with its prefix space */
 	centry_ *ctab;        /* the cache of pieces: bytes -> ids */
-	size_t cmask, cused;
+	size_t cmask, cused, merged;
 	sw_buf ckeys, cids;
 } enc_;
 
@@ -1422,7 +1422,8 @@ static int bpe_(enc_ *e, const uint8_t *p, size_t n)
 	}
 	size_t before = e->n;
 	int rc = bpe_merge_(e, p, n);
-	if (rc || e->cused >= CACHE_MAX)
+	/* a short text is done before a cache would pay for itself */
+	if (rc || e->cused >= CACHE_MAX || ++e->merged < 32)
 		return rc;
 	if (!e->ctab || 2 * (e->cused + 1) > e->cmask + 1) {
 		if (cache_grow_(e))
@@ -1452,6 +1453,15 @@ static int match_(enc_ *e, const pcre2_code *re, const uint8_t *p, size_t n, siz
 {
 	int rc = e->t->jit ? pcre2_jit_match(re, p, n, start, PCRE2_NO_UTF_CHECK, e->md, e->mc)
 	                   : pcre2_match(re, p, n, start, PCRE2_NO_UTF_CHECK, e->md, e->mc);
+	if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !e->js) {
+		/* a long run the JIT's default 32 KiB stack cannot hold: a larger one, made only now,
+		 * since an 8 MiB mapping per call would cost more than short texts take to encode */
+		e->js = pcre2_jit_stack_create(64 * 1024, 8 * 1024 * 1024, NULL);
+		if (!e->js)
+			return sw_fail(e->err, SW_ENOMEM, "out of memory");
+		pcre2_jit_stack_assign(e->mc, NULL, e->js);
+		rc = pcre2_jit_match(re, p, n, start, PCRE2_NO_UTF_CHECK, e->md, e->mc);
+	}
 	if (rc == PCRE2_ERROR_NOMATCH)
 		return 0;
 	if (rc < 0) {
@@ -1743,12 +1753,8 @@ int sw_tokenizer_encode(const sw_tokenizer *t, const char *text, size_t len, int
 	if (t->nsplits || t->bl_re) {
 		e.md = pcre2_match_data_create(8, NULL);
 		e.mc = pcre2_match_context_create(NULL);
-		/* long whitespace runs and lookaheads can outgrow the JIT's default 32 KiB stack */
-		e.js = t->jit ? pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL) : NULL;
-		if (!e.md || !e.mc || (t->jit && !e.js))
+		if (!e.md || !e.mc)
 			rc = sw_fail(e.err, SW_ENOMEM, "out of memory");
-		else if (e.js)
-			pcre2_jit_stack_assign(e.mc, NULL, e.js);
 	}
 	if (!rc && len)
 		rc = added_pass_(&e, (const uint8_t *)text, len, 0, raw_seg_);
