@@ -9,7 +9,7 @@
  *  USERNS  clone() into new user, mount, network, pid, ipc and uts
  *          namespaces.  The mount namespace has every mount read-only
  *          (mount_setattr AT_RECURSIVE) except a bind mount of the verifier's
- *          own directory, and a /proc of its own pid namespace; the network
+ *          own directory (its TMPDIR and HOME), and a /proc of its own pid namespace; the network
  *          namespace has only a loopback device, down.  The process runs as
  *          user 1000 of its namespace, mapped (when we are root) to a user id
  *          of its own outside, so RLIMIT_NPROC counts its processes alone
@@ -124,6 +124,7 @@ void sw_sandbox_dir_remove(sw_sandbox_dir *d)
 typedef struct spawn_ {
 	const sw_sandbox *sb;
 	const sw_sandbox_dir *d;
+	const char *cwd;
 	char *const *argv;
 	int fd[3];
 	int sync_r;    /* the parent writes one byte when the id maps are in place */
@@ -248,7 +249,9 @@ static int child_(void *arg)
 		struct rlimit core = { 0, 0 };
 		setrlimit(RLIMIT_CORE, &core);
 	}
-	if (chdir(s->d->path))
+	/* the caller's directory, so that a command's relative paths work (it is
+	 * read-only in there); the sandbox directory where it cannot go */
+	if ((!s->cwd || chdir(s->cwd)) && chdir(s->d->path))
 		child_fail_(s, "cannot enter the sandbox directory");
 	setenv("TMPDIR", s->d->path, 1);
 	setenv("HOME", s->d->path, 1);
@@ -256,7 +259,7 @@ static int child_(void *arg)
 	/* fds 0, 1, 2 from the three given, in two steps so that they may overlap */
 	int hi[3];
 	for (int i = 0; i < 3; i++) {
-		int f = s->fd[i] >= 0 ? s->fd[i] : open("/dev/null", O_RDWR);
+		int f = s->fd[i];
 		if (f < 0 || (hi[i] = fcntl(f, F_DUPFD, 10)) < 0)
 			child_fail_(s, "cannot set up standard input and output");
 	}
@@ -310,8 +313,8 @@ void sw_sandbox_kill(pid_t pid)
 	}
 }
 
-int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[], int fd0,
-                     int fd1, int fd2, pid_t *pid, char *warn, size_t warnlen, sw_error *err)
+int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, char *const argv[],
+                     int fd0, int fd1, int fd2, pid_t *pid, char *warn, size_t warnlen, sw_error *err)
 {
 	int sync[2], status[2];
 	warn[0] = 0;
@@ -327,7 +330,15 @@ int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[]
 		close(sync[0]); close(sync[1]); close(status[0]); close(status[1]);
 		return sw_fail(err, SW_ENOMEM, "out of memory");
 	}
-	spawn_ s = { sb, d, argv, { fd0, fd1, fd2 }, sync[0], status[1], SW_SANDBOX_USERNS, 0 };
+	/* /dev/null is opened here: the sandbox user may not be let at it */
+	int null = -1;
+	if ((fd0 < 0 || fd1 < 0 || fd2 < 0) && (null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+		free(stack);
+		close(sync[0]); close(sync[1]); close(status[0]); close(status[1]);
+		return sw_fail(err, SW_EIO, "cannot open /dev/null: %s", strerror(errno));
+	}
+	spawn_ s = { sb, d, cwd, argv, { fd0 >= 0 ? fd0 : null, fd1 >= 0 ? fd1 : null, fd2 >= 0 ? fd2 : null },
+	             sync[0], status[1], SW_SANDBOX_USERNS, 0 };
 	const int ns = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
 	pid_t p = -1;
 	int why = 0;
@@ -358,6 +369,8 @@ int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[]
 	}
 	int e = errno;
 	free(stack);
+	if (null >= 0)
+		close(null);
 	close(sync[0]);
 	close(status[1]);
 	if (p < 0) {

@@ -713,11 +713,14 @@ static int label_text_(sw_verify *v, sw_rec *rec, const char *who, char *buf, si
 		*n = (size_t)snprintf(buf, cap, "%llu", (unsigned long long)val.v.u);
 		break;
 	case SW_T_F32:
-		*n = (size_t)snprintf(buf, cap, "%.9g", (double)val.v.f32);
+	case SW_T_F64: {
+		double d = val.type == SW_T_F32 ? (double)val.v.f32 : val.v.f64;
+		if (!isfinite(d))
+			return sw_fail(err, SW_EINVAL, "field '%s' is %s, verifier '%s' wants a finite number",
+			               v->label, isnan(d) ? "NaN" : "infinite", who);
+		*n = (size_t)snprintf(buf, cap, val.type == SW_T_F32 ? "%.9g" : "%.17g", d);
 		break;
-	case SW_T_F64:
-		*n = (size_t)snprintf(buf, cap, "%.17g", val.v.f64);
-		break;
+	}
 	default:
 		return sw_fail(err, SW_ETYPE, "field '%s' is %s, verifier '%s' wants a string or a number",
 		               v->label, sw_type_name(val.type), who);

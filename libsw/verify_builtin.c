@@ -93,6 +93,8 @@ long sw_math_answer(const char *s, size_t n, char *out, size_t cap)
 	return -1;
 }
 
+static size_t normalise_(const char *s, size_t n, char *out, size_t cap);
+
 /* Copy s without what does not change a value: spaces, $, \!, \, \; thousands commas,
  * \left \right, \text{...} units, a trailing period or %. */
 static size_t normalise_(const char *s, size_t n, char *out, size_t cap)
@@ -118,6 +120,9 @@ static size_t normalise_(const char *s, size_t n, char *out, size_t cap)
 			const char *o = memchr(s + i, '{', n - i);
 			const char *c2 = o ? memchr(o, '}', n - (size_t)(o - s)) : NULL;
 			if (c2) {
+				/* alone it is the answer ("\\text{(B)}"): keep what it says */
+				if (k == 0)
+					k = normalise_(o + 1, (size_t)(c2 - o - 1), out, cap);
 				i = (size_t)(c2 - s);
 				continue;
 			}

@@ -61,6 +61,7 @@ struct sw_pool {
 	size_t vi;
 	char name[64];
 	char *argv[4];
+	char cwd[4096];         /* where sw-verify was started: the command's relative paths */
 	sw_sandbox sb;
 	double timeout;
 	size_t window;
@@ -100,8 +101,8 @@ static int worker_start_(sw_pool *p, worker_ *w, sw_error *err)
 	char warn[300];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return sw_fail(err, SW_EIO, "cannot make a socket pair: %s", strerror(errno));
-	int rc = sw_sandbox_spawn(&p->sb, &w->dir, p->argv, sv[1], sv[1], p->errfd, &w->pid, warn,
-	                          sizeof warn, err);
+	int rc = sw_sandbox_spawn(&p->sb, &w->dir, p->cwd[0] ? p->cwd : NULL, p->argv, sv[1], sv[1],
+	                          p->errfd, &w->pid, warn, sizeof warn, err);
 	close(sv[1]);
 	if (rc) {
 		close(sv[0]);
@@ -133,6 +134,8 @@ sw_pool *sw_pool_new(struct sw_verify *v, size_t vi, const char *name, const cha
 	p->argv[0] = "/bin/sh";
 	p->argv[1] = "-c";
 	p->argv[2] = strdup(command);
+	if (!getcwd(p->cwd, sizeof p->cwd))
+		p->cwd[0] = 0;
 	p->sb = *sb;
 	p->timeout = timeout;
 	p->window = window;
@@ -402,8 +405,10 @@ static int read_(sw_pool *p, worker_ *w, sw_error *err)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
-		if (n <= 0) /* EOF or a reset: it is gone (or closed its output, which is as bad) */
-			return restart_(p, w, n < 0 ? strerror(errno) : NULL, 1, err);
+		/* EOF, or a reset (it died with requests unread): it is gone, or closed
+		 * its output, which is as bad */
+		if (n <= 0)
+			return restart_(p, w, n < 0 && errno != ECONNRESET ? strerror(errno) : NULL, 1, err);
 		w->in.len += (size_t)n;
 		/* whole lines */
 		size_t start = 0;
@@ -508,7 +513,7 @@ static int run_(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[], con
 		return -1;
 	}
 	pid_t pid;
-	int rc = sw_sandbox_spawn(sb, d, argv, infd, pfd[1], -1, &pid, warn, sizeof warn, &err);
+	int rc = sw_sandbox_spawn(sb, d, NULL, argv, infd, pfd[1], -1, &pid, warn, sizeof warn, &err);
 	close(pfd[1]);
 	if (infd >= 0)
 		close(infd);

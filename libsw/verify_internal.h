@@ -42,13 +42,15 @@ void sw_sandbox_dir_remove(sw_sandbox_dir *d);
 /*
  * Start argv[0] (a PATH search) with fd0, fd1 and fd2 as its standard
  * input, output and error (-1: /dev/null) and every other descriptor
- * closed, in the sandbox sb, working in d.  *pid is the process to wait
+ * closed, in the sandbox sb, with d as TMPDIR and HOME and the one writable
+ * place, working in cwd (read-only; NULL or where the sandbox cannot enter
+ * it: d).  *pid is the process to wait
  * for and kill; it leads a process group of its own.  warn (warnlen bytes)
  * gets a sentence when the isolation is weaker than SW_SANDBOX_USERNS, else
  * "".  SW_EIO with the reason when it could not start (exec failed too).
  */
-int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[], int fd0,
-                     int fd1, int fd2, pid_t *pid, char *warn, size_t warnlen, sw_error *err);
+int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, char *const argv[],
+                     int fd0, int fd1, int fd2, pid_t *pid, char *warn, size_t warnlen, sw_error *err);
 
 /* SIGKILL the process and its group (a pid namespace dies with its first process). */
 void sw_sandbox_kill(pid_t pid);

@@ -1,0 +1,436 @@
+#!/usr/bin/env bats
+# sw-verify: each built-in verifier on its edge cases, the reward, routing,
+# bad input, exec verifiers (honest and hostile, in the sandbox), plug-ins
+# and the code verifier.
+load helpers
+
+V=$TOP/tests/verifiers
+PLUGIN=$SW_BIN/../plugin/keyword.so
+
+# Let the sandbox's own user into the test's directory (bats makes it 0700),
+# so that a verifier written there can be run and a command's relative paths work.
+share_tmp() {
+	local d=$BATS_TEST_TMPDIR top
+	top=$(dirname "$BATS_RUN_TMPDIR")
+	while [ "$d" != "$top" ] && [ "$d" != / ]; do
+		chmod a+rx "$d"
+		d=$(dirname "$d")
+	done
+}
+
+# jq over sw-verify's JSON output: v FILTER SW-VERIFY-ARGS...
+v() {
+	local f=$1
+	shift
+	set -o pipefail
+	sw-verify -f json "$@" | jq -c "$f"
+}
+
+@test "exact: trimmed, numbers as labels, ci" {
+	printf '%s\n' '{"response":"  Paris\n","label":"Paris"}' '{"response":"paris","label":"Paris"}' \
+		'{"response":"42","label":42}' '{"response":"42.0","label":42}' >in.jsonl
+	run -0 --separate-stderr v '.rewards.exact' -r exact in.jsonl
+	[ "$output" = "$(printf '1\n0\n1\n0')" ]
+	[ "$stderr" = "" ]
+	run -0 v '.rewards.exact' -r exact,ci in.jsonl
+	[ "$output" = "$(printf '1\n1\n1\n0')" ]
+}
+
+@test "math: boxed, ####, last number, fractions, commas, tolerance, worked labels" {
+	cat >in.jsonl <<-'EOF'
+	{"response":"so \\boxed{72} dollars","label":"72"}
+	{"response":"\\boxed{\\frac{1}{2}} and later 7","label":"0.5"}
+	{"response":"first \\boxed{3}, then \\boxed{ 4 }","label":4}
+	{"response":"Work...\n#### 1,000\n","label":"1000"}
+	{"response":"it is 3/4 of it","label":"\\dfrac{3}{4}"}
+	{"response":"the answer is -2.50.","label":"-5/2"}
+	{"response":"x = 0.33333","label":"1/3"}
+	{"response":"\\boxed{\\text{(B)}}","label":"(B)"}
+	{"response":"I do not know","label":"5"}
+	{"response":"\\boxed{6}","label":"She has 2 + 4 = 6.\n#### 6"}
+	{"response":"\\boxed{50\\%}","label":"50"}
+	{"response":"\\boxed{7","label":"7"}
+	EOF
+	run -0 --separate-stderr v '.rewards.math' -r math in.jsonl
+	[ "$output" = "$(printf '1\n1\n1\n1\n1\n1\n0\n1\n0\n1\n1\n1')" ]
+	# a looser tolerance takes 1/3 to 5 places
+	run -0 v '.rewards.math' -r math,tol=1e-6 in.jsonl
+	[ "${lines[6]}" = 0 ]
+	run -0 v '.rewards.math' -r math,tol=1e-5 in.jsonl
+	[ "${lines[6]}" = 1 ]
+}
+
+@test "regex: anywhere, full, ci; a comma inside the pattern stays in it" {
+	printf '%s\n' '{"response":"The answer is \\boxed{4}."}' '{"response":"aaa"}' '{"response":"AA"}' >in.jsonl
+	run -0 v '.rewards.fmt' -r 'regex:\\boxed\{\d+\},as=fmt' in.jsonl
+	[ "$output" = "$(printf '1\n0\n0')" ]
+	run -0 v '.rewards.regex' -r 'regex:a{1,3},full' in.jsonl
+	[ "$output" = "$(printf '0\n1\n0')" ]
+	run -0 v '.rewards.regex' -r 'regex:a{1,3},full,ci' in.jsonl
+	[ "$output" = "$(printf '0\n1\n1')" ]
+}
+
+@test "regex: invalid UTF-8 in a response does not match and is no error" {
+	mp in.msgpack '\x81\xa8response\xa3a\xffb'
+	run -0 --separate-stderr v '.rewards.regex' -r 'regex:a.b' in.msgpack
+	[ "$output" = 0 ]
+	[ "$stderr" = "" ]
+}
+
+@test "blocklist: a violation names the rule; ci; comments; hard forces the minimum" {
+	cat >rules.txt <<-'EOF'
+	# safety rules
+	[weapons] \b(build|make) a bomb\b
+
+	poison(ous)?
+	EOF
+	printf '%s\n' '{"response":"how to Make a Bomb","label":"x"}' '{"response":"poison and make a bomb","label":"x"}' \
+		'{"response":"a cake","label":"a cake"}' >in.jsonl
+	run -0 v '[.rewards.blocklist, .violations]' -r blocklist:rules.txt in.jsonl
+	[ "${lines[0]}" = '[1,[]]' ]
+	[ "${lines[1]}" = '[0,["weapons","poison(ous)?"]]' ]
+	[ "${lines[2]}" = '[1,[]]' ]
+	run -0 v '[.rewards.blocklist, .violations]' -r blocklist:rules.txt,ci in.jsonl
+	[ "${lines[0]}" = '[0,["weapons"]]' ]
+	# hard: the reward is the lowest possible (0 + 1 * 0), whatever exact says
+	run -0 v '[.reward, .rewards.exact]' -r exact,weight=3 -r blocklist:rules.txt,ci,hard in.jsonl
+	[ "${lines[0]}" = '[0,0]' ]
+	[ "${lines[2]}" = '[4,1]' ]
+	run -0 v '.reward' -r exact -r blocklist:rules.txt,ci,hard --min-reward -5 in.jsonl
+	[ "$output" = "$(printf -- '-5\n-5\n2')" ]
+}
+
+@test "blocklist: a bad pattern is a usage error naming the line; a missing file an error" {
+	printf 'fine\n[x] (unclosed\n' >rules.txt
+	echo '{"response":"a"}' >in.jsonl
+	run -2 --separate-stderr sw-verify -r blocklist:rules.txt in.jsonl
+	[[ ${stderr_lines[0]} == "sw-verify: bad verifier 'blocklist:rules.txt': rules.txt:2: bad pattern: missing closing parenthesis at offset 9" ]]
+	run -1 --separate-stderr sw-verify -r blocklist:nope.txt in.jsonl
+	[ "$stderr" = "sw-verify: verifier 'blocklist:nope.txt': cannot open blocklist 'nope.txt': No such file or directory" ]
+	[ "$output" = "" ]
+	printf '# only a comment\n' >empty.txt
+	run -2 --separate-stderr sw-verify -r blocklist:empty.txt in.jsonl
+	[[ ${stderr_lines[0]} == *"blocklist 'empty.txt' has no rules" ]]
+}
+
+@test "length: DAPO's overlong penalty at its edges; chars; hard" {
+	for n in 0 6 7 8 9 10 11; do
+		jq -nc --argjson n "$n" '{response: ([range($n)] | map("é") | join("")), response_tokens: [range($n)]}'
+	done >in.jsonl
+	# max 10, buffer 4: 0 up to 6, then (6 - n) / 4 down to -1 at 10, -1 beyond
+	run -0 v '.rewards.length' -r length,max=10,buffer=4 in.jsonl
+	[ "$output" = "$(printf '0\n0\n-0.25\n-0.5\n-0.75\n-1\n-1')" ]
+	run -0 v '.rewards.length' -r length,max=10,buffer=4,unit=chars in.jsonl
+	[ "$output" = "$(printf '0\n0\n-0.25\n-0.5\n-0.75\n-1\n-1')" ]
+	run -0 v '.violations' -r length,max=10,buffer=4,hard in.jsonl
+	[ "${lines[1]}" = '[]' ]
+	[ "${lines[2]}" = '["length"]' ]
+	run -2 --separate-stderr sw-verify -r length,max=4,buffer=5 in.jsonl
+	[[ ${stderr_lines[0]} == *"buffer=5 is larger than max=4" ]]
+}
+
+@test "json: valid JSON, a fenced block, and not JSON" {
+	printf '%s\n' '{"response":" {\"a\": [1, 2]} "}' '{"response":"```json\n{\"a\": 1}\n```"}' \
+		'{"response":"{\"a\": 1,}"}' '{"response":""}' '{"response":"[1] [2]"}' >in.jsonl
+	run -0 v '.rewards.json' -r json in.jsonl
+	[ "$output" = "$(printf '1\n1\n0\n0\n0')" ]
+}
+
+@test "countdown: exact arithmetic, each number once" {
+	cat >in.jsonl <<-'EOF'
+	{"response":"<answer>(6 - 2) * 5 + 1</answer>","label":{"target":21,"numbers":[1,2,5,6]}}
+	{"response":"<answer>(6 - 2) * 5</answer>","label":{"target":20,"numbers":[1,2,5,6]}}
+	{"response":"<answer>6 * 6 - 15</answer>","label":{"target":21,"numbers":[6,15,2]}}
+	{"response":"<answer>1 / 3 * 3 * 7</answer>","label":{"target":7,"numbers":[1,3,3,7]}}
+	{"response":"thinking...\n(2 + 5) * 3 = 21","label":{"target":21,"numbers":[2,5,3]}}
+	{"response":"<answer>6 / (2 - 2)</answer>","label":{"target":1,"numbers":[6,2,2]}}
+	{"response":"<answer>import os</answer>","label":{"target":1,"numbers":[1]}}
+	{"response":"<answer>(2 + 5) * 3</answer>","label":{"target":22,"numbers":[2,5,3]}}
+	EOF
+	run -0 v '.rewards.countdown' -r countdown in.jsonl
+	[ "$output" = "$(printf '1\n0\n0\n1\n1\n0\n0\n0')" ]
+	echo '{"response":"<answer>1</answer>","label":{"numbers":[1]}}' >bad.jsonl
+	run -1 --separate-stderr sw-verify -r countdown bad.jsonl
+	[ "$stderr" = "sw-verify: bad.jsonl: record 1: field 'label' lacks 'target'" ]
+}
+
+@test "the reward is the weighted sum; rewards, reward, violations for each sample" {
+	echo '{"id":"a","response":"\\boxed{4}","label":"4","mine":[1,{"x":null}]}' >in.jsonl
+	run -0 --separate-stderr sw-verify -f json -r math,weight=0.8 -r 'regex:boxed,as=format,weight=0.2' \
+		-r length,max=1,buffer=1,weight=0.5,unit=chars in.jsonl
+	[ "$output" = '{"id":"a","response":"\\boxed{4}","label":"4","mine":[1,{"x":null}],"rewards":{"math":1.0,"format":1.0,"length":-1.0},"violations":[],"reward":0.5}' ]
+	[ "$stderr" = "" ]
+}
+
+@test "fields already there are replaced; a stale verifier_error and reward go" {
+	echo '{"id":"a","response":"x","label":"x","reward":9.0,"rewards":{"old":1.0},"violations":["old"],"verifier_error":"old"}' >in.jsonl
+	run -0 sw-verify -f json -r exact in.jsonl
+	[ "$output" = '{"id":"a","response":"x","label":"x","reward":1.0,"rewards":{"exact":1.0},"violations":[]}' ]
+}
+
+@test "msgpack in, msgpack out: the fields we do not set keep their bytes" {
+	sw-datagen -n 40 -s 5 >d.msgpack
+	sw-verify -r length,max=300,buffer=100 d.msgpack >out.msgpack
+	diff <(sw-cat -f json d.msgpack | jq -c 'del(.rewards, .reward)') \
+	     <(sw-cat -f json out.msgpack | jq -c 'del(.rewards, .reward, .violations)')
+	run -0 sw-cat -c out.msgpack
+	[ "$output" = 40 ]
+}
+
+@test "--label-field reads the ground truth elsewhere" {
+	echo '{"response":"7","answer":"7","label":"8"}' >in.jsonl
+	run -0 v '.rewards.exact' -r exact --label-field answer in.jsonl
+	[ "$output" = 1 ]
+}
+
+@test "a sample's verifiers field routes it" {
+	printf '%s\n' '{"response":"7","label":"7","verifiers":["m"]}' '{"response":"7","label":"7"}' \
+		'{"response":"7","label":"7","verifiers":[]}' >in.jsonl
+	run -0 v '[.rewards, .reward]' -r exact -r math,as=m,weight=2 in.jsonl
+	[ "${lines[0]}" = '[{"m":1},2]' ]
+	[ "${lines[1]}" = '[{"exact":1,"m":1},3]' ]
+	[ "${lines[2]}" = '[{},0]' ]
+	printf '%s\n' '{"response":"7","label":"7"}' '{"response":"7","label":"7","verifiers":["nope"]}' >bad.jsonl
+	run -1 --separate-stderr sw-verify -f json -r exact bad.jsonl
+	[ "$stderr" = "sw-verify: bad.jsonl: record 2: field 'verifiers' names 'nope', which is not a verifier here" ]
+	[ "$(echo "$output" | jq -c .rewards)" = '{"exact":1}' ]
+	echo '{"response":"7","label":"7","verifiers":"exact"}' >bad2.jsonl
+	run -1 --separate-stderr sw-verify -r exact bad2.jsonl
+	[ "$stderr" = "sw-verify: bad2.jsonl: record 1: field 'verifiers' is str, not an array of verifier names" ]
+}
+
+@test "bad input: missing fields, wrong types, NaN, a broken stream; the samples before go out" {
+	printf '%s\n' '{"response":"1","label":"1"}' '{"label":"2"}' >miss.jsonl
+	run -1 --separate-stderr sw-verify -f json -r math miss.jsonl
+	[ "$stderr" = "sw-verify: miss.jsonl: record 2: verifier 'math' needs field 'response', which is missing" ]
+	[ "${#lines[@]}" = 1 ]
+	printf '%s\n' '{"response":"1"}' >nolabel.jsonl
+	run -1 --separate-stderr sw-verify -r exact nolabel.jsonl
+	[ "$stderr" = "sw-verify: nolabel.jsonl: record 1: verifier 'exact' needs field 'label', which is missing" ]
+	printf '%s\n' '{"response":5,"label":"5"}' >type.jsonl
+	run -1 --separate-stderr sw-verify -r exact type.jsonl
+	[ "$stderr" = "sw-verify: type.jsonl: record 1: field 'response' is uint, verifier 'exact' wants a string" ]
+	printf '%s\n' '{"response":"5","label":[5]}' >type2.jsonl
+	run -1 --separate-stderr sw-verify -r math type2.jsonl
+	[ "$stderr" = "sw-verify: type2.jsonl: record 1: field 'label' is array, verifier 'math' wants a string or a number" ]
+	printf '%s\n' '{"response":"5","label":{"$f64":"nan"}}' >nan.jsonl
+	run -1 --separate-stderr sw-verify -r math nan.jsonl
+	[ "$stderr" = "sw-verify: nan.jsonl: record 1: field 'label' is NaN, verifier 'math' wants a finite number" ]
+	printf '%s\n' '{"response":"5"}' >tok.jsonl
+	run -1 --separate-stderr sw-verify -r length tok.jsonl
+	[[ $stderr == "sw-verify: tok.jsonl: record 1: verifier 'length' needs field 'response_tokens', which is missing"* ]]
+	# a truncated msgpack stream: the reader's error, after the good record
+	sw-cat -o two.msgpack miss.jsonl
+	head -c -3 two.msgpack >cut.msgpack
+	run -1 --separate-stderr sw-verify -f json -r exact cut.msgpack
+	[[ $stderr == "sw-verify: cut.msgpack: record 2 (byte "*"): "* ]]
+	[ "${#lines[@]}" = 1 ]
+}
+
+@test "usage errors: no verifier, unknown ones, keys that do not apply, bad values" {
+	echo '{"response":"a"}' >in.jsonl
+	run -2 --separate-stderr sw-verify in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: no verifier: give at least one -r SPEC" ]
+	run -2 --separate-stderr sw-verify -r nosuch in.jsonl
+	[[ ${stderr_lines[0]} == "sw-verify: bad verifier 'nosuch': unknown verifier 'nosuch' "* ]]
+	run -2 --separate-stderr sw-verify -r math,workers=2 in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'math,workers=2': key 'workers' does not apply to 'math'" ]
+	run -2 --separate-stderr sw-verify -r math,weight=abc in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'math,weight=abc': 'weight' wants a number from -1e+06 to 1e+06, not 'abc'" ]
+	run -2 --separate-stderr sw-verify -r math,bogus in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'math,bogus': unknown key 'bogus' in 'math,bogus'" ]
+	run -2 --separate-stderr sw-verify -r regex in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'regex': 'regex' needs an argument: regex:PATTERN" ]
+	run -2 --separate-stderr sw-verify -r math -r math in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'math': two verifiers are named 'math': tell them apart with as=NAME" ]
+	run -2 --separate-stderr sw-verify -r exact --max-errors 2 in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: option '--max-errors' wants a number from 0 to 1, not '2'" ]
+}
+
+@test "output flows while the input pauses" {
+	# the first sample must come out before the second goes in
+	{ echo '{"response":"a","label":"a"}'; sleep 2; echo '{"response":"b","label":"b"}'; } |
+		sw-verify -f json -r "exec:python3 $V/echo.py" | while read -r l; do date +%s.%N; done >times
+	run -0 awk 'NR == 1 { a = $1 } NR == 2 { b = $1 } END { print (b - a >= 1.5) }' times
+	[ "$output" = 1 ]
+}
+
+@test "exec: a pool of workers answers every sample, in input order" {
+	for i in $(seq 1 300); do
+		printf '{"id":"%d","response":"%d","label":"%d"}\n' "$i" $((i % 7)) $((i % 5))
+	done >in.jsonl
+	run -0 --separate-stderr v '[.id, .rewards.exec]' -r "exec:python3 $V/echo.py,workers=3" in.jsonl
+	[ "$stderr" = "" ]
+	want=$(v '[.id, .rewards.exact]' -r exact in.jsonl | sed 's/^\(.*\)$/\1/')
+	[ "$output" = "$want" ]
+	[ "${#lines[@]}" = 300 ]
+}
+
+@test "exec: violations and errors the verifier reports" {
+	cat >v.py <<-'EOF'
+	import json, sys
+	for line in sys.stdin:
+	    s = json.loads(line)
+	    if s["response"] == "?":
+	        print(json.dumps({"error": "cannot judge this"}), flush=True)
+	    else:
+	        print(json.dumps({"score": 0.25, "violations": ["pii", "toxicity"], "note": "ignored"}), flush=True)
+	EOF
+	share_tmp
+	printf '%s\n' '{"response":"x"}' '{"response":"?"}' >in.jsonl
+	run -0 --separate-stderr v '[.rewards, .violations, .verifier_error, .reward]' -r "exec:python3 v.py,as=judge" --max-errors 0.5 in.jsonl
+	[ "${lines[0]}" = '[{"judge":0.25},["pii","toxicity"],null,0.25]' ]
+	[ "${lines[1]}" = '[{},[],"judge: the verifier says: cannot judge this",null]' ]
+	[ "$stderr" = "sw-verify: warning: 1 of 2 samples have verifier_error" ]
+}
+
+hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
+	printf '%s\n' '{"id":"1","response":"ok"}' "{\"id\":\"2\",\"response\":\"attack\",\"target\":\"$PWD/escaped\"}" \
+		'{"id":"3","response":"ok"}' >in.jsonl
+	run -0 --separate-stderr v '[.id, .reward, .verifier_error, .violations]' -q --max-errors 0.5 \
+		-r "exec:python3 $V/$1.py,timeout=1,nproc=16,mem=512M${2:+,$2}" in.jsonl
+	[ "${lines[0]}" = '["1",1,null,[]]' ]
+	[ "${lines[2]}" = '["3",1,null,[]]' ]
+	[ "${#lines[@]}" = 3 ]
+	[ "$stderr" = "" ]
+}
+
+@test "sandbox: what the verifier sees of its box" {
+	share_tmp
+	echo '{"response":"x"}' >in.jsonl
+	run -0 v '.violations[]' -r "exec:python3 $V/probe.py,nproc=16,mem=512M,fsize=1M,cpu=60" in.jsonl
+	[ "${lines[0]}" = '"uid=1000"' ]
+	[ "${lines[1]}" = '"net=lo"' ]
+	[ "${lines[2]}" = '"root=ro:Read-only file system"' ]
+	[ "${lines[3]}" = '"tmp=ro:Read-only file system"' ]
+	[ "${lines[4]}" = '"cwd=ro:Read-only file system"' ]
+	[ "${lines[5]}" = '"tmpdir=rw"' ]
+	[ "${lines[6]}" = '"home_is_tmpdir=True"' ]
+	[ "${lines[7]}" = '"ppid=1"' ]
+	[ "${lines[8]}" = '"nproc=16"' ]
+	[ "${lines[9]}" = '"as=536870912"' ]
+	[ "${lines[10]}" = '"fsize=1048576"' ]
+	[ "${lines[11]}" = '"cpu=60"' ]
+}
+
+@test "hostile: a socket is refused" {
+	hostile open_socket
+	[ "${lines[1]}" = '["2",null,"exec: worker exited with status 1",[]]' ]
+	# and without the sandbox the same verifier does get one: the test can tell
+	run -0 v '.violations' -r "exec:python3 $V/open_socket.py,sandbox=no" in.jsonl
+	[ "${lines[1]}" = '["ESCAPED: made an AF_INET socket"]' ]
+}
+
+@test "hostile: writing outside its directory is refused" {
+	hostile write_outside
+	[ "${lines[1]}" = '["2",null,"exec: worker exited with status 1",[]]' ]
+	[ ! -e escaped ]
+	run -0 v '.violations' -r "exec:python3 $V/write_outside.py,sandbox=no" in.jsonl
+	[ -e escaped ]
+}
+
+@test "hostile: a fork bomb stops at nproc, and nothing of it outlives the run" {
+	hostile forkbomb
+	# it answers with the number of children it got: python and sh take 2 of the 16
+	[ "${lines[1]}" = '["2",14,null,[]]' ]
+	run pgrep -f "$V/forkbomb.py"
+	[ "$output" = "" ]
+}
+
+@test "hostile: a verifier that loops forever is killed at the timeout and restarted" {
+	hostile loop
+	[ "${lines[1]}" = '["2",null,"exec: worker gave no reply within 1 s (timeout)",[]]' ]
+}
+
+@test "hostile: allocating 10 GB fails under the memory limit" {
+	hostile alloc
+	[ "${lines[1]}" = '["2",null,"exec: worker exited with status 1",[]]' ]
+}
+
+@test "hostile: garbage replies cost one sample each, and the worker goes on" {
+	hostile garbage
+	[[ ${lines[1]} == '["2",null,"exec: garbage reply '"'"'this is not json {'"'"': '* ]]
+	echo '{"response":"attack2"}' >in2.jsonl
+	run -1 --separate-stderr v '.verifier_error' -r "exec:python3 $V/garbage.py" in2.jsonl
+	[ "$output" = '"exec: bad reply: '"'"'score'"'"' is not a number"' ]
+	[ "$stderr" = "sw-verify: 1 of 1 samples (100.0%) have verifier_error, more than --max-errors 0.01 allows" ]
+}
+
+@test "hostile: a worker that exits early costs the sample it was on; the rest go to its successor" {
+	for i in 1 2 3 4 5 6 7; do printf '{"id":"%d","response":"x"}\n' $i; done >in.jsonl
+	run -0 v '[.id, .verifier_error]' -q --max-errors 0.5 -r "exec:python3 $V/early_exit.py" in.jsonl
+	[ "$output" = "$(printf '%s\n' '["1",null]' '["2",null]' '["3","exec: worker exited with status 3"]' \
+		'["4",null]' '["5",null]' '["6","exec: worker exited with status 3"]' '["7",null]')" ]
+}
+
+@test "a verifier whose workers never answer is marked broken; --max-errors decides the exit" {
+	for i in 1 2 3 4 5; do printf '{"id":"%d","response":"x"}\n' $i; done >in.jsonl
+	run -1 --separate-stderr v '.verifier_error' -r "exec:exit 4" in.jsonl
+	[ "${lines[0]}" = '"exec: worker exited with status 4"' ]
+	[ "${lines[4]}" = '"exec: broken: 3 workers in a row ended before answering (last exited with status 4)"' ]
+	[ "$stderr" = "sw-verify: 5 of 5 samples (100.0%) have verifier_error, more than --max-errors 0.01 allows" ]
+	run -0 --separate-stderr sw-verify -f json -r "exec:exit 4" --max-errors 1 in.jsonl
+	[ "$stderr" = "sw-verify: warning: 5 of 5 samples have verifier_error" ]
+}
+
+@test "no sandbox directory is left behind" {
+	export TMPDIR=$PWD/tmp
+	mkdir tmp
+	echo '{"response":"attack"}' >in.jsonl
+	sw-verify -q -f json --max-errors 1 -r "exec:python3 $V/loop.py,timeout=0.5,workers=2" in.jsonl >/dev/null
+	run -0 ls tmp
+	[ "$output" = "" ]
+}
+
+@test "plugin: the example keyword plug-in; its errors mark the sample" {
+	[ -f "$PLUGIN" ]
+	printf '%s\n' '{"response":"The ANSWER is 4"}' '{"response":"  "}' '{"label":"no response"}' >in.jsonl
+	run -0 --separate-stderr v '[.rewards, .violations, .verifier_error]' -r "plugin:$PLUGIN,answer,weight=2" --max-errors 0.5 in.jsonl
+	[ "${lines[0]}" = '[{"keyword":1},[],null]' ]
+	[ "${lines[1]}" = '[{"keyword":0},["empty-response"],null]' ]
+	[ "${lines[2]}" = '[{},[],"keyword: record 3 has no response"]' ]
+	run -0 --separate-stderr v '.rewards' -r "plugin:$PLUGIN,arg=the,as=kw" -r "plugin:$PLUGIN,nope,as=kw2" in.jsonl --max-errors 1
+	[ "${lines[0]}" = '{"kw":1,"kw2":0}' ]
+	run -2 --separate-stderr sw-verify -r "plugin:$PLUGIN" in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'plugin:$PLUGIN': plugin '$PLUGIN' refused to start: keyword needs the word to look for: plugin:keyword.so,WORD" ]
+	run -1 --separate-stderr sw-verify -r plugin:./nope.so in.jsonl
+	[[ $stderr == "sw-verify: verifier 'plugin:./nope.so': cannot load plugin: ./nope.so: cannot open shared object file"* ]]
+}
+
+@test "plugin: another ABI version, or no entry point, is refused" {
+	cat >old.c <<-'EOF'
+	#include "sw/verifier.h"
+	static int score(void *s, const sw_verifier_sample *x, sw_verifier_result *r) { (void)s; (void)x; r->score = 1; return 0; }
+	static const sw_verifier_plugin p = { SW_VERIFIER_ABI + 1, "old", 0, score, 0 };
+	const sw_verifier_plugin *sw_verifier_entry(void) { return &p; }
+	int unrelated(void) { return 0; }
+	EOF
+	cc -shared -fPIC -I"$TOP/libsw" -o old.so old.c
+	echo 'int unrelated(void) { return 0; }' >none.c
+	cc -shared -fPIC -o none.so none.c
+	echo '{"response":"a"}' >in.jsonl
+	run -2 --separate-stderr sw-verify -r plugin:old.so in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'plugin:old.so': plugin 'old.so' is built for verifier ABI 2, this is ABI 1" ]
+	run -2 --separate-stderr sw-verify -r plugin:none.so in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'plugin:none.so': 'none.so' is no verifier plug-in: it lacks sw_verifier_entry()" ]
+}
+
+@test "code: Python, C and shell programs on their tests, in the sandbox" {
+	tests='[{"input":"2 3\n","output":"5\n"},{"input":"10 -4\n","output":"6"},{"input":"0 0","output":"0\n\n"}]'
+	py=$'```python\na, b = map(int, input().split())\nprint(a + b)\n```'
+	pywrong=$'```python\na, b = map(int, input().split())\nprint(a * b)\n```'
+	c=$'Here:\n```c\n#include <stdio.h>\nint main(void) { long a, b; if (scanf("%ld %ld", &a, &b) != 2) return 1; printf("%ld\\n", a + b); return 0; }\n```'
+	cbad=$'```c\nint main(void) { return syntax error; }\n```'
+	sh=$'```sh\nread a b\necho $((a + b))\n```'
+	loop=$'```python\nwhile True: pass\n```'
+	net=$'```python\nimport socket\nsocket.create_connection(("1.1.1.1", 53), 1)\nprint(5)\n```'
+	for r in "$py" "$pywrong" "$c" "$cbad" "$sh" "$loop" "$net"; do
+		jq -nc --arg r "$r" --argjson t "$tests" '{response: $r, label: $t}'
+	done >in.jsonl
+	run -0 --separate-stderr v '.rewards.code' -r code,timeout=1 in.jsonl
+	[ "$output" = "$(printf '1\n0.33333334\n1\n0\n1\n0\n0')" ]
+	[ "$stderr" = "" ]
+	echo '{"response":"print(1)","label":[{"input":"x"}]}' >bad.jsonl
+	run -1 --separate-stderr sw-verify -r code bad.jsonl
+	[ "$stderr" = "sw-verify: bad.jsonl: record 1: field 'label': test 1 has no 'output'" ]
+}
