@@ -96,12 +96,13 @@ typedef struct sw_ops {
 	                    const float *dent, const int32_t *target, int T, int V);
 
 	/*
-	 * One AdamW step (PyTorch's torch.optim.AdamW): p -= lr*wd*p;
-	 * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+	 * One AdamW step (PyTorch's torch.optim.AdamW) on the gradient
+	 * gs * g (gs: the clipping coefficient, folded in to save a pass):
+	 * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 	 * p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), bc = 1 - beta^step.
 	 */
-	void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-	              float b2, float eps, float wd, float bc1, float bc2);
+	void (*adamw)(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
+	              float b1, float b2, float eps, float wd, float bc1, float bc2);
 	double (*sumsq)(const float *x, size_t n);
 	void (*scale)(float *x, float s, size_t n);
 } sw_ops;

@@ -2,10 +2,10 @@
  * ops_cpu.c - the CPU backend of the op table (ops.h): the reference.
  *
  * GEMMs go to OpenBLAS (sgemv when the result has one row, the decoding
- * case); everything else is plain C parallelised with OpenMP.  OpenBLAS is
- * the pthread build here, so it is only ever called from serial code, never
- * from inside an OpenMP region, and sw_ops_cpu_threads() gives both pools
- * the same count so they take turns on the cores instead of fighting.
+ * case); everything else is plain C parallelised with OpenMP.  There is one
+ * pool of threads, OpenMP's: a product is split into blocks, each a
+ * single-threaded OpenBLAS call (OpenBLAS here is the pthread build, whose
+ * own threads would spin against OpenMP's between ops).
  * Training attention is tiled into blocks of query rows and done with
  * GEMMs (scores, then probabilities times values): it is a few percent of a
  * step's FLOPs, and plain loops would make it a third of the time.
@@ -13,23 +13,21 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <string.h>
 #include "ops.h"
 
 /* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
 #define QB 128
 
-static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                  const float *B, int ldb, float beta, float *C, int ldc)
+/* Worth a parallel region: below this many elements the barrier costs more
+ * than the threads win (decoding one token runs hundreds of tiny ops). */
+#define BIG_(n) ((n) >= 32768)
+
+/* One thread's share of a product: plain OpenBLAS, single-threaded. */
+static void gemm1_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
 {
-	if (M <= 0 || N <= 0)
-		return;
-	if (K <= 0) {
-		for (int i = 0; i < M; i++)
-			for (int j = 0; j < N; j++)
-				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
-		return;
-	}
 	if (M == 1) {
 		/* c[N] = a[K] op(B): a matrix-vector product over B. */
 		int inca = ta ? lda : 1;
@@ -43,9 +41,52 @@ static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float 
 	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/*
+ * The product split over the OpenMP threads by blocks of columns of C (or
+ * of rows, when C is narrow), each block one single-threaded OpenBLAS
+ * call.  One pool of threads runs everything: OpenBLAS's own threads would
+ * spin against OpenMP's between every op (on 2 cores that made decoding
+ * eight times slower than the machine allows).
+ */
+static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	if (K <= 0) {
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+		return;
+	}
+	int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+	double work = (double)M * N * K;
+	if (nt > 1 && work < 64.0 * 64 * 64)
+		nt = 1;
+	if (nt == 1) {
+		gemm1_(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+		return;
+	}
+	bool by_cols = N >= 16 * nt;
+	int span = by_cols ? N : M;
+	/* Blocks a multiple of 16 wide, so each starts on a cache line. */
+	int blk = ((span + nt - 1) / nt + 15) / 16 * 16;
+	int nb = (span + blk - 1) / blk;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+	for (int b = 0; b < nb; b++) {
+		int o = b * blk, w = span - o < blk ? span - o : blk;
+		if (by_cols)
+			gemm1_(ta, tb, M, w, K, alpha, A, lda, tb ? B + (size_t)o * ldb : B + o, ldb, beta,
+			       C + o, ldc);
+		else
+			gemm1_(ta, tb, w, N, K, alpha, ta ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
+			       C + (size_t)o * ldc, ldc);
+	}
+}
+
 static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T, int D)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * D))
 	for (int t = 0; t < T; t++)
 		memcpy(out + (size_t)t * D, table + (size_t)tok[t] * D, (size_t)D * sizeof(float));
 }
@@ -53,7 +94,7 @@ static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T
 static void embed_bwd_(float *dtable, const float *dout, const int32_t *tok, int T, int D)
 {
 	/* Tokens repeat, so threads split the columns, not the tokens. */
-#pragma omp parallel
+#pragma omp parallel if (BIG_((size_t)T * D))
 	{
 		int nt = omp_get_num_threads(), me = omp_get_thread_num();
 		int chunk = (D + nt - 1) / nt, d0 = me * chunk, d1 = d0 + chunk < D ? d0 + chunk : D;
@@ -69,7 +110,7 @@ static void embed_bwd_(float *dtable, const float *dout, const int32_t *tok, int
 static void rmsnorm_fwd_(float *out, float *rstd, const float *x, const float *w, int T, int D,
                          float eps)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * D))
 	for (int t = 0; t < T; t++) {
 		const float *xr = x + (size_t)t * D;
 		float *o = out + (size_t)t * D;
@@ -88,7 +129,7 @@ static void rmsnorm_fwd_(float *out, float *rstd, const float *x, const float *w
 static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x,
                          const float *w, const float *rstd, int T, int D)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * D))
 	for (int t = 0; t < T; t++) {
 		const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
 		float *dxr = dx + (size_t)t * D;
@@ -101,7 +142,7 @@ static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x
 			dxr[d] += g[d] * w[d] * r - c * xr[d];
 	}
 	/* dw sums over rows: split the columns so no two threads share one. */
-#pragma omp parallel
+#pragma omp parallel if (BIG_((size_t)T * D))
 	{
 		int nt = omp_get_num_threads(), me = omp_get_thread_num();
 		int chunk = (D + nt - 1) / nt, d0 = me * chunk, d1 = d0 + chunk < D ? d0 + chunk : D;
@@ -118,7 +159,7 @@ static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const flo
                   int inverse)
 {
 	int half = hd / 2;
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * nh * hd))
 	for (int t = 0; t < T; t++) {
 		for (int i = 0; i < half; i++) {
 			/* The angle in float32, as transformers computes it. */
@@ -138,16 +179,16 @@ static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const flo
 
 static size_t attn_scratch_(int maxlen)
 {
-	return 2 * (size_t)QB * (size_t)(maxlen > 0 ? maxlen : 1);
+	/* Two QB x maxlen tiles for each thread. */
+	return (size_t)omp_get_max_threads() * 2 * QB * (size_t)(maxlen > 0 ? maxlen : 1);
 }
 
 /* Scores of query rows i0..i0+nb-1 against keys 0..nk-1, turned into the
- * causal softmax P in place (row r sees keys 0..i0+r).  With lse given the
- * normaliser is taken from it (backward), else computed and stored. */
+ * causal softmax P in place (row r sees keys 0..i0+r).  With have_lse the
+ * normaliser is taken from lse (backward), else computed and stored. */
 static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_stride,
                           int have_lse)
 {
-#pragma omp parallel for
 	for (int r = 0; r < nb; r++) {
 		float *s = S + (size_t)r * nk;
 		int last = i0 + r;
@@ -160,7 +201,7 @@ static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_
 				m = s[j] > m ? s[j] : m;
 			double sum = 0;
 			for (int j = 0; j <= last; j++)
-				sum += exp((double)(s[j] - m));
+				sum += (double)expf(s[j] - m);
 			l = m + (float)log(sum);
 			lse[(size_t)r * lse_stride] = l;
 		}
@@ -171,68 +212,80 @@ static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_
 	}
 }
 
+/*
+ * Attention is parallel over (sequence, key/value head) pairs, each thread
+ * with its own tiles and single-threaded GEMMs: the tiles are small, and
+ * splitting each of them across threads would cost a barrier per product.
+ * A pair owns its rows of dk and dv, so the backward needs no atomics.
+ */
 static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
                       const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
 {
-	int qs = H * hd, ks = KVH * hd, grp = H / KVH;
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
 	float scale = 1.0f / sqrtf((float)hd);
-	for (int s = 0; s < nseq; s++) {
-		int o = cu[s], L = cu[s + 1] - cu[s];
-		for (int h = 0; h < H; h++) {
-			int g = h / grp;
+	for (int s = 0; s < nseq; s++)
+		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (BIG_((size_t)cu[nseq] * qs))
+	for (int s = 0; s < nseq; s++)
+		for (int g = 0; g < KVH; g++) {
+			float *S = scratch + (size_t)omp_get_thread_num() * 2 * QB * maxlen;
+			int o = cu[s], L = cu[s + 1] - cu[s];
 			const float *K = k + (size_t)o * ks + (size_t)g * hd;
 			const float *V = v + (size_t)o * ks + (size_t)g * hd;
-			for (int i0 = 0; i0 < L; i0 += QB) {
-				int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
-				const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
-				float *S = scratch;
-				gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
-				softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0);
-				gemm_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
-				      out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
-			}
+			for (int h = g * grp; h < (g + 1) * grp; h++)
+				for (int i0 = 0; i0 < L; i0 += QB) {
+					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+					const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
+					gemm1_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
+					softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0);
+					gemm1_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
+					       out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
+				}
 		}
-	}
 }
 
 static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
                       const float *lse, const float *q, const float *k, const float *v,
                       const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
 {
-	int qs = H * hd, ks = KVH * hd, grp = H / KVH;
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
 	float scale = 1.0f / sqrtf((float)hd);
-	size_t T = (size_t)cu[nseq];
-	memset(dk, 0, T * ks * sizeof(float));
-	memset(dv, 0, T * ks * sizeof(float));
-	for (int s = 0; s < nseq; s++) {
-		int o = cu[s], L = cu[s + 1] - cu[s];
-		for (int h = 0; h < H; h++) {
-			int g = h / grp;
+	for (int s = 0; s < nseq; s++)
+		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (BIG_((size_t)cu[nseq] * qs))
+	for (int s = 0; s < nseq; s++)
+		for (int g = 0; g < KVH; g++) {
+			float *P = scratch + (size_t)omp_get_thread_num() * 2 * QB * maxlen;
+			float *dP = P + (size_t)QB * maxlen;
+			int o = cu[s], L = cu[s + 1] - cu[s];
 			size_t kvo = (size_t)o * ks + (size_t)g * hd;
-			for (int i0 = 0; i0 < L; i0 += QB) {
-				int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
-				size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
-				float *P = scratch, *dP = scratch + (size_t)QB * nk;
-				gemm_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
-				softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1);
-				gemm_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
-#pragma omp parallel for
-				for (int r = 0; r < nb; r++) {
-					const float *g_ = dout + qo + (size_t)r * qs, *o_ = out + qo + (size_t)r * qs;
-					float di = 0;
-#pragma omp simd reduction(+ : di)
-					for (int d = 0; d < hd; d++)
-						di += g_[d] * o_[d];
-					float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
-					for (int j = 0; j < nk; j++)
-						dpr[j] = pr[j] * (dpr[j] - di);
-				}
-				gemm_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
-				gemm_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
-				gemm_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
+			for (int j = 0; j < L; j++) {
+				memset(dk + kvo + (size_t)j * ks, 0, sizeof(float) * hd);
+				memset(dv + kvo + (size_t)j * ks, 0, sizeof(float) * hd);
 			}
+			for (int h = g * grp; h < (g + 1) * grp; h++)
+				for (int i0 = 0; i0 < L; i0 += QB) {
+					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+					size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
+					gemm1_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
+					softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1);
+					gemm1_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
+					for (int r = 0; r < nb; r++) {
+						const float *g_ = dout + qo + (size_t)r * qs;
+						const float *o_ = out + qo + (size_t)r * qs;
+						float di = 0;
+#pragma omp simd reduction(+ : di)
+						for (int d = 0; d < hd; d++)
+							di += g_[d] * o_[d];
+						float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
+						for (int j = 0; j < nk; j++)
+							dpr[j] = pr[j] * (dpr[j] - di);
+					}
+					gemm1_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
+					gemm1_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
+					gemm1_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
+				}
 		}
-	}
 }
 
 static size_t attn_paged_scratch_(int maxkeys)
@@ -247,7 +300,7 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 	float scale = 1.0f / sqrtf((float)hd);
 	for (int i = 0; i < n; i++)
 		maxk = kv->nkeys[i] > maxk ? kv->nkeys[i] : maxk;
-#pragma omp parallel
+#pragma omp parallel if (BIG_((size_t)n * H * maxk * hd / 8))
 	{
 		float *s = scratch + (size_t)omp_get_thread_num() * maxk;
 #pragma omp for collapse(2) schedule(dynamic, 4)
@@ -285,7 +338,7 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 
 static void swiglu_fwd_(float *h, const float *gate, const float *up, size_t n)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_(n))
 	for (size_t i = 0; i < n; i++) {
 		float g = gate[i];
 		h[i] = g / (1.0f + expf(-g)) * up[i];
@@ -295,7 +348,7 @@ static void swiglu_fwd_(float *h, const float *gate, const float *up, size_t n)
 static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *gate,
                         const float *up, size_t n)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_(n))
 	for (size_t i = 0; i < n; i++) {
 		float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
 		dup[i] = dh[i] * silu;
@@ -305,14 +358,14 @@ static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *
 
 static void add_(float *y, const float *x, size_t n)
 {
-#pragma omp parallel for simd
+#pragma omp parallel for simd if (BIG_(n))
 	for (size_t i = 0; i < n; i++)
 		y[i] += x[i];
 }
 
 static void bias_fwd_(float *y, const float *b, int T, int N)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * N))
 	for (int t = 0; t < T; t++)
 		for (int j = 0; j < N; j++)
 			y[(size_t)t * N + j] += b[j];
@@ -320,7 +373,7 @@ static void bias_fwd_(float *y, const float *b, int T, int N)
 
 static void bias_bwd_(float *db, const float *dy, int T, int N)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * N))
 	for (int j = 0; j < N; j++) {
 		float s = 0;
 		for (int t = 0; t < T; t++)
@@ -332,7 +385,7 @@ static void bias_bwd_(float *db, const float *dy, int T, int N)
 static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
                          const int32_t *target, int T, int V)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * V))
 	for (int t = 0; t < T; t++) {
 		const float *z = logits + (size_t)t * V;
 		float m = -INFINITY;
@@ -340,9 +393,9 @@ static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
 			m = z[j] > m ? z[j] : m;
 		double sum = 0, zsum = 0;
 		for (int j = 0; j < V; j++) {
-			double e = exp((double)(z[j] - m));
+			float d = z[j] - m, e = expf(d);
 			sum += e;
-			zsum += e * (double)(z[j] - m);
+			zsum += (double)(e * d);
 		}
 		double l = (double)m + log(sum);
 		lse[t] = (float)l;
@@ -357,7 +410,7 @@ static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
 static void logprob_bwd_(float *logits, const float *lse, const float *ent, const float *dlp,
                          const float *dent, const int32_t *target, int T, int V)
 {
-#pragma omp parallel for
+#pragma omp parallel for if (BIG_((size_t)T * V))
 	for (int t = 0; t < T; t++) {
 		float *z = logits + (size_t)t * V;
 		float a = dlp && target[t] >= 0 ? dlp[t] : 0;
@@ -372,13 +425,13 @@ static void logprob_bwd_(float *logits, const float *lse, const float *ent, cons
 	}
 }
 
-static void adamw_(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                   float b2, float eps, float wd, float bc1, float bc2)
+static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
+                   float b1, float b2, float eps, float wd, float bc1, float bc2)
 {
 	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
-#pragma omp parallel for simd
+#pragma omp parallel for simd if (BIG_(n))
 	for (size_t i = 0; i < n; i++) {
-		float gi = g[i];
+		float gi = gs == 1.0f ? g[i] : g[i] * gs;
 		float mi = b1 * m[i] + (1.0f - b1) * gi;
 		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
 		m[i] = mi;
@@ -390,7 +443,7 @@ static void adamw_(float *p, const float *g, float *m, float *v, size_t n, float
 static double sumsq_(const float *x, size_t n)
 {
 	double s = 0;
-#pragma omp parallel for reduction(+ : s)
+#pragma omp parallel for reduction(+ : s) if (BIG_(n))
 	for (size_t i = 0; i < n; i++)
 		s += (double)x[i] * x[i];
 	return s;
@@ -398,7 +451,7 @@ static double sumsq_(const float *x, size_t n)
 
 static void scale_(float *x, float s, size_t n)
 {
-#pragma omp parallel for simd
+#pragma omp parallel for simd if (BIG_(n))
 	for (size_t i = 0; i < n; i++)
 		x[i] *= s;
 }
@@ -430,6 +483,10 @@ static const sw_ops cpu_ = {
 
 const sw_ops *sw_ops_cpu(void)
 {
+	/* OpenBLAS runs single-threaded inside our OpenMP blocks (see gemm_). */
+	static int once;
+	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
+		openblas_set_num_threads(1);
 	return &cpu_;
 }
 
@@ -438,5 +495,5 @@ void sw_ops_cpu_threads(int n)
 	if (n <= 0)
 		n = omp_get_num_procs();
 	omp_set_num_threads(n);
-	openblas_set_num_threads(n);
+	openblas_set_num_threads(1);
 }

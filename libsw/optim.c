@@ -63,9 +63,10 @@ int sw_adamw_step(const sw_adamw_config *c, sw_model *p, sw_model *g, float *m, 
 	if (!isfinite(norm))
 		return sw_fail(err, SW_ERANGE, "adamw: the gradient is not finite (norm %g)", norm);
 	bool clipped = false;
+	float gs = 1.0f;
 	if (c->max_grad_norm > 0 && norm > c->max_grad_norm) {
-		/* torch.nn.utils.clip_grad_norm_'s coefficient. */
-		o->scale(g->arena, (float)(c->max_grad_norm / (norm + 1e-6)), g->nparams);
+		/* torch.nn.utils.clip_grad_norm_'s coefficient, applied inside the update. */
+		gs = (float)(c->max_grad_norm / (norm + 1e-6));
 		clipped = true;
 	}
 	float lr = sw_lr_at(c, step);
@@ -75,7 +76,7 @@ int sw_adamw_step(const sw_adamw_config *c, sw_model *p, sw_model *g, float *m, 
 	for (size_t i = 0; i < p->ntensors; i++) {
 		const sw_tensor *t = &p->tensors[i];
 		float wd = t->ndim == 1 && !c->decay_1d ? 0 : c->weight_decay;
-		o->adamw(p->arena + t->offset, g->arena + t->offset, m + t->offset, v + t->offset,
+		o->adamw(p->arena + t->offset, g->arena + t->offset, gs, m + t->offset, v + t->offset,
 		         t->numel, lr, c->beta1, c->beta2, c->eps, wd, bc1, bc2);
 	}
 	if (stats) {

@@ -179,8 +179,8 @@ typedef struct sw_adamw_stats {
  * earlier ones) on params with grad (both models of one configuration);
  * m and v are arenas of params->nparams floats, zeroed before step 0, that
  * the caller keeps (a store can hold them beside the weights).  grad is
- * clipped in place when it is.  A non-finite gradient norm is SW_ERANGE and
- * leaves params, m and v untouched.
+ * read, not changed (clipping scales it inside the update).  A non-finite
+ * gradient norm is SW_ERANGE and leaves params, m and v untouched.
  */
 int sw_adamw_step(const sw_adamw_config *c, sw_model *params, sw_model *grad, float *m,
                   float *v, int64_t step, sw_adamw_stats *stats, sw_error *err);

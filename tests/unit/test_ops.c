@@ -428,7 +428,11 @@ static void test_adamw_(void)
 			Vv[i] = b2 * Vv[i] + (1 - b2) * (double)g[i] * g[i];
 			P[i] -= lr / bc1 * M[i] / (sqrt(Vv[i]) / sqrt(bc2) + eps);
 		}
-		ops->adamw(p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
+		/* Steps 2 and 4 clip: the op sees the unclipped gradient and the coefficient. */
+		float gs = step % 2 ? 1.0f : 0.5f;
+		for (size_t i = 0; i < n; i++)
+			g[i] /= gs;
+		ops->adamw(p, g, gs, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
 		           (float)bc1, (float)bc2);
 		free(g);
 	}

@@ -1,0 +1,261 @@
+/*
+ * engine_bench.c - the engine's side of bench/bench_engine.sh: one
+ * measurement per run (so each run's peak RSS is its own), printed as one
+ * line of KEY=VALUE pairs for the script to put beside PyTorch's.
+ *
+ *   engine_bench train STEPS      fwd + bwd + AdamW of the GPT-2-small-size Llama, 4 x 256 tokens
+ *   engine_bench sgemm            OpenBLAS sgemm rate on the step's largest GEMM shapes
+ *   engine_bench bandwidth        memory read bandwidth (a 1 GiB sum, all threads)
+ *   engine_bench decode NSEQ NEW  greedy decoding of NSEQ sequences, NEW tokens each
+ *
+ * The model: hidden 768, 12 layers, 12 heads, intermediate 2048, vocab
+ * 32000, tied embeddings (109.5M parameters), random normal(0, 0.02)
+ * weights; threads from $SW_THREADS, else every core.
+ */
+#define _DEFAULT_SOURCE
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include "sw/engine.h"
+#include "sw/model.h"
+
+static double now_(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median_(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static long rss_mb_(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss / 1024;
+}
+
+static sw_model_config cfg_(void)
+{
+	sw_model_config c;
+	memset(&c, 0, sizeof c);
+	strcpy(c.model_type, "llama");
+	c.vocab_size = 32000;
+	c.hidden_size = 768;
+	c.intermediate_size = 2048;
+	c.num_hidden_layers = 12;
+	c.num_attention_heads = 12;
+	c.num_key_value_heads = 12;
+	c.head_dim = 64;
+	c.max_position_embeddings = 1024;
+	c.rms_norm_eps = 1e-5f;
+	c.rope_theta = 10000;
+	c.tie_word_embeddings = true;
+	c.bos_token_id = -1;
+	return c;
+}
+
+static void die_(const char *what, const sw_error *e)
+{
+	fprintf(stderr, "engine_bench: %s: %s\n", what, e->msg);
+	exit(1);
+}
+
+static uint64_t rng_ = 12345;
+static int32_t tok_(int V)
+{
+	rng_ = rng_ * 6364136223846793005ull + 1442695040888963407ull;
+	return (int32_t)((rng_ >> 33) % (uint64_t)V);
+}
+
+static int train_(int steps)
+{
+	sw_model_config c = cfg_();
+	sw_error err = { 0 };
+	sw_model *m = sw_model_new(&c, &err), *g = m ? sw_model_new(&c, &err) : NULL;
+	if (!g)
+		die_("model", &err);
+	sw_model_init_random(m, 1, 0.02f);
+	float *mm = calloc(m->nparams, sizeof(float)), *vv = calloc(m->nparams, sizeof(float));
+	enum { NSEQ = 4, LEN = 256, T = NSEQ * LEN };
+	int32_t *tok = malloc(sizeof(int32_t) * T), cu[NSEQ + 1];
+	for (int i = 0; i < T; i++)
+		tok[i] = tok_(c.vocab_size);
+	for (int s = 0; s <= NSEQ; s++)
+		cu[s] = s * LEN;
+	sw_batch b = { NSEQ, tok, cu, NULL };
+	sw_engine *e = sw_engine_new(m, &err);
+	sw_adamw_config oc = sw_adamw_defaults(1e-4f);
+	oc.max_grad_norm = 1.0f;
+	double *t = malloc(sizeof(double) * (size_t)(steps + 1)), loss = 0;
+	for (int i = 0; i <= steps; i++) { /* step 0 warms up: first touch of every buffer */
+		double t0 = now_();
+		memset(g->arena, 0, sizeof(float) * g->nparams);
+		if (sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err) ||
+		    sw_adamw_step(&oc, m, g, mm, vv, i, NULL, &err))
+			die_("train step", &err);
+		t[i] = now_() - t0;
+	}
+	/* Model FLOPs of the step: every linear layer 2 (forward) + 4
+	 * (backward) per weight and token, and causal attention's two
+	 * products likewise over the L(L+1)/2 query-key pairs. */
+	double D = c.hidden_size, In = c.intermediate_size, V = c.vocab_size, L = c.num_hidden_layers;
+	double lin = L * (4 * D * D + 3 * D * In) + V * D;
+	double att = L * NSEQ * (LEN * (LEN + 1) / 2.0) * D * 2;
+	double flops = 6 * lin * T + 3 * 2 * att;
+	double med = median_(t + 1, steps);
+	/* 16 bytes per parameter (weights, gradients, m, v) and the activations the engine keeps. */
+	double KD = D, QD = D, H = c.num_attention_heads;
+	double acts = T * (L * (5 * D + 2 * QD + 2 * KD + 3 * In + H + 2) + 2 * D + V + 3) +
+	              T * (2 * D + 2 * QD + 3 * KD + 3 * In);
+	double bound_mb = (16.0 * m->nparams + 4 * acts) / 1048576;
+	printf("params=%zu tokens=%d step_s=%.4f tokens_per_s=%.1f gflop=%.1f gflops=%.2f loss=%.4f rss_mb=%ld bound_mb=%.0f\n",
+	       m->nparams, T, med, T / med, flops / 1e9, flops / med / 1e9, loss, rss_mb_(), bound_mb);
+	sw_engine_free(e);
+	sw_model_free(m), sw_model_free(g);
+	free(mm), free(vv), free(tok), free(t);
+	return 0;
+}
+
+static int sgemm_(void)
+{
+	/* The step's big products: tokens x hidden -> intermediate, and the vocabulary head. */
+	int shapes[][3] = { { 1024, 2048, 768 }, { 1024, 768, 2048 }, { 1024, 32000, 768 } };
+	double best = 0, sum_f = 0, sum_t = 0;
+	for (int s = 0; s < 3; s++) {
+		int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+		float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K),
+		      *C = malloc(sizeof(float) * (size_t)M * N);
+		for (size_t i = 0; i < (size_t)M * K; i++)
+			A[i] = (float)(i % 7) * 0.1f;
+		for (size_t i = 0; i < (size_t)N * K; i++)
+			B[i] = (float)(i % 5) * 0.1f;
+		double t[5];
+		for (int r = 0; r < 6; r++) {
+			double t0 = now_();
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, A, K, B, K, 0, C, N);
+			if (r)
+				t[r - 1] = now_() - t0;
+		}
+		double med = median_(t, 5), f = 2.0 * M * N * K;
+		best = fmax(best, f / med);
+		sum_f += f, sum_t += med;
+		free(A), free(B), free(C);
+	}
+	printf("sgemm_gflops=%.2f sgemm_best_gflops=%.2f\n", sum_f / sum_t / 1e9, best / 1e9);
+	return 0;
+}
+
+static int bandwidth_(void)
+{
+	/* Integer sums: associative, so the compiler vectorises the reads
+	 * without -ffast-math and the loop is limited by memory, not adds. */
+	size_t n = (size_t)1 << 27; /* 1 GiB of uint64 */
+	uint64_t *x = malloc(n * sizeof *x);
+	if (!x)
+		return 1;
+#pragma omp parallel for
+	for (size_t i = 0; i < n; i++)
+		x[i] = i;
+	double t[5];
+	uint64_t s = 0;
+	for (int r = 0; r < 6; r++) {
+		double t0 = now_();
+		uint64_t acc = 0;
+#pragma omp parallel for reduction(+ : acc)
+		for (size_t i = 0; i < n; i++)
+			acc += x[i];
+		if (r)
+			t[r - 1] = now_() - t0;
+		s += acc;
+	}
+	double med = median_(t, 5);
+	printf("bandwidth_gbs=%.2f check=%llu\n", n * sizeof *x / med / 1e9, (unsigned long long)(s & 0xff));
+	free(x);
+	return 0;
+}
+
+static int decode_(int nseq, int nnew)
+{
+	sw_model_config c = cfg_();
+	sw_error err = { 0 };
+	sw_model *m = sw_model_new(&c, &err);
+	if (!m)
+		die_("model", &err);
+	sw_model_init_random(m, 1, 0.02f);
+	int plen = 16;
+	sw_decoder *d = sw_decoder_new(m, nseq, (int64_t)nseq * (plen + nnew), &err);
+	if (!d)
+		die_("decoder", &err);
+	for (int s = 0; s < nseq; s++) {
+		int32_t p[16];
+		for (int i = 0; i < plen; i++)
+			p[i] = tok_(c.vocab_size);
+		if (sw_decoder_add(d, p, plen, &err) < 0)
+			die_("add", &err);
+	}
+	int nout;
+	const int *ids;
+	const float *lg;
+	double tp = now_();
+	if (sw_decoder_step(d, &nout, &ids, &lg, &err))
+		die_("prefill", &err);
+	tp = now_() - tp;
+	double *t = malloc(sizeof(double) * (size_t)nnew), total = tp;
+	int V = c.vocab_size;
+	for (int k = 0; k < nnew; k++) {
+		double t0 = now_();
+		for (int j = 0; j < nout; j++) {
+			const float *z = lg + (size_t)j * V;
+			int32_t b = 0;
+			for (int v = 1; v < V; v++)
+				if (z[v] > z[b])
+					b = v;
+			sw_decoder_append(d, ids[j], &b, 1, &err);
+		}
+		if (sw_decoder_step(d, &nout, &ids, &lg, &err))
+			die_("step", &err);
+		t[k] = now_() - t0;
+		total += t[k];
+	}
+	double med = median_(t, nnew);
+	double kv_mb = (double)c.num_hidden_layers * 2 * nseq * (plen + nnew) * c.hidden_size * 4 / 1048576;
+	/* tokens_per_s as generate() is timed: prefill and every step, over the new tokens. */
+	printf("nseq=%d new=%d step_s=%.5f step_tokens_per_s=%.2f tokens_per_s=%.2f prefill_s=%.4f weight_mb=%.0f kv_mb=%.1f rss_mb=%ld\n",
+	       nseq, nnew, med, nseq / med, nseq * nnew / total, tp, m->nparams * 4.0 / 1048576, kv_mb, rss_mb_());
+	free(t);
+	sw_decoder_free(d);
+	sw_model_free(m);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *th = getenv("SW_THREADS");
+	sw_engine_threads(th ? atoi(th) : 0);
+	if (argc >= 3 && !strcmp(argv[1], "train"))
+		return train_(atoi(argv[2]));
+	if (argc >= 2 && !strcmp(argv[1], "sgemm"))
+		return sgemm_();
+	if (argc >= 2 && !strcmp(argv[1], "bandwidth"))
+		return bandwidth_();
+	if (argc >= 4 && !strcmp(argv[1], "decode"))
+		return decode_(atoi(argv[2]), atoi(argv[3]));
+	fprintf(stderr, "usage: engine_bench train STEPS | sgemm | bandwidth | decode NSEQ NEW\n");
+	return 2;
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""engine_torch.py - PyTorch's side of bench/bench_engine.sh: the same model
+(LlamaForCausalLM, hidden 768, 12 layers, 12 heads, intermediate 2048, vocab
+32000, tied embeddings, float32, CPU) and the same work as engine_bench, one
+measurement per run, printed as one line of KEY=VALUE pairs.
+
+    engine_torch.py train STEPS        fwd + bwd + AdamW step, 4 x 256 tokens (median of STEPS after one warm-up)
+    engine_torch.py generate NSEQ NEW  greedy model.generate() of NEW tokens after a 16-token prompt
+
+Threads: $SW_THREADS, else every core (torch.set_num_threads).
+"""
+import os
+import resource
+import sys
+import time
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+threads = int(os.environ.get("SW_THREADS", "0")) or os.cpu_count()
+torch.set_num_threads(threads)
+torch.manual_seed(1)
+cfg = LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                  num_attention_heads=12, num_key_value_heads=12, head_dim=64, max_position_embeddings=1024,
+                  rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True, bos_token_id=1,
+                  eos_token_id=2)
+
+
+def rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def train(steps):
+    # sdpa: transformers' default attention on CPU, its fastest.
+    model = LlamaForCausalLM(cfg).float().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, cfg.vocab_size, (4, 256), generator=g)
+    times, loss = [], 0.0
+    for i in range(steps + 1):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss = out.loss.item()
+        if i:
+            times.append(time.perf_counter() - t0)
+    med = median(times)
+    print("tokens=1024 step_s=%.4f tokens_per_s=%.1f loss=%.4f rss_mb=%d" % (med, 1024 / med, loss, rss_mb()))
+
+
+def generate(nseq, new):
+    model = LlamaForCausalLM(cfg).float().eval()
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(3, cfg.vocab_size, (nseq, 16), generator=g)
+    with torch.no_grad():
+        model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=2,
+                       min_new_tokens=2, pad_token_id=0)
+        t0 = time.perf_counter()
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new,
+                             min_new_tokens=new, pad_token_id=0)
+        dt = time.perf_counter() - t0
+    assert out.shape[1] == 16 + new
+    # Whole generate() time over the new tokens (its prefill of 16 tokens included).
+    print("nseq=%d new=%d tokens_per_s=%.2f rss_mb=%d" % (nseq, new, nseq * new / dt, rss_mb()))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "train":
+        train(int(sys.argv[2]))
+    elif sys.argv[1] == "generate":
+        generate(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        sys.exit("usage: engine_torch.py train STEPS | generate NSEQ NEW")
