@@ -66,7 +66,7 @@ deps-bench: ; $(call need,$(DEPS_BENCH))
 deps-fuzz:  ; $(call need,$(DEPS_FUZZ))
 
 # --- the library and the programs -------------------------------------------
-$(B)/obj/libsw/%.o: libsw/%.c $(HEADERS) libsw/internal.h | deps-build
+$(B)/obj/libsw/%.o: libsw/%.c $(HEADERS) libsw/internal.h libsw/ops.h | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -c $< -o $@
 $(B)/obj/libsw/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyjson.h
@@ -127,7 +127,13 @@ check:
 demo: all
 	@B=$(B) examples/demo.sh
 
-bench: all deps-bench $(B)/bin/sw-datagen
+# Bench drivers: bench/NAME.c linked against libsw, as $(B)/bench/NAME.
+BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+$(B)/bench/%: bench/%.c $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+
+bench: all deps-bench $(B)/bin/sw-datagen $(BENCH_BIN)
 	@B=$(B) bench/run.sh
 
 FUZZ_SECONDS ?= 60
