@@ -1462,6 +1462,8 @@ static int match_(enc_ *e, const pcre2_code *re, const uint8_t *p, size_t n, siz
 		pcre2_jit_stack_assign(e->mc, NULL, e->js);
 		rc = pcre2_jit_match(re, p, n, start, PCRE2_NO_UTF_CHECK, e->md, e->mc);
 	}
+	if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* deeper still: the interpreter keeps its frames on the heap */
+		rc = pcre2_match(re, p, n, start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, e->md, e->mc);
 	if (rc == PCRE2_ERROR_NOMATCH)
 		return 0;
 	if (rc < 0) {

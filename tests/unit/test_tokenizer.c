@@ -83,6 +83,44 @@ static int str_equal_(yyjson_val *s, const char *p, size_t n)
 	return eq;
 }
 
+static yyjson_val *stress_spec_; /* expected.json's "stress": how to build the long texts */
+
+/* The long texts of make_tokenizers.py's stress_texts(): runs of pieces, and an LCG's mix. */
+static char *stress_text_(int which, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *b = malloc(cap);
+	yyjson_val *pieces = yyjson_obj_get(stress_spec_, "pieces"), *runs = yyjson_obj_get(stress_spec_, "runs");
+	uint64_t x = yyjson_get_uint(yyjson_obj_get(stress_spec_, "seed"));
+	size_t count = which ? (size_t)yyjson_get_uint(yyjson_obj_get(stress_spec_, "count"))
+	                     : yyjson_arr_size(runs);
+	for (size_t i = 0; i < count && b; i++) {
+		yyjson_val *p;
+		size_t reps = 1;
+		if (which) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			p = yyjson_arr_get(pieces, (x >> 33) % yyjson_arr_size(pieces));
+		} else {
+			p = yyjson_arr_get(yyjson_arr_get(runs, i), 0);
+			reps = (size_t)yyjson_get_uint(yyjson_arr_get(yyjson_arr_get(runs, i), 1));
+		}
+		for (size_t r = 0; r < reps && b; r++) {
+			size_t l = yyjson_get_len(p);
+			while (n + l > cap) {
+				char *nb = realloc(b, cap *= 2);
+				if (!nb)
+					free(b);
+				b = nb;
+			}
+			if (b)
+				memcpy(b + n, yyjson_get_str(p), l);
+			n += l;
+		}
+	}
+	*len = n;
+	return b;
+}
+
 /* Every case of one family: ids with and without special tokens, decoding, chat renders. */
 static void check_family_(sw_tokenizer *t, const char *name, yyjson_val *fam)
 {
@@ -127,6 +165,25 @@ static void check_family_(sw_tokenizer *t, const char *name, yyjson_val *fam)
 	is_int(plain_ok, ncase, "%s: ids with special tokens as text (encode_special_tokens)", name);
 	is_int(dec_ok, ncase, "%s: decode as tokenizers decodes", name);
 	is_int(skip_ok, ncase, "%s: decode skipping special tokens", name);
+
+	yyjson_val *stress = yyjson_obj_get(fam, "stress");
+	for (size_t i = 0; i < yyjson_arr_size(stress); i++) {
+		yyjson_val *want = yyjson_arr_get(stress, i);
+		size_t len = 0, n = 0;
+		char *text = stress_text_((int)i, &len);
+		uint32_t *ids = NULL;
+		int rc = text ? sw_tokenizer_encode(t, text, len, 1, &ids, &n, &err) : SW_ENOMEM;
+		uint64_t h = 0xcbf29ce484222325ull;
+		for (size_t k = 0; k < n; k++)
+			h = (h ^ ids[k]) * 0x100000001b3ull;
+		char hex[20];
+		snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+		ok(rc == 0 && n == yyjson_get_uint(yyjson_obj_get(want, "ids")) &&
+		   !strcmp(hex, yyjson_get_str(yyjson_obj_get(want, "hash"))),
+		   "%s: long text %zu (%zu bytes): %zu ids, hash %s, as tokenizers", name, i + 1, len, n, hex);
+		free(ids);
+		free(text);
+	}
 
 	yyjson_val *chats = yyjson_obj_get(fam, "chat");
 	size_t nchat = yyjson_arr_size(chats), chat_ok = 0;
@@ -207,6 +264,36 @@ static void splits_(yyjson_val *root)
 	}
 	free(model);
 	free(added);
+}
+
+/*
+ * A Split regex whose match outgrows the JIT's stack ((a|b)+ over 400000
+ * bytes): the match still completes (`tokenizers` gives one id a byte here).
+ */
+static void deep_regex_(void)
+{
+	static const char head[] =
+		"{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+		"{\"Regex\":\"(a|b)+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+		"\"add_prefix_space\":false,\"use_regex\":false}]},\"decoder\":{\"type\":\"ByteLevel\"},"
+		"\"model\":{\"type\":\"BPE\",\"merges\":[],\"vocab\":{\"a\":97,\"b\":98,\"c\":99}}}";
+	size_t n = 400001;
+	char *text = malloc(n);
+	for (size_t i = 0; i + 1 < n; i++)
+		text[i] = i % 2 ? 'b' : 'a';
+	text[n - 1] = 'c';
+	sw_error err = { 0 };
+	sw_tokenizer *t = sw_tokenizer_from_json(head, sizeof head - 1, NULL, 0, &err);
+	uint32_t *ids = NULL;
+	size_t k = 0;
+	int rc = t ? sw_tokenizer_encode(t, text, n, 1, &ids, &k, &err) : -1;
+	int same = rc == 0 && k == n;
+	for (size_t i = 0; same && i < n; i++)
+		same = ids[i] == (uint8_t)text[i];
+	ok(same, "a regex match deeper than the JIT stack completes: rc %d, %zu ids %s", rc, k, err.msg);
+	free(ids);
+	free(text);
+	sw_tokenizer_free(t);
 }
 
 static uint64_t rng_ = 0x9e3779b97f4a7c15ull;
@@ -435,9 +522,11 @@ int main(void)
 	if (!doc)
 		return tap_done();
 	yyjson_val *root = yyjson_doc_get_root(doc);
+	stress_spec_ = yyjson_obj_get(root, "stress");
 	byte_basics_();
 	families_(root);
 	splits_(root);
+	deep_regex_();
 	save_byte_(root);
 	bad_files_();
 	static const char *const fams[] = { "gpt2", "llama3", "qwen2" };
