@@ -57,7 +57,7 @@ typedef struct vf_ {
 	pcre2_code *re;        /* regex */
 	rule_ *rules;          /* blocklist */
 	size_t nrules;
-	sw_pool *pool;         /* exec */
+	sw_vpool *pool;         /* exec */
 	char *command;
 	unsigned workers;
 	sw_sandbox sb;         /* exec, code */
@@ -148,7 +148,7 @@ static void vf_free_(vf_ *f)
 {
 	if (!f)
 		return;
-	sw_pool_free(f->pool);
+	sw_vpool_free(f->pool);
 	pcre2_code_free(f->re);
 	for (size_t i = 0; i < f->nrules; i++) {
 		free(f->rules[i].name);
@@ -1103,7 +1103,7 @@ static int slots_make_(sw_verify *v, sw_error *err)
 	for (size_t i = 0; i < v->nvf; i++) {
 		vf_ *f = v->vf[i];
 		if (f->kind == K_EXEC &&
-		    !(f->pool = sw_pool_new(v, i, f->name, f->command, &f->sb, f->workers, f->timeout,
+		    !(f->pool = sw_vpool_new(v, i, f->name, f->command, &f->sb, f->workers, f->timeout,
 		                            v->window, v->o.worker_stderr, err))) {
 			slots_free_(v);
 			return err->code ? err->code : SW_ENOMEM;
@@ -1186,7 +1186,7 @@ int sw_verify_push(sw_verify *v, sw_rec *rec, uint64_t index, sw_error *err)
 	}
 	uint64_t seq = v->tail++;
 	for (size_t i = 0; i < v->nvf; i++)
-		if (s->st[i] == ST_WAIT && (rc = sw_pool_submit(v->vf[i]->pool, seq, s->rec, err)))
+		if (s->st[i] == ST_WAIT && (rc = sw_vpool_submit(v->vf[i]->pool, seq, s->rec, err)))
 			return rc; /* out of memory: the set is no longer usable */
 	return 0;
 bad:
@@ -1313,7 +1313,7 @@ static int pump_(sw_verify *v, double timeout, sw_error *err)
 	size_t need = 0;
 	for (size_t i = 0; i < v->nvf; i++)
 		if (v->vf[i]->pool)
-			need += sw_pool_nfds(v->vf[i]->pool);
+			need += sw_vpool_nfds(v->vf[i]->pool);
 	if (!need)
 		return 0;
 	if (need > v->pfd_cap) {
@@ -1328,7 +1328,7 @@ static int pump_(sw_verify *v, double timeout, sw_error *err)
 	for (size_t i = 0; i < v->nvf; i++) {
 		at[i] = n;
 		if (v->vf[i]->pool)
-			n += sw_pool_watch(v->vf[i]->pool, v->pfd + n, need - n, &deadline);
+			n += sw_vpool_watch(v->vf[i]->pool, v->pfd + n, need - n, &deadline);
 	}
 	at[v->nvf] = n;
 	int ms = timeout < 0 ? -1 : (int)(timeout * 1000);
@@ -1344,7 +1344,7 @@ static int pump_(sw_verify *v, double timeout, sw_error *err)
 	for (size_t i = 0; i < v->nvf; i++) {
 		int rc;
 		if (v->vf[i]->pool &&
-		    (rc = sw_pool_service(v->vf[i]->pool, v->pfd + at[i], at[i + 1] - at[i], err)))
+		    (rc = sw_vpool_service(v->vf[i]->pool, v->pfd + at[i], at[i + 1] - at[i], err)))
 			return rc;
 	}
 	return 0;

@@ -56,7 +56,7 @@ typedef struct worker_ {
 	uint64_t answered;      /* replies since it started */
 } worker_;
 
-struct sw_pool {
+struct sw_vpool {
 	struct sw_verify *v;
 	size_t vi;
 	char name[64];
@@ -95,7 +95,7 @@ static void worker_stop_(worker_ *w, int *status)
 	w->in.len = w->scanned = 0;
 }
 
-static int worker_start_(sw_pool *p, worker_ *w, sw_error *err)
+static int worker_start_(sw_vpool *p, worker_ *w, sw_error *err)
 {
 	int sv[2];
 	char warn[300];
@@ -119,11 +119,11 @@ static int worker_start_(sw_pool *p, worker_ *w, sw_error *err)
 	return 0;
 }
 
-sw_pool *sw_pool_new(struct sw_verify *v, size_t vi, const char *name, const char *command,
+sw_vpool *sw_vpool_new(struct sw_verify *v, size_t vi, const char *name, const char *command,
                      const sw_sandbox *sb, unsigned workers, double timeout, size_t window,
                      int errfd, sw_error *err)
 {
-	sw_pool *p = calloc(1, sizeof *p);
+	sw_vpool *p = calloc(1, sizeof *p);
 	if (!p) {
 		sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
@@ -152,17 +152,17 @@ sw_pool *sw_pool_new(struct sw_verify *v, size_t vi, const char *name, const cha
 	}
 	for (unsigned i = 0; i < workers; i++)
 		if (sw_sandbox_dir_make(&p->w[i].dir, err)) {
-			sw_pool_free(p);
+			sw_vpool_free(p);
 			return NULL;
 		}
 	return p;
 oom:
-	sw_pool_free(p);
+	sw_vpool_free(p);
 	sw_fail(err, SW_ENOMEM, "out of memory");
 	return NULL;
 }
 
-void sw_pool_free(sw_pool *p)
+void sw_vpool_free(sw_vpool *p)
 {
 	if (!p)
 		return;
@@ -195,13 +195,13 @@ void sw_pool_free(sw_pool *p)
 	free(p);
 }
 
-size_t sw_pool_nfds(const sw_pool *p)
+size_t sw_vpool_nfds(const sw_vpool *p)
 {
 	return p->nw;
 }
 
-static void fail_(sw_pool *p, uint64_t seq, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail_(sw_pool *p, uint64_t seq, const char *fmt, ...)
+static void fail_(sw_vpool *p, uint64_t seq, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail_(sw_vpool *p, uint64_t seq, const char *fmt, ...)
 {
 	char why[300];
 	va_list ap;
@@ -212,7 +212,7 @@ static void fail_(sw_pool *p, uint64_t seq, const char *fmt, ...)
 }
 
 /* Append the request line of sample seq to the worker's output. */
-static int enqueue_(sw_pool *p, worker_ *w, uint64_t seq, struct sw_rec *rec, sw_error *err)
+static int enqueue_(sw_vpool *p, worker_ *w, uint64_t seq, struct sw_rec *rec, sw_error *err)
 {
 	const uint8_t *mp;
 	size_t n;
@@ -250,7 +250,7 @@ static void flush_(worker_ *w)
 	}
 }
 
-static uint64_t qpop_(sw_pool *p, worker_ *w)
+static uint64_t qpop_(sw_vpool *p, worker_ *w)
 {
 	uint64_t s = w->q[w->qhead];
 	w->qhead = (w->qhead + 1) % p->window;
@@ -259,7 +259,7 @@ static uint64_t qpop_(sw_pool *p, worker_ *w)
 }
 
 /* Fail everything still queued on w (the verifier is broken). */
-static void fail_all_(sw_pool *p, worker_ *w)
+static void fail_all_(sw_vpool *p, worker_ *w)
 {
 	while (w->qlen)
 		fail_(p, qpop_(p, w), "%s", p->broken_why);
@@ -270,7 +270,7 @@ static void fail_all_(sw_pool *p, worker_ *w)
  * the worker is stopped, and if samples remain a new one starts and is sent
  * them again.
  */
-static int restart_(sw_pool *p, worker_ *w, const char *why, int blame_status, sw_error *err)
+static int restart_(sw_vpool *p, worker_ *w, const char *why, int blame_status, sw_error *err)
 {
 	int status = 0;
 	int answered = w->answered > 0;
@@ -324,7 +324,7 @@ static int restart_(sw_pool *p, worker_ *w, const char *why, int blame_status, s
 	return rc;
 }
 
-int sw_pool_submit(sw_pool *p, uint64_t seq, struct sw_rec *rec, sw_error *err)
+int sw_vpool_submit(sw_vpool *p, uint64_t seq, struct sw_rec *rec, sw_error *err)
 {
 	if (p->broken) {
 		fail_(p, seq, "%s", p->broken_why);
@@ -352,7 +352,7 @@ int sw_pool_submit(sw_pool *p, uint64_t seq, struct sw_rec *rec, sw_error *err)
 	return rc;
 }
 
-size_t sw_pool_watch(sw_pool *p, struct pollfd *fds, size_t max, double *deadline)
+size_t sw_vpool_watch(sw_vpool *p, struct pollfd *fds, size_t max, double *deadline)
 {
 	size_t n = 0;
 	for (unsigned i = 0; i < p->nw && n < max; i++) {
@@ -372,7 +372,7 @@ size_t sw_pool_watch(sw_pool *p, struct pollfd *fds, size_t max, double *deadlin
 }
 
 /* One reply line for the oldest outstanding sample of w. */
-static int reply_(sw_pool *p, worker_ *w, const char *line, size_t n, sw_error *err)
+static int reply_(sw_vpool *p, worker_ *w, const char *line, size_t n, sw_error *err)
 {
 	if (!w->qlen)
 		return restart_(p, w, "wrote a line nobody asked for", 0, err);
@@ -395,7 +395,7 @@ static int reply_(sw_pool *p, worker_ *w, const char *line, size_t n, sw_error *
 	return 0;
 }
 
-static int read_(sw_pool *p, worker_ *w, sw_error *err)
+static int read_(sw_vpool *p, worker_ *w, sw_error *err)
 {
 	for (;;) {
 		if (sw_buf_reserve(&w->in, 65536))
@@ -437,7 +437,7 @@ static int read_(sw_pool *p, worker_ *w, sw_error *err)
 	}
 }
 
-int sw_pool_service(sw_pool *p, const struct pollfd *fds, size_t n, sw_error *err)
+int sw_vpool_service(sw_vpool *p, const struct pollfd *fds, size_t n, sw_error *err)
 {
 	double now = sw_now_();
 	int rc;

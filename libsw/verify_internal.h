@@ -62,7 +62,7 @@ void sw_sandbox_status_str(int status, char *buf, size_t size);
 
 struct sw_verify;
 struct sw_rec;
-typedef struct sw_pool sw_pool;
+typedef struct sw_vpool sw_vpool;
 struct pollfd;
 
 /* A verifier's answer for the sample numbered seq: ok with score and the
@@ -73,17 +73,17 @@ void sw_verify_answer_(struct sw_verify *v, uint64_t seq, size_t vi, int ok, dou
 struct sw_rec *sw_verify_rec_(struct sw_verify *v, uint64_t seq);
 void sw_verify_warn_(struct sw_verify *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-sw_pool *sw_pool_new(struct sw_verify *v, size_t vi, const char *name, const char *command,
+sw_vpool *sw_vpool_new(struct sw_verify *v, size_t vi, const char *name, const char *command,
                      const sw_sandbox *sb, unsigned workers, double timeout, size_t window,
                      int errfd, sw_error *err);
-void sw_pool_free(sw_pool *p);
+void sw_vpool_free(sw_vpool *p);
 /* Send the sample on its way; the answer comes through sw_verify_answer_. */
-int sw_pool_submit(sw_pool *p, uint64_t seq, struct sw_rec *rec, sw_error *err);
+int sw_vpool_submit(sw_vpool *p, uint64_t seq, struct sw_rec *rec, sw_error *err);
 /* Descriptors to watch (at most max) and the earliest deadline (seconds, monotonic). */
-size_t sw_pool_watch(sw_pool *p, struct pollfd *fds, size_t max, double *deadline);
+size_t sw_vpool_watch(sw_vpool *p, struct pollfd *fds, size_t max, double *deadline);
 /* After poll: read replies, write requests, enforce timeouts. */
-int sw_pool_service(sw_pool *p, const struct pollfd *fds, size_t n, sw_error *err);
-size_t sw_pool_nfds(const sw_pool *p);
+int sw_vpool_service(sw_vpool *p, const struct pollfd *fds, size_t n, sw_error *err);
+size_t sw_vpool_nfds(const sw_vpool *p);
 
 /* The code verifier: run source (language "python", "c" or "sh") on each test. */
 int sw_code_run(const sw_sandbox *sb, const char *lang, const char *src, size_t srclen,
