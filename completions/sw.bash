@@ -106,6 +106,39 @@ _sw()
 		fi
 		_filedir
 		;;
+	sw-model)
+		case $prev in
+		-s|--size)
+			COMPREPLY=($(compgen -W "tiny small base" -- "$cur"))
+			return
+			;;
+		-c|--config)
+			_filedir
+			return
+			;;
+		--seed)
+			:
+			return
+			;;
+		--dtype)
+			COMPREPLY=($(compgen -W "f32 bf16" -- "$cur"))
+			return
+			;;
+		--batch)
+			:
+			return
+			;;
+		--seq)
+			:
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-s --size -c --config --seed --dtype --json --batch --seq -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir -d
+		;;
 	sw-plot)
 		case $prev in
 		-o|--output)
@@ -119,6 +152,31 @@ _sw()
 		esac
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-o --output -t --title -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
+	sw-pool)
+		case $prev in
+		-n|--count)
+			:
+			return
+			;;
+		--pass)
+			:
+			return
+			;;
+		-o|--output)
+			_filedir
+			return
+			;;
+		-f|--format)
+			COMPREPLY=($(compgen -W "msgpack json" -- "$cur"))
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-n --count --pass -o --output -f --format --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		_filedir
@@ -203,6 +261,6 @@ _sw()
 		;;
 	esac
 } &&
-	complete -F _sw sw-audit sw-balance sw-cat sw-plot sw-sort sw-verify
+	complete -F _sw sw-audit sw-balance sw-cat sw-model sw-plot sw-pool sw-sort sw-verify
 
 # ex: filetype=sh
