@@ -222,6 +222,139 @@ _sw()
 		fi
 		_filedir
 		;;
+	sw-train)
+		case $prev in
+		-m|--model)
+			_filedir -d
+			return
+			;;
+		-o|--out)
+			_filedir -d
+			return
+			;;
+		-a|--algo)
+			COMPREPLY=($(compgen -W "sft grpo dr_grpo dapo rloo reinforce++" -- "$cur"))
+			return
+			;;
+		--loss-agg)
+			COMPREPLY=($(compgen -W "token-mean seq-mean-token-sum seq-mean-token-mean seq-mean-token-sum-norm" -- "$cur"))
+			return
+			;;
+		--lr)
+			:
+			return
+			;;
+		--schedule)
+			COMPREPLY=($(compgen -W "constant cosine linear" -- "$cur"))
+			return
+			;;
+		--warmup)
+			:
+			return
+			;;
+		--total-updates)
+			:
+			return
+			;;
+		--min-lr-ratio)
+			:
+			return
+			;;
+		--weight-decay)
+			:
+			return
+			;;
+		--max-grad-norm)
+			:
+			return
+			;;
+		--clip-low)
+			:
+			return
+			;;
+		--clip-high)
+			:
+			return
+			;;
+		--clip-dual)
+			:
+			return
+			;;
+		--kl-coef)
+			:
+			return
+			;;
+		--kl-estimator)
+			COMPREPLY=($(compgen -W "k1 k2 k3" -- "$cur"))
+			return
+			;;
+		--ref)
+			_filedir -d
+			return
+			;;
+		--entropy-coef)
+			:
+			return
+			;;
+		--tis-cap)
+			:
+			return
+			;;
+		--epochs)
+			:
+			return
+			;;
+		--minibatches)
+			:
+			return
+			;;
+		--micro-tokens)
+			:
+			return
+			;;
+		--rank)
+			:
+			return
+			;;
+		--train-on)
+			COMPREPLY=($(compgen -W "response prompt+response" -- "$cur"))
+			return
+			;;
+		--max-len)
+			:
+			return
+			;;
+		--adv-eps)
+			:
+			return
+			;;
+		--gamma)
+			:
+			return
+			;;
+		--seed)
+			:
+			return
+			;;
+		-j|--threads)
+			:
+			return
+			;;
+		--metrics)
+			_filedir
+			return
+			;;
+		-f|--format)
+			COMPREPLY=($(compgen -W "msgpack json" -- "$cur"))
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-m --model -o --out -a --algo --loss-agg --lr --schedule --warmup --total-updates --min-lr-ratio --weight-decay --max-grad-norm --clip-low --clip-high --clip-dual --kl-coef --kl-estimator --kl-in-reward --ref --entropy-coef --tis-cap --epochs --minibatches --micro-tokens --rank --train-on --max-len --adv-eps --gamma --seed -j --threads --metrics -f --format -z --zstd --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
 	sw-verify)
 		case $prev in
 		-r|--verifier)
@@ -261,6 +394,6 @@ _sw()
 		;;
 	esac
 } &&
-	complete -F _sw sw-audit sw-balance sw-cat sw-model sw-plot sw-pool sw-sort sw-verify
+	complete -F _sw sw-audit sw-balance sw-cat sw-model sw-plot sw-pool sw-sort sw-train sw-verify
 
 # ex: filetype=sh
