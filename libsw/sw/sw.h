@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "balance.h"
 #include "cost.h"
+#include "pool.h"
 #include "rl.h"
 #include "verify.h"
 #include "sample.h"
