@@ -1,0 +1,79 @@
+#!/bin/sh
+# bench/bench_engine.sh - the compute engine beside PyTorch, in one run:
+# a training step (fwd + bwd + AdamW, f32) of a GPT-2-small-size Llama
+# (hidden 768, 12 layers, 12 heads, vocab 32000, tied, 4 x 256 tokens)
+# against PyTorch CPU with the same shapes and threads; its GEMM FLOPs
+# against the OpenBLAS sgemm rate measured here; greedy decoding against
+# transformers' generate() (one sequence), 32 sequences batched against our
+# one, and one sequence against the memory-bandwidth bound measured here;
+# peak RSS of training and of generation against their budgets.
+#
+# The drivers are bench/engine_bench.c ($B/bench/engine_bench, made by
+# make bench) and bench/engine_torch.py; each measurement is its own
+# process, so each peak RSS is its own.  Medians over steps.
+#
+#   STEPS=3 NEW=32 sh bench/bench_engine.sh
+#
+# OMP_WAIT_POLICY defaults to PASSIVE for both sides: on a machine shared
+# with other work, threads spinning at barriers take the cores the other
+# threads of the same team need (it cost both engines several times over
+# here); set OMP_WAIT_POLICY=ACTIVE on a quiet machine to compare that way.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+B=${B:-$top/build}
+bin=$B/bench/engine_bench
+STEPS=${STEPS:-3}
+NEW=${NEW:-32}
+SW_THREADS=${SW_THREADS:-$(nproc)}
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+export SW_THREADS OMP_WAIT_POLICY
+[ -x "$bin" ] || { echo "bench_engine: $bin is missing (make bench builds it)" >&2; exit 1; }
+have_torch=1
+python3 -c 'import torch, transformers' 2>/dev/null || have_torch=0
+
+# field KEY LINE: the value of KEY=... in a driver's output line
+field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+echo "threads $SW_THREADS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+bw=$("$bin" bandwidth)
+gemm=$("$bin" sgemm)
+tr_sw=$("$bin" train "$STEPS")
+tr_pt=
+[ $have_torch = 1 ] && tr_pt=$(python3 "$top/bench/engine_torch.py" train "$STEPS" 2>/dev/null)
+d1=$("$bin" decode 1 "$NEW")
+d32=$("$bin" decode 32 "$NEW")
+g1=
+[ $have_torch = 1 ] && g1=$(python3 "$top/bench/engine_torch.py" generate 1 "$NEW" 2>/dev/null)
+
+sw_step=$(field step_s "$tr_sw")
+echo "| measure | engine | peer | ratio |"
+echo "|---|---|---|---|"
+if [ -n "$tr_pt" ]; then
+	pt_step=$(field step_s "$tr_pt")
+	echo "| training step, s (median of $STEPS) | $sw_step | PyTorch $pt_step | **$(ratio "$pt_step" "$sw_step")x** PyTorch's speed |"
+else
+	echo "| training step, s (median of $STEPS) | $sw_step | PyTorch not installed | n/a |"
+fi
+echo "| step GEMM GFLOP/s (model FLOPs $(field gflop "$tr_sw") GFLOP) | $(field gflops "$tr_sw") | OpenBLAS sgemm $(field sgemm_gflops "$gemm") | **$(ratio "$(field gflops "$tr_sw")" "$(field sgemm_gflops "$gemm")")** of sgemm |"
+if [ -n "$g1" ]; then
+	echo "| 1-sequence greedy decoding, tokens/s ($NEW new) | $(field tokens_per_s "$d1") | transformers generate() $(field tokens_per_s "$g1") | **$(ratio "$(field tokens_per_s "$d1")" "$(field tokens_per_s "$g1")")x** |"
+fi
+echo "| 32 sequences batched, tokens/s | $(field tokens_per_s "$d32") | our 1 sequence $(field tokens_per_s "$d1") | **$(ratio "$(field tokens_per_s "$d32")" "$(field tokens_per_s "$d1")")x** |"
+wmb=$(field weight_mb "$d1")
+bound=$(awk -v bw="$(field bandwidth_gbs "$bw")" -v w="$wmb" 'BEGIN { printf "%.2f", bw * 1e9 / (w * 1048576) }')
+echo "| 1-sequence decode step, tokens/s | $(field step_tokens_per_s "$d1") | bandwidth bound $bound ($(field bandwidth_gbs "$bw") GB/s, $wmb MiB of weights a token) | **$(ratio "$(field step_tokens_per_s "$d1")" "$bound")** of the bound |"
+echo "| training peak RSS, MiB | $(field rss_mb "$tr_sw") | budget $(field bound_mb "$tr_sw") (16 B/param + activations)$( [ -n "$tr_pt" ] && printf '; PyTorch %s' "$(field rss_mb "$tr_pt")") | $(ratio "$(field rss_mb "$tr_sw")" "$(field bound_mb "$tr_sw")") of budget |"
+for d in "$d1" "$d32"; do
+	budget=$(awk -v w="$wmb" -v k="$(field kv_mb "$d")" 'BEGIN { printf "%.0f", (w + k) * 1.1 }')
+	echo "| generation peak RSS, MiB, $(field nseq "$d") sequence(s) | $(field rss_mb "$d") | budget $budget ((weights + KV cache) x 1.1) | $(ratio "$(field rss_mb "$d")" "$budget") of budget |"
+done
+echo
+echo "Raw: bandwidth: $bw; sgemm: $gemm"
+echo "engine train: $tr_sw"
+[ -n "$tr_pt" ] && echo "torch train: $tr_pt"
+echo "engine decode: $d1 / $d32"
+[ -n "$g1" ] && echo "torch generate: $g1"
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
