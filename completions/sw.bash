@@ -181,6 +181,75 @@ _sw()
 		fi
 		_filedir
 		;;
+	sw-rollout)
+		case $prev in
+		-m|--model)
+			_filedir -d
+			return
+			;;
+		--weights)
+			:
+			return
+			;;
+		-n|--samples)
+			:
+			return
+			;;
+		--temperature)
+			:
+			return
+			;;
+		--top-k)
+			:
+			return
+			;;
+		--top-p)
+			:
+			return
+			;;
+		--min-p)
+			:
+			return
+			;;
+		--max-new-tokens)
+			:
+			return
+			;;
+		--stop)
+			:
+			return
+			;;
+		--seed)
+			:
+			return
+			;;
+		--batch)
+			:
+			return
+			;;
+		--as)
+			:
+			return
+			;;
+		--threads)
+			:
+			return
+			;;
+		-f|--format)
+			COMPREPLY=($(compgen -W "msgpack json" -- "$cur"))
+			return
+			;;
+		-o|--output)
+			_filedir
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-m --model --weights -n --samples --temperature --top-k --top-p --min-p --max-new-tokens --stop --seed --batch --static --skip-invalid --score --as --threads -f --format -z --zstd -o --output --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		_filedir
+		;;
 	sw-sort)
 		case $prev in
 		-k|--key)
@@ -394,6 +463,6 @@ _sw()
 		;;
 	esac
 } &&
-	complete -F _sw sw-audit sw-balance sw-cat sw-model sw-plot sw-pool sw-sort sw-train sw-verify
+	complete -F _sw sw-audit sw-balance sw-cat sw-model sw-plot sw-pool sw-rollout sw-sort sw-train sw-verify
 
 # ex: filetype=sh
