@@ -10,6 +10,12 @@
  * rewards and their combination.  Prompts come in groups of GROUP responses
  * that share the prompt, as rollout writes them.
  *
+ * Two options shape a batch for the balancing benchmarks: -l draws response
+ * lengths from a log-normal (median -t, a long tail, at most 8192 tokens),
+ * -i gives that share of the prompts an image (its w and h in the record's
+ * media), which a group's responses share.  Without them the output is
+ * what it always was.
+ *
  * Everything comes from one seeded splitmix64 stream, with only exact IEEE
  * arithmetic on top (no rand(), no libm transcendental functions), so the
  * same seed gives the same bytes on every machine, and a shorter run is a
@@ -31,7 +37,7 @@
 #define MAX_TOKENS 1000000
 
 static const char usage_[] =
-	"usage: " PROG " [-h] [-b bytes] [-f format] [-n records] [-s seed] [-t tokens]\n";
+	"usage: " PROG " [-hl] [-b bytes] [-f format] [-i percent] [-n records] [-s seed] [-t tokens]\n";
 
 static void help_(void)
 {
@@ -42,6 +48,8 @@ static void help_(void)
 	      "  -n records   stop after this many records (default 1000 when -b is not given)\n"
 	      "  -s seed      seed of the generator (default 1); the same seed gives the same bytes\n"
 	      "  -t tokens    mean response length in tokens, varied by +-30% (default 300)\n"
+	      "  -l           log-normal response lengths instead: median -t, sigma 1, at most 8192\n"
+	      "  -i percent   this share of the prompts come with an image (media: w, h)\n"
 	      "  -h           print this help and exit\n\n"
 	      "With both -n and -b, whichever limit is reached first ends the stream.\n"
 	      "Msgpack is not written to a terminal.\n", stdout);
@@ -143,6 +151,30 @@ static double ln_(double x)
 		term *= s2;
 	}
 	return 2 * sum + e * 0.69314718055994531;
+}
+
+/*
+ * e^x by range reduction to r in [-ln2/2, ln2/2] and its Taylor series,
+ * exact IEEE arithmetic only, for the same reason as ln_.
+ */
+static double exp_(double x)
+{
+	double k = floor(x / 0.69314718055994531 + 0.5), r = x - k * 0.69314718055994531, term = 1, sum = 1;
+	for (int i = 1; i < 25; i++) {
+		term *= r / i;
+		sum += term;
+	}
+	return ldexp(sum, (int)k);
+}
+
+/* A log-normal length: median * e^(sigma z), z the Irwin-Hall sum of 12 uniforms less 6 (about normal). */
+static size_t lognormal_(rng *r, double median)
+{
+	double z = -6;
+	for (int i = 0; i < 12; i++)
+		z += unif_(r);
+	double x = median * exp_(z);
+	return x < 1 ? 1 : x > 8192 ? 8192 : (size_t)x;
 }
 
 /* Exponential with the given mean. */
@@ -325,6 +357,9 @@ typedef struct gen {
 	float *lp;
 	size_t nptok, ptok_cap, rtok_cap, lp_cap;
 	uint32_t answer;      /* the group's true answer */
+	int lognormal;        /* -l */
+	uint32_t image_pct;   /* -i */
+	uint32_t img_w, img_h; /* the group's image, 0 when none */
 	sw_rec *rec, *rewards;
 } gen;
 
@@ -365,11 +400,22 @@ static void record_(gen *g, uint64_t k)
 		g->ptok = grow_(g->ptok, &g->ptok_cap, g->nptok, sizeof *g->ptok);
 		for (size_t i = 0; i < g->nptok; i++)
 			g->ptok[i] = token_(r);
+		g->img_w = g->img_h = 0;
+		if (g->image_pct && below_(r, 100) < g->image_pct) {
+			/* a photo-sized image, in steps of 28 pixels, 224 to 1344 a side */
+			g->img_w = 224 + 28 * below_(r, 41);
+			g->img_h = 224 + 28 * below_(r, 41);
+		}
 	}
 
-	/* the response length: the mean, +-30% */
-	double f = 0.7 + 0.6 * unif_(r);
-	size_t ntok = (size_t)((double)g->mean_tokens * f + 0.5);
+	/* the response length: the mean, +-30%; or log-normal */
+	size_t ntok;
+	if (g->lognormal) {
+		ntok = lognormal_(r, (double)g->mean_tokens);
+	} else {
+		double f = 0.7 + 0.6 * unif_(r);
+		ntok = (size_t)((double)g->mean_tokens * f + 0.5);
+	}
 	if (ntok < 1)
 		ntok = 1;
 	int cut = below_(r, 100) < 12;
@@ -404,6 +450,21 @@ static void record_(gen *g, uint64_t k)
 	check_(sw_rec_set_f32(g->rewards, "format", format));
 	check_(sw_rec_set_map(rec, "rewards", g->rewards));
 	check_(sw_rec_set_f32(rec, "reward", math + 0.2f * format));
+	if (g->img_w) {
+		sw_rec_clear(g->rewards); /* reused as the image's map */
+		check_(sw_rec_set_str(g->rewards, "type", "image", 5));
+		check_(sw_rec_set_u64(g->rewards, "w", g->img_w));
+		check_(sw_rec_set_u64(g->rewards, "h", g->img_h));
+		const uint8_t *ip;
+		size_t in;
+		check_(sw_rec_bytes(g->rewards, &ip, &in));
+		uint8_t arr[64];
+		if (in + 1 > sizeof arr)
+			die_("image map too large", NULL);
+		arr[0] = 0x91; /* an array of one */
+		memcpy(arr + 1, ip, in);
+		check_(sw_rec_set_raw(rec, "media", arr, in + 1));
+	}
 }
 
 int main(int argc, char **argv)
@@ -421,7 +482,7 @@ int main(int argc, char **argv)
 			break;
 		}
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":b:f:hn:s:t:")) != -1) {
+	while ((c = getopt(argc, argv, ":b:f:hi:ln:s:t:")) != -1) {
 		switch (c) {
 		case 'b':
 			nbytes = number_("-b", optarg, 1, UINT64_MAX, 1);
@@ -438,6 +499,12 @@ int main(int argc, char **argv)
 		case 'h':
 			help_();
 			return 0;
+		case 'i':
+			g.image_pct = (uint32_t)number_("-i", optarg, 0, 100, 0);
+			break;
+		case 'l':
+			g.lognormal = 1;
+			break;
 		case 'n':
 			nrec = number_("-n", optarg, 0, UINT64_MAX, 0);
 			have_n = 1;

@@ -223,3 +223,17 @@ EOF
 	run -2 --separate-stderr sw-balance --max-tokens x
 	[[ ${stderr_lines[0]} == "sw-balance: option '--max-tokens' wants a whole number"* ]]
 }
+
+@test "a mixed text+image batch with log-normal lengths: images are priced, kk stays within 2%" {
+	sw-datagen -n 512 -l -i 30 -s 11 >m.msgpack
+	sw-datagen -n 512 -l -i 30 -s 11 | cmp - m.msgpack
+	[ "$(sw-cat -f json m.msgpack | jq -c 'select(.media != null)' | wc -l)" -gt 50 ]
+	run -0 sw-balance -n 8 --split-groups --stats st.json -o /dev/null m.msgpack
+	# an image's cost: its patches in the encoder, and patches / 4 more tokens in the decoder
+	run -0 sw-balance --stage generate -f json m.msgpack
+	echo "$output" | jq -c 'select(.media != null) | {t: ((.prompt_tokens | length) + (.response_tokens | length)),
+		p: ((((.media[0].h + 27) / 28 | floor) * 2) * (((.media[0].w + 27) / 28 | floor) * 2)), c: .cost}' | head -1 >img.json
+	jq -e '(.t + .p / 4) as $T | (13214154752 * $T + 262144 * $T * $T + 1258291200 * .p + 163840 * .p * .p) as $want
+		| ((.c - $want) / $want | fabs) < 1e-6' img.json
+	jq -e '.imbalance.max_over_mean <= 1.02 and .imbalance.max_over_lower_bound <= 1.02' st.json
+}
