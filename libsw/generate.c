@@ -13,7 +13,11 @@
  *
  * A step runs every sequence with pending tokens in one batch of rows - a
  * new prompt's many tokens and a decoding sequence's one alike - through
- * the same ops the training forward uses, so the logits are the forward's.
+ * the same ops the training forward uses, so the logits are the forward's
+ * (to float rounding).  Its products are the batch-invariant linear_rows,
+ * and every other op works row by row, so a sequence's logits have the
+ * same bits whatever else shares the step: sampling with a seed gives the
+ * same text at any batch size.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -399,9 +403,9 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 		const sw_layer *L = &m->layers[l];
 		o->rmsnorm_fwd(xn, rstd, x, L->attn_norm, ntok, D, eps);
 		float *qq = c->qk_norm ? qpre : q, *kk = c->qk_norm ? kpre : k;
-		o->gemm(0, 1, ntok, QD, D, 1, xn, D, L->wq, D, 0, qq, QD);
-		o->gemm(0, 1, ntok, KD, D, 1, xn, D, L->wk, D, 0, kk, KD);
-		o->gemm(0, 1, ntok, KD, D, 1, xn, D, L->wv, D, 0, v, KD);
+		o->linear_rows(qq, xn, L->wq, ntok, QD, D, 0);
+		o->linear_rows(kk, xn, L->wk, ntok, KD, D, 0);
+		o->linear_rows(v, xn, L->wv, ntok, KD, D, 0);
 		if (c->attention_bias) {
 			o->bias_fwd(qq, L->bq, ntok, QD);
 			o->bias_fwd(kk, L->bk, ntok, KD);
@@ -422,12 +426,12 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 		}
 		sw_kv_view kv = { page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), PAGE, ptab, poff, nkeys };
 		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);
-		o->gemm(0, 1, ntok, D, QD, 1, att, QD, L->wo, QD, 1, x, D);
+		o->linear_rows(x, att, L->wo, ntok, D, QD, 1);
 		o->rmsnorm_fwd(xn, rstd, x, L->mlp_norm, ntok, D, eps);
-		o->gemm(0, 1, ntok, I, D, 1, xn, D, L->w_gate, D, 0, gate, I);
-		o->gemm(0, 1, ntok, I, D, 1, xn, D, L->w_up, D, 0, up, I);
+		o->linear_rows(gate, xn, L->w_gate, ntok, I, D, 0);
+		o->linear_rows(up, xn, L->w_up, ntok, I, D, 0);
 		o->swiglu_fwd(h, gate, up, n * I);
-		o->gemm(0, 1, ntok, D, I, 1, h, I, L->w_down, I, 1, x, D);
+		o->linear_rows(x, h, L->w_down, ntok, D, I, 1);
 	}
 	/* Only each sequence's last row needs logits. */
 	t = 0;
@@ -437,7 +441,7 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 		memcpy(xl + (size_t)j * D, x + (size_t)(t - 1) * D, sizeof(float) * D);
 	}
 	o->rmsnorm_fwd(xn, rl, xl, m->final_norm, nout, D, eps);
-	o->gemm(0, 1, nout, V, D, 1, xn, D, m->lm_head, D, 0, d->logits, V);
+	o->linear_rows(d->logits, xn, m->lm_head, nout, V, D, 0);
 
 	d->stepno++;
 	for (int j = 0; j < nout; j++) {

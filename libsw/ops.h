@@ -41,6 +41,16 @@ typedef struct sw_ops {
 	void (*gemm)(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
 	             const float *B, int ldb, float beta, float *C, int ldc);
 
+	/*
+	 * C[m][n] = dot(A[m], W[n]) (+ beta C): a Linear layer on M rows, each
+	 * row's result computed in the same order whatever M is and whatever
+	 * else is in the batch (batch-invariant), so a sequence decoded alone
+	 * or beside 31 others gets the same bits, and sampling with a seed does
+	 * not depend on the batch.  The decoder uses it for every product.
+	 */
+	void (*linear_rows)(float *C, const float *A, const float *W, int M, int N, int K,
+	                    float beta);
+
 	/* out[t] = table[tok[t]]; backward: dtable[tok[t]] += dout[t]. */
 	void (*embed_fwd)(float *out, const float *table, const int32_t *tok, int T, int D);
 	void (*embed_bwd)(float *dtable, const float *dout, const int32_t *tok, int T, int D);

@@ -84,6 +84,118 @@ static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float 
 	}
 }
 
+/*
+ * The batch-invariant product.  Every element is the same computation: 8
+ * running sums over k = j mod 8, each a chain of fused multiply-adds, then
+ * added pairwise in a fixed order, then the k % 8 tail.  Tiles of 2 rows of
+ * A by 4 rows of W share the loads; a short tile repeats a row, which does
+ * not change any element's arithmetic.  The portable version makes the same
+ * fmaf calls in the same order, so it gives the same bits.
+ */
+static inline float lanes_sum_(const float *t)
+{
+	return ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+}
+
+static void linear_tile_generic_(float *C, int ldc, const float *const *a, int na,
+                                 const float *const *w, int nw, int K, float beta)
+{
+	int K8 = K / 8 * 8;
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float acc[8] = { 0 };
+			for (int k = 0; k < K8; k += 8)
+				for (int l = 0; l < 8; l++)
+					acc[l] = fmaf(a[i][k + l], w[j][k + l], acc[l]);
+			float s = lanes_sum_(acc);
+			for (int k = K8; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *c = C + (size_t)i * ldc + j;
+			*c = beta == 0 ? s : s + beta * *c;
+		}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2,fma"))) static void linear_tile_avx2_(float *C, int ldc,
+                                                                   const float *const *a, int na,
+                                                                   const float *const *w, int nw,
+                                                                   int K, float beta)
+{
+	const float *a0 = a[0], *a1 = a[na > 1 ? 1 : 0];
+	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
+		    *w3 = w[nw > 3 ? 3 : 0];
+	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
+	__m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+	int K8 = K / 8 * 8;
+	for (int k = 0; k < K8; k += 8) {
+		__m256 x0 = _mm256_loadu_ps(a0 + k), x1 = _mm256_loadu_ps(a1 + k);
+		__m256 y = _mm256_loadu_ps(w0 + k);
+		c00 = _mm256_fmadd_ps(x0, y, c00), c10 = _mm256_fmadd_ps(x1, y, c10);
+		y = _mm256_loadu_ps(w1 + k);
+		c01 = _mm256_fmadd_ps(x0, y, c01), c11 = _mm256_fmadd_ps(x1, y, c11);
+		y = _mm256_loadu_ps(w2 + k);
+		c02 = _mm256_fmadd_ps(x0, y, c02), c12 = _mm256_fmadd_ps(x1, y, c12);
+		y = _mm256_loadu_ps(w3 + k);
+		c03 = _mm256_fmadd_ps(x0, y, c03), c13 = _mm256_fmadd_ps(x1, y, c13);
+	}
+	float t[8][8];
+	_mm256_storeu_ps(t[0], c00), _mm256_storeu_ps(t[1], c01), _mm256_storeu_ps(t[2], c02);
+	_mm256_storeu_ps(t[3], c03), _mm256_storeu_ps(t[4], c10), _mm256_storeu_ps(t[5], c11);
+	_mm256_storeu_ps(t[6], c12), _mm256_storeu_ps(t[7], c13);
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float s = lanes_sum_(t[i * 4 + j]);
+			for (int k = K8; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *c = C + (size_t)i * ldc + j;
+			*c = beta == 0 ? s : s + beta * *c;
+		}
+}
+
+static int have_fma_(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
+	return v;
+}
+#else
+static void linear_tile_avx2_(float *C, int ldc, const float *const *a, int na,
+                              const float *const *w, int nw, int K, float beta)
+{
+	linear_tile_generic_(C, ldc, a, na, w, nw, K, beta);
+}
+static int have_fma_(void)
+{
+	return 0;
+}
+#endif
+
+static void linear_rows_(float *C, const float *A, const float *W, int M, int N, int K,
+                         float beta)
+{
+	void (*tile)(float *, int, const float *const *, int, const float *const *, int, int,
+	             float) = have_fma_() ? linear_tile_avx2_ : linear_tile_generic_;
+	int nblk = (N + 3) / 4;
+	/* Threads take blocks of W's rows, so W is read from memory once and
+	 * each block stays in cache while every row of A passes over it. */
+#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
+	for (int nb = 0; nb < nblk; nb++) {
+		int n0 = nb * 4, nw = N - n0 < 4 ? N - n0 : 4;
+		const float *w[4];
+		for (int j = 0; j < nw; j++)
+			w[j] = W + (size_t)(n0 + j) * K;
+		for (int m0 = 0; m0 < M; m0 += 2) {
+			int na = M - m0 < 2 ? M - m0 : 2;
+			const float *a[2] = { A + (size_t)m0 * K, A + (size_t)(m0 + na - 1) * K };
+			tile(C + (size_t)m0 * N + n0, N, a, na, w, nw, K, beta);
+		}
+	}
+}
+
 static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T, int D)
 {
 #pragma omp parallel for if (BIG_((size_t)T * D))
@@ -459,6 +571,7 @@ static void scale_(float *x, float s, size_t n)
 static const sw_ops cpu_ = {
 	.name = "cpu",
 	.gemm = gemm_,
+	.linear_rows = linear_rows_,
 	.embed_fwd = embed_fwd_,
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,

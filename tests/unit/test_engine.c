@@ -483,6 +483,51 @@ static void test_decode_vs_forward_(const char *what, sw_model_config cfg)
 	sw_model_free(m);
 }
 
+/* A sequence's logits have the same bits alone as beside others in a step. */
+static void test_batch_invariance_(void)
+{
+	sw_model_config cfg = small_cfg_("qwen2", true, false, true);
+	sw_error err = { 0 };
+	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model_init_random(m, 5, 0.3f);
+	int V = cfg.vocab_size;
+	int32_t p[9] = { 3, 1, 4, 1, 5, 9, 2, 6, 5 }, q[20];
+	for (int i = 0; i < 20; i++)
+		q[i] = (int32_t)(urand_() * V);
+	float alone[6][37];
+	int nout, same = 1;
+	const int *ids;
+	const float *lg;
+	sw_decoder *d = sw_decoder_new(m, 8, 400, &err);
+	int a = sw_decoder_add(d, p, 9, &err);
+	for (int k = 0; k < 6; k++) {
+		sw_decoder_step(d, &nout, &ids, &lg, &err);
+		memcpy(alone[k], lg, sizeof(float) * V);
+		int32_t t = argmax_(lg, V);
+		sw_decoder_append(d, a, &t, 1, &err);
+	}
+	sw_decoder_free(d);
+	/* Again, with other sequences (a long prompt among them) in every step. */
+	d = sw_decoder_new(m, 8, 400, &err);
+	sw_decoder_add(d, q, 20, &err);
+	sw_decoder_add(d, q + 3, 5, &err);
+	a = sw_decoder_add(d, p, 9, &err);
+	for (int k = 0; k < 6; k++) {
+		if (k == 2)
+			sw_decoder_add(d, q + 1, 17, &err);
+		sw_decoder_step(d, &nout, &ids, &lg, &err);
+		for (int j = 0; j < nout; j++) {
+			int32_t t = argmax_(lg + (size_t)j * V, V);
+			if (ids[j] == a)
+				same &= memcmp(alone[k], lg + (size_t)j * V, sizeof(float) * V) == 0;
+			sw_decoder_append(d, ids[j], &t, 1, &err);
+		}
+	}
+	ok(same, "a sequence's logits have the same bits alone and in a batch of %d", nout);
+	sw_decoder_free(d);
+	sw_model_free(m);
+}
+
 static void test_decoder_limits_(void)
 {
 	sw_model_config cfg = small_cfg_("llama", false, false, false);
@@ -563,5 +608,6 @@ int main(void)
 	test_decode_vs_forward_("qwen2", small_cfg_("qwen2", true, false, true));
 	test_decode_vs_forward_("qwen3", small_cfg_("qwen3", false, true, false));
 	test_decoder_limits_();
+	test_batch_invariance_();
 	return tap_done();
 }

@@ -107,6 +107,34 @@ static void test_gemm_(void)
 			}
 }
 
+/* ---- the batch-invariant product ----------------------------------------- */
+static void test_linear_rows_(void)
+{
+	int shapes[][3] = { { 1, 9, 16 }, { 7, 13, 37 }, { 33, 64, 96 }, { 5, 3, 5 } };
+	for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+		int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+		float *A = rnd_((size_t)M * K, 1), *W = rnd_((size_t)N * K, 1);
+		float *C = rnd_((size_t)M * N, 1), *C1 = malloc(sizeof(float) * N);
+		double *R = malloc(sizeof *R * M * N);
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				R[i * N + j] = dot_(A + i * K, W + j * K, K) + C[i * N + j];
+		ops->linear_rows(C, A, W, M, N, K, 1);
+		double sc, d = maxdiff_(C, R, (size_t)M * N, &sc);
+		ok(d < 1e-5 * (1 + sc), "linear_rows %dx%dx%d matches (err %.2g)", M, N, K, d);
+		/* Bit for bit: every row alone equals the same row in the batch. */
+		float *C0 = malloc(sizeof(float) * M * N);
+		ops->linear_rows(C0, A, W, M, N, K, 0);
+		int same = 1;
+		for (int i = 0; i < M; i++) {
+			ops->linear_rows(C1, A + i * K, W, 1, N, K, 0);
+			same &= memcmp(C1, C0 + i * N, sizeof(float) * N) == 0;
+		}
+		ok(same, "linear_rows %dx%dx%d: each row alone has the bits it has in the batch", M, N, K);
+		free(A), free(W), free(C), free(C1), free(C0), free(R);
+	}
+}
+
 /* ---- embedding ----------------------------------------------------------- */
 static void test_embed_(void)
 {
@@ -446,6 +474,7 @@ int main(void)
 	ops = sw_ops_cpu();
 	sw_ops_cpu_threads(2);
 	test_gemm_();
+	test_linear_rows_();
 	test_embed_();
 	test_rmsnorm_();
 	test_rope_();
