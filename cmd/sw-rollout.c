@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,8 +85,6 @@ static sw_tokenizer *tok_;
 static int V_, C_;                    /* vocabulary, context */
 static int32_t stop_ids_[64];
 static int nstop_ids_;
-static sw_writer *w_;
-static const char *out_name_ = "stdout";
 static sw_rec *out_;                  /* the record being written */
 static uint64_t skipped_, written_, gen_tokens_;
 
@@ -223,44 +222,129 @@ static void load_model_(void)
 
 /* ---- input ------------------------------------------------------------------------ */
 
-static char **files_;
-static int nfiles_, fi_ = -1;
-static sw_reader *rd_;
-static const char *rd_name_;
-static sw_rec *in_;
-static uint64_t nread_;               /* records read over all inputs */
-static size_t max_record_;
-static void (*idle_fn_)(void *);
+/*
+ * Input is read by a thread of its own into a queue of record copies, so
+ * that decoding never waits on a pipe that has nothing in it yet: the main
+ * loop takes a prompt only when one is there, and blocks (after flushing
+ * its output) only when it has nothing else to do.
+ */
+enum { QCAP = 256 };
 
-/* The next record into in_: 1, or 0 at the end of every input.  A bad stream is fatal. */
-static int next_record_(void)
+typedef struct qitem_ {
+	uint8_t *bytes;
+	size_t n;
+	const char *name;
+	uint64_t recno;            /* in its input, from 1 */
+} qitem_;
+
+static char **files_;
+static int nfiles_;
+static size_t max_record_;
+static pthread_mutex_t qm_ = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qput_ = PTHREAD_COND_INITIALIZER, qtake_ = PTHREAD_COND_INITIALIZER;
+static qitem_ q_[QCAP];
+static int qhead_, qcount_;
+static bool qdone_;
+static char qerr_[640];              /* why the input ended early, or empty */
+static uint64_t bytes_in_;
+static sw_rec *in_;
+static qitem_ cur_;                  /* the record in in_ */
+static uint64_t nread_;              /* records taken over all inputs */
+
+static void *reader_main_(void *arg)
 {
+	(void)arg;
 	sw_error err = { 0 };
-	for (;;) {
-		if (!rd_) {
-			if (++fi_ >= nfiles_)
-				return 0;
-			rd_name_ = strcmp(files_[fi_], "-") ? files_[fi_] : "stdin";
-			if (!(rd_ = sw_reader_open(files_[fi_], &err)))
-				cli_die("cannot open '%s': %s", files_[fi_], strerror(err.sys_errno));
-			sw_reader_set_max_record(rd_, max_record_);
-			if (idle_fn_)
-				sw_reader_set_idle(rd_, idle_fn_, NULL);
+	sw_rec *rec = sw_rec_new();
+	char buf[512];
+	if (!rec)
+		snprintf(qerr_, sizeof qerr_, "out of memory");
+	for (int i = 0; rec && i < nfiles_ && !qerr_[0]; i++) {
+		const char *name = strcmp(files_[i], "-") ? files_[i] : "stdin";
+		sw_reader *r = sw_reader_open(files_[i], &err);
+		if (!r) {
+			snprintf(qerr_, sizeof qerr_, "cannot open '%s': %s", files_[i], strerror(err.sys_errno));
+			break;
 		}
-		int rc = sw_reader_next(rd_, in_);
-		if (rc == 1) {
-			nread_++;
-			return 1;
+		sw_reader_set_max_record(r, max_record_);
+		int rc;
+		while ((rc = sw_reader_next(r, rec)) == 1) {
+			const uint8_t *p;
+			size_t n;
+			uint8_t *copy = NULL;
+			if (sw_rec_bytes(rec, &p, &n) == 0 && (copy = malloc(n ? n : 1)))
+				memcpy(copy, p, n);
+			pthread_mutex_lock(&qm_);
+			while (qcount_ == QCAP)
+				pthread_cond_wait(&qput_, &qm_);
+			if (!copy) {
+				snprintf(qerr_, sizeof qerr_, "out of memory");
+				pthread_mutex_unlock(&qm_);
+				break;
+			}
+			q_[(qhead_ + qcount_++) % QCAP] = (qitem_){ copy, n, name, sw_reader_records(r) };
+			bytes_in_ += n;
+			pthread_cond_signal(&qtake_);
+			pthread_mutex_unlock(&qm_);
 		}
 		if (rc < 0) {
-			sw_error e = *sw_reader_error(rd_);
-			if (w_)
-				sw_writer_close(w_);
-			cli_die_stream(rd_name_, &e);
+			pthread_mutex_lock(&qm_);
+			snprintf(qerr_, sizeof qerr_, "%s: %s", name, sw_error_str(sw_reader_error(r), buf, sizeof buf));
+			pthread_mutex_unlock(&qm_);
 		}
-		sw_reader_free(rd_);
-		rd_ = NULL;
+		sw_reader_free(r);
 	}
+	sw_rec_free(rec);
+	pthread_mutex_lock(&qm_);
+	qdone_ = true;
+	pthread_cond_signal(&qtake_);
+	pthread_mutex_unlock(&qm_);
+	return NULL;
+}
+
+static bool fatal_pending_;
+static char fatal_[640];
+static sw_writer *w_;
+static const char *out_name_ = "stdout";
+
+/*
+ * The next record into in_: 1; 0 at the end of the input (or where it
+ * could not be read: then fatal_pending_ says why); -1 when none is there
+ * yet and block is false.
+ */
+static int next_record_(bool block)
+{
+	free(cur_.bytes);
+	cur_.bytes = NULL;
+	pthread_mutex_lock(&qm_);
+	if (!qcount_ && !qdone_) {
+		if (!block) {
+			pthread_mutex_unlock(&qm_);
+			return -1;
+		}
+		/* about to wait: let what we have flow on downstream */
+		if (w_ && sw_writer_flush(w_))
+			cli_die_stream(out_name_, sw_writer_error(w_));
+		while (!qcount_ && !qdone_)
+			pthread_cond_wait(&qtake_, &qm_);
+	}
+	if (!qcount_) {
+		if (qerr_[0] && !fatal_pending_) {
+			fatal_pending_ = true;
+			memcpy(fatal_, qerr_, sizeof fatal_);
+		}
+		pthread_mutex_unlock(&qm_);
+		return 0;
+	}
+	cur_ = q_[qhead_];
+	qhead_ = (qhead_ + 1) % QCAP;
+	qcount_--;
+	pthread_cond_signal(&qput_);
+	pthread_mutex_unlock(&qm_);
+	nread_++;
+	if (sw_rec_load(in_, cur_.bytes, cur_.n))
+		cli_die("%s: record %llu: not a map", cur_.name, (unsigned long long)cur_.recno);
+	return 1;
 }
 
 /* A message about the current record, "FILE: record N: ..." */
@@ -273,8 +357,7 @@ static void bad_record_(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(bad_, sizeof bad_, "%s: record %llu: %s", rd_name_,
-	         (unsigned long long)sw_reader_records(rd_), msg);
+	snprintf(bad_, sizeof bad_, "%s: record %llu: %s", cur_.name, (unsigned long long)cur_.recno, msg);
 }
 
 /* Copy the current record's bytes. */
@@ -470,8 +553,6 @@ static char *group_id_(void)
 }
 
 /* An invalid record: skipped and counted with --skip-invalid, else fatal (after the drain). */
-static bool fatal_pending_;
-static char fatal_[512];
 static void invalid_(void)
 {
 	if (o_.skip) {
@@ -481,7 +562,7 @@ static void invalid_(void)
 		return;
 	}
 	fatal_pending_ = true;
-	memcpy(fatal_, bad_, sizeof fatal_);
+	memcpy(fatal_, bad_, sizeof bad_);
 }
 
 /* ---- output -------------------------------------------------------------------- */
@@ -491,7 +572,7 @@ static void put_(sw_rec *rec)
 	if (sw_writer_put(w_, rec))
 		cli_die_stream(out_name_, sw_writer_error(w_));
 	written_++;
-	cli_progress(written_, rd_ ? sw_reader_bytes_in(rd_) : 0);
+	cli_progress(written_, 0);
 }
 
 static void set_or_die_(int rc)
@@ -759,12 +840,15 @@ static bool start_sample_(group_ *g)
 }
 
 /* Read prompts until one is valid (a new group, its root added) or the input ends. */
-static group_ *admit_(void)
+static group_ *admit_(bool block)
 {
 	int32_t *ptok = NULL;
 	int plen = 0;
 	while (!input_done_ && !fatal_pending_) {
-		if (!next_record_()) {
+		int rc = next_record_(block);
+		if (rc < 0)
+			break;
+		if (rc == 0) {
 			input_done_ = true;
 			break;
 		}
@@ -851,7 +935,7 @@ static void fill_(void)
 		/* room for the prompt, its first response, and one more response of anyone's */
 		if (groups_ && reserved_ + (int64_t)C_ + 16 + 2 * sm > cap_tok_)
 			break;
-		group_ *g = admit_();
+		group_ *g = admit_(live_ == 0 && !groups_);
 		if (!g)
 			break;
 		if (reserved_ + root_need_(g) + sample_need_(g) > cap_tok_)
@@ -878,12 +962,6 @@ static void invalidate_(void)
 			add_root_(g);
 		}
 	}
-}
-
-static void flush_(void *arg)
-{
-	(void)arg;
-	sw_writer_flush(w_);
 }
 
 static void generate_(void)
@@ -914,7 +992,6 @@ static void generate_(void)
 	root_of_ = calloc((size_t)max_seqs_, sizeof *root_of_);
 	if (!by_id_ || !root_of_)
 		cli_die("out of memory");
-	idle_fn_ = flush_;
 
 	uint64_t last_seq = read_begin_();
 	struct timespec t0;
@@ -1074,7 +1151,15 @@ static void score_(void)
 	items_ = xmalloc_(sizeof *items_ * (size_t)o_.batch);
 	int32_t *ptok = NULL, *rtok = NULL;
 	int plen = 0, rlen = 0;
-	while (next_record_()) {
+	for (;;) {
+		int rc = next_record_(false);
+		if (rc < 0) {
+			/* the input pauses: what is batched goes out first */
+			score_flush_();
+			rc = next_record_(true);
+		}
+		if (rc == 0)
+			break;
 		sw_val v;
 		bool from_text = false;
 		if (prompt_of_(&ptok, &plen)) {
@@ -1264,13 +1349,16 @@ int main(int argc, char **argv)
 	if (!(in_ = sw_rec_new()) || !(out_ = sw_rec_new()))
 		cli_die("out of memory");
 
+	pthread_t reader;
+	if (pthread_create(&reader, NULL, reader_main_, NULL))
+		cli_die("cannot start the input thread");
 	if (o_.score)
 		score_();
 	else
 		generate_();
 
-	uint64_t bytes_in = rd_ ? sw_reader_bytes_in(rd_) : 0;
-	sw_reader_free(rd_);
+	pthread_join(reader, NULL);
+	uint64_t bytes_in = bytes_in_;
 	if (sw_writer_close(w_))
 		cli_die_stream(out_name_, sw_writer_error(w_));
 	if (fatal_pending_)

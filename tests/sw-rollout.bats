@@ -1,0 +1,310 @@
+#!/usr/bin/env bats
+# sw-rollout: G samples per prompt with their ids and groups, pass-through,
+# determinism whatever the batch, end tokens, stop strings, length limits,
+# chat messages, --score against generation, weight stores, and every kind
+# of bad input named by file and record.
+load helpers
+
+# The tiny Llama fixture: vocab 300 (the byte tokenizer's 261 and 39 ids
+# without text), context 256, EOS 2 in config.json; the byte tokenizer adds
+# 257 (<|eos|>) and 260 (<|im_end|>).
+M=$TOP/tests/fixtures/models/tiny-llama
+
+# jq over sw-rollout's JSON output: r FILTER ARGS...
+r() {
+	local f=$1
+	shift
+	set -o pipefail
+	sw-rollout -f json "$@" | jq -c "$f"
+}
+
+prompts() {
+	for i in $(seq 1 "$1"); do printf '{"id":"p%d","prompt":"prompt number %d"}\n' "$i" "$i"; done
+}
+
+@test "G samples per prompt: ids PROMPTID/k, group, every field set" {
+	prompts 3 >in.jsonl
+	run -0 --separate-stderr r '[.id, .group]' -m "$M" -n 4 --max-new-tokens 8 in.jsonl
+	[ "$stderr" = "" ]
+	[ "${#lines[@]}" -eq 12 ]
+	for p in 1 2 3; do
+		for k in 0 1 2 3; do
+			printf '%s\n' "${lines[@]}" | grep -qxF "[\"p$p/$k\",\"p$p\"]" || { echo "no p$p/$k"; false; }
+		done
+	done
+	# (text that is not UTF-8 comes out of JSON as {"$str": base64}: sw-stream(5))
+	run -0 r '[(.response|type|IN("string","object")), (.response_tokens|length) == (.logprobs|length), (.finish|IN("stop","length")),
+	          .policy_version, (.prompt_tokens == [112,114,111,109,112,116,32,110,117,109,98,101,114,32,49])]' \
+		-m "$M" -n 2 --max-new-tokens 8 <(prompts 1)
+	[ "${lines[0]}" = '[true,true,true,0,true]' ]
+	[ "${lines[1]}" = '[true,true,true,0,true]' ]
+}
+
+@test "a prompt without id is named by its record number; an integer id in decimal" {
+	printf '%s\n' '{"prompt":"a"}' '{"id":41,"prompt":"b"}' '{"prompt":"c"}' >in.jsonl
+	run -0 r '.id' -m "$M" -n 2 --max-new-tokens 3 in.jsonl
+	[ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = '"1/0" "1/1" "3/0" "3/1" "41/0" "41/1" ' ]
+	# numbered over all inputs together
+	run -0 r '.group' -m "$M" --max-new-tokens 3 in.jsonl in.jsonl
+	[ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = '"1" "3" "4" "41" "41" "6" ' ]
+}
+
+@test "every other field passes through untouched, in its place" {
+	printf '%s\n' '{"x":1,"prompt":"hi","label":{"a":[1,2.5,"z"]},"reward":null,"id":"q","f":1.5}' >in.jsonl
+	sw-rollout -m "$M" -n 2 --max-new-tokens 4 in.jsonl >out.msgpack
+	run -0 sh -c 'sw-cat -f json out.msgpack | jq -c "del(.group, .prompt_tokens, .response, .response_tokens, .logprobs, .finish, .policy_version) | del(.id)"'
+	[ "${lines[0]}" = '{"x":1,"prompt":"hi","label":{"a":[1,2.5,"z"]},"reward":null,"f":1.5}' ]
+	[ "${lines[1]}" = "${lines[0]}" ]
+	# the input's own fields keep their order, the id its place
+	run -0 sh -c 'sw-cat -f json out.msgpack | jq -c "keys_unsorted" | head -1'
+	[ "$output" = '["x","prompt","label","reward","id","f","group","prompt_tokens","response","response_tokens","logprobs","finish","policy_version"]' ]
+}
+
+@test "the same seed and input give the same samples whatever --batch, --static or the order" {
+	prompts 12 >in.jsonl
+	for b in 1 5 64; do
+		r '[.id, .response_tokens, .response, .finish]' -m "$M" -n 3 --seed 9 --max-new-tokens 60 \
+			--batch $b in.jsonl | sort >b$b.txt
+		r '[.id, .logprobs]' -m "$M" -n 3 --seed 9 --max-new-tokens 60 --batch $b in.jsonl | sort >l$b.txt
+	done
+	r '[.id, .response_tokens, .response, .finish]' -m "$M" -n 3 --seed 9 --max-new-tokens 60 \
+		--batch 7 --static in.jsonl | sort >static.txt
+	[ "$(wc -l <b1.txt)" -eq 36 ]
+	cmp b1.txt b5.txt
+	cmp b1.txt b64.txt
+	cmp b1.txt static.txt
+	# log-probs equal up to the rounding of a differently shaped matrix product
+	run -0 jq -s -r --slurpfile b l64.txt '[., $b] | transpose | map([.[0][1], .[1][1]] | transpose | map((.[0]-.[1])|fabs)) | flatten | max < 1e-5' l1.txt
+	[ "$output" = true ]
+	# another seed, other samples; both finish kinds occur on this data
+	r '[.id, .response_tokens, .response, .finish]' -m "$M" -n 3 --seed 10 --max-new-tokens 60 in.jsonl | sort >s10.txt
+	! cmp -s b1.txt s10.txt
+	grep -q '"stop"\]$' b1.txt
+	grep -q '"length"\]$' b1.txt
+}
+
+@test "end tokens: kept in response_tokens and logprobs, not in the text" {
+	prompts 20 >in.jsonl
+	run -0 r 'select(.finish == "stop") | [.response_tokens[-1], (.response_tokens | length), (.response | length)]' \
+		-m "$M" -n 2 --max-new-tokens 200 in.jsonl
+	[ "${#lines[@]}" -gt 0 ]
+	for l in "${lines[@]}"; do
+		last=$(jq '.[0]' <<<"$l")
+		[[ $last == 2 || $last == 257 || $last == 260 ]] || { echo "ends in $last: $l"; false; }
+	done
+	# a response of ASCII bytes: its text is those bytes, without the end token
+	run -0 r 'select(.finish == "stop" and (.response_tokens[:-1] | all(. < 128)))
+	          | .response == (.response_tokens[:-1] | implode)' -m "$M" -n 8 --max-new-tokens 200 in.jsonl
+	[ "${#lines[@]}" -gt 0 ]
+	for l in "${lines[@]}"; do [ "$l" = true ]; done
+}
+
+@test "--max-new-tokens and a record's max_new_tokens end responses with finish length" {
+	prompts 4 >in.jsonl
+	run -0 r '[(.response_tokens | length), .finish]' -m "$M" -n 2 --max-new-tokens 1 --temperature 0 in.jsonl
+	for l in "${lines[@]}"; do [[ $l == '[1,"length"]' || $l == '[1,"stop"]' ]]; done
+	run -0 r 'select(.finish == "length") | .response_tokens | length' -m "$M" -n 4 --max-new-tokens 5 in.jsonl
+	for l in "${lines[@]}"; do [ "$l" = 5 ]; done
+	printf '%s\n' '{"id":"a","prompt":"x","max_new_tokens":3}' '{"id":"b","prompt":"y"}' >in2.jsonl
+	run -0 r 'select(.finish == "length") | [.group, (.response_tokens | length), .max_new_tokens]' \
+		-m "$M" -n 4 --max-new-tokens 7 --seed 3 in2.jsonl
+	for l in "${lines[@]}"; do [[ $l == '["a",3,3]' || $l == '["b",7,null]' ]] || { echo "$l"; false; }; done
+	# the model's context ends a response too: 250 prompt tokens, room for 6
+	python3 -c 'import json; print(json.dumps({"id": "long", "prompt": "x" * 250}))' >long.jsonl
+	run -0 r '[(.response_tokens | length), .finish]' -m "$M" --max-new-tokens 100 --min-p 0.5 long.jsonl
+	[[ $output == '[6,"length"]' || $output =~ ^\[[1-6],\"stop\"\]$ ]]
+}
+
+@test "a stop string cuts the text before it and keeps the tokens up to the one completing it" {
+	prompts 8 >in.jsonl
+	r '.' -m "$M" -n 2 --seed 4 --max-new-tokens 120 in.jsonl >all.jsonl
+	# a sample with two printable byte tokens at j, j+1 whose pair is not in the text before
+	jq -c 'select(.response_tokens | length > 6) | . as $s | .response_tokens as $t |
+		[range(1; ($t | length) - 1) as $j |
+		 select(($t[:$j + 2] | all(. < 128)) and
+		        ($t[$j] | . > 32 and . < 127) and ($t[$j + 1] | . > 32 and . < 127) and
+		        (($t[:$j + 2] | implode | index($t[$j:$j + 2] | implode)) == $j)) | $j]
+		| first | select(. != null) | {id: $s.id, j: ., t: $t, lp: $s.logprobs}' all.jsonl | head -1 >pick.json
+	[ -s pick.json ]
+	id=$(jq -r .id pick.json)
+	j=$(jq .j pick.json)
+	stop=$(jq -r '.t[.j:.j + 2] | implode' pick.json)
+	r "select(.id == \"$id\")" -m "$M" -n 2 --seed 4 --max-new-tokens 120 --stop "$stop" --stop "never-in-it" in.jsonl >cut.json
+	run -0 jq -c --slurpfile p pick.json '[.finish, (.response == ($p[0].t[:$p[0].j] | implode)),
+	        (.response_tokens == $p[0].t[:$p[0].j + 2]), (.logprobs == $p[0].lp[:$p[0].j + 2])]' cut.json
+	[ "$output" = '["stop",true,true,true]' ]
+}
+
+@test "messages are rendered with the chat template; prompt_tokens are used as they are" {
+	printf '%s\n' '{"id":"m","messages":[{"role":"user","content":"hi"}]}' \
+		'{"id":"t","prompt_tokens":[5,299,7],"prompt":"ignored"}' >in.jsonl
+	run -0 r '[.id, .prompt_tokens]' -m "$M" --max-new-tokens 2 in.jsonl
+	# <|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n
+	printf '%s\n' "${lines[@]}" | grep -qxF '["m/0",[259,117,115,101,114,10,104,105,260,10,259,97,115,115,105,115,116,97,110,116,10]]'
+	printf '%s\n' "${lines[@]}" | grep -qxF '["t/0",[5,299,7]]'
+}
+
+@test "--score gives generation's log-probs (1e-5), at its temperature, into --as" {
+	prompts 6 >in.jsonl
+	sw-rollout -m "$M" -n 3 --max-new-tokens 40 --temperature 0.7 --top-k 50 in.jsonl >gen.msgpack
+	sw-rollout -m "$M" --score --temperature 0.7 --as ref_logprobs --batch 4 gen.msgpack >scored.msgpack
+	run -0 sh -c 'sw-cat -f json scored.msgpack | jq -s "map([.logprobs, .ref_logprobs] | transpose | map((.[0]-.[1])|fabs)) | flatten | [length > 100, max < 1e-5]" -c'
+	[ "$output" = '[true,true]' ]
+	# order and every other field kept
+	run -0 sh -c 'sw-cat -f json gen.msgpack | jq -c "del(.ref_logprobs)" >a; sw-cat -f json scored.msgpack | jq -c "del(.ref_logprobs)" >b; cmp a b'
+	# at another temperature they differ
+	run -0 sh -c 'sw-rollout -m "$1" --score --as x gen.msgpack | sw-cat -f json | jq -s "map([.logprobs, .x] | transpose | map((.[0]-.[1])|fabs)) | flatten | max > 0.01"' _ "$M"
+	[ "$output" = true ]
+	# from response text: tokenised and written as response_tokens too
+	printf '%s\n' '{"prompt":"ab","response":"cd"}' >t.jsonl
+	run -0 r '[.response_tokens, (.logprobs | length), (.logprobs | all(. < 0))]' -m "$M" --score t.jsonl
+	[ "$output" = '[[99,100],2,true]' ]
+	# an empty response gets an empty array
+	printf '%s\n' '{"prompt":"ab","response_tokens":[]}' >e.jsonl
+	run -0 r '.logprobs' -m "$M" --score e.jsonl
+	[ "$output" = '[]' ]
+}
+
+@test "greedy decoding equals --score's argmax path: temperature 0 log-probs at T 1" {
+	prompts 2 >in.jsonl
+	sw-rollout -m "$M" -n 2 --temperature 0 --max-new-tokens 20 in.jsonl >g.msgpack
+	# both responses of a greedy group are the same
+	run -0 sh -c 'sw-cat -f json g.msgpack | jq -s -c "group_by(.group) | map(map(.response_tokens) | unique | length)"'
+	[ "$output" = '[1,1]' ]
+	run -0 sh -c 'sw-rollout -m "$1" --score --as s g.msgpack | sw-cat -f json | jq -s "map([.logprobs, .s] | transpose | map((.[0]-.[1])|fabs)) | flatten | max < 1e-5"' _ "$M"
+	[ "$output" = true ]
+}
+
+@test "output streams out while the input is still open" {
+	mkfifo fifo
+	prompts 2 >in.jsonl
+	( cat in.jsonl; sleep 3; echo '{"id":"late","prompt":"z"}' ) >fifo &
+	start=$(date +%s)
+	sw-rollout -m "$M" -f json --max-new-tokens 5 fifo | { read -r first; echo "$(( $(date +%s) - start ))" >t; cat >/dev/null; }
+	wait
+	[ "$(cat t)" -lt 3 ]
+}
+
+@test "a weight store: the same samples as the files, policy_version from the store" {
+	command -v cc >/dev/null || skip "no C compiler"
+	cat >mkstore.c <<-'EOF'
+	#include <stdio.h>
+	#include <string.h>
+	#include "sw/sw.h"
+	int main(int argc, char **argv) {
+		sw_error e = { 0 };
+		sw_model *m = sw_model_load(argv[1], &e);
+		char spec[256];
+		if (!m || sw_store_name_random("sw-rollout-test", spec, sizeof spec, &e)) return 1;
+		sw_store *s = sw_store_create(spec, &m->cfg, 0, &e);
+		if (!s) { fprintf(stderr, "%s\n", e.msg); return 1; }
+		memcpy(sw_store_arena(s), m->arena, m->nparams * sizeof(float));
+		if (sw_store_publish(s, 7, &e)) return 1;
+		printf("%s\n", spec);
+		sw_store_close(s);
+		sw_model_free(m);
+		return 0;
+	}
+	EOF
+	cc -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
+		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+	spec=$(./mkstore "$M")
+	prompts 3 >in.jsonl
+	run -0 r '[.id, .response_tokens, .policy_version]' -m "$M" --weights "$spec" -n 2 --max-new-tokens 10 in.jsonl
+	rm -f "/dev/shm/${spec#shm:}"
+	st=("${lines[@]}")
+	run -0 r '[.id, .response_tokens, .policy_version]' -m "$M" -n 2 --max-new-tokens 10 in.jsonl
+	for i in "${!lines[@]}"; do [ "${st[$i]}" = "$(jq -c '.[2] = 7' <<<"${lines[$i]}")" ]; done
+}
+
+@test "bad prompts are named by file and record; the samples before them are written" {
+	bad() { # JSON line, expected message tail
+		printf '%s\n' '{"id":"ok","prompt":"fine"}' "$1" >in.jsonl
+		run -1 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 3 -n 2 in.jsonl
+		[ "$stderr" = "sw-rollout: in.jsonl: record 2: $2" ] || { echo "got: $stderr"; false; }
+		[ "$(jq -r .id <<<"$output" | sort | tr '\n' ' ')" = "ok/0 ok/1 " ]
+	}
+	bad '{"id":"x"}' "no prompt: the record has no 'prompt', 'messages' or 'prompt_tokens' field"
+	bad '{"prompt":5}' "field 'prompt' is a uint, not a string"
+	bad '{"prompt":""}' "the prompt is empty (no tokens)"
+	bad '{"prompt_tokens":"abc"}' "field 'prompt_tokens' is a str, not an array of token ids"
+	bad '{"prompt_tokens":[1,300]}' "field 'prompt_tokens': token 1 is 300, outside the model's vocabulary of 300"
+	bad '{"prompt_tokens":[1,-4]}' "field 'prompt_tokens': token 1 is -4, outside the model's vocabulary of 300"
+	bad '{"prompt_tokens":[1,2.5]}' "field 'prompt_tokens': token 1 is the number 2.5, not a token id"
+	bad '{"prompt_tokens":[[1]]}' "field 'prompt_tokens': token 0 is a array, not a token id"
+	bad '{"messages":"hi"}' "field 'messages' is a str, not an array of {role, content} maps"
+	bad '{"messages":[{"role":"user"}]}' "field 'messages': message 0 has no 'content'"
+	bad '{"messages":[{"role":"user","content":3}]}' "field 'messages': message 0: 'content' is a uint, not a string"
+	bad '{"messages":[]}' "field 'messages' is empty"
+	bad '{"id":[1],"prompt":"a"}' "field 'id' is a array, not a string or an integer"
+	bad '{"prompt":"a","max_new_tokens":4}' "field 'max_new_tokens' is 4, not from 1 to --max-new-tokens 3"
+	bad '{"prompt":"a","max_new_tokens":"2"}' "field 'max_new_tokens' is str, not a whole number"
+	bad "{\"prompt\":\"$(printf 'x%.0s' $(seq 300))\"}" "prompt has 300 tokens, the model's context is 256"
+	bad "{\"prompt\":\"$(printf 'x%.0s' $(seq 256))\"}" "prompt has 256 tokens, the model's context is 256 (no room for a response)"
+}
+
+@test "NaN in prompt_tokens (msgpack float) is an error" {
+	# {"prompt_tokens": [1, NaN as float32]}
+	mp in.msgpack '\x81\xadprompt_tokens\x92\x01\xca\x7f\xc0\x00\x00'
+	run -1 --separate-stderr sw-rollout -m "$M" in.msgpack
+	[ "$stderr" = "sw-rollout: in.msgpack: record 1: field 'prompt_tokens': token 1 is the number nan, not a token id" ]
+	[ "$output" = "" ]
+}
+
+@test "--skip-invalid skips, names and counts bad prompts; -q keeps only the samples" {
+	printf '%s\n' '{"id":"a","prompt":"x"}' '{"id":"b"}' '{"id":"c","prompt":"y"}' '{"prompt":7}' >in.jsonl
+	run -0 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 2 --skip-invalid in.jsonl
+	[ "$(jq -r .id <<<"$output" | sort | tr '\n' ' ')" = "a/0 c/0 " ]
+	[ "${stderr_lines[0]}" = "sw-rollout: in.jsonl: record 2: no prompt: the record has no 'prompt', 'messages' or 'prompt_tokens' field (skipped)" ]
+	[ "${stderr_lines[1]}" = "sw-rollout: in.jsonl: record 4: field 'prompt' is a uint, not a string (skipped)" ]
+	[ "${stderr_lines[2]}" = "sw-rollout: skipped 2 invalid records" ]
+	run -0 --separate-stderr sw-rollout -q -m "$M" -f json --max-new-tokens 2 --skip-invalid in.jsonl
+	[ "$stderr" = "" ]
+}
+
+@test "--score: bad records are named" {
+	printf '%s\n' '{"prompt":"a","response_tokens":[1]}' '{"prompt":"a"}' >in.jsonl
+	run -1 --separate-stderr sw-rollout -m "$M" -f json --score in.jsonl
+	[ "$stderr" = "sw-rollout: in.jsonl: record 2: nothing to score: the record has no 'response_tokens' or 'response' field" ]
+	[ "$(jq -c '.logprobs | length' <<<"$output")" = 1 ]
+	printf '%s\n' '{"prompt":"a","response_tokens":[1,777]}' >in.jsonl
+	run -1 --separate-stderr sw-rollout -m "$M" --score in.jsonl
+	[ "$stderr" = "sw-rollout: in.jsonl: record 1: field 'response_tokens': token 1 is 777, outside the model's vocabulary of 300" ]
+	python3 -c 'import json; print(json.dumps({"prompt": "x" * 200, "response": "y" * 57}))' >in.jsonl
+	run -1 --separate-stderr sw-rollout -m "$M" --score in.jsonl
+	[ "$stderr" = "sw-rollout: in.jsonl: record 1: prompt and response have 257 tokens, the model's context is 256" ]
+}
+
+@test "a model or store that cannot be loaded, a corrupt stream" {
+	echo '{"prompt":"a"}' >in.jsonl
+	run -1 --separate-stderr sw-rollout -m no-such-dir in.jsonl
+	[[ $stderr == "sw-rollout: no-such-dir/config.json: "* ]] || { echo "$stderr"; false; }
+	run -1 --separate-stderr sw-rollout --weights shm:sw-rollout-no-such-store in.jsonl
+	[[ $stderr == "sw-rollout: cannot open store 'shm:sw-rollout-no-such-store': "* ]] || { echo "$stderr"; false; }
+	SW_WEIGHTS=shm:sw-rollout-no-such-store run -1 --separate-stderr sw-rollout in.jsonl
+	[[ $stderr == "sw-rollout: cannot open store 'shm:sw-rollout-no-such-store': "* ]]
+	run -1 --separate-stderr sw-rollout -m "$M" no-such-file
+	[ "$stderr" = "sw-rollout: cannot open 'no-such-file': No such file or directory" ]
+	printf '{"prompt":"a"}\n{"prompt":' >cut.jsonl
+	run -1 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 2 cut.jsonl
+	[[ $stderr == "sw-rollout: cut.jsonl: "* ]]
+}
+
+@test "usage errors exit 2" {
+	run -2 --separate-stderr sw-rollout in.jsonl
+	[ "${stderr_lines[0]}" = "sw-rollout: no model: give -m DIR or --weights STORE" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --score -n 2
+	[ "${stderr_lines[0]}" = "sw-rollout: option '-n' is for generation; --score generates nothing" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --as ref
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--as' goes with --score" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --top-p 0
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--top-p' wants a number above 0 and at most 1, not '0'" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --temperature -1
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--temperature' wants a number from 0 to 1e+06, not '-1'" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --temperature nan
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--temperature' wants a number from 0 to 1e+06, not 'nan'" ]
+	run -2 --separate-stderr sw-rollout -m "$M" -n 0
+	[ "${stderr_lines[0]}" = "sw-rollout: option '-n' wants a whole number from 1 to 65536, not '0'" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --stop ''
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop' wants a non-empty string" ]
+}
