@@ -250,6 +250,98 @@ _sw()
 		fi
 		_filedir
 		;;
+	sw-run)
+		case $prev in
+		-c|--config)
+			_filedir
+			return
+			;;
+		-m|--model)
+			_filedir -d
+			return
+			;;
+		-p|--prompts)
+			_filedir
+			return
+			;;
+		-o|--out)
+			_filedir -d
+			return
+			;;
+		--iters)
+			:
+			return
+			;;
+		-b|--batch)
+			:
+			return
+			;;
+		-n|--group)
+			:
+			return
+			;;
+		--seed)
+			:
+			return
+			;;
+		--eval)
+			_filedir
+			return
+			;;
+		--eval-every)
+			:
+			return
+			;;
+		--ckpt-every)
+			:
+			return
+			;;
+		--accuracy)
+			:
+			return
+			;;
+		--select)
+			:
+			return
+			;;
+		--sort)
+			:
+			return
+			;;
+		--rollout)
+			:
+			return
+			;;
+		--verify)
+			:
+			return
+			;;
+		--balance)
+			:
+			return
+			;;
+		--train)
+			:
+			return
+			;;
+		--eval-rollout)
+			:
+			return
+			;;
+		--monitor)
+			:
+			return
+			;;
+		--resume)
+			_filedir -d
+			return
+			;;
+		esac
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			return
+		fi
+		;;
 	sw-sort)
 		case $prev in
 		-k|--key)
@@ -463,6 +555,6 @@ _sw()
 		;;
 	esac
 } &&
-	complete -F _sw sw-audit sw-balance sw-cat sw-model sw-plot sw-pool sw-rollout sw-sort sw-train sw-verify
+	complete -F _sw sw-audit sw-balance sw-cat sw-model sw-plot sw-pool sw-rollout sw-run sw-sort sw-train sw-verify
 
 # ex: filetype=sh
