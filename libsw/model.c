@@ -704,7 +704,7 @@ size_t sw_model_config_nparams(const sw_model_config *c)
 	return layout_(c, NULL, NULL);
 }
 
-static sw_model *make_(const sw_model_config *c, float *arena, bool own, sw_error *err)
+static sw_model *make_(const sw_model_config *c, float *arena, bool own, bool zero, sw_error *err)
 {
 	int rc = sw_model_config_check(c, err);
 	if (rc)
@@ -728,7 +728,8 @@ static sw_model *make_(const sw_model_config *c, float *arena, bool own, sw_erro
 		arena = aligned_alloc(64, bytes);
 		if (!arena)
 			goto oom;
-		memset(arena, 0, bytes);
+		if (zero)
+			memset(arena, 0, bytes);
 	}
 	m->arena = arena;
 	m->owns_arena = own;
@@ -746,12 +747,17 @@ sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err)
 		sw_fail(err, SW_EINVAL, "no arena to view");
 		return NULL;
 	}
-	return make_(c, arena, false, err);
+	return make_(c, arena, false, false, err);
 }
 
 sw_model *sw_model_new(const sw_model_config *c, sw_error *err)
 {
-	return make_(c, NULL, true, err);
+	return make_(c, NULL, true, true, err);
+}
+
+sw_model *sw_model_new_uninit_(const sw_model_config *c, sw_error *err)
+{
+	return make_(c, NULL, true, false, err);
 }
 
 void sw_model_free(sw_model *m)

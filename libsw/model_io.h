@@ -29,6 +29,9 @@ void sw_afile_abort(sw_afile *f);
 int sw_model_config_write_(const sw_model_config *c, const char *path, const char *torch_dtype,
                            sw_error *err);
 
+/* sw_model_new() without zeroing the arena, for a caller that fills all of it. */
+sw_model *sw_model_new_uninit_(const sw_model_config *c, sw_error *err);
+
 /* The shortest decimal that reads back as x, with ".0" when it looks like an integer. */
 void sw_fmt_float_(char *buf, size_t size, float x);
 

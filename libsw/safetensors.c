@@ -13,6 +13,7 @@
  * by name, compact header padded with spaces to 8 bytes), so an f32 model
  * loaded and saved again is the same file byte for byte.
  */
+#define _DEFAULT_SOURCE /* MAP_POPULATE */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -258,7 +259,8 @@ int sw_st_open_file_(sw_st_file *f, const char *path, sw_error *err)
 	}
 	const void *p = NULL;
 	if (st.st_size > 0) {
-		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		/* populated at once: the whole file is read, and one call beats a fault a page */
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 		if (p == MAP_FAILED) {
 			int e = errno;
 			close(fd);
@@ -267,7 +269,6 @@ int sw_st_open_file_(sw_st_file *f, const char *path, sw_error *err)
 				err->sys_errno = e;
 			return SW_EIO;
 		}
-		posix_madvise((void *)p, (size_t)st.st_size, POSIX_MADV_SEQUENTIAL);
 	}
 	close(fd);
 	int rc = sw_st_open_mem_(f, p ? p : "", (size_t)st.st_size, path, err);
@@ -313,33 +314,51 @@ static float f16_(uint16_t h)
 	return x;
 }
 
+/*
+ * One thread, in blocks that stay in L1 between the conversion and the
+ * check: the work is bound by memory, and a parallel loop per tensor only
+ * adds barriers (costly on a machine whose cores are busy with other work).
+ */
+#define BLOCK_ 4096
+
 int sw_st_read_f32_(const sw_st_file *f, size_t i, float *dst, sw_error *err)
 {
 	const sw_st_tensor *t = &f->t[i];
 	const unsigned char *p = f->data + t->begin;
 	size_t n = (size_t)t->numel;
-	if (t->dtype == SW_DT_F32) {
-		memcpy(dst, p, n * 4);
-	} else if (t->dtype == SW_DT_BF16) {
-		#pragma omp parallel for schedule(static) if (n > 1 << 16)
-		for (size_t j = 0; j < n; j++) {
-			uint32_t b = (uint32_t)p[2 * j] << 16 | (uint32_t)p[2 * j + 1] << 24;
-			memcpy(&dst[j], &b, 4);
+	for (size_t lo = 0; lo < n; lo += BLOCK_) {
+		size_t k = n - lo < BLOCK_ ? n - lo : BLOCK_;
+		float *d = dst + lo;
+		const unsigned char *s = p + lo * (t->dtype == SW_DT_F32 ? 4 : 2);
+		if (t->dtype == SW_DT_F32) {
+			memcpy(d, s, k * 4);
+		} else if (t->dtype == SW_DT_BF16) {
+			for (size_t j = 0; j < k; j++) {
+				uint16_t h;
+				memcpy(&h, s + 2 * j, 2); /* little-endian, as the file */
+				uint32_t b = (uint32_t)h << 16;
+				memcpy(&d[j], &b, 4);
+			}
+		} else {
+			for (size_t j = 0; j < k; j++) {
+				uint16_t h;
+				memcpy(&h, s + 2 * j, 2);
+				d[j] = f16_(h);
+			}
 		}
-	} else {
-		#pragma omp parallel for schedule(static) if (n > 1 << 16)
-		for (size_t j = 0; j < n; j++)
-			dst[j] = f16_((uint16_t)(p[2 * j] | p[2 * j + 1] << 8));
+		/* a NaN or Inf in a checkpoint is damage, not a weight: all exponent bits set */
+		uint32_t any = 0;
+		for (size_t j = 0; j < k; j++) {
+			uint32_t b;
+			memcpy(&b, &d[j], 4);
+			any |= (b & 0x7f800000u) == 0x7f800000u;
+		}
+		if (any)
+			for (size_t j = 0; j < k; j++)
+				if (!isfinite(d[j]))
+					return fail_t_(err, SW_EFORMAT, f, t->name, "element %zu is %s", lo + j,
+					               isnan(d[j]) ? "NaN" : "infinite");
 	}
-	/* a NaN or Inf in a checkpoint is damage, not a weight */
-	size_t bad = n;
-	#pragma omp parallel for reduction(min : bad) schedule(static) if (n > 1 << 16)
-	for (size_t j = 0; j < n; j++)
-		if (!isfinite(dst[j]) && j < bad)
-			bad = j;
-	if (bad < n)
-		return fail_t_(err, SW_EFORMAT, f, t->name, "element %zu is %s", bad,
-		               isnan(dst[bad]) ? "NaN" : "infinite");
 	return 0;
 }
 
@@ -627,7 +646,8 @@ sw_model *sw_model_load(const char *dir, sw_error *err)
 	free(cfg);
 	if (rc)
 		return NULL;
-	sw_model *m = sw_model_new(&c, err);
+	/* every float will be written or the model freed: no need to zero the arena first */
+	sw_model *m = sw_model_new_uninit_(&c, err);
 	if (!m)
 		return NULL;
 	if (sw_model_load_weights(m, dir, err)) {
