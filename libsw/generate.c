@@ -55,9 +55,10 @@ struct sw_decoder {
 	size_t buf_floats;
 	int32_t *ibuf;
 	size_t ibuf_n;
-	int *ids;
+	int *ids, *rowend;
 	float *logits;
 	size_t logits_rows;
+	float *x, *xl, *rl;        /* the last run's hidden states, carved from buf */
 	uint64_t stepno;
 };
 
@@ -128,6 +129,7 @@ void sw_decoder_free(sw_decoder *d)
 	free(d->buf);
 	free(d->ibuf);
 	free(d->ids);
+	free(d->rowend);
 	free(d->logits);
 	free(d);
 }
@@ -311,35 +313,43 @@ static int grow_(sw_decoder *d, int ntok, int nout, sw_error *err)
 		d->ibuf_n = ineed;
 	}
 	if ((size_t)nout > d->logits_rows) {
-		free(d->logits), free(d->ids);
+		free(d->logits), free(d->ids), free(d->rowend);
 		d->logits_rows = 0;
 		d->logits = malloc(sizeof(float) * (size_t)nout * c->vocab_size);
 		d->ids = malloc(sizeof(int) * (size_t)nout);
-		if (!d->logits || !d->ids)
+		d->rowend = malloc(sizeof(int) * (size_t)nout);
+		if (!d->logits || !d->ids || !d->rowend)
 			return sw_fail(err, SW_ENOMEM, "out of memory for %d rows of logits", nout);
 		d->logits_rows = (size_t)nout;
 	}
 	return SW_OK;
 }
 
-int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **logits,
-                    sw_error *err)
+/*
+ * Run the pending tokens of every live sequence (only: of that one alone)
+ * through the layers.  On success the final hidden states of the rows are
+ * in d->x ([*ntok, D]), d->ids[0..*nout-1] are the sequences that ran and
+ * d->rowend[j] the row after sequence j's last; their tokens are in the
+ * cache.  A failure changes nothing.
+ */
+static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err)
 {
-	if (!d || !nout_p)
-		return sw_fail(err, SW_EINVAL, "no decoder");
-	*nout_p = 0;
 	const sw_model *m = d->m;
 	const sw_model_config *c = &m->cfg;
 	const sw_ops *o = d->ops;
 	int ntok = 0, nout = 0, need = 0;
+#define SEL_(s, i) ((s)->live && (s)->npend && (only < 0 || (i) == only))
 	for (int i = 0; i < d->max_seqs; i++) {
 		seq_ *s = &d->seqs[i];
-		if (!s->live || !s->npend)
+		if (!SEL_(s, i))
 			continue;
+		if (reserve_pages_(s, (s->len + s->npend + PAGE - 1) / PAGE))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
 		ntok += s->npend;
 		nout++;
 		need += pages_needed_(d, s);
 	}
+	*ntok_p = ntok, *nout_p = nout;
 	if (nout == 0)
 		return SW_OK;
 	if (need > d->nfree)
@@ -349,7 +359,7 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 	if (rc)
 		return rc;
 
-	int D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+	int D = c->hidden_size, I = c->intermediate_size;
 	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
 	int QD = H * hd, KD = KVH * hd, nl = c->num_hidden_layers;
 	float eps = c->rms_norm_eps;
@@ -357,14 +367,12 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 	int32_t *ptab = nkeys + ntok;
 
 	/* Pages: copy shared last pages, add new ones; then lay out the rows. */
-	int t = 0, np = 0, r = 0, maxkeys = 1;
+	int t = 0, np = 0, r = 0;
 	for (int i = 0; i < d->max_seqs; i++) {
 		seq_ *s = &d->seqs[i];
-		if (!s->live || !s->npend)
+		if (!SEL_(s, i))
 			continue;
 		int want = (s->len + s->npend + PAGE - 1) / PAGE;
-		if (reserve_pages_(s, want))
-			return sw_fail(err, SW_ENOMEM, "out of memory");
 		if (s->len % PAGE && d->refs[s->pages[s->len / PAGE]] > 1) {
 			int old = s->pages[s->len / PAGE], p = take_page_(d);
 			for (int l = 0; l < nl; l++)
@@ -382,11 +390,12 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 			pos[t] = s->len + j;
 			poff[t] = np;
 			nkeys[t] = s->len + j + 1;
-			maxkeys = nkeys[t] > maxkeys ? nkeys[t] : maxkeys;
 		}
 		np += s->npages;
-		d->ids[r++] = i;
+		d->ids[r] = i;
+		d->rowend[r++] = t;
 	}
+#undef SEL_
 
 	size_t n = (size_t)ntok;
 	float *p = d->buf;
@@ -394,9 +403,12 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 	float *x = TAKE_(n * D), *xn = TAKE_(n * D), *q = TAKE_(n * QD), *k = TAKE_(n * KD);
 	float *v = TAKE_(n * KD), *att = TAKE_(n * QD), *gate = TAKE_(n * I), *up = TAKE_(n * I);
 	float *h = TAKE_(n * I), *rstd = TAKE_(n), *qr = TAKE_(n * H), *kr = TAKE_(n * KVH);
-	float *qpre = TAKE_(n * QD), *kpre = TAKE_(n * KD), *xl = TAKE_((size_t)nout * D);
-	float *rl = TAKE_(nout), *scratch = p;
+	float *qpre = TAKE_(n * QD), *kpre = TAKE_(n * KD);
+	d->xl = TAKE_((size_t)nout * D);
+	d->rl = TAKE_(nout);
+	float *scratch = p;
 #undef TAKE_
+	d->x = x;
 
 	o->embed_fwd(x, m->embed, tok, ntok, D);
 	for (int l = 0; l < nl; l++) {
@@ -433,21 +445,34 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 		o->swiglu_fwd(h, gate, up, n * I);
 		o->linear_rows(x, h, L->w_down, ntok, D, I, 1);
 	}
-	/* Only each sequence's last row needs logits. */
-	t = 0;
-	for (int j = 0; j < nout; j++) {
-		seq_ *s = &d->seqs[d->ids[j]];
-		t += s->npend;
-		memcpy(xl + (size_t)j * D, x + (size_t)(t - 1) * D, sizeof(float) * D);
-	}
-	o->rmsnorm_fwd(xn, rl, xl, m->final_norm, nout, D, eps);
-	o->linear_rows(d->logits, xn, m->lm_head, nout, V, D, 0);
-
-	d->stepno++;
 	for (int j = 0; j < nout; j++) {
 		seq_ *s = &d->seqs[d->ids[j]];
 		s->len += s->npend;
 		s->npend = 0;
+	}
+	return SW_OK;
+}
+
+int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **logits,
+                    sw_error *err)
+{
+	if (!d || !nout_p)
+		return sw_fail(err, SW_EINVAL, "no decoder");
+	*nout_p = 0;
+	int ntok, nout, rc = run_(d, -1, &ntok, &nout, err);
+	if (rc || nout == 0)
+		return rc;
+	const sw_model *m = d->m;
+	int D = m->cfg.hidden_size, V = m->cfg.vocab_size;
+	/* Only each sequence's last row needs logits. */
+	for (int j = 0; j < nout; j++)
+		memcpy(d->xl + (size_t)j * D, d->x + (size_t)(d->rowend[j] - 1) * D, sizeof(float) * D);
+	float *xn = d->x; /* the hidden states are not needed again */
+	d->ops->rmsnorm_fwd(xn, d->rl, d->xl, m->final_norm, nout, D, m->cfg.rms_norm_eps);
+	d->ops->linear_rows(d->logits, xn, m->lm_head, nout, V, D, 0);
+	d->stepno++;
+	for (int j = 0; j < nout; j++) {
+		seq_ *s = &d->seqs[d->ids[j]];
 		s->stamp = d->stepno;
 		s->row = j;
 	}
@@ -457,4 +482,37 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 	if (logits)
 		*logits = d->logits;
 	return SW_OK;
+}
+
+int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
+                     float *entropy, sw_error *err)
+{
+	if (!d || !logprobs)
+		return sw_fail(err, SW_EINVAL, "no decoder or output");
+	int id = sw_decoder_add(d, tokens, n, err);
+	if (id < 0)
+		return id;
+	int ntok, nout, rc = run_(d, id, &ntok, &nout, err);
+	const sw_model *m = d->m;
+	int D = m->cfg.hidden_size, V = m->cfg.vocab_size;
+	enum { CH = 32 };
+	float *xn = NULL, *rstd = NULL, *lg = NULL, *lse = NULL;
+	int32_t *tgt = NULL;
+	if (!rc && (!(xn = malloc(sizeof(float) * CH * D)) || !(rstd = malloc(sizeof(float) * CH)) ||
+	            !(lg = malloc(sizeof(float) * CH * (size_t)V)) ||
+	            !(lse = malloc(sizeof(float) * CH)) || !(tgt = malloc(sizeof(int32_t) * CH))))
+		rc = sw_fail(err, SW_ENOMEM, "out of memory for scoring");
+	/* Row by row as a step computes the last row, in chunks to bound the logits. */
+	for (int r0 = 0; !rc && r0 < n; r0 += CH) {
+		int nr = n - r0 < CH ? n - r0 : CH;
+		for (int j = 0; j < nr; j++)
+			tgt[j] = r0 + j + 1 < n ? tokens[r0 + j + 1] : -1;
+		d->ops->rmsnorm_fwd(xn, rstd, d->x + (size_t)r0 * D, m->final_norm, nr, D,
+		                    m->cfg.rms_norm_eps);
+		d->ops->linear_rows(lg, xn, m->lm_head, nr, V, D, 0);
+		d->ops->logprob_fwd(logprobs + r0, entropy ? entropy + r0 : NULL, lse, lg, tgt, nr, V);
+	}
+	free(xn), free(rstd), free(lg), free(lse), free(tgt);
+	sw_decoder_remove(d, id);
+	return rc;
 }

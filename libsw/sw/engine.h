@@ -136,6 +136,18 @@ int sw_decoder_remove(sw_decoder *d, int id);
  */
 int sw_decoder_step(sw_decoder *d, int *n, const int **ids, const float **logits, sw_error *err);
 
+/*
+ * Score a whole sequence with the decoder's own arithmetic: logprobs[t] =
+ * log p(tokens[t+1] | tokens[0..t]) for t < n-1, and 0 for t = n-1;
+ * entropy[t] (if not NULL) that row's entropy.  The values have exactly the
+ * bits decoding computed for the same tokens (sw_logprob_of on the step's
+ * logits), which a full sw_engine_forward matches only to rounding (~1e-6):
+ * this is sw-rollout --score.  Needs a free slot and room for n tokens
+ * (released again before it returns); other sequences are left as they are.
+ */
+int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
+                     float *entropy, sw_error *err);
+
 /* The next-token logits of id after its last step ([vocab], decoder-owned), or NULL. */
 const float *sw_decoder_last_logits(const sw_decoder *d, int id);
 /* Tokens of id in the cache (its length, not counting pending ones); -1 for an unknown id. */

@@ -477,6 +477,15 @@ static void test_decode_vs_forward_(const char *what, sw_model_config cfg)
 	ok(rc == 0 && full && worst < 1e-5,
 	   "%s: the decoder's log-probs of %d tokens equal a full forward's (max diff %.2g)", what,
 	   count, worst);
+	/* Scoring through the decoder gives generation's log-probs bit for bit. */
+	int exact = 1;
+	for (int s = 1; s < NS; s++) {
+		float slp[MAXT];
+		rc |= sw_decoder_score(d, toks[s], len[s], slp, NULL, &err);
+		for (int t = plen[s]; t < len[s]; t++)
+			exact &= slp[t - 1] == lps[s][t];
+	}
+	ok(rc == 0 && exact, "%s: sw_decoder_score gives decoding's log-probs exactly (%s)", what, err.msg);
 	is_int(sw_decoder_room(d), 512 / 16 * 16 + 8 * 16, "%s: every page is free again at the end", what);
 	sw_engine_free(e);
 	sw_decoder_free(d);
