@@ -1,0 +1,318 @@
+#!/usr/bin/env bats
+# sw-train: a step against PyTorch, learning (SFT memorises, GRPO makes the
+# rewarded responses the greedy ones), the pass-through, exact resume, a
+# killed step, micro batches, ranks, and bad input of every kind.
+load helpers
+
+FIX=$TOP/tests/fixtures
+TINY=$FIX/models/tiny-llama
+
+# Byte token ids of a string, comma-separated: tok "ab" -> 97,98
+tok() { printf '%s' "$1" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//; s/,$//'; }
+
+# Eight prompts "kN=" each with its own colour word and <|eos|> (257).
+sft_set() {
+	local i=0
+	for r in red green blue cyan pink gold gray teal; do
+		printf '{"id":"s%d","prompt_tokens":[%s],"response_tokens":[%s,257]}\n' \
+			$i "$(tok "k$i=")" "$(tok "$r")"
+		i=$((i + 1))
+	done
+}
+
+# Four prompts, four candidate responses each; the k-th prompt rewards its k-th.
+grpo_set() {
+	for k in 0 1 2 3; do
+		i=0
+		for r in red blue gold teal; do
+			rew=0
+			[ $i -eq $k ] && rew=1
+			printf '{"id":"p%d/%d","group":"p%d","prompt_tokens":[%s],"response_tokens":[%s,257],"reward":%d.0}\n' \
+				$k $i $k "$(tok "k$k=")" "$(tok "$r")" $rew
+			i=$((i + 1))
+		done
+	done
+}
+
+# Greedy token accuracy of the model on a set: an SFT pass that changes nothing.
+accuracy() {
+	rm -rf acc.out acc.jsonl
+	sw-train -a sft --lr 0 -m "$1" -o acc.out --metrics acc.jsonl "$2" >/dev/null
+	jq -r .token_accuracy acc.jsonl
+}
+
+# |a - b| <= tol * max(|a|, |b|) + abs
+near() {
+	awk -v a="$1" -v b="$2" -v t="$3" -v f="${4:-0}" 'BEGIN {
+		d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b; if (n > m) m = n
+		exit !(d <= t * m + f) }'
+}
+
+@test "the first update's loss and gradient norm are PyTorch's (transformers, autograd)" {
+	n=$(jq '.cases | length' "$FIX/rl/step_refs.json")
+	[ "$n" -ge 3 ]
+	for c in $(seq 0 $((n - 1))); do
+		# the options have no spaces; a reference is named by its fixture directory
+		opts=$(jq -r ".cases[$c].options | join(\" \")" "$FIX/rl/step_refs.json" |
+			sed "s|--ref |--ref $FIX/models/|")
+		rm -rf out m.jsonl
+		run -0 --separate-stderr sw-train -m "$TINY" -o out --metrics m.jsonl $opts "$FIX/rl/step_samples.jsonl"
+		want_loss=$(jq ".cases[$c].loss" "$FIX/rl/step_refs.json")
+		want_gn=$(jq ".cases[$c].grad_norm" "$FIX/rl/step_refs.json")
+		got_loss=$(jq .loss m.jsonl)
+		got_gn=$(jq .grad_norm m.jsonl)
+		echo "case $c ($opts): loss $got_loss want $want_loss, grad norm $got_gn want $want_gn"
+		near "$got_loss" "$want_loss" 1e-4 1e-7
+		near "$got_gn" "$want_gn" 1e-4
+		[ "$(jq .masked m.jsonl)" = 1 ]
+		[ "$(jq .singleton_groups m.jsonl)" = 1 ]
+	done
+}
+
+@test "SFT memorises a small set: greedy accuracy from 0 to 1" {
+	sft_set >sft.jsonl
+	[ "$(accuracy "$TINY" sft.jsonl)" = 0 ]
+	run -0 --separate-stderr sw-train -a sft --lr 3e-3 --epochs 40 -m "$TINY" -o m1 --metrics m.jsonl sft.jsonl
+	[ "$stderr" = "" ]
+	[ "$(jq .updates m.jsonl)" = 40 ]
+	[ "$(accuracy m1 sft.jsonl)" = 1 ]
+	# the pass-through of SFT adds nothing
+	sw-cat sft.jsonl | cmp - <(printf '%s' "$output")
+}
+
+@test "SFT on prompt and response learns the prompts too" {
+	sft_set >sft.jsonl
+	sw-train -a sft --train-on prompt+response --lr 3e-3 --epochs 60 -m "$TINY" -o m1 --metrics m.jsonl sft.jsonl >/dev/null
+	# 8 prompts of 3 tokens (2 predicted each) and responses of 40 tokens in all
+	[ "$(jq .tokens m.jsonl)" -eq $((60 * (8 * 2 + 40))) ]
+	[ "$(accuracy m1 sft.jsonl)" = 1 ]
+}
+
+@test "GRPO makes the rewarded responses the greedy ones" {
+	grpo_set >grpo.jsonl
+	jq -c 'select(.reward == 1) | del(.reward, .group)' grpo.jsonl >best.jsonl
+	[ "$(accuracy "$TINY" best.jsonl)" = 0 ]
+	cp -r "$TINY" m
+	for s in $(seq 15); do
+		sw-train -m m -o m --lr 1e-3 --epochs 4 --minibatches 2 --metrics g.jsonl grpo.jsonl >/dev/null
+	done
+	[ "$(jq -s 'map(.step) | join(",")' g.jsonl)" = '"1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"' ]
+	[ "$(jq -s '.[0].reward_mean' g.jsonl)" = 0.25 ]
+	[ "$(accuracy m best.jsonl)" = 1 ]
+	[ "$(jq .version m/trainer_state.json)" = 15 ]
+	[ "$(jq .updates m/trainer_state.json)" = 120 ]
+}
+
+@test "samples pass through with their advantage; a masked one untouched" {
+	cat >in.jsonl <<-'EOF'
+	{"id":"a","group":"g","prompt_tokens":[1,2],"response_tokens":[3,4],"reward":1.0,"mine":[true,{"x":null}]}
+	{"id":"b","group":"g","prompt_tokens":[1,2],"response_tokens":[5],"reward":0.0}
+	{"id":"c","group":"g","prompt_tokens":[1,2],"response_tokens":[6,7,8],"reward":0.0}
+	{"id":"d","group":"g","prompt_tokens":[1,2],"response_tokens":[9],"reward":0.0}
+	{"id":"e","group":"g","prompt_tokens":[1,2],"verifier_error":"timeout"}
+	{"id":"f","group":"h","prompt_tokens":[1,2],"response_tokens":[3],"reward":0.5}
+	EOF
+	run -0 --separate-stderr sh -c 'sw-train -m "$1" -o out -f json in.jsonl' _ "$TINY"
+	[ "$stderr" = "" ]
+	[ "${#lines[@]}" = 6 ]
+	# rewards 1,0,0,0: mean 0.25, sample std 0.5, so 0.75 / (0.5 + 1e-6) and
+	# -0.25 / (0.5 + 1e-6) in float32; a group of one gets 0, a masked sample none
+	[ "$(printf '%s\n' "$output" | jq -c '[.id, .advantage]' | tr '\n' ' ')" = \
+		'["a",1.499997] ["b",-0.499999] ["c",-0.499999] ["d",-0.499999] ["e",null] ["f",0] ' ]
+	# every other field, unknown ones included, as it came
+	diff <(printf '%s\n' "$output" | jq -c 'del(.advantage)') <(jq -c . in.jsonl)
+}
+
+@test "a step run again from the same state gives the same bits; the state matters" {
+	sft_set >sft.jsonl
+	sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 -m "$TINY" -o s1 sft.jsonl >/dev/null
+	sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 -m s1 -o a sft.jsonl >/dev/null
+	sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 -m s1 -o b sft.jsonl >/dev/null
+	cmp a/model.safetensors b/model.safetensors
+	cmp a/optimizer.bin b/optimizer.bin
+	cmp a/trainer_state.json b/trainer_state.json
+	[ "$(jq .version a/trainer_state.json)" = 2 ]
+	[ "$(jq .updates a/trainer_state.json)" = 12 ]
+	# without the moments, the schedule position and the shuffle state, another result
+	mkdir fresh
+	cp s1/config.json s1/model.safetensors s1/generation_config.json fresh/
+	sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 -m fresh -o c sft.jsonl >/dev/null
+	! cmp -s a/model.safetensors c/model.safetensors
+	# the files beside the weights travel along
+	cmp "$TINY/generation_config.json" a/generation_config.json
+}
+
+@test "a damaged trainer state is refused" {
+	sft_set >sft.jsonl
+	sw-train -a sft --lr 1e-3 -m "$TINY" -o s1 sft.jsonl >/dev/null
+	printf 'x' | dd of=s1/optimizer.bin bs=1 seek=100 conv=notrunc 2>/dev/null
+	run -1 --separate-stderr sw-train -a sft -m s1 -o s2 sft.jsonl
+	[ "$stderr" = "sw-train: s1/optimizer.bin: its BLAKE2b does not match 's1/trainer_state.json': the trainer state is damaged" ]
+	[ ! -e s2 ]
+	rm s1/trainer_state.json
+	run -1 --separate-stderr sw-train -a sft -m s1 -o s2 sft.jsonl
+	[ "$stderr" = "sw-train: 's1/optimizer.bin' is there but 's1/trainer_state.json' is not: a damaged trainer state" ]
+}
+
+@test "a killed step leaves the previous model whole" {
+	sft_set >sft.jsonl
+	cp -r "$TINY" m
+	sw-train -a sft --lr 1e-3 -m m -o m sft.jsonl >/dev/null
+	before=$(cd m && sha256sum * | sha256sum)
+	for delay in 0.05 0.2 0.4; do
+		sw-train -a sft --lr 1e-3 --epochs 1000 -m m -o m sft.jsonl >/dev/null &
+		pid=$!
+		sleep $delay
+		kill -9 $pid
+		wait $pid || true
+		[ "$(cd m && sha256sum * | sha256sum)" = "$before" ]
+	done
+	# the temporary directory of a writer that died is cleared by the next step
+	mkdir m.tmp-4194303
+	cp m/config.json m.tmp-4194303/
+	run -0 --separate-stderr sw-train -a sft --lr 1e-3 -m m -o m --metrics k.jsonl sft.jsonl
+	[ "$(jq .step k.jsonl)" = 2 ]
+	[ -z "$(ls -d m.tmp-* 2>/dev/null)" ]
+}
+
+@test "micro batches change the memory, not the step" {
+	grpo_set >grpo.jsonl
+	sw-train -m "$TINY" -o a --lr 1e-3 --metrics a.jsonl grpo.jsonl >/dev/null
+	sw-train -m "$TINY" -o b --lr 1e-3 --micro-tokens 1 --metrics b.jsonl grpo.jsonl >/dev/null
+	# sw-balance's micro field: three micro batches
+	jq -c '.micro = (input_line_number % 3)' grpo.jsonl >micro.jsonl
+	sw-train -m "$TINY" -o c --lr 1e-3 --metrics c.jsonl micro.jsonl >/dev/null
+	for f in b c; do
+		near "$(jq .loss $f.jsonl)" "$(jq .loss a.jsonl)" 1e-5 1e-7
+		near "$(jq .grad_norm $f.jsonl)" "$(jq .grad_norm a.jsonl)" 1e-5
+	done
+}
+
+@test "--rank trains its own samples, with advantages over all of them" {
+	grpo_set | jq -c '.rank = (if (.group == "p0" or .group == "p1") then 0 else 1 end)' >ranked.jsonl
+	run -0 --separate-stderr sw-train -m "$TINY" -o r --rank 1 --metrics r.jsonl -f json ranked.jsonl
+	[ "$(jq .trained r.jsonl)" = 8 ]
+	[ "$(jq .samples r.jsonl)" = 16 ]
+	[ "$(printf '%s\n' "$output" | jq -s 'map(select(.advantage > 1.49)) | length')" = 4 ]
+	grpo_set >plain.jsonl
+	run -1 --separate-stderr sw-train -m "$TINY" -o r2 --rank 1 plain.jsonl
+	[ "$stderr" = "sw-train: plain.jsonl: record 1: field 'rank' is missing (--rank 1 trains the samples sw-balance gave that rank)" ]
+	run -1 --separate-stderr sw-train -m "$TINY" -o r2 --rank 5 ranked.jsonl
+	[ "$stderr" = "sw-train: ranked.jsonl: no sample of rank 5 among the 16" ]
+}
+
+@test "the metrics record" {
+	grpo_set | jq -c '.logprobs = [.response_tokens[] | -1.5]' >lp.jsonl
+	sw-train -m "$TINY" -o o --ref "$FIX/models/tiny-qwen3" --kl-coef 0.1 --clip-dual 3 --metrics m.jsonl lp.jsonl >/dev/null
+	for k in step loss pg_loss kl_loss entropy_loss kl entropy token_accuracy clip_frac_low clip_frac_high clip_frac \
+		clip_frac_dual ratio_mean ppo_kl grad_norm lr reward_mean reward_std adv_mean adv_std response_len_mean \
+		logprob_mismatch_mean logprob_mismatch_max tokens_per_s time_s; do
+		[ "$(jq "has(\"$k\")" m.jsonl)" = true ] || { echo "no $k"; false; }
+	done
+	[ "$(jq .ratio_mean m.jsonl)" = 1 ]
+	[ "$(jq '.time_s | keys | join(",")' m.jsonl)" = '"advantages,old_logprobs,read,ref_logprobs,total,train,write"' ]
+	# a second step appends a second record
+	sw-train -m o -o o --metrics m.jsonl lp.jsonl >/dev/null
+	[ "$(jq -s 'map(.step) | join(",")' m.jsonl)" = '"1,2"' ]
+}
+
+@test "every algorithm and option combination runs a step" {
+	grpo_set | jq -c '.logprobs = [.response_tokens[] | -2.0] | .policy_version = 0' >s.jsonl
+	for a in grpo dr_grpo dapo rloo reinforce++; do
+		rm -rf o m.jsonl
+		sw-train -a $a -m "$TINY" -o o --epochs 2 --minibatches 2 --metrics m.jsonl s.jsonl >/dev/null
+		[ "$(jq .updates m.jsonl)" = 4 ] || { echo "$a"; false; }
+	done
+	rm -rf o m.jsonl
+	sw-train -a reinforce++ --kl-in-reward --kl-coef 0.05 --ref "$FIX/models/tiny-qwen3" --gamma 0.9 \
+		-m "$TINY" -o o --metrics m.jsonl s.jsonl >/dev/null
+	[ "$(jq 'has("kl_loss")' m.jsonl)" = false ]
+	[ "$(jq .kl m.jsonl)" != null ]
+	# the samples come from version 0, the weights are at 1: off-policy, weighted
+	sw-train -m o -o o --tis-cap 2 --schedule cosine --total-updates 10 --warmup 2 --metrics t.jsonl s.jsonl >/dev/null
+	[ "$(jq .off_policy_samples t.jsonl)" = 16 ]
+	[ "$(jq '.tis_mean > 0' t.jsonl)" = true ]
+}
+
+@test "bad input: a clear error naming the record and field, and no model written" {
+	good='"group":"g","prompt_tokens":[1,2],"response_tokens":[3,4,5]'
+	check() { # expected message, then the JSON line
+		printf '%s\n' "{\"id\":\"ok\",$good,\"reward\":1.0}" "$2" >bad.jsonl
+		run -1 --separate-stderr sw-train -m "$TINY" -o out bad.jsonl
+		[ "$output" = "" ]
+		[ "$stderr" = "sw-train: bad.jsonl: record 2: $1" ] || { echo "got: $stderr"; false; }
+		[ ! -e out ]
+	}
+	check "field 'reward' is missing (score the samples with sw-verify first)" "{$good}"
+	check "field 'reward' is NaN" "{$good,\"reward\":{\"\$f32\":\"nan\"}}"
+	check "field 'reward' is not a number" "{$good,\"reward\":\"high\"}"
+	check "field 'logprobs' has 2 values, 'response_tokens' has 3" "{$good,\"reward\":0.0,\"logprobs\":[-0.5,-1.0]}"
+	check "field 'logprobs' value 2 is 0.5, not a log-probability" "{$good,\"reward\":0.0,\"logprobs\":[-0.5,0.5,-1.0]}"
+	check "field 'group' is missing (grpo compares the responses of one prompt)" \
+		'{"prompt_tokens":[1],"response_tokens":[2],"reward":0.0}'
+	check "field 'response_tokens' is missing" '{"group":"g","prompt_tokens":[1],"reward":0.0}'
+	check "field 'prompt_tokens' is empty: the first response token needs a token before it" \
+		'{"group":"g","prompt_tokens":[],"response_tokens":[2],"reward":0.0}'
+	check "field 'response_tokens' holds token 300, outside the model's vocabulary of 300" \
+		'{"group":"g","prompt_tokens":[1],"response_tokens":[2,300],"reward":0.0}'
+	check "field 'response_tokens' is not an array of token ids" \
+		'{"group":"g","prompt_tokens":[1],"response_tokens":[2,-1],"reward":0.0}'
+	check "field 'group' is a array, not a string" \
+		'{"group":[1],"prompt_tokens":[1],"response_tokens":[2],"reward":0.0}'
+	check "field 'micro' is not a whole number >= 0" "{$good,\"reward\":0.0,\"micro\":-1}"
+	long=$(printf '1,%.0s' $(seq 299))1
+	check "1 prompt and 300 response tokens exceed the model's 256 positions" \
+		"{\"group\":\"g\",\"prompt_tokens\":[1],\"response_tokens\":[$long],\"reward\":0.0}"
+}
+
+@test "bad input: empty, all masked, broken streams" {
+	: >empty.msgpack
+	run -1 --separate-stderr sw-train -m "$TINY" -o out empty.msgpack
+	[ "$stderr" = "sw-train: empty.msgpack: no samples to train on (the input is empty)" ]
+	run -1 --separate-stderr sh -c 'sw-train -m "$1" -o out </dev/null' _ "$TINY"
+	[ "$stderr" = "sw-train: stdin: no samples to train on (the input is empty)" ]
+	printf '%s\n' '{"id":"a","verifier_error":"x"}' '{"id":"b","verifier_error":"y"}' >masked.jsonl
+	run -1 --separate-stderr sw-train -m "$TINY" -o out masked.jsonl
+	[ "$stderr" = "sw-train: masked.jsonl: every one of the 2 samples is masked out by its 'verifier_error'" ]
+	printf '{"id":"a",' >trunc.jsonl
+	run -1 --separate-stderr sw-train -m "$TINY" -o out trunc.jsonl
+	[[ $stderr == "sw-train: trunc.jsonl: line 1, column "* ]]
+	[ ! -e out ]
+	run -1 --separate-stderr sw-train -m nowhere -o out empty.msgpack
+	[[ $stderr == "sw-train: cannot load the model: nowhere/config.json"* ]]
+}
+
+@test "--out is checked before any work: a directory that is not a model is not replaced" {
+	sft_set >sft.jsonl
+	mkdir notes
+	echo keep >notes/todo.txt
+	run -1 --separate-stderr sw-train -a sft -m "$TINY" -o notes sft.jsonl
+	[ "$stderr" = "sw-train: refusing to replace 'notes': it is not a model directory (no config.json)" ]
+	[ "$(cat notes/todo.txt)" = keep ]
+	cp -r "$TINY" withsub
+	mkdir withsub/sub
+	run -1 --separate-stderr sw-train -a sft -m "$TINY" -o withsub sft.jsonl
+	[ "$stderr" = "sw-train: refusing to replace 'withsub': 'sub' is not a plain file" ]
+	echo x >afile
+	run -1 --separate-stderr sw-train -a sft -m "$TINY" -o afile sft.jsonl
+	[ "$stderr" = "sw-train: cannot write the model to 'afile': it is not a directory" ]
+}
+
+@test "usage errors" {
+	run -2 --separate-stderr sw-train -o out x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: no model: give --model DIR" ]
+	run -2 --separate-stderr sw-train -m "$TINY" x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: no output: give --out DIR (it may be the same as --model)" ]
+	run -2 --separate-stderr sw-train -m "$TINY" -o out --kl-coef 0.1 x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: --kl-coef needs a reference model: give --ref DIR" ]
+	run -2 --separate-stderr sw-train -m "$TINY" -o out -a ppo x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: unknown algorithm 'ppo' (sft, grpo, dr_grpo, dapo, rloo or reinforce++)" ]
+	run -2 --separate-stderr sw-train -m "$TINY" -o out --clip-dual 0.5 x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: option '--clip-dual' wants a bound above 1 (or 0 for none), not '0.5'" ]
+	run -2 --separate-stderr sw-train -m "$TINY" -o out --schedule cosine x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: a cosine schedule needs --total-updates" ]
+	run -2 --separate-stderr sw-train -m "$TINY" -o out --lr x x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: option '--lr' wants a number from 0 to 1, not 'x'" ]
+	run -2 --separate-stderr sw-train -m "$TINY" -o out --train-on prompt+response x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: --train-on prompt+response is for --algo sft" ]
+}
