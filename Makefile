@@ -36,7 +36,7 @@ HEADERS   := $(wildcard libsw/sw/*.h)
 MANPAGES  := $(wildcard man/*.[157])
 
 DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libpcre2-dev libsodium-dev libseccomp-dev
-DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config
+DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin
 DEPS_BENCH := jq zstd hyperfine
 DEPS_FUZZ  := clang
 
