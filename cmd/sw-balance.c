@@ -294,16 +294,6 @@ static int check_pattern_(const char *pattern)
 
 /* ---- output ---- */
 
-static int cmp_out_(const void *a, const void *b)
-{
-	const samp_ *x = *(samp_ *const *)a, *y = *(samp_ *const *)b;
-	if (x->rank != y->rank)
-		return x->rank < y->rank ? -1 : 1;
-	if (x->micro != y->micro)
-		return x->micro < y->micro ? -1 : 1;
-	return x < y ? -1 : x > y; /* input order */
-}
-
 static sw_writer *open_out_(const char *name, const sw_writer_opts *wo, int force)
 {
 	sw_error err = { 0 };
@@ -695,14 +685,21 @@ int main(int argc, char **argv)
 		close_out_(rw, rejects);
 	}
 
-	samp_ **order = malloc((n ? n : 1) * sizeof *order);
-	size_t nk = 0;
-	if (!order)
+	/* by rank, then micro-batch, then input order: a counting sort, stable */
+	size_t nk = drops[KEPT], nkeys = k * nmicro;
+	samp_ **order = malloc((nk ? nk : 1) * sizeof *order);
+	size_t *at = calloc(nkeys + 1, sizeof *at);
+	if (!order || !at)
 		cli_die("out of memory");
 	for (size_t i = 0; i < n; i++)
 		if (s[i].reason == KEPT)
-			order[nk++] = &s[i];
-	qsort(order, nk, sizeof *order, cmp_out_);
+			at[(size_t)s[i].rank * nmicro + s[i].micro + 1]++;
+	for (size_t j = 0; j < nkeys; j++)
+		at[j + 1] += at[j];
+	for (size_t i = 0; i < n; i++)
+		if (s[i].reason == KEPT)
+			order[at[(size_t)s[i].rank * nmicro + s[i].micro]++] = &s[i];
+	free(at);
 	sw_writer *w = NULL;
 	char *wname = NULL;
 	uint64_t bytes_out = 0;
