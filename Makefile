@@ -103,6 +103,15 @@ $(B)/plugin/%.so: examples/plugin/%.c libsw/sw/verifier.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -Ilibsw -o $@ $<
 
+# libsw objects that share the verifiers' internal header are rebuilt with it.
+$(LIB_OBJ): libsw/verify_internal.h
+
+# The example verifier plug-in of examples/plugin/ (tests/sw-verify.bats loads it).
+all: $(B)/plugin/keyword.so
+$(B)/plugin/%.so: examples/plugin/%.c libsw/sw/verifier.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -Ilibsw -o $@ $<
+
 # --- tests --------------------------------------------------------------------
 $(B)/tests/%: tests/unit/%.c tests/unit/tap.h $(B)/lib/libsw.a
 	@mkdir -p $(@D)

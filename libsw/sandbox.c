@@ -85,13 +85,11 @@ int sw_sandbox_dir_make(sw_sandbox_dir *d, sw_error *err)
 	if (geteuid() == 0) {
 		/* A user id no one else has: 2^30 + pid * 256 + a counter. */
 		d->uid = (uid_t)(0x40000000u + ((unsigned)getpid() % 0x300000u) * 256u + (counter++ % 256u));
-		if (chown(d->path, d->uid, d->uid)) {
-			int e = errno;
-			sw_sandbox_dir_remove(d);
-			err->sys_errno = e;
-			return sw_fail(err, SW_EIO, "cannot give the sandbox directory its owner: %s", strerror(e));
-		}
-	} else {
+		d->own_uid = chown(d->path, d->uid, d->uid) == 0;
+	}
+	if (!d->own_uid) {
+		/* not root, or root of a user namespace that maps only itself
+		 * (a rootless container): the sandbox shares our user id */
 		d->uid = geteuid();
 	}
 	return 0;
@@ -231,12 +229,17 @@ static int child_(void *arg)
 			child_fail_(s, "cannot make the sandbox directory writable");
 	}
 	if (!sb->off) {
+		/* whatever user it ends up as, it execs with no capabilities: a root
+		 * of an outer user namespace (rootless containers) would otherwise keep them */
+		for (int cap = 0; cap < 64; cap++)
+			if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) && errno != EINVAL && errno != EPERM)
+				child_fail_(s, "cannot drop capabilities");
 		if (s->level == SW_SANDBOX_USERNS) {
 			gid_t g = SANDBOX_UID_IN;
 			setgroups(0, NULL); /* refused (and moot) where setgroups is denied */
 			if (setresgid(g, g, g) || setresuid(SANDBOX_UID_IN, SANDBOX_UID_IN, SANDBOX_UID_IN))
 				child_fail_(s, "cannot become the sandbox user");
-		} else if (geteuid() == 0) {
+		} else if (s->d->own_uid) {
 			if (setgroups(0, NULL) || setresgid(s->d->uid, s->d->uid, s->d->uid) ||
 			    setresuid(s->d->uid, s->d->uid, s->d->uid))
 				child_fail_(s, "cannot become the sandbox user");
@@ -275,11 +278,25 @@ static int child_(void *arg)
 	signal(SIGPIPE, SIG_DFL);
 	if (!sb->off && seccomp_(s))
 		child_fail_(s, "cannot install the seccomp filter");
-	execvp(s->argv[0], s->argv);
-	child_fail_(s, s->argv[0]);
+	char *const *argv = s->argv;
+	char *shell[4], *cmd = NULL;
+	if (!s->nproc_ok && !sb->off && !strcmp(argv[0], "/bin/sh") && argv[1] && !strcmp(argv[1], "-c") &&
+	    argv[2] && (cmd = malloc(strlen(argv[2]) + 6))) {
+		/* no new processes: the shell must become the command, not fork it */
+		sprintf(cmd, "exec %s", argv[2]);
+		shell[0] = argv[0];
+		shell[1] = argv[1];
+		shell[2] = cmd;
+		shell[3] = NULL;
+		argv = shell;
+	}
+	execvp(argv[0], argv);
+	child_fail_(s, argv[0]);
 }
 
 /* ---- the parent ---- */
+
+static int warned_shared_uid_;
 
 static int write_file_(pid_t pid, const char *name, const char *text)
 {
@@ -301,7 +318,7 @@ static int maps_(pid_t pid, const sw_sandbox_dir *d)
 	snprintf(m, sizeof m, "%d %u 1\n", SANDBOX_UID_IN, (unsigned)d->uid);
 	if (write_file_(pid, "uid_map", m))
 		return -1;
-	snprintf(m, sizeof m, "%d %u 1\n", SANDBOX_UID_IN, geteuid() == 0 ? (unsigned)d->uid : (unsigned)getegid());
+	snprintf(m, sizeof m, "%d %u 1\n", SANDBOX_UID_IN, d->own_uid ? (unsigned)d->uid : (unsigned)getegid());
 	return write_file_(pid, "gid_map", m);
 }
 
@@ -348,7 +365,7 @@ int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, c
 	} else {
 		/* the child has its own copy of the stack (no CLONE_VM) */
 		s.level = SW_SANDBOX_USERNS;
-		s.nproc_ok = geteuid() == 0;
+		s.nproc_ok = d->own_uid;
 		p = clone(child_, stack + STACK_SIZE, CLONE_NEWUSER | ns | SIGCHLD, &s);
 		if (p > 0 && maps_(p, d)) {
 			why = errno;
@@ -398,14 +415,21 @@ int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, c
 	d->level = s.level;
 	if (s.level == SW_SANDBOX_ROOTNS)
 		snprintf(warn, warnlen,
-		         "no user namespace (%s): the sandbox runs in mount, network and pid namespaces "
-		         "as a user id of its own", strerror(why));
+		         "no user namespace (%s): the sandbox runs in mount, network and pid namespaces %s",
+		         strerror(why), d->own_uid ? "as a user id of its own"
+		                                   : "as our own user id, with no new processes");
 	else if (s.level == SW_SANDBOX_WEAK)
 		snprintf(warn, warnlen,
 		         "cannot make namespaces (%s): no network, mount or pid isolation; relying on "
 		         "seccomp (no sockets but AF_UNIX%s), rlimits and %s",
-		         strerror(why ? why : e), geteuid() == 0 ? "" : ", no new processes",
-		         geteuid() == 0 ? "a user id of its own" : "its own working directory");
+		         strerror(why ? why : e), d->own_uid ? "" : ", no new processes",
+		         d->own_uid ? "a user id of its own" : "its own working directory");
+	else if (s.level == SW_SANDBOX_USERNS && !d->own_uid && !warned_shared_uid_) {
+		warned_shared_uid_ = 1;
+		snprintf(warn, warnlen,
+		         "no user id of its own for the sandbox (not root): its process count cannot be "
+		         "limited, so it may start no new processes");
+	}
 	*pid = p;
 	return 0;
 }

@@ -30,7 +30,8 @@ enum {
 /* A private working directory and the user id its sandboxes run as. */
 typedef struct sw_sandbox_dir {
 	char path[256];
-	uid_t uid;       /* outside view of the sandbox's user (0 when not root) */
+	uid_t uid;       /* outside view of the sandbox's user */
+	int own_uid;     /* uid is one no one else has (we are root and may use it) */
 	int level;       /* the level of the last spawn, SW_SANDBOX_* */
 } sw_sandbox_dir;
 

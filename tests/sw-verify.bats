@@ -311,6 +311,24 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	[ "${lines[9]}" = '"as=536870912"' ]
 	[ "${lines[10]}" = '"fsize=1048576"' ]
 	[ "${lines[11]}" = '"cpu=60"' ]
+	[ "${lines[12]}" = '"capeff=0000000000000000"' ]
+}
+
+@test "sandbox: where user namespaces are refused, root's namespaces, no capabilities, no new processes" {
+	unshare -U -r true 2>/dev/null || skip "cannot make a user namespace to test in"
+	# no new processes in there: not even a python3 that is a shell script (pyenv's shims)
+	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
+	share_tmp
+	printf '%s\n' '{"id":"1","response":"ok"}' '{"id":"2","response":"attack"}' >in.jsonl
+	# a user namespace that maps only root and allows no more user namespaces: a rootless container
+	run -0 --separate-stderr unshare -U -r sh -c 'echo 0 >/proc/sys/user/max_user_namespaces &&
+		exec sw-verify -f json -r "exec:/usr/bin/python3 $1/forkbomb.py,timeout=5" \
+			-r "exec:/usr/bin/python3 $1/probe.py,as=probe,timeout=5" in.jsonl' _ "$V"
+	[ "$(echo "$output" | jq -c '.rewards.exec')" = "$(printf '1\n0')" ]
+	facts=$(echo "$output" | jq -r '.violations[]' | head -13)
+	[[ $facts == *"net=lo"*"root=ro:Read-only file system"*"tmpdir=rw"*"capeff=0000000000000000"* ]]
+	[ "${stderr_lines[0]}" = "sw-verify: warning: exec verifier 'exec': no user namespace (No space left on device): the sandbox runs in mount, network and pid namespaces as our own user id, with no new processes" ]
+	[ "${#stderr_lines[@]}" = 2 ]
 }
 
 @test "hostile: a socket is refused" {

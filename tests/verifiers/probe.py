@@ -1,6 +1,7 @@
 # probe.py - answers each sample with what it sees of its sandbox, as
 # violation names, for the tests to check: its uid, its network devices,
-# whether /, its working directory and its TMPDIR are writable, its pid, its limits.
+# whether /, its working directory and its TMPDIR are writable, its pid, its
+# limits, its capabilities.
 import json
 import os
 import resource
@@ -15,6 +16,11 @@ def writable(path):
         return "rw"
     except OSError as e:
         return "ro:" + (os.strerror(e.errno) if e.errno else str(e))
+
+
+def capeff():
+    with open("/proc/self/status") as f:
+        return [l.split()[1] for l in f if l.startswith("CapEff:")][0]
 
 
 def devices():
@@ -36,5 +42,6 @@ for line in sys.stdin:
         "as=%d" % resource.getrlimit(resource.RLIMIT_AS)[0],
         "fsize=%d" % resource.getrlimit(resource.RLIMIT_FSIZE)[0],
         "cpu=%d" % resource.getrlimit(resource.RLIMIT_CPU)[0],
+        "capeff=" + capeff(),
     ]
     print(json.dumps({"score": 1, "violations": facts}), flush=True)
