@@ -121,6 +121,13 @@ const sw_ops *sw_ops_cpu(void);
 
 /* Threads for the CPU ops and OpenBLAS together (n <= 0: the machine's cores). */
 void sw_ops_cpu_threads(int n);
+/*
+ * Cap the vector instructions linear_rows uses (0 portable, 1 AVX2+FMA,
+ * 2 AVX-512; < 0 no cap) and return the level now in use.  Levels 0 and 1
+ * give the same bits, 2 its own; for tests, and for runs that must match a
+ * machine without AVX-512 bit for bit.
+ */
+int sw_ops_cpu_simd(int level);
 
 /*
  * What engine.c, generate.c and optim.c share beside the ops: RoPE's

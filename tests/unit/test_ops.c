@@ -108,7 +108,7 @@ static void test_gemm_(void)
 }
 
 /* ---- the batch-invariant product ----------------------------------------- */
-static void test_linear_rows_(void)
+static void test_linear_rows_(int level)
 {
 	int shapes[][3] = { { 1, 9, 16 }, { 7, 13, 37 }, { 33, 64, 96 }, { 5, 3, 5 } };
 	for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
@@ -121,7 +121,7 @@ static void test_linear_rows_(void)
 				R[i * N + j] = dot_(A + i * K, W + j * K, K) + C[i * N + j];
 		ops->linear_rows(C, A, W, M, N, K, 1);
 		double sc, d = maxdiff_(C, R, (size_t)M * N, &sc);
-		ok(d < 1e-5 * (1 + sc), "linear_rows %dx%dx%d matches (err %.2g)", M, N, K, d);
+		ok(d < 1e-5 * (1 + sc), "linear_rows (simd %d) %dx%dx%d matches (err %.2g)", level, M, N, K, d);
 		/* Bit for bit: every row alone equals the same row in the batch. */
 		float *C0 = malloc(sizeof(float) * M * N);
 		ops->linear_rows(C0, A, W, M, N, K, 0);
@@ -130,7 +130,8 @@ static void test_linear_rows_(void)
 			ops->linear_rows(C1, A + i * K, W, 1, N, K, 0);
 			same &= memcmp(C1, C0 + i * N, sizeof(float) * N) == 0;
 		}
-		ok(same, "linear_rows %dx%dx%d: each row alone has the bits it has in the batch", M, N, K);
+		ok(same, "linear_rows (simd %d) %dx%dx%d: each row alone has the bits it has in the batch",
+		   level, M, N, K);
 		free(A), free(W), free(C), free(C1), free(C0), free(R);
 	}
 }
@@ -474,7 +475,23 @@ int main(void)
 	ops = sw_ops_cpu();
 	sw_ops_cpu_threads(2);
 	test_gemm_();
-	test_linear_rows_();
+	/* Every vector level this machine has, and portable = AVX2 bit for bit. */
+	int top = sw_ops_cpu_simd(-1);
+	for (int level = 0; level <= top; level++) {
+		sw_ops_cpu_simd(level);
+		test_linear_rows_(level);
+	}
+	if (top >= 1) {
+		int M = 6, N = 11, K = 45;
+		float *A = rnd_(M * K, 1), *W = rnd_(N * K, 1), *C0 = zeros_(M * N), *C1 = zeros_(M * N);
+		sw_ops_cpu_simd(0);
+		ops->linear_rows(C0, A, W, M, N, K, 0);
+		sw_ops_cpu_simd(1);
+		ops->linear_rows(C1, A, W, M, N, K, 0);
+		ok(memcmp(C0, C1, sizeof(float) * M * N) == 0, "linear_rows: portable and AVX2 give the same bits");
+		free(A), free(W), free(C0), free(C1);
+	}
+	sw_ops_cpu_simd(-1);
 	test_embed_();
 	test_rmsnorm_();
 	test_rope_();
