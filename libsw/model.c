@@ -555,25 +555,38 @@ int sw_afile_open(sw_afile *f, const char *path, sw_error *err)
 	return 0;
 }
 
+static int write_all_(sw_afile *f, const unsigned char *p, size_t n, sw_error *err);
+
 static int flush_(sw_afile *f, sw_error *err)
 {
-	size_t off = 0;
-	while (off < f->len) {
-		ssize_t w = write(f->fd, f->buf + off, f->len - off);
+	int rc = write_all_(f, f->buf, f->len, err);
+	f->len = 0;
+	return rc;
+}
+
+static int write_all_(sw_afile *f, const unsigned char *p, size_t n, sw_error *err)
+{
+	while (n) {
+		ssize_t w = write(f->fd, p, n);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			return sys_fail_(err, f->path, "write error");
 		}
-		off += (size_t)w;
+		p += w;
+		n -= (size_t)w;
 	}
-	f->len = 0;
 	return 0;
 }
 
 int sw_afile_write(sw_afile *f, const void *p, size_t n, sw_error *err)
 {
 	const unsigned char *s = p;
+	if (n >= f->cap) {
+		/* a tensor's worth: straight from the caller's memory, no copy through the buffer */
+		int rc = flush_(f, err);
+		return rc ? rc : write_all_(f, s, n, err);
+	}
 	while (n) {
 		if (f->len == f->cap) {
 			int rc = flush_(f, err);
