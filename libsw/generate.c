@@ -484,11 +484,11 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 	return SW_OK;
 }
 
-int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
-                     float *entropy, sw_error *err)
+int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, void *ctx,
+                    sw_error *err)
 {
-	if (!d || !logprobs)
-		return sw_fail(err, SW_EINVAL, "no decoder or output");
+	if (!d || !fn)
+		return sw_fail(err, SW_EINVAL, "no decoder or callback");
 	int id = sw_decoder_add(d, tokens, n, err);
 	if (id < 0)
 		return id;
@@ -496,23 +496,47 @@ int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprob
 	const sw_model *m = d->m;
 	int D = m->cfg.hidden_size, V = m->cfg.vocab_size;
 	enum { CH = 32 };
-	float *xn = NULL, *rstd = NULL, *lg = NULL, *lse = NULL;
-	int32_t *tgt = NULL;
+	float *xn = NULL, *rstd = NULL, *lg = NULL;
 	if (!rc && (!(xn = malloc(sizeof(float) * CH * D)) || !(rstd = malloc(sizeof(float) * CH)) ||
-	            !(lg = malloc(sizeof(float) * CH * (size_t)V)) ||
-	            !(lse = malloc(sizeof(float) * CH)) || !(tgt = malloc(sizeof(int32_t) * CH))))
+	            !(lg = malloc(sizeof(float) * CH * (size_t)V))))
 		rc = sw_fail(err, SW_ENOMEM, "out of memory for scoring");
 	/* Row by row as a step computes the last row, in chunks to bound the logits. */
 	for (int r0 = 0; !rc && r0 < n; r0 += CH) {
 		int nr = n - r0 < CH ? n - r0 : CH;
-		for (int j = 0; j < nr; j++)
-			tgt[j] = r0 + j + 1 < n ? tokens[r0 + j + 1] : -1;
 		d->ops->rmsnorm_fwd(xn, rstd, d->x + (size_t)r0 * D, m->final_norm, nr, D,
 		                    m->cfg.rms_norm_eps);
 		d->ops->linear_rows(lg, xn, m->lm_head, nr, V, D, 0);
-		d->ops->logprob_fwd(logprobs + r0, entropy ? entropy + r0 : NULL, lse, lg, tgt, nr, V);
+		rc = fn(ctx, r0, nr, lg);
+		if (rc)
+			sw_fail(err, rc, "scoring stopped by its callback (%d)", rc);
 	}
-	free(xn), free(rstd), free(lg), free(lse), free(tgt);
+	free(xn), free(rstd), free(lg);
 	sw_decoder_remove(d, id);
 	return rc;
+}
+
+typedef struct score_ctx_ {
+	const int32_t *tokens;
+	int n, V;
+	float *lp, *ent;
+} score_ctx_;
+
+static int score_rows_(void *p, int r0, int nr, const float *logits)
+{
+	score_ctx_ *c = p;
+	int32_t tgt[32];
+	float lse[32];
+	for (int j = 0; j < nr; j++)
+		tgt[j] = r0 + j + 1 < c->n ? c->tokens[r0 + j + 1] : -1;
+	sw_ops_cpu()->logprob_fwd(c->lp + r0, c->ent ? c->ent + r0 : NULL, lse, logits, tgt, nr, c->V);
+	return 0;
+}
+
+int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
+                     float *entropy, sw_error *err)
+{
+	if (!d || !logprobs)
+		return sw_fail(err, SW_EINVAL, "no decoder or output");
+	score_ctx_ c = { tokens, n, d->m->cfg.vocab_size, logprobs, entropy };
+	return sw_decoder_rows(d, tokens, n, score_rows_, &c, err);
 }

@@ -148,6 +148,18 @@ int sw_decoder_step(sw_decoder *d, int *n, const int **ids, const float **logits
 int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
                      float *entropy, sw_error *err);
 
+/*
+ * The same pass, giving the logits themselves: fn is called with rows
+ * row0 .. row0+nrows-1 of the sequence's next-token logits ([nrows,
+ * vocab], valid during the call), in order, in chunks of at most 32 rows;
+ * row t has the bits the decoder's step gave after token t.  A non-zero
+ * return from fn stops the pass and is returned.  For log-probs under a
+ * sampling temperature, say.
+ */
+typedef int (*sw_rows_fn)(void *ctx, int row0, int nrows, const float *logits);
+int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, void *ctx,
+                    sw_error *err);
+
 /* The next-token logits of id after its last step ([vocab], decoder-owned), or NULL. */
 const float *sw_decoder_last_logits(const sw_decoder *d, int id);
 /* Tokens of id in the cache (its length, not counting pending ones); -1 for an unknown id. */

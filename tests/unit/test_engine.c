@@ -383,6 +383,25 @@ out:
 	free(rec);
 }
 
+struct rows_chk {
+	const int32_t *tok;
+	int n, V, plen;
+	const float *lps;
+	int same, rows;
+};
+static int rows_cb_(void *p, int r0, int nr, const float *lg)
+{
+	struct rows_chk *c = p;
+	for (int j = 0; j < nr; j++) {
+		int t = r0 + j;
+		if (t != c->rows++)
+			c->same = 0;
+		if (t + 1 >= c->plen && t + 1 < c->n)
+			c->same &= sw_logprob_of(lg + (size_t)j * c->V, c->V, c->tok[t + 1]) == c->lps[t + 1];
+	}
+	return 0;
+}
+
 /*
  * The decoder's log-probs against a full forward over the same tokens:
  * a shared prompt forked four ways (one fork copies the shared last page on
@@ -486,6 +505,10 @@ static void test_decode_vs_forward_(const char *what, sw_model_config cfg)
 			exact &= slp[t - 1] == lps[s][t];
 	}
 	ok(rc == 0 && exact, "%s: sw_decoder_score gives decoding's log-probs exactly (%s)", what, err.msg);
+	/* And the logits rows are the steps' logits: checked through the log-probs of every row. */
+	struct rows_chk rc5 = { toks[5], len[5], V, plen[5], lps[5], 1, 0 };
+	int rr = sw_decoder_rows(d, toks[5], len[5], rows_cb_, &rc5, &err);
+	ok(rr == 0 && rc5.same && rc5.rows == len[5], "%s: sw_decoder_rows gives every row's logits in order", what);
 	is_int(sw_decoder_room(d), 512 / 16 * 16 + 8 * 16, "%s: every page is free again at the end", what);
 	sw_engine_free(e);
 	sw_decoder_free(d);
