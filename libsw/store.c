@@ -60,6 +60,7 @@ struct sw_store {
 	float *arena;
 	bool writable;
 	bool in_update;              /* this handle holds the open update */
+	bool born;                   /* ... the one it was created in, not yet published */
 };
 
 /* --- names ------------------------------------------------------------- */
@@ -269,6 +270,7 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 	s->arena = (float *)((char *)map + HDR_SIZE_);
 	s->writable = true;
 	s->in_update = true;
+	s->born = true;
 	return s;
 }
 
@@ -386,6 +388,8 @@ int sw_store_write_begin(sw_store *s, sw_error *err)
 	hdr_ *h = s->h;
 	if (!s->writable)
 		return sw_fail(err, SW_EINVAL, "store '%.200s': opened read-only", s->spec);
+	if (s->in_update && s->born)
+		return 0; /* the creator goes on filling the store it was born holding */
 	if (s->in_update)
 		return sw_fail(err, SW_EINVAL, "store '%.200s': an update is already open", s->spec);
 	int64_t me = getpid(), cur = 0;
@@ -429,6 +433,7 @@ int sw_store_publish(sw_store *s, uint64_t version, sw_error *err)
 	atomic_store_explicit(&h->seq, q + 1, memory_order_release);
 	atomic_store_explicit(&h->writer, 0, memory_order_release);
 	s->in_update = false;
+	s->born = false;
 	return 0;
 }
 

@@ -67,7 +67,8 @@ typedef struct sw_store sw_store;
  * error here, not a SIGBUS later.  An existing store of that name is SW_EIO
  * with sys_errno EEXIST.  The store is born inside an update held by its
  * creator: readers wait until the creator has filled the arena and made its
- * first sw_store_publish(), which may give any version, 0 included.
+ * first sw_store_publish(), which may give any version, 0 included (a
+ * sw_store_write_begin() before that first publish is a no-op).
  */
 sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t nfloats, sw_error *err);
 /* Open an existing store, read-only or writable.  A store that is not ours

@@ -105,6 +105,7 @@ static void test_create_open_(void)
 		sw_model_init_random(m, 7, 0.02f);
 		sw_model_free(m);
 	}
+	is_int(sw_store_write_begin(w, &e), 0, "write_begin inside the creation update is a no-op");
 	is_int(sw_store_publish(w, 0, &e), 0, "the creator's first publish may be version 0");
 	is_int(sw_store_publish(w, 1, &e), SW_EINVAL, "publish without an open update refused");
 
