@@ -4,10 +4,12 @@
  * paged KV cache (generation), and AdamW.
  *
  * sw-rollout and sw-train run the same code: the log-probabilities the
- * decoder's logits give for a token equal those of a full forward over the
- * same tokens, so there is no rollout/trainer mismatch to correct for.  All
- * compute goes through an op table (libsw/ops.h); the CPU table is used now
- * and a CUDA one can take its place without changing this interface.
+ * decoder computes for a token equal those of a full forward over the same
+ * tokens to float rounding (~1e-6; tested to 1e-5), and sw_decoder_score
+ * reproduces them exactly.  Decoding is batch-invariant: a sequence's
+ * logits have the same bits whatever else is in the batch.  All compute
+ * goes through an op table (libsw/ops.h); the CPU table is used now and a
+ * CUDA one can take its place without changing this interface.
  *
  * Ownership: an engine or decoder borrows its model (and reads the weights
  * at every call, so weights updated in place are seen at once); everything
@@ -24,7 +26,12 @@
 #include "error.h"
 #include "model.h"
 
-/* Threads for the compute (OpenMP and OpenBLAS together); n <= 0: all cores. */
+/*
+ * Threads for the compute; n <= 0: all cores.  One OpenMP pool runs
+ * everything (OpenBLAS single-threaded inside it).  On a machine shared
+ * with other busy processes, OMP_WAIT_POLICY=passive in the environment
+ * keeps idle threads from spinning on the cores the working ones need.
+ */
 void sw_engine_threads(int n);
 
 /* ---- forward and backward over a packed batch ------------------------------ */
@@ -74,8 +81,9 @@ const float *sw_engine_logits(const sw_engine *e);
  * of per-token log-probabilities (and entropies) - cross-entropy, PPO/GRPO
  * surrogates, KL to a reference - is trained this way: the caller computes
  * the loss and its derivative per token from the logprobs the forward gave.
- * Tied embeddings get both gradients in one tensor.  The forward's
- * activations stay valid, so one forward can be differentiated once.
+ * Tied embeddings get both gradients in one tensor.  The backward uses up
+ * the forward's logits (sw_engine_logits is NULL after it), so one forward
+ * is differentiated once.
  */
 int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentropy,
                        sw_model *grad, sw_error *err);
