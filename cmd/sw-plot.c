@@ -245,8 +245,9 @@ typedef struct axis_ {
 	double lo, hi, step;
 } axis_;
 
-static axis_ axis_of_(double lo, double hi, int frac, int n)
+static axis_ axis_of_(double lo, double hi, int frac, int n, int pad)
 {
+	int nonneg = lo >= 0;
 	axis_ a;
 	if (frac) {
 		lo = 0;
@@ -258,6 +259,14 @@ static axis_ axis_of_(double lo, double hi, int frac, int n)
 		lo -= d;
 		hi += d;
 		if (frac)
+			lo = 0;
+	}
+	if (pad) {
+		/* a little room, so a curve does not run along the frame; never below 0 for what cannot be */
+		double d = (hi - lo) * 0.04;
+		lo -= d;
+		hi += d;
+		if (nonneg && lo < 0)
 			lo = 0;
 	}
 	a.step = nice_step_(hi - lo, n);
@@ -384,7 +393,7 @@ static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 	}
 	if (!isfinite(xlo)) /* only non-finite values: empty panels that say so */
 		xlo = 0, xhi = 1;
-	axis_ xa = axis_of_(xlo, xhi, 0, 6);
+	axis_ xa = axis_of_(xlo, xhi, 0, 6, 0);
 	if (xlo >= 0 && xa.lo < 0)
 		xa.lo = 0;
 	size_t rows = (np + COLS - 1) / COLS;
@@ -446,7 +455,7 @@ static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 		}
 		if (!isfinite(lo))
 			lo = hi = 0;
-		axis_ ya = axis_of_(lo, hi, frac, 4);
+		axis_ ya = axis_of_(lo, hi, frac, 4, 1);
 		fprintf(f, "<g class=\"panel\" id=\"panel-%s\">\n", panels[p].id);
 		fprintf(f, "<text class=\"panel-title\" x=\"%.0f\" y=\"%.0f\" font-size=\"13\" font-weight=\"bold\" "
 		           "fill=\"#222\">",

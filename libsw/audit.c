@@ -479,6 +479,11 @@ static char *summary_(yyjson_val *root)
 		sw_buf_put(&b, "=", 1);
 		if (yyjson_is_str(v) && !strpbrk(yyjson_get_str(v), " \t\"'")) {
 			sw_buf_put(&b, yyjson_get_str(v), yyjson_get_len(v));
+		} else if (yyjson_is_real(v)) {
+			/* for reading, not for checking: the log keeps every digit */
+			char num[40];
+			int n = snprintf(num, sizeof num, "%.6g", yyjson_get_real(v));
+			sw_buf_put(&b, num, (size_t)n);
 		} else {
 			size_t n;
 			char *s = yyjson_val_write(v, 0, &n);
