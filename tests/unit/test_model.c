@@ -433,6 +433,43 @@ static void test_fixtures_(void)
 	sw_model_free(a);
 }
 
+/* Published config.json files: the parameter count transformers builds from each. */
+static void test_real_configs_(void)
+{
+	char path[700], line[256];
+	snprintf(path, sizeof path, "%s/tests/fixtures/models/configs/nparams.txt", top_);
+	FILE *f = fopen(path, "r");
+	ok(f != NULL, "configs/nparams.txt is there");
+	if (!f)
+		return;
+	int n = 0;
+	while (fgets(line, sizeof line, f)) {
+		char name[128];
+		unsigned long long want;
+		if (line[0] == '#' || sscanf(line, "%127s %llu", name, &want) != 2)
+			continue;
+		n++;
+		snprintf(path, sizeof path, "%s/tests/fixtures/models/configs/%s", top_, name);
+		sw_model_config c;
+		sw_error err = { 0 };
+		int rc = sw_model_config_load(path, &c, &err);
+		is_int(rc, 0, "%s loads (%s)", name, err.msg);
+		is_int(sw_model_config_nparams(&c), want, "%s: %llu parameters, as transformers counts them", name, want);
+		if (!strcmp(name, "llama-3.2-1b.json"))
+			ok(c.rope_factor == 32 && c.rope_original_max_position == 8192 && c.n_eos == 3 &&
+			   c.eos_token_ids[2] == 128009 && c.head_dim == 64 && c.tie_word_embeddings,
+			   "llama 3.2: llama3 rope, three eos ids, tied");
+		if (!strcmp(name, "qwen2.5-0.5b.json"))
+			ok(c.attention_bias && c.head_dim == 64 && c.rope_theta == 1e6f && c.bos_token_id == 151643,
+			   "qwen2.5: biases, head_dim 64, theta 1e6, and a sliding_window that is not in use");
+		if (!strcmp(name, "qwen3-0.6b.json"))
+			ok(c.qk_norm && !c.attention_bias && c.head_dim == 128 && c.num_attention_heads * c.head_dim == 2048,
+			   "qwen3: q/k norm, head_dim 128 apart from hidden/heads");
+	}
+	fclose(f);
+	is_int(n, 6, "six published configs");
+}
+
 /* A safetensors file from parts: a header text and data bytes. */
 static void write_st_(const char *path, const char *header, size_t data_bytes, float fill)
 {
@@ -692,6 +729,7 @@ int main(void)
 	test_arena_();
 	const char *top = getenv("SW_TOP");
 	snprintf(top_, sizeof top_, "%s", top ? top : ".");
+	test_real_configs_();
 	test_fixtures_();
 	test_f16_();
 	test_bad_files_();
