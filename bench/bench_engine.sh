@@ -6,7 +6,8 @@
 # against the OpenBLAS sgemm rate measured here; greedy decoding against
 # transformers' generate() (one sequence), 32 sequences batched against our
 # one, and one sequence against the memory-bandwidth bound measured here;
-# peak RSS of training and of generation against their budgets.
+# peak RSS of training and of generation against their budgets; and a
+# model of Qwen2.5-0.5B's shapes written in bf16, loaded and decoded.
 #
 # The drivers are bench/engine_bench.c ($B/bench/engine_bench, made by
 # make bench) and bench/engine_torch.py; each measurement is its own
@@ -48,6 +49,24 @@ d32=$("$bin" decode 32 "$NEW")
 g1=
 [ $have_torch = 1 ] && g1=$(python3 "$top/bench/engine_torch.py" generate 1 "$NEW" 2>/dev/null)
 
+# A model of Qwen2.5-0.5B's shapes (random weights, written in bf16 by
+# sw-model init) loads and generates: QWEN05=0 skips it.
+q05=
+if [ "${QWEN05:-1}" = 1 ]; then
+	qdir=$(mktemp -d "${SW_BENCH_TMP:-/tmp}/sw-bench-engine.XXXXXX")
+	trap 'rm -rf "$qdir"' EXIT
+	cat >"$qdir/config.json" <<'JSON'
+{"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+ "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+ "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 21,
+ "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+ "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true,
+ "torch_dtype": "bfloat16", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936}
+JSON
+	"$B/bin/sw-model" -q init -c "$qdir/config.json" --dtype bf16 "$qdir/m"
+	q05=$("$bin" load-generate "$qdir/m" 8)
+fi
+
 sw_step=$(field step_s "$tr_sw")
 echo "| measure | engine | peer | ratio |"
 echo "|---|---|---|---|"
@@ -61,7 +80,8 @@ echo "| step GEMM GFLOP/s (model FLOPs $(field gflop "$tr_sw") GFLOP) | $(field 
 if [ -n "$g1" ]; then
 	echo "| 1-sequence greedy decoding, tokens/s ($NEW new) | $(field tokens_per_s "$d1") | transformers generate() $(field tokens_per_s "$g1") | **$(ratio "$(field tokens_per_s "$d1")" "$(field tokens_per_s "$g1")")x** |"
 fi
-echo "| 32 sequences batched, tokens/s | $(field tokens_per_s "$d32") | our 1 sequence $(field tokens_per_s "$d1") | **$(ratio "$(field tokens_per_s "$d32")" "$(field tokens_per_s "$d1")")x** |"
+echo "| 32 sequences batched, decoding tokens/s (median step) | $(field step_tokens_per_s "$d32") | our 1 sequence $(field step_tokens_per_s "$d1") | **$(ratio "$(field step_tokens_per_s "$d32")" "$(field step_tokens_per_s "$d1")")x** |"
+echo "| the same with the prefill of 16-token prompts counted | $(field tokens_per_s "$d32") | our 1 sequence $(field tokens_per_s "$d1") | $(ratio "$(field tokens_per_s "$d32")" "$(field tokens_per_s "$d1")")x |"
 wmb=$(field weight_mb "$d1")
 bound=$(awk -v bw="$(field bandwidth_gbs "$bw")" -v w="$wmb" 'BEGIN { printf "%.2f", bw * 1e9 / (w * 1048576) }')
 echo "| 1-sequence decode step, tokens/s | $(field step_tokens_per_s "$d1") | bandwidth bound $bound ($(field bandwidth_gbs "$bw") GB/s, $wmb MiB of weights a token) | **$(ratio "$(field step_tokens_per_s "$d1")" "$bound")** of the bound |"
@@ -70,10 +90,14 @@ for d in "$d1" "$d32"; do
 	budget=$(awk -v w="$wmb" -v k="$(field kv_mb "$d")" 'BEGIN { printf "%.0f", (w + k) * 1.1 }')
 	echo "| generation peak RSS, MiB, $(field nseq "$d") sequence(s) | $(field rss_mb "$d") | budget $budget ((weights + KV cache) x 1.1) | $(ratio "$(field rss_mb "$d")" "$budget") of budget |"
 done
+if [ -n "$q05" ]; then
+	echo "| Qwen2.5-0.5B shapes ($(field params "$q05") parameters, bf16 file): load s, greedy tokens/s | $(field load_s "$q05") s, $(field tokens_per_s "$q05") tokens/s, logits finite: $(field finite "$q05") | - | - |"
+fi
 echo
 echo "Raw: bandwidth: $bw; sgemm: $gemm"
 echo "engine train: $tr_sw"
 [ -n "$tr_pt" ] && echo "torch train: $tr_pt"
 echo "engine decode: $d1 / $d32"
 [ -n "$g1" ] && echo "torch generate: $g1"
+[ -n "$q05" ] && echo "qwen2.5-0.5b shapes: $q05"
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -7,6 +7,7 @@
  *   engine_bench sgemm            OpenBLAS sgemm rate on the step's largest GEMM shapes
  *   engine_bench bandwidth        memory read bandwidth (a 1 GiB sum, all threads)
  *   engine_bench decode NSEQ NEW  greedy decoding of NSEQ sequences, NEW tokens each
+ *   engine_bench load-generate DIR NEW   load a model directory, decode NEW tokens greedily
  *
  * The model: hidden 768, 12 layers, 12 heads, intermediate 2048, vocab
  * 32000, tied embeddings (109.5M parameters), random normal(0, 0.02)
@@ -288,6 +289,46 @@ static int decode_(int nseq, int nnew)
 	return 0;
 }
 
+/* A model directory loaded as it is (f32, f16 or bf16), then greedy decoding. */
+static int load_generate_(const char *dir, int nnew)
+{
+	sw_error err = { 0 };
+	double t0 = now_();
+	sw_model *m = sw_model_load(dir, &err);
+	if (!m)
+		die_("load", &err);
+	double tl = now_() - t0;
+	int V = m->cfg.vocab_size, plen = 16, ok = 1;
+	sw_decoder *d = sw_decoder_new(m, 1, plen + nnew, &err);
+	if (!d)
+		die_("decoder", &err);
+	int32_t p[16];
+	for (int i = 0; i < plen; i++)
+		p[i] = tok_(V);
+	int id = sw_decoder_add(d, p, plen, &err), nout;
+	const int *ids;
+	const float *lg;
+	t0 = now_();
+	for (int k = 0; k < nnew; k++) {
+		if (sw_decoder_step(d, &nout, &ids, &lg, &err))
+			die_("step", &err);
+		int32_t b = 0;
+		for (int v = 0; v < V; v++) {
+			ok &= isfinite(lg[v]);
+			if (lg[v] > lg[b])
+				b = v;
+		}
+		if (k + 1 < nnew && sw_decoder_append(d, id, &b, 1, &err))
+			die_("append", &err);
+	}
+	double tg = now_() - t0;
+	printf("params=%zu load_s=%.2f new=%d tokens_per_s=%.2f finite=%d rss_mb=%ld\n", m->nparams, tl,
+	       nnew, nnew / tg, ok, rss_mb_());
+	sw_decoder_free(d);
+	sw_model_free(m);
+	return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *th = getenv("SW_THREADS");
@@ -300,6 +341,9 @@ int main(int argc, char **argv)
 		return bandwidth_();
 	if (argc >= 4 && !strcmp(argv[1], "decode"))
 		return decode_(atoi(argv[2]), atoi(argv[3]));
-	fprintf(stderr, "usage: engine_bench train STEPS | sgemm | bandwidth | decode NSEQ NEW\n");
+	if (argc >= 4 && !strcmp(argv[1], "load-generate"))
+		return load_generate_(argv[2], atoi(argv[3]));
+	fprintf(stderr, "usage: engine_bench train STEPS | sgemm | bandwidth | decode NSEQ NEW | "
+	                "load-generate DIR NEW\n");
 	return 2;
 }
