@@ -58,6 +58,11 @@ bad() {
 	cmp a/model.safetensors b/model.safetensors
 	! cmp -s a/model.safetensors c/model.safetensors
 	cmp a/config.json c/config.json
+	# the threads split the work, never the numbers
+	OMP_NUM_THREADS=1 sw-model init --seed 7 one
+	OMP_NUM_THREADS=3 sw-model init --seed 7 three
+	cmp a/model.safetensors one/model.safetensors
+	cmp a/model.safetensors three/model.safetensors
 }
 
 @test "init: the named sizes, -v, and bf16" {

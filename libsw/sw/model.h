@@ -83,8 +83,10 @@ typedef struct sw_model {
 } sw_model;
 
 /*
- * Error messages of the functions below start with the file they are about
- * ("m/config.json: field 'hidden_act' ..."), since a model is several files.
+ * The messages of the functions below that read or write files start with
+ * the file they are about ("m/config.json: field 'hidden_act' ..."), since a
+ * model is several files; those about a configuration in memory name the
+ * field.
  */
 
 /*
