@@ -4,6 +4,7 @@
  * transformers give (tests/fixtures/tokenizers/, made by
  * tests/fixtures/make_tokenizers.py), plus round trips and bad input.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,64 @@ static void deep_regex_(void)
 	sw_tokenizer_free(t);
 }
 
+typedef struct job_ {
+	const sw_tokenizer *t;
+	const char *text;
+	size_t len;
+	uint64_t hash;
+	size_t n;
+	int rc;
+} job_;
+
+static void *encode_job_(void *arg)
+{
+	job_ *j = arg;
+	for (int r = 0; r < 3; r++) {
+		uint32_t *ids = NULL;
+		sw_error err = { 0 };
+		j->rc |= sw_tokenizer_encode(j->t, j->text, j->len, 1, &ids, &j->n, &err);
+		uint64_t h = 0xcbf29ce484222325ull;
+		for (size_t k = 0; k < j->n; k++)
+			h = (h ^ ids[k]) * 0x100000001b3ull;
+		if (r && h != j->hash)
+			j->rc = -1;
+		j->hash = h;
+		free(ids);
+	}
+	return NULL;
+}
+
+/* One tokenizer, four threads encoding at once: each gets tokenizers' ids (the header's promise). */
+static void threads_(yyjson_val *root)
+{
+	char dir[4200];
+	sw_error err = { 0 };
+	snprintf(dir, sizeof dir, "%s/qwen2", fixtures_);
+	sw_tokenizer *t = sw_tokenizer_load(dir, &err);
+	size_t len = 0;
+	char *text = stress_text_(1, &len);
+	yyjson_val *want = yyjson_arr_get(yyjson_obj_get(yyjson_obj_get(root, "qwen2"), "stress"), 1);
+	job_ jobs[4];
+	pthread_t th[4];
+	int good = t && text, started = 0;
+	for (int i = 0; i < 4 && good; i++) {
+		jobs[i] = (job_){ .t = t, .text = text, .len = len };
+		good = pthread_create(&th[i], NULL, encode_job_, &jobs[i]) == 0;
+		started += good;
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 4 && good; i++) {
+		char hex[20];
+		snprintf(hex, sizeof hex, "%016llx", (unsigned long long)jobs[i].hash);
+		good = jobs[i].rc == 0 && jobs[i].n == yyjson_get_uint(yyjson_obj_get(want, "ids")) &&
+		       !strcmp(hex, yyjson_get_str(yyjson_obj_get(want, "hash")));
+	}
+	ok(good, "qwen2: four threads encoding at once each get tokenizers' ids");
+	free(text);
+	sw_tokenizer_free(t);
+}
+
 static uint64_t rng_ = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd_(void)
 {
@@ -527,6 +586,7 @@ int main(void)
 	families_(root);
 	splits_(root);
 	deep_regex_();
+	threads_(root);
 	save_byte_(root);
 	bad_files_();
 	static const char *const fams[] = { "gpt2", "llama3", "qwen2" };
