@@ -72,7 +72,8 @@ peer() {
 	fi
 }
 
-row() { awk -v w="$1" '{ printf "| %s | %s | %.4f | %.4f | %s |\n", w, $1, $2, $3, ($5 == "n/a" ? "n/a" : sprintf("%.4f", $5)) }'; }
+row() { awk -v w="$1" '{ if ($2 == "n/a") printf "| %s | %s | n/a | n/a | n/a |\n", w, $1;
+	else printf "| %s | %s | %.6f | %.6f | %.4f |\n", w, $1, $2, $3, $5 }'; }
 
 # --- 1. quality: 8 ranks x 512 samples -------------------------------------------
 sw-datagen -n 4096 -l -s 7 | "$BB" price >"$T/text.costs"
@@ -96,7 +97,7 @@ echo
 caps=1,1,0.5,1,2,1,0.5,1
 echo "### Capacities $caps (8 ranks, the text+image batch)"
 echo
-echo "| partitioner | worst |cost share / capacity share - 1| | seconds |"
+echo "| partitioner | worst relative error of a rank's cost share against its capacity share | seconds |"
 echo "|---|---|---|"
 for m in kk lpt seq; do
 	"$BB" part "$T/mixed.costs" 8 $m $caps | awk '{ printf "| %s | %.4f%% | %.4f |\n", $1, 100 * $4, $5 }'
@@ -115,7 +116,7 @@ echo
 sw-datagen -n 16384 -l -s 9 | "$BB" price >"$T/mid.costs"
 ours=$("$BB" part "$T/mid.costs" 64 kk)
 theirs=$(peer "$T/mid.costs" 64 verl-kk)
-echo "Beside verl at a size its Python KK handles (16384 samples, 64 ranks; 1M would need ~13 GB of its State objects):"
+echo "Beside verl at a size its Python KK handles (16384 samples, 64 ranks; it keeps a 64-subset State object per sample, so 1M was not tried):"
 echo
 echo "| partitioner | max/mean | seconds | time vs ours |"
 echo "|---|---|---|---|"

@@ -689,8 +689,11 @@ int main(int argc, char **argv)
 	}
 	if (!(groups_ = sw_groups_new()) || !(orec_ = sw_rec_new()))
 		cli_die("out of memory");
-	if (!per_bucket_)
-		open_out_(out_); /* before reading: a terminal is refused at once */
+	/* a terminal is refused at once; the output is opened only once the
+	 * input is read, so that it may be one of the inputs, as with sort(1) */
+	if (!per_bucket_ && !strcmp(out_, "-") && !cli_binary_ok(1, force_) &&
+	    (wo_.format == SW_FMT_MSGPACK || wo_.zstd_level))
+		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
 
 	char **files = argv + optind_;
 	int nfiles = argc - optind_;
@@ -759,6 +762,8 @@ int main(int argc, char **argv)
 	total_ = seq;
 	if (grouped_)
 		order_groups_();
+	if (!per_bucket_)
+		open_out_(out_);
 
 	if (!nruns_) {
 		/* it all fit: sort and write */

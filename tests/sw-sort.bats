@@ -115,6 +115,13 @@ EOF
 	[[ $stderr == "sw-sort: cannot create a temporary file in '/no/such/dir': No such file or directory" ]]
 }
 
+@test "-o may name an input, as with sort(1)" {
+	sw-datagen -n 40 -s 4 >d.msgpack
+	sw-sort d.msgpack >want.msgpack
+	run -0 sw-sort -o d.msgpack d.msgpack
+	cmp d.msgpack want.msgpack
+}
+
 @test "usage errors" {
 	run -2 --separate-stderr sw-sort -S 1K
 	[ "${stderr_lines[0]}" = "sw-sort: option '-S' wants a size of at least 64K (bytes, or with K, M or G), not '1K'" ]
