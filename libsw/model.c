@@ -130,8 +130,9 @@ static int rope_(cfg_ctx_ *x, sw_model_config *c, const char *key)
 	}
 	if (f[2] <= f[1])
 		return bad_(x, "field '%s.high_freq_factor' is %s", key, "not above low_freq_factor");
-	if (f[3] != floorf(f[3]) || f[3] > INT_MAX)
-		return bad_(x, "field '%s.original_max_position_embeddings' is %s", key, "not an integer");
+	if (f[3] != floorf(f[3]) || f[3] >= 2147483648.0f) /* (int) of it must not overflow */
+		return bad_(x, "field '%s.original_max_position_embeddings' is %s", key,
+		            "not a whole number below 2^31");
 	c->rope_factor = f[0];
 	c->rope_low_freq_factor = f[1];
 	c->rope_high_freq_factor = f[2];
@@ -378,19 +379,24 @@ int sw_model_config_load(const char *path, sw_model_config *c, sw_error *err)
 		sw_buf_release(&b);
 		return rc;
 	}
+	rc = sw_model_config_parse_((const char *)b.p, b.len, path, c, err);
+	sw_buf_release(&b);
+	return rc;
+}
+
+int sw_model_config_parse_(const char *text, size_t len, const char *path, sw_model_config *c, sw_error *err)
+{
 	yyjson_read_err je;
-	yyjson_doc *doc = yyjson_read_opts((char *)b.p, b.len, YYJSON_READ_NOFLAG, NULL, &je);
+	yyjson_doc *doc = yyjson_read_opts((char *)text, len, YYJSON_READ_NOFLAG, NULL, &je);
 	if (!doc) {
 		size_t line = 1, col = 1;
-		for (size_t i = 0; i < je.pos && i < b.len; i++, col++)
-			if (b.p[i] == '\n')
+		for (size_t i = 0; i < je.pos && i < len; i++, col++)
+			if (text[i] == '\n')
 				line++, col = 0;
-		rc = sw_fail(err, SW_EFORMAT, "%s: line %zu, column %zu: %s", path, line, col,
-		             b.len ? je.msg : "empty file");
-		sw_buf_release(&b);
-		return rc;
+		return sw_fail(err, SW_EFORMAT, "%s: line %zu, column %zu: %s", path, line, col,
+		               len ? je.msg : "empty file");
 	}
-	sw_buf_release(&b);
+	int rc;
 	cfg_ctx_ x = { path, yyjson_doc_get_root(doc), err };
 	if (!yyjson_is_obj(x.root))
 		rc = bad_(&x, "%s is %s, not an object", "the document", yyjson_get_type_desc(x.root));
@@ -420,6 +426,19 @@ void sw_fmt_float_(char *buf, size_t size, float x)
 int sw_model_config_write_(const sw_model_config *c, const char *path, const char *torch_dtype,
                            sw_error *err)
 {
+	sw_buf b = { 0 };
+	int rc = sw_model_config_text_(c, path, torch_dtype, &b, err);
+	sw_afile f;
+	if (!rc && ((rc = sw_afile_open(&f, path, err)) || (rc = sw_afile_write(&f, b.p, b.len, err)) ||
+	            (rc = sw_afile_commit(&f, err))))
+		sw_afile_abort(&f);
+	sw_buf_release(&b);
+	return rc;
+}
+
+int sw_model_config_text_(const sw_model_config *c, const char *path, const char *torch_dtype, sw_buf *b,
+                          sw_error *err)
+{
 	int rc;
 	sw_error e2 = { 0 };
 	if ((rc = sw_model_config_check(c, &e2)))
@@ -430,12 +449,11 @@ int sw_model_config_write_(const sw_model_config *c, const char *path, const cha
 		               c->model_type);
 	if (llama + qwen2 == 0 && c->attention_bias)
 		return sw_fail(err, SW_EINVAL, "%s: qwen3 with attention biases is not supported", path);
-	sw_buf b = { 0 };
 	char t[64], line[256];
 #define PUT_(...)                                                  \
 	do {                                                       \
 		snprintf(line, sizeof line, __VA_ARGS__);          \
-		if (sw_buf_put(&b, line, strlen(line)))            \
+		if (sw_buf_put(b, line, strlen(line)))             \
 			goto oom;                                  \
 	} while (0)
 	const char *arch = llama ? "LlamaForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
@@ -494,14 +512,8 @@ int sw_model_config_write_(const sw_model_config *c, const char *path, const cha
 		PUT_("  \"use_sliding_window\": false,\n");
 	PUT_("  \"vocab_size\": %d\n}\n", c->vocab_size);
 #undef PUT_
-	sw_afile f;
-	if ((rc = sw_afile_open(&f, path, err)) || (rc = sw_afile_write(&f, b.p, b.len, err)) ||
-	    (rc = sw_afile_commit(&f, err)))
-		sw_afile_abort(&f);
-	sw_buf_release(&b);
-	return rc;
+	return 0;
 oom:
-	sw_buf_release(&b);
 	return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
 }
 

@@ -7,6 +7,7 @@
 #define SW_MODEL_IO_H
 
 #include <stddef.h>
+#include "internal.h"
 #include "sw/model.h"
 
 typedef struct sw_afile {
@@ -25,6 +26,11 @@ int sw_afile_commit(sw_afile *f, sw_error *err);
 /* Close and remove the temporary file; a no-op on a closed or committed one. */
 void sw_afile_abort(sw_afile *f);
 
+/* config.json from memory; path only names it in messages. */
+int sw_model_config_parse_(const char *text, size_t len, const char *path, sw_model_config *c, sw_error *err);
+/* The text of config.json, appended to b; path only names it in messages. */
+int sw_model_config_text_(const sw_model_config *c, const char *path, const char *torch_dtype, sw_buf *b,
+                          sw_error *err);
 /* config.json with "torch_dtype" (NULL: none) beside the other fields. */
 int sw_model_config_write_(const sw_model_config *c, const char *path, const char *torch_dtype,
                            sw_error *err);

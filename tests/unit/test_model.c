@@ -119,6 +119,12 @@ static void test_config_(void)
 		  "field 'rope_scaling.rope_type' is 'yarn'" },
 		{ TINY_LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}}",
 		  "field 'rope_scaling.low_freq_factor' is missing" },
+		{ TINY_LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1,"
+		  " \"high_freq_factor\": 4, \"original_max_position_embeddings\": 2147483648}}",
+		  "field 'rope_scaling.original_max_position_embeddings' is not a whole number below 2^31" },
+		{ TINY_LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4,"
+		  " \"high_freq_factor\": 1, \"original_max_position_embeddings\": 64}}",
+		  "field 'rope_scaling.high_freq_factor' is not above low_freq_factor" },
 		{ TINY_LLAMA ", \"rope_parameters\": {\"rope_type\": \"dynamic\"}}",
 		  "field 'rope_parameters.rope_type' is 'dynamic'" },
 		{ "{\"model_type\": \"qwen2\", \"use_sliding_window\": true}", "field 'use_sliding_window'" },
