@@ -13,6 +13,7 @@
  * from the batch's token count; scoring keeps one layer's worth.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -40,6 +41,7 @@ struct sw_engine {
 	float *block;
 	size_t block_floats;
 	int T, nslots, nseq, maxlen;
+	int threads;               /* the attention scratch is sized for this many */
 	bool have_fwd, for_backward;
 	acts_ *acts;               /* [nslots] */
 	float *resL, *xf, *rstdf;  /* final norm input [T,D] and output */
@@ -212,6 +214,7 @@ static int carve_(sw_engine *e, int nslots, sw_error *err)
 	e->resL = TAKE_(T * D), e->xf = TAKE_(T * D), e->rstdf = TAKE_(T);
 	e->logits = TAKE_(T * V), e->lse = TAKE_(T), e->ent = TAKE_(T);
 	e->attn_scratch = TAKE_(scratch);
+	e->threads = omp_get_max_threads();
 #undef TAKE_
 	return SW_OK;
 }
@@ -296,6 +299,8 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 {
 	if (!e || !e->have_fwd || !e->for_backward)
 		return sw_fail(err, SW_EINVAL, "backward without a forward that kept its activations");
+	if (omp_get_max_threads() > e->threads)
+		return sw_fail(err, SW_EINVAL, "the thread count grew between forward and backward");
 	const sw_model *m = e->m;
 	const sw_model_config *c = &m->cfg;
 	if (!g || g->nparams != m->nparams || g->cfg.num_hidden_layers != c->num_hidden_layers)
