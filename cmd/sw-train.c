@@ -12,6 +12,11 @@
  * pass the samples through with `advantage` set.  Nothing is written until
  * the whole step has succeeded: a failed or killed step leaves the previous
  * model directory as it was.
+ *
+ * With --weights STORE (sw-run's way) the weights live in a shared-memory
+ * store instead: they are copied out, trained, and copied back in one
+ * update published as the next version, with the optimiser state in the
+ * store STORE.opt beside them (or $SW_OPT), which sw-run checkpoints.
  */
 #define _GNU_SOURCE /* renameat2(RENAME_EXCHANGE): swap two directories atomically */
 #include <dirent.h>
@@ -33,12 +38,14 @@ enum {
 	OPT_LR = 0x100, OPT_SCHEDULE, OPT_WARMUP, OPT_TOTAL, OPT_MIN_LR, OPT_WD, OPT_GRAD_NORM,
 	OPT_CLIP_LOW, OPT_CLIP_HIGH, OPT_CLIP_DUAL, OPT_KL_COEF, OPT_KL_EST, OPT_KL_REWARD, OPT_REF,
 	OPT_ENTROPY, OPT_TIS, OPT_EPOCHS, OPT_MINIBATCHES, OPT_MICRO_TOKENS, OPT_RANK, OPT_TRAIN_ON,
-	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE
+	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE, OPT_WEIGHTS
 };
 
 static const cli_opt opts[] = {
 	{ 'm', 'm', "model", "dir", "dir", "the model to train (a Hugging Face model directory)" },
 	{ 'o', 'o', "out", "dir", "dir", "write the trained model here, atomically (may be the same as --model)" },
+	{ OPT_WEIGHTS, 0, "weights", "store", NULL,
+	  "train the weights of a shared store, shm:NAME, in place (default $SW_WEIGHTS)" },
 	{ 'a', 'a', "algo", "name", "sft|grpo|dr_grpo|dapo|rloo|reinforce++", "the algorithm (default grpo)" },
 	{ OPT_AGG, 0, "loss-agg", "mode", "token-mean|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm",
 	  "how token losses are combined (default: the algorithm's own)" },
@@ -55,7 +62,7 @@ static const cli_opt opts[] = {
 	{ OPT_KL_COEF, 0, "kl-coef", "beta", NULL, "weight of KL to the reference (default 0; needs --ref)" },
 	{ OPT_KL_EST, 0, "kl-estimator", "name", "k1|k2|k3", "KL estimator (default k3 as a loss, k1 in the reward)" },
 	{ OPT_KL_REWARD, 0, "kl-in-reward", NULL, NULL, "charge the KL as a reward penalty instead of a loss term" },
-	{ OPT_REF, 0, "ref", "dir", "dir", "the reference model for the KL term" },
+	{ OPT_REF, 0, "ref", "model", "dir", "the reference model for the KL term: a directory or a store (default $SW_REF)" },
 	{ OPT_ENTROPY, 0, "entropy-coef", "c", NULL, "entropy bonus (default 0)" },
 	{ OPT_TIS, 0, "tis-cap", "c", NULL,
 	  "truncated importance sampling of off-policy samples, weights capped at c (default off)" },
@@ -87,7 +94,7 @@ static const cli_prog prog = {
 /* ---- settings ---------------------------------------------------------------- */
 
 typedef struct settings {
-	const char *model, *out, *ref, *metrics;
+	const char *model, *out, *ref, *metrics, *weights, *opt_spec;
 	sw_rl_algo algo;
 	int agg_set;
 	sw_rl_agg agg;
@@ -877,6 +884,139 @@ static void commit_(const settings *st, const sw_model *m, const trainer_state *
 	free(out);
 }
 
+/* ---- the state in shared stores --------------------------------------------------------------- */
+
+/*
+ * STORE.opt holds 16 floats of header (the bytes of: "SWADAMW1", the
+ * parameter count, the updates made, the weights' version it belongs to, the
+ * random generator's 4 words), then the first and second moments.  sw-run
+ * checkpoints it as raw floats and restores it on resume.
+ */
+#define OPT_STORE_HEADER 16
+
+static int is_store_(const char *s)
+{
+	return !strncmp(s, "shm:", 4) || !strncmp(s, "cuda:", 5);
+}
+
+/* Copy n floats out of a store under its seqlock. */
+static void store_read_(sw_store *s, float *dst, size_t n, const char *spec)
+{
+	sw_error err = { 0 };
+	for (int tries = 0;; tries++) {
+		uint64_t seq;
+		if (sw_store_read_begin(s, &seq, &err))
+			cli_die("store '%s': %s", spec, err.msg);
+		memcpy(dst, sw_store_arena(s), n * sizeof *dst);
+		if (!sw_store_read_retry(s, seq))
+			return;
+		if (tries == 100)
+			cli_die("store '%s': it keeps changing while it is read (another writer?)", spec);
+	}
+}
+
+static sw_store *state_load_store_(const char *spec, size_t nparams, uint64_t version, trainer_state *ts,
+                                   uint64_t seed)
+{
+	sw_error err = { 0 };
+	memset(ts, 0, sizeof *ts);
+	ts->version = version;
+	ts->m = xcalloc_(nparams, sizeof(float));
+	ts->v = xcalloc_(nparams, sizeof(float));
+	sw_store *o = sw_store_open(spec, true, &err);
+	if (!o) {
+		if (err.code == SW_EIO && err.sys_errno == ENOENT) { /* the first step: made at the end */
+			rng_seed_(ts->rng, seed);
+			return NULL;
+		}
+		cli_die("cannot open the optimiser store '%s': %s", spec, err.msg);
+	}
+	size_t n = sw_store_nfloats(o);
+	if (n != OPT_STORE_HEADER + 2 * nparams)
+		cli_die("store '%s' holds %zu floats, not the optimiser state of %zu parameters", spec, n, nparams);
+	float *all = xcalloc_(n, sizeof(float));
+	store_read_(o, all, n, spec);
+	unsigned char hdr[OPT_STORE_HEADER * sizeof(float)];
+	uint64_t np, ver;
+	memcpy(hdr, all, sizeof hdr);
+	memcpy(&np, hdr + 8, 8);
+	memcpy(&ts->updates, hdr + 16, 8);
+	memcpy(&ver, hdr + 24, 8);
+	memcpy(ts->rng, hdr + 32, 32);
+	if (memcmp(hdr, OPT_MAGIC, 8) || np != nparams)
+		cli_die("store '%s' does not hold an optimiser state of sw-train for %zu parameters", spec, nparams);
+	if (ver != version)
+		cli_die("store '%s' holds the optimiser state of version %llu, the weights are at version %llu", spec,
+		        (unsigned long long)ver, (unsigned long long)version);
+	memcpy(ts->m, all + OPT_STORE_HEADER, nparams * sizeof(float));
+	memcpy(ts->v, all + OPT_STORE_HEADER + nparams, nparams * sizeof(float));
+	free(all);
+	return o;
+}
+
+/*
+ * Both stores are opened for writing first (a second writer is refused
+ * before anything changes), both filled, then the weights published as the
+ * next version and the optimiser state with them.
+ */
+static void commit_store_(const settings *st, sw_store *w, sw_store *o, uint64_t start_version,
+                          const sw_model *m, const trainer_state *ts)
+{
+	sw_error err = { 0 };
+	size_t n = m->nparams;
+	if (sw_store_version(w) != start_version)
+		cli_die("store '%s' went from version %llu to %llu during the step (another trainer?); nothing written",
+		        st->weights, (unsigned long long)start_version, (unsigned long long)sw_store_version(w));
+	if (!o) {
+		if (!(o = sw_store_create(st->opt_spec, NULL, OPT_STORE_HEADER + 2 * n, &err)))
+			cli_die("cannot create the optimiser store '%s': %s", st->opt_spec, err.msg);
+	} else if (sw_store_write_begin(o, &err)) {
+		cli_die("store '%s': %s", st->opt_spec, err.msg);
+	}
+	if (sw_store_write_begin(w, &err))
+		cli_die("store '%s': %s", st->weights, err.msg);
+	unsigned char hdr[OPT_STORE_HEADER * sizeof(float)] = { 0 };
+	uint64_t np = n;
+	memcpy(hdr, OPT_MAGIC, 8);
+	memcpy(hdr + 8, &np, 8);
+	memcpy(hdr + 16, &ts->updates, 8);
+	memcpy(hdr + 24, &ts->version, 8);
+	memcpy(hdr + 32, ts->rng, 32);
+	float *oa = sw_store_arena(o);
+	memcpy(oa, hdr, sizeof hdr);
+	memcpy(oa + OPT_STORE_HEADER, ts->m, n * sizeof(float));
+	memcpy(oa + OPT_STORE_HEADER + n, ts->v, n * sizeof(float));
+	memcpy(sw_store_arena(w), m->arena, n * sizeof(float));
+	if (sw_store_publish(w, ts->version, &err))
+		cli_die("store '%s': %s", st->weights, err.msg);
+	if (sw_store_publish(o, ts->version, &err))
+		cli_die("store '%s': %s", st->opt_spec, err.msg);
+	sw_store_close(o);
+}
+
+/* The reference model: a directory, or a store read in place (it is frozen). */
+static sw_model *load_ref_(const char *spec, sw_store **rs, uint64_t *seq)
+{
+	sw_error err = { 0 };
+	sw_model *rm;
+	*rs = NULL;
+	if (!is_store_(spec)) {
+		if (!(rm = sw_model_load(spec, &err)))
+			cli_die("cannot load the reference model: %s", err.msg);
+		return rm;
+	}
+	if (!(*rs = sw_store_open(spec, false, &err)))
+		cli_die("cannot open the reference store '%s': %s", spec, err.msg);
+	const sw_model_config *c = sw_store_config(*rs);
+	if (!c || sw_store_nfloats(*rs) < sw_model_config_nparams(c))
+		cli_die("store '%s' holds no model", spec);
+	if (sw_store_read_begin(*rs, seq, &err))
+		cli_die("store '%s': %s", spec, err.msg);
+	if (!(rm = sw_model_view(c, sw_store_arena(*rs), &err)))
+		cli_die("store '%s': %s", spec, err.msg);
+	return rm;
+}
+
 /* ---- metrics ------------------------------------------------------------------------------- */
 
 typedef struct jbuf {
@@ -977,7 +1117,7 @@ static void add_stats_(totals *tot, const sw_rl_stats *rs, const sw_adamw_stats 
 int main(int argc, char **argv)
 {
 	const char *arg;
-	int c, optind_, force = 0, fmt_json = 0, threads = 0, fmt_set = 0, total_set = 0;
+	int c, optind_, force = 0, fmt_json = 0, threads = 0, fmt_set = 0, total_set = 0, seed_set = 0;
 	settings st = { 0 };
 	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
 	st.algo = SW_RL_GRPO;
@@ -995,6 +1135,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'm': st.model = arg; break;
 		case 'o': st.out = arg; break;
+		case OPT_WEIGHTS: st.weights = arg; break;
 		case 'a':
 			if (sw_rl_algo_parse(arg, &st.algo))
 				cli_usage("unknown algorithm '%s' (sft, grpo, dr_grpo, dapo, rloo or reinforce++)", arg);
@@ -1060,7 +1201,10 @@ int main(int argc, char **argv)
 		case OPT_MAX_LEN: st.max_len = (double)cli_uint("--max-len", arg, 1, INT32_MAX); break;
 		case OPT_EPS: st.adv_eps = opt_num_("--adv-eps", arg, 1e-30, 1); break;
 		case OPT_GAMMA: st.gamma = opt_num_("--gamma", arg, 1e-30, 1); break;
-		case OPT_SEED: st.seed = cli_uint("--seed", arg, 0, UINT64_MAX); break;
+		case OPT_SEED:
+			st.seed = cli_uint("--seed", arg, 0, UINT64_MAX);
+			seed_set = 1;
+			break;
 		case 'j': threads = (int)cli_uint("-j", arg, 1, 4096); break;
 		case OPT_METRICS: st.metrics = arg; break;
 		case 'f':
@@ -1076,11 +1220,47 @@ int main(int argc, char **argv)
 		case OPT_FORCE: force = 1; break;
 		}
 	}
+	/* what sw-run hands every stage in the environment */
+	const char *env;
+	if (!st.model && !st.weights && (env = getenv("SW_WEIGHTS")) && *env)
+		st.weights = env;
+	if (!st.ref && st.loss.kl_coef > 0 && (env = getenv("SW_REF")) && *env)
+		st.ref = env;
+	if (!seed_set && (env = getenv("SW_SEED")) && *env) {
+		char *end;
+		errno = 0;
+		st.seed = strtoull(env, &end, 10);
+		if (*end || errno || env[0] == '-')
+			cli_usage("SW_SEED='%s' is not a whole number", env);
+	}
+	if ((env = getenv("SW_LR_SCALE")) && *env) { /* sw-run's degrade level */
+		char *end;
+		errno = 0;
+		double x = strtod(env, &end);
+		if (*end || errno || !(x >= 0 && x <= 1e6))
+			cli_usage("SW_LR_SCALE='%s' is not a number from 0 to 1e6", env);
+		st.adam.lr *= (float)x;
+	}
 	/* settings that only make sense together */
-	if (!st.model)
-		cli_usage("no model: give --model DIR");
-	if (!st.out)
+	if (st.model && st.weights)
+		cli_usage("--model and --weights are two places for the weights: give one");
+	if (!st.model && !st.weights)
+		cli_usage("no model: give --model DIR or --weights STORE");
+	if (st.model && !st.out)
 		cli_usage("no output: give --out DIR (it may be the same as --model)");
+	if (st.weights && st.out)
+		cli_usage("--out is for --model: a store is updated in place");
+	if (st.weights && !is_store_(st.weights))
+		cli_usage("--weights wants a store, shm:NAME, not '%s'", st.weights);
+	char opt_buf[SW_STORE_NAME_MAX + 16];
+	if (st.weights) {
+		if ((env = getenv("SW_OPT")) && *env) {
+			st.opt_spec = env;
+		} else {
+			snprintf(opt_buf, sizeof opt_buf, "%s.opt", st.weights);
+			st.opt_spec = opt_buf;
+		}
+	}
 	if (st.algo == SW_RL_SFT && st.kl_in_reward)
 		cli_usage("sft has no reward to charge a KL penalty to");
 	if (st.sft_all && st.algo != SW_RL_SFT)
@@ -1120,13 +1300,29 @@ int main(int argc, char **argv)
 
 	double t0 = now_(), t_read, t_old = 0, t_ref = 0, t_adv, t_train, t_write;
 	sw_error err = { 0 };
-	check_out_(st.out);
-	sw_model *model = sw_model_load(st.model, &err);
-	if (!model)
-		cli_die("cannot load the model: %s", err.msg);
-	const sw_model_config *cfg = &model->cfg;
+	sw_model *model;
+	sw_store *wst = NULL, *ost = NULL;
+	uint64_t start_version = 0;
 	trainer_state ts;
-	state_load_(st.model, model->nparams, &ts, st.seed);
+	if (st.weights) {
+		/* a private copy is trained; the store changes only when the step is done */
+		if (!(wst = sw_store_open(st.weights, true, &err)))
+			cli_die("cannot open the store '%s': %s", st.weights, err.msg);
+		const sw_model_config *sc = sw_store_config(wst);
+		if (!sc || sw_store_nfloats(wst) < sw_model_config_nparams(sc))
+			cli_die("store '%s' holds no model", st.weights);
+		if (!(model = sw_model_new(sc, &err)))
+			cli_die("store '%s': %s", st.weights, err.msg);
+		start_version = sw_store_version(wst);
+		store_read_(wst, model->arena, model->nparams, st.weights);
+		ost = state_load_store_(st.opt_spec, model->nparams, start_version, &ts, st.seed);
+	} else {
+		check_out_(st.out);
+		if (!(model = sw_model_load(st.model, &err)))
+			cli_die("cannot load the model: %s", err.msg);
+		state_load_(st.model, model->nparams, &ts, st.seed);
+	}
+	const sw_model_config *cfg = &model->cfg;
 
 	batch b = { 0 };
 	read_samples_(&st, cfg, files, nfiles, &b);
@@ -1187,9 +1383,9 @@ int main(int argc, char **argv)
 	}
 	if (st.ref) {
 		double t = now_();
-		sw_model *rm = sw_model_load(st.ref, &err);
-		if (!rm)
-			cli_die("cannot load the reference model: %s", err.msg);
+		sw_store *rst;
+		uint64_t rseq = 0;
+		sw_model *rm = load_ref_(st.ref, &rst, &rseq);
 		if (rm->cfg.vocab_size != cfg->vocab_size)
 			cli_die("the reference model's vocabulary (%d) is not the model's (%d)", rm->cfg.vocab_size,
 			        cfg->vocab_size);
@@ -1205,6 +1401,9 @@ int main(int argc, char **argv)
 		}
 		sw_engine_free(re);
 		sw_model_free(rm);
+		if (rst && sw_store_read_retry(rst, rseq))
+			cli_die("the reference store '%s' changed while it was read", st.ref);
+		sw_store_close(rst);
 		t_ref = now_() - t;
 	}
 	micro_free_(&ml);
@@ -1390,7 +1589,10 @@ int main(int argc, char **argv)
 	/* the new model, whole, in --out's place; then the metrics and the samples */
 	double tw = now_();
 	ts.version++;
-	commit_(&st, model, &ts);
+	if (wst)
+		commit_store_(&st, wst, ost, start_version, model, &ts);
+	else
+		commit_(&st, model, &ts);
 	t_write = now_() - tw;
 
 	double total_s = now_() - t0, nt = tot.rl.tokens ? (double)tot.rl.tokens : 1, nu = (double)tot.updates;
@@ -1505,5 +1707,6 @@ int main(int argc, char **argv)
 	sw_engine_free(eng);
 	sw_model_free(grad);
 	sw_model_free(model);
+	sw_store_close(wst);
 	cli_exit(0);
 }

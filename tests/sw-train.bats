@@ -154,6 +154,66 @@ near() {
 	[ "$stderr" = "sw-train: 's1/optimizer.bin' is there but 's1/trainer_state.json' is not: a damaged trainer state" ]
 }
 
+# A store made from a model directory, and a store saved to one: the C API,
+# since sw-run is what makes stores in a real run.
+mkstore() {
+	command -v cc >/dev/null || skip "no C compiler"
+	cat >mkstore.c <<-'EOF'
+	#include <stdio.h>
+	#include <string.h>
+	#include "sw/sw.h"
+	int main(int argc, char **argv) {
+		sw_error e = { 0 };
+		char spec[256];
+		sw_store *s;
+		if (argc == 3 && !strcmp(argv[1], "create")) {
+			if (sw_store_name_random("sw-train-test", spec, sizeof spec, &e) ||
+			    !(s = sw_store_create_from_model(spec, argv[2], 0, &e)))
+				return fprintf(stderr, "%s\n", e.msg), 1;
+			printf("%s\n", spec);
+		} else if (argc == 4 && !strcmp(argv[1], "save")) {
+			if (!(s = sw_store_open(argv[2], false, &e)) || sw_store_save_model(s, argv[3], SW_DT_F32, &e))
+				return fprintf(stderr, "%s\n", e.msg), 1;
+			printf("%llu\n", (unsigned long long)sw_store_version(s));
+		} else {
+			return 2;
+		}
+		sw_store_close(s);
+		return 0;
+	}
+	EOF
+	cc -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
+		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+}
+
+@test "a weight store is trained in place: the same bits as the model directory, the version bumped" {
+	mkstore
+	sft_set >sft.jsonl
+	spec=$(./mkstore create "$TINY")
+	shm=/dev/shm/${spec#shm:}
+	run -0 --separate-stderr sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 --weights "$spec" \
+		--metrics m.jsonl sft.jsonl
+	[ -f "$shm.opt" ]
+	# the second step finds the store and its optimiser state in the environment, as sw-run hands them over
+	SW_WEIGHTS=$spec sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 --metrics m.jsonl sft.jsonl >/dev/null
+	[ "$(./mkstore save "$spec" saved)" = 2 ]
+	sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 -m "$TINY" -o d sft.jsonl >/dev/null
+	sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 -m d -o d sft.jsonl >/dev/null
+	cmp d/model.safetensors saved/model.safetensors
+	# a failed step leaves the store as it was
+	printf '{"prompt_tokens":[1],"response_tokens":[999]}\n' >bad.jsonl
+	run -1 --separate-stderr sw-train -a sft --weights "$spec" bad.jsonl
+	[ "$(./mkstore save "$spec" again)" = 2 ]
+	cmp saved/model.safetensors again/model.safetensors
+	# an optimiser state of another version is refused
+	cp "$shm.opt" keep.opt
+	SW_WEIGHTS=$spec sw-train -a sft --lr 1e-3 sft.jsonl >/dev/null
+	cp keep.opt "$shm.opt"
+	run -1 --separate-stderr sw-train -a sft --weights "$spec" sft.jsonl
+	rm -f "$shm" "$shm.opt"
+	[ "$stderr" = "sw-train: store '$spec.opt' holds the optimiser state of version 2, the weights are at version 3" ]
+}
+
 @test "a killed step leaves the previous model whole" {
 	sft_set >sft.jsonl
 	cp -r "$TINY" m
@@ -299,8 +359,20 @@ near() {
 }
 
 @test "usage errors" {
-	run -2 --separate-stderr sw-train -o out x.jsonl
-	[ "${stderr_lines[0]}" = "sw-train: no model: give --model DIR" ]
+	run -2 --separate-stderr env -u SW_WEIGHTS sw-train -o out x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: no model: give --model DIR or --weights STORE" ]
+	run -2 --separate-stderr sw-train -m "$TINY" --weights shm:x x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: --model and --weights are two places for the weights: give one" ]
+	run -2 --separate-stderr sw-train --weights shm:x -o out x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: --out is for --model: a store is updated in place" ]
+	run -2 --separate-stderr sw-train --weights nowhere x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: --weights wants a store, shm:NAME, not 'nowhere'" ]
+	run -1 --separate-stderr sw-train --weights shm:sw-train-test-none x.jsonl
+	[[ $stderr == "sw-train: cannot open the store 'shm:sw-train-test-none': "* ]]
+	run -2 --separate-stderr env SW_LR_SCALE=x sw-train -m "$TINY" -o out x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: SW_LR_SCALE='x' is not a number from 0 to 1e6" ]
+	run -2 --separate-stderr env SW_SEED=-1 sw-train -m "$TINY" -o out x.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: SW_SEED='-1' is not a whole number" ]
 	run -2 --separate-stderr sw-train -m "$TINY" x.jsonl
 	[ "${stderr_lines[0]}" = "sw-train: no output: give --out DIR (it may be the same as --model)" ]
 	run -2 --separate-stderr sw-train -m "$TINY" -o out --kl-coef 0.1 x.jsonl
