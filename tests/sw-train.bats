@@ -103,6 +103,23 @@ near() {
 	[ "$(jq .updates m/trainer_state.json)" = 120 ]
 }
 
+@test "GRPO with a rule verifier raises the mean reward: rollout | verify | train" {
+	# reward: the response starts with a lowercase letter, 26 of tiny-llama's 300 tokens
+	for i in 0 1 2 3 4 5 6 7; do printf '{"id":"q%d","prompt":"q%d:"}\n' $i $i; done >prompts.jsonl
+	cp -r "$TINY" m
+	for s in $(seq 10); do
+		sw-rollout -m m -n 8 --max-new-tokens 2 --seed $s prompts.jsonl | sw-verify -r 'regex:^[a-z]' |
+			sw-train -m m -o m --lr 5e-3 --epochs 2 --metrics g.jsonl >/dev/null
+	done
+	[ "$(jq -s length g.jsonl)" = 10 ]
+	first=$(jq -s '[.[0:3][].reward_mean] | add / 3' g.jsonl)
+	last=$(jq -s '[.[7:10][].reward_mean] | add / 3' g.jsonl)
+	echo "mean reward of the first three steps $first, of the last three $last"
+	awk -v a="$first" -v b="$last" 'BEGIN { exit !(b >= 3 * a && b > 0.25) }'
+	# the rollout's log-probs are the trainer's: same engine
+	[ "$(jq -s 'map(.logprob_mismatch_max) | max < 1e-5' g.jsonl)" = true ]
+}
+
 @test "samples pass through with their advantage; a masked one untouched" {
 	cat >in.jsonl <<-'EOF'
 	{"id":"a","group":"g","prompt_tokens":[1,2],"response_tokens":[3,4],"reward":1.0,"mine":[true,{"x":null}]}
