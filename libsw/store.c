@@ -490,6 +490,41 @@ int sw_store_name_random(const char *prefix, char *buf, size_t size, sw_error *e
 	return 0;
 }
 
+/* Is the shm object name (no '/') a store of ours whose creator is gone? */
+static bool stale_(const char *name)
+{
+	char path[SW_STORE_NAME_MAX + 2];
+	if ((size_t)snprintf(path, sizeof path, "/%s", name) >= sizeof path)
+		return false;
+	int fd = shm_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	hdr_ h;
+	bool stale = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	             st.st_size >= (off_t)HDR_SIZE_ && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+	             !memcmp(h.magic, MAGIC_, sizeof MAGIC_) && h.layout == LAYOUT_ &&
+	             !alive_((long)h.creator_pid, h.creator_start);
+	close(fd);
+	return stale;
+}
+
+/* Is there a store of this name whose creator is running? */
+static bool live_(const char *name)
+{
+	char path[SW_STORE_NAME_MAX + 2];
+	if ((size_t)snprintf(path, sizeof path, "/%s", name) >= sizeof path)
+		return false;
+	int fd = shm_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return false;
+	hdr_ h;
+	bool live = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && !memcmp(h.magic, MAGIC_, sizeof MAGIC_) &&
+	            alive_((long)h.creator_pid, h.creator_start);
+	close(fd);
+	return live;
+}
+
 int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err)
 {
 	size_t n = 0, pl = prefix ? strlen(prefix) : 0;
@@ -504,19 +539,15 @@ int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err)
 		const char *name = de->d_name;
 		if (strncmp(name, prefix ? prefix : "", pl) || !name_ok_(name, strlen(name)))
 			continue;
-		char path[SW_STORE_NAME_MAX + 2];
-		snprintf(path, sizeof path, "/%s", name);
-		int fd = shm_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
-		if (fd < 0)
+		if (!stale_(name))
 			continue;
-		struct stat st;
-		hdr_ h;
-		bool stale = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-		             st.st_size >= (off_t)HDR_SIZE_ && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-		             !memcmp(h.magic, MAGIC_, sizeof MAGIC_) && h.layout == LAYOUT_ &&
-		             !alive_((long)h.creator_pid, h.creator_start);
-		close(fd);
-		if (stale && !shm_unlink(path))
+		/* NAME.opt made by a stage that has exited belongs to NAME while NAME's creator runs */
+		const char *dot = strchr(name, '.');
+		char base[SW_STORE_NAME_MAX + 2], path[SW_STORE_NAME_MAX + 2];
+		snprintf(base, sizeof base, "%.*s", dot ? (int)(dot - name) : 0, name);
+		if (dot && live_(base))
+			continue;
+		if ((size_t)snprintf(path, sizeof path, "/%s", name) < sizeof path && !shm_unlink(path))
 			n++;
 	}
 	closedir(d);

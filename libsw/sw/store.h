@@ -125,7 +125,10 @@ int sw_store_name_random(const char *prefix, char *buf, size_t size, sw_error *e
 
 /* Remove this user's shm stores whose name starts with prefix (all of them
  * for NULL or "") and whose creator is no longer running; *removed (may be
- * NULL) counts them.  Files in /dev/shm that are not stores are left alone. */
+ * NULL) counts them.  A companion NAME.SUFFIX stays while the store NAME has
+ * a live creator (an optimiser store made by a trainer stage that has
+ * exited belongs to its run).  Files in /dev/shm that are not stores are
+ * left alone. */
 int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err);
 
 #endif

@@ -347,9 +347,22 @@ static void test_sweep_(void)
 	char path[256];
 	snprintf(path, sizeof path, "/dev/shm/%s", junk + 4);
 	ok(access(path, F_OK) == 0, "an object that is not a store stays");
+	/* a companion made by a process that has exited stays with its live run */
+	char opt[160];
+	snprintf(opt, sizeof opt, "%s.opt", live);
+	pid = fork();
+	if (pid == 0) {
+		sw_store *s = sw_store_create(opt, NULL, 64, &e);
+		_exit(s ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	is_int(sw_store_sweep(pre, &n, &e), 0, "sweep again");
+	is_int(n, 0, "NAME.opt stays while NAME's creator runs");
 	sw_store_close(l2);
 	sw_store_close(l);
 	sw_store_unlink(live, &e);
+	is_int(sw_store_sweep(pre, &n, &e), 0, "sweep once NAME is gone");
+	is_int(n, 1, "and NAME.opt goes too");
 	sw_store_unlink(junk, &e);
 }
 
