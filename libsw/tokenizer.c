@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -42,7 +43,8 @@ int sw_tok_nfc_(const uint8_t *p, size_t n, sw_buf *out);
 
 enum { TF_PRESENT = 1, TF_ADDED = 2, TF_SPECIAL = 4 };
 enum { BH_REMOVED, BH_ISOLATED, BH_MERGED_PREV, BH_MERGED_NEXT, BH_CONTIGUOUS };
-enum { TM_PLAIN, TM_CHATML, TM_LLAMA3, TM_UNKNOWN };
+/* chat templates: the families' exact templates (tokenizer_templates.h) */
+enum { TM_PLAIN, TM_CHATML, TM_LLAMA3, TM_LLAMA31, TM_LLAMA32, TM_QWEN25, TM_QWEN3, TM_UNKNOWN };
 
 typedef struct split_ {
 	pcre2_code *re;
@@ -847,58 +849,84 @@ static int config_token_(sw_tokenizer *t, yyjson_val *root, const char *key, int
 	return 0;
 }
 
+#include "tokenizer_templates.h"
+
 /*
- * Recognise a Jinja chat template by its markers: chatml (<|im_start|>, with
- * the default system prompt some templates add when the first message is
- * not a system one) or Llama 3 (<|start_header_id|>, <|eot_id|>, content
- * trimmed).  Templates with features we do not reproduce (tools with a dated
- * system prompt, thinking blocks, trimming in chatml) are "unknown".
+ * Does template s (already normalised) equal the known text k, where a \x01
+ * in k stands for a literal default system prompt?  That prompt goes to
+ * *hole (malloc'd) when there is one.  1 yes, 0 no, SW_ENOMEM.
  */
-static int detect_template_(sw_tokenizer *t, const char *s, sw_error *err)
+static int template_is_(const char *s, const char *k, char **hole)
 {
-	if (!s) {
-		t->tmpl = TM_PLAIN;
+	const char *h = strchr(k, '\x01');
+	*hole = NULL;
+	if (!h)
+		return !strcmp(s, k);
+	size_t pre = (size_t)(h - k), post = strlen(h + 1), n = strlen(s);
+	if (n < pre + post || strncmp(s, k, pre) || strcmp(s + n - post, h + 1))
 		return 0;
+	size_t len = n - pre - post;
+	const char *lit = s + pre;
+	if (strcspn(lit, "'\"{}\\\n") < len)
+		return 0; /* not a plain literal: not the known template */
+	*hole = malloc(len + 1);
+	if (!*hole)
+		return SW_ENOMEM;
+	memcpy(*hole, lit, len);
+	(*hole)[len] = 0;
+	return 1;
+}
+
+/*
+ * Recognise a chat template: it must be one of the known templates text for
+ * text (once "\n" escapes are read as newlines and the ends trimmed, as the
+ * two spellings of one template in tokenizer_config.json files differ so).
+ * Anything else is "unknown": rendered by no approximation.
+ */
+static int detect_template_(sw_tokenizer *t, const char *tmpl, sw_error *err)
+{
+	t->tmpl = tmpl ? TM_UNKNOWN : TM_PLAIN;
+	if (!tmpl)
+		return 0;
+	size_t n = strlen(tmpl);
+	char *s = malloc(n + 1), *o = s;
+	if (!s)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	for (const char *p = tmpl; *p; p++) {
+		if (p[0] == '\\' && p[1] == 'n') {
+			*o++ = '\n';
+			p++;
+		} else {
+			*o++ = *p;
+		}
 	}
-	if (strstr(s, "<|im_start|>") && !strstr(s, "<think>") && !strstr(s, "trim")) {
-		t->tmpl = TM_CHATML;
-		t->eot = (int)find_token_(t, "<|im_end|>", 10);
-		static const char mark[] = "<|im_start|>system\\n";
-		for (const char *p = strstr(s, mark); p; p = strstr(p + 1, mark)) {
-			const char *q = p + sizeof mark - 1, *e = strstr(q, "<|im_end|>"), *nl = strchr(q, '\n');
-			if (!e || strcspn(q, "'\"{}+") < (size_t)(e - q) || (nl && nl < e))
-				continue; /* not a literal system prompt, but e.g. '...\n' + messages[0]... */
-			if (!(strstr(s, "messages[0]['role'] != 'system'") ||
-			      strstr(s, "messages[0]['role'] == 'system'") ||
-			      strstr(s, "messages[0].role != 'system'") || strstr(s, "messages[0].role == 'system'")))
-				break;
-			sw_buf b = { 0 };
-			int rc = 0;
-			for (const char *c = q; c < e && !rc; c++) {
-				char ch = *c;
-				if (ch == '\\' && c + 1 < e) {
-					c++;
-					ch = *c == 'n' ? '\n' : *c == 't' ? '\t' : *c;
-				}
-				rc = sw_buf_put(&b, &ch, 1);
-			}
-			if (rc || sw_buf_put(&b, "", 1)) {
-				sw_buf_release(&b);
-				return sw_fail(err, SW_ENOMEM, "out of memory");
-			}
+	*o = 0;
+	char *b = s;
+	while (*b == ' ' || *b == '\n' || *b == '\t' || *b == '\r')
+		b++;
+	while (o > b && (o[-1] == ' ' || o[-1] == '\n' || o[-1] == '\t' || o[-1] == '\r'))
+		*--o = 0;
+	int rc = 0;
+	for (size_t i = 0; i < sizeof known_templates_ / sizeof *known_templates_; i++) {
+		char *hole;
+		rc = template_is_(b, known_templates_[i].text, &hole);
+		if (rc < 0)
+			break;
+		if (rc == 1) {
+			t->tmpl = known_templates_[i].kind;
 			free(t->default_system);
-			t->default_system = (char *)b.p;
+			t->default_system = hole;
+			rc = 0;
 			break;
 		}
-		return 0;
 	}
-	if (strstr(s, "<|start_header_id|>") && strstr(s, "<|eot_id|>") && strstr(s, "| trim") &&
-	    !strstr(s, "Cutting Knowledge") && !strstr(s, "tools")) {
-		t->tmpl = TM_LLAMA3;
+	free(s);
+	if (rc < 0)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	if (t->tmpl == TM_CHATML || t->tmpl == TM_QWEN25 || t->tmpl == TM_QWEN3)
+		t->eot = (int)find_token_(t, "<|im_end|>", 10);
+	else if (t->tmpl >= TM_LLAMA3 && t->tmpl <= TM_LLAMA32)
 		t->eot = (int)find_token_(t, "<|eot_id|>", 10);
-		return 0;
-	}
-	t->tmpl = TM_UNKNOWN;
 	return 0;
 }
 
@@ -1216,7 +1244,8 @@ size_t sw_tokenizer_stop_ids(const sw_tokenizer *t, uint32_t *ids, size_t max)
 
 const char *sw_tokenizer_template(const sw_tokenizer *t)
 {
-	static const char *const names[] = { "plain", "chatml", "llama3", "unknown" };
+	static const char *const names[] = { "plain", "chatml", "llama3", "llama3", "llama3",
+		                             "chatml", "chatml", "unknown" };
 	return t ? names[t->tmpl] : "unknown";
 }
 
@@ -1850,6 +1879,112 @@ static int put_trimmed_(sw_buf *b, const char *s)
 }
 
 static int puts_(sw_buf *b, const char *s) { return sw_buf_put(b, s, strlen(s)); }
+static int putn_(sw_buf *b, const char *s, size_t n) { return sw_buf_put(b, s, n); }
+
+/* Qwen's tool turns: consecutive "tool" messages share one user turn of <tool_response>s. */
+static int qwen_tool_(sw_buf *b, const sw_chat_msg *m, size_t n, size_t i)
+{
+	int rc = 0;
+	if (i == 0 || strcmp(m[i - 1].role, "tool"))
+		rc |= puts_(b, "<|im_start|>user");
+	rc |= puts_(b, "\n<tool_response>\n") | puts_(b, m[i].content) | puts_(b, "\n</tool_response>");
+	if (i + 1 == n || strcmp(m[i + 1].role, "tool"))
+		rc |= puts_(b, "<|im_end|>\n");
+	return rc;
+}
+
+static int ends_with_(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+/* Python's s.strip('\n'), s.lstrip('\n'), s.rstrip('\n') on p[0..n): the span that stays. */
+static void strip_nl_(const char **p, size_t *n, int left, int right)
+{
+	while (left && *n && **p == '\n')
+		(*p)++, (*n)--;
+	while (right && *n && (*p)[*n - 1] == '\n')
+		(*n)--;
+}
+
+/* Qwen3: an assistant turn, its <think> block kept only after the last user query. */
+static int qwen3_assistant_(sw_buf *b, const sw_chat_msg *m, size_t n, size_t i, size_t last_query)
+{
+	const char *c = m[i].content, *reason = "";
+	size_t clen = strlen(c), rlen = 0;
+	const char *end = strstr(c, "</think>");
+	if (end) {
+		/* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+		const char *r = c, *q;
+		for (q = c; (q = strstr(q, "<think>")) && q < end; q += 7)
+			r = q + 7;
+		reason = r;
+		rlen = (size_t)(end - r);
+		strip_nl_(&reason, &rlen, 0, 1);
+		strip_nl_(&reason, &rlen, 1, 0);
+		/* content.split('</think>')[-1].lstrip('\n') */
+		const char *last = end;
+		for (q = end; (q = strstr(q + 1, "</think>"));)
+			last = q;
+		c = last + 8;
+		clen = strlen(c);
+		strip_nl_(&c, &clen, 1, 0);
+	}
+	int rc = 0;
+	if (i > last_query && (i + 1 == n || rlen)) {
+		strip_nl_(&reason, &rlen, 1, 1);
+		strip_nl_(&c, &clen, 1, 0);
+		rc |= puts_(b, "<|im_start|>assistant\n<think>\n") | putn_(b, reason, rlen) |
+		      puts_(b, "\n</think>\n\n") | putn_(b, c, clen);
+	} else {
+		rc |= puts_(b, "<|im_start|>assistant\n") | putn_(b, c, clen);
+	}
+	return rc | puts_(b, "<|im_end|>\n");
+}
+
+/* transformers' tojson of a string: json.dumps(s, ensure_ascii=False). */
+static int put_json_str_(sw_buf *b, const char *s)
+{
+	int rc = puts_(b, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[8];
+		if (c == '"' || c == '\\')
+			esc[0] = '\\', esc[1] = (char)c, esc[2] = 0;
+		else if (c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f')
+			esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : c == '\b' ? 'b' : 'f',
+			esc[2] = 0;
+		else if (c < 0x20)
+			snprintf(esc, sizeof esc, "\\u%04x", c);
+		else
+			esc[0] = (char)c, esc[1] = 0;
+		rc |= puts_(b, esc);
+	}
+	return rc | puts_(b, "\"");
+}
+
+/* Llama 3.1 and 3.2: the system turn always, with the knowledge and today's dates. */
+static int llama31_(const sw_tokenizer *t, sw_buf *b, const sw_chat_msg *m, size_t n, size_t *first)
+{
+	char date[32] = "26 Jul 2024";
+	if (t->tmpl == TM_LLAMA32) {
+		/* the template asks strftime_now("%d %b %Y"), which transformers gives as local time */
+		time_t now = time(NULL);
+		struct tm tm;
+		if (localtime_r(&now, &tm))
+			strftime(date, sizeof date, "%d %b %Y", &tm);
+	}
+	int rc = t->bos_text ? puts_(b, t->bos_text) : 0;
+	rc |= puts_(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+	               "Today Date: ") | puts_(b, date) | puts_(b, "\n\n");
+	*first = 0;
+	if (n && !strcmp(m[0].role, "system")) {
+		rc |= put_trimmed_(b, m[0].content);
+		*first = 1;
+	}
+	return rc | puts_(b, "<|eot_id|>");
+}
 
 int sw_tokenizer_chat(const sw_tokenizer *t, const sw_chat_msg *msgs, size_t n, int gen,
                       char **text, size_t *len, sw_error *err)
@@ -1863,11 +1998,39 @@ int sw_tokenizer_chat(const sw_tokenizer *t, const sw_chat_msg *msgs, size_t n, 
 			return sw_fail(err, SW_EINVAL, "message %zu has no %s", i + 1,
 			               msgs[i].role ? "content" : "role");
 	if (t->tmpl == TM_UNKNOWN)
-		return sw_fail(err, SW_EFORMAT, "the model's chat template is of no family we know "
-		                                "(chatml, llama3); give the prompt as text");
+		return sw_fail(err, SW_EFORMAT, "the model's chat template is none we know (chatml, llama3 "
+		                                "and the Qwen2.5, Qwen3, Llama 3.1 and 3.2 forms); give the "
+		                                "prompt as text");
+	if (t->tmpl == TM_QWEN25 || t->tmpl == TM_QWEN3)
+		for (size_t i = 0; i < n; i++) {
+			const char *r = msgs[i].role;
+			/* the template renders no other role: it would drop the message without a word */
+			if (strcmp(r, "user") && strcmp(r, "system") && strcmp(r, "assistant") && strcmp(r, "tool"))
+				return sw_fail(err, SW_EINVAL, "message %zu: role '%s' is not one the model's "
+				                               "chat template renders (user, system, assistant, tool)",
+				               i + 1, r);
+		}
 	sw_buf b = { 0 };
 	int rc = 0;
-	for (size_t i = 0; i < n && !rc; i++) {
+	size_t first = 0, last_query = n ? n - 1 : 0;
+	if (t->tmpl == TM_LLAMA31 || t->tmpl == TM_LLAMA32)
+		rc |= llama31_(t, &b, msgs, n, &first);
+	if (t->tmpl == TM_QWEN25 || t->tmpl == TM_QWEN3) {
+		if (n && !strcmp(msgs[0].role, "system"))
+			rc |= puts_(&b, "<|im_start|>system\n") | puts_(&b, msgs[0].content) | puts_(&b, "<|im_end|>\n");
+		else if (t->tmpl == TM_QWEN25)
+			rc |= puts_(&b, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
+			                "helpful assistant.<|im_end|>\n");
+		first = n && !strcmp(msgs[0].role, "system");
+	}
+	if (t->tmpl == TM_QWEN3)
+		for (size_t i = n; i-- > 0;)
+			if (!strcmp(msgs[i].role, "user") && !(!strncmp(msgs[i].content, "<tool_response>", 15) &&
+			                                       ends_with_(msgs[i].content, "</tool_response>"))) {
+				last_query = i;
+				break;
+			}
+	for (size_t i = first; i < n && !rc; i++) {
 		const char *role = msgs[i].role, *c = msgs[i].content;
 		switch (t->tmpl) {
 		case TM_CHATML:
@@ -1877,20 +2040,38 @@ int sw_tokenizer_chat(const sw_tokenizer *t, const sw_chat_msg *msgs, size_t n, 
 			rc |= puts_(&b, "<|im_start|>") | puts_(&b, role) | puts_(&b, "\n") | puts_(&b, c) |
 			      puts_(&b, "<|im_end|>\n");
 			break;
+		case TM_QWEN25:
+		case TM_QWEN3:
+			if (!strcmp(role, "tool"))
+				rc |= qwen_tool_(&b, msgs, n, i);
+			else if (t->tmpl == TM_QWEN3 && !strcmp(role, "assistant"))
+				rc |= qwen3_assistant_(&b, msgs, n, i, last_query);
+			else
+				rc |= puts_(&b, "<|im_start|>") | puts_(&b, role) | puts_(&b, "\n") | puts_(&b, c) |
+				      puts_(&b, "<|im_end|>\n");
+			break;
 		case TM_LLAMA3:
-			if (i == 0 && t->bos_text)
+		case TM_LLAMA31:
+		case TM_LLAMA32:
+			if (i == 0 && t->bos_text && t->tmpl == TM_LLAMA3)
 				rc |= puts_(&b, t->bos_text);
-			rc |= puts_(&b, "<|start_header_id|>") | puts_(&b, role) |
-			      puts_(&b, "<|end_header_id|>\n\n") | put_trimmed_(&b, c) | puts_(&b, "<|eot_id|>");
+			if (t->tmpl != TM_LLAMA3 && (!strcmp(role, "ipython") || !strcmp(role, "tool")))
+				/* a string is iterable to Jinja, so the template gives it through tojson */
+				rc |= puts_(&b, "<|start_header_id|>ipython<|end_header_id|>\n\n") |
+				      put_json_str_(&b, c) | puts_(&b, "<|eot_id|>");
+			else
+				rc |= puts_(&b, "<|start_header_id|>") | puts_(&b, role) |
+				      puts_(&b, "<|end_header_id|>\n\n") | put_trimmed_(&b, c) | puts_(&b, "<|eot_id|>");
 			break;
 		default:
 			rc |= puts_(&b, role) | puts_(&b, ": ") | puts_(&b, c) | puts_(&b, "\n");
 		}
 	}
 	if (gen)
-		rc |= puts_(&b, t->tmpl == TM_CHATML   ? "<|im_start|>assistant\n"
-		                : t->tmpl == TM_LLAMA3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
-		                                       : "assistant: ");
+		rc |= puts_(&b, t->tmpl == TM_PLAIN ? "assistant: "
+		                : t->tmpl >= TM_LLAMA3 && t->tmpl <= TM_LLAMA32
+		                        ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
+		                        : "<|im_start|>assistant\n");
 	rc |= sw_buf_put(&b, "", 1);
 	if (rc) {
 		sw_buf_release(&b);

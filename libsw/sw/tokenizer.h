@@ -19,10 +19,16 @@
  * their own, so that decode(encode(x)) == x for every byte string x.
  * decode passes bytes through as they are, valid UTF-8 or not.
  *
- * Chat templates are known by name ("chatml", "llama3", "plain"), chosen
- * from the chat_template of tokenizer_config.json by its markers; Jinja is
- * never run.  A template that is present but of no known family makes
- * sw_tokenizer_template() return "unknown" and sw_tokenizer_chat() fail.
+ * Chat templates are rendered by family ("chatml", "llama3", "plain" when
+ * the model has none); Jinja is never run.  The chat_template of
+ * tokenizer_config.json (or chat_template.jinja) is recognised only when it
+ * is, text for text, one of the templates we reproduce: the plain chatml
+ * one, chatml with a default system prompt (Qwen2, SmolLM2), Qwen2.5's,
+ * Qwen3's (its <think> handling; enable_thinking left undefined), Llama 3's,
+ * Llama 3.1's and Llama 3.2's (today's date, local time, as transformers
+ * gives strftime_now); tools are not passed.  Any other template makes
+ * sw_tokenizer_template() return "unknown" and sw_tokenizer_chat() fail:
+ * a look-alike is never rendered approximately.
  *
  * Ownership: the caller owns the tokenizer from load/byte until
  * sw_tokenizer_free() (free(NULL) is a no-op) and every buffer that encode,
@@ -119,12 +125,15 @@ typedef struct sw_chat_msg {
  * Render msgs[0..n) with the tokenizer's chat template into *text
  * (malloc'd, NUL-terminated; the caller frees), as transformers'
  * apply_chat_template(msgs, tokenize=False, add_generation_prompt=...)
- * renders it.  Encode the result with special = 1.
+ * renders it.  Encode the result with special = 1.  SW_EFORMAT for an
+ * unknown template; SW_EINVAL for a message without role or content, or
+ * with a role the template would leave out (Qwen2.5 and Qwen3 render only
+ * user, system, assistant and tool).
  */
 int sw_tokenizer_chat(const sw_tokenizer *t, const sw_chat_msg *msgs, size_t n,
                       int add_generation_prompt, char **text, size_t *len, sw_error *err);
 
-/* "chatml", "llama3", "plain" (no chat template at all) or "unknown". */
+/* "chatml", "llama3", "plain" (no chat template at all) or "unknown" (see above). */
 const char *sw_tokenizer_template(const sw_tokenizer *t);
 
 #endif

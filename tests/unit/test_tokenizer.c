@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "sw/sw.h"
 #include "../../third_party/yyjson/yyjson.h"
@@ -295,6 +296,99 @@ static void deep_regex_(void)
 	free(ids);
 	free(text);
 	sw_tokenizer_free(t);
+}
+
+/* The templates TRL keeps for Llama 3.1, 3.2, Qwen2.5, Qwen3 as transformers renders them; look-alikes refused. */
+static void templates_(yyjson_val *root)
+{
+	yyjson_val *tp = yyjson_obj_get(root, "templates"), *known = yyjson_obj_get(tp, "known");
+	char today[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	localtime_r(&now, &tm);
+	strftime(today, sizeof today, "%d %b %Y", &tm);
+	ok(yyjson_arr_size(known) == 4, "%zu known templates in the fixtures", yyjson_arr_size(known));
+	for (size_t i = 0; i < yyjson_arr_size(known); i++) {
+		yyjson_val *k = yyjson_arr_get(known, i), *cfg = yyjson_obj_get(k, "config");
+		const char *name = yyjson_get_str(yyjson_obj_get(k, "name"));
+		char path[4200];
+		size_t jlen = 0;
+		const char *fam = yyjson_get_str(yyjson_obj_get(k, "family"));
+		snprintf(path, sizeof path, "%s/%s/tokenizer.json", fixtures_, fam ? fam : "?");
+		char *json = slurp_(path, &jlen);
+		sw_error err = { 0 };
+		sw_tokenizer *t = json ? sw_tokenizer_from_json(json, jlen, yyjson_get_str(cfg), yyjson_get_len(cfg), &err)
+		                       : NULL;
+		ok(t && strcmp(sw_tokenizer_template(t), "unknown"), "template %s recognised (%s)", name,
+		   t ? sw_tokenizer_template(t) : err.msg);
+		yyjson_val *chats = yyjson_obj_get(k, "chat");
+		size_t good = 0, nchat = yyjson_arr_size(chats);
+		for (size_t c = 0; t && c < nchat; c++) {
+			yyjson_val *e = yyjson_arr_get(chats, c), *msgs = yyjson_obj_get(e, "messages");
+			sw_chat_msg m[8];
+			size_t nm = yyjson_arr_size(msgs);
+			for (size_t j = 0; j < nm && j < 8; j++) {
+				m[j].role = yyjson_get_str(yyjson_obj_get(yyjson_arr_get(msgs, j), "role"));
+				m[j].content = yyjson_get_str(yyjson_obj_get(yyjson_arr_get(msgs, j), "content"));
+			}
+			/* llama3_2 asks today's date; the fixture holds @DATE@ in its place */
+			const char *want = yyjson_get_str(yyjson_obj_get(e, "text"));
+			size_t wl = strlen(want) + 64, o = 0;
+			char *w = malloc(wl);
+			for (const char *q = want; *q;)
+				if (!strncmp(q, "@DATE@", 6)) {
+					o += (size_t)snprintf(w + o, wl - o, "%s", today);
+					q += 6;
+				} else {
+					w[o++] = *q++;
+				}
+			w[o] = 0;
+			char *text = NULL;
+			size_t len = 0;
+			int rc = sw_tokenizer_chat(t, m, nm, yyjson_get_bool(yyjson_obj_get(e, "add_generation_prompt")),
+			                           &text, &len, &err);
+			if (rc == 0 && len == o && !memcmp(text, w, o))
+				good++;
+			else
+				printf("#   %s, render %zu: rc %d\n#   got  \"%s\"\n#   want \"%s\"\n", name, c, rc,
+				       text ? text : err.msg, w);
+			free(text);
+			free(w);
+		}
+		ok(t && good == nchat, "template %s: %zu of %zu renders as apply_chat_template", name, good, nchat);
+		sw_tokenizer_free(t);
+		free(json);
+	}
+	yyjson_val *look = yyjson_obj_get(tp, "lookalikes");
+	for (size_t i = 0; i < yyjson_arr_size(look); i++) {
+		yyjson_val *k = yyjson_arr_get(look, i), *cfg = yyjson_obj_get(k, "config");
+		char path[4200];
+		size_t jlen = 0;
+		snprintf(path, sizeof path, "%s/qwen2/tokenizer.json", fixtures_);
+		char *json = slurp_(path, &jlen);
+		sw_error err = { 0 };
+		sw_tokenizer *t = json ? sw_tokenizer_from_json(json, jlen, yyjson_get_str(cfg), yyjson_get_len(cfg), &err)
+		                       : NULL;
+		ok(t && !strcmp(sw_tokenizer_template(t), "unknown"), "look-alike template %s is unknown",
+		   yyjson_get_str(yyjson_obj_get(k, "name")));
+		sw_tokenizer_free(t);
+		free(json);
+	}
+	/* a role the Qwen templates would drop silently is an error */
+	sw_error err = { 0 };
+	yyjson_val *q = yyjson_obj_get(yyjson_arr_get(known, 2), "config");
+	char path[4200];
+	size_t jlen = 0;
+	snprintf(path, sizeof path, "%s/qwen2/tokenizer.json", fixtures_);
+	char *json = slurp_(path, &jlen);
+	sw_tokenizer *t = json ? sw_tokenizer_from_json(json, jlen, yyjson_get_str(q), yyjson_get_len(q), &err) : NULL;
+	sw_chat_msg m[2] = { { "user", "hi" }, { "function", "x" } };
+	char *text = NULL;
+	size_t len;
+	ok(t && sw_tokenizer_chat(t, m, 2, 1, &text, &len, &err) == SW_EINVAL && strstr(err.msg, "'function'"),
+	   "qwen2.5: a role its template drops is refused: %s", err.msg);
+	sw_tokenizer_free(t);
+	free(json);
 }
 
 typedef struct job_ {
@@ -587,6 +681,7 @@ int main(void)
 	splits_(root);
 	deep_regex_();
 	threads_(root);
+	templates_(root);
 	save_byte_(root);
 	bad_files_();
 	static const char *const fams[] = { "gpt2", "llama3", "qwen2" };
