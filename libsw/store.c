@@ -21,6 +21,7 @@
 #include <sodium.h>
 #include "internal.h"
 #include "sw/store.h"
+#include "sw/audit.h"
 
 #define MAGIC_ "SWSTORE"
 #define LAYOUT_ 1u
@@ -604,5 +605,22 @@ int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err
 		}
 	}
 	sw_model_free(m);
+	return rc;
+}
+
+int sw_store_digest(const sw_store *s, char hex[65], sw_error *err)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		uint64_t q;
+		int rc = sw_store_read_begin(s, &q, err);
+		if (rc)
+			return rc;
+		sw_digest_mem(s->arena, (size_t)s->h->nfloats * sizeof(float), hex);
+		if (!sw_store_read_retry(s, q))
+			return 0;
+	}
+	int rc = sw_fail(err, SW_EIO, "store '%.200s': updated during each of 3 digests", s->spec);
+	if (err)
+		err->sys_errno = EBUSY;
 	return rc;
 }

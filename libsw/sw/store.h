@@ -119,6 +119,10 @@ bool sw_store_read_retry(const sw_store *s, uint64_t seq);
 sw_store *sw_store_create_from_model(const char *spec, const char *dir, uint64_t version, sw_error *err);
 int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err);
 
+/* The BLAKE2b-256 (hex, as sw_digest_mem of sw/audit.h) of the arena's
+ * bytes, taken under the seqlock like save_model: one published version. */
+int sw_store_digest(const sw_store *s, char hex[65], sw_error *err);
+
 /* Write "shm:PREFIX-<32 hex digits>" into buf; SW_ERANGE when too small,
  * SW_EINVAL for a prefix that is not a valid name. */
 int sw_store_name_random(const char *prefix, char *buf, size_t size, sw_error *err);

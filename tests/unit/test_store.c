@@ -125,6 +125,11 @@ static void test_create_open_(void)
 	sw_store_arena(w)[0] = 42.0f;
 	is_int(sw_store_publish(w, 0, &e), SW_EINVAL, "a version that does not go forward is refused");
 	is_int(sw_store_publish(w, 5, &e), 0, "publish 5");
+	{
+		char h1[65], h2[65];
+		sw_digest_mem(sw_store_arena(w), np * sizeof(float), h2);
+		ok(!sw_store_digest(w, h1, &e) && !strcmp(h1, h2), "the store's digest is its arena's");
+	}
 	if (r) {
 		is_int(sw_store_version(r), 5, "the reader sees version 5");
 		ok(sw_store_arena(r)[0] == 42.0f, "and the new weight, in place");
