@@ -241,6 +241,91 @@ static long long get_uint_field_(sample *s, const char *key)
 	return (long long)u;
 }
 
+/*
+ * Text where the token ids are missing, tokenised as sw-rollout does it: a
+ * prompt (special tokens recognised), or messages rendered with the chat
+ * template and its generation prompt; a response as it is.  The tokenizer is
+ * the model directory's, loaded at the first text.
+ */
+static sw_tokenizer *tok_;
+static const char *tok_dir_;
+
+static sw_tokenizer *tokenizer_(sample *s, const char *what)
+{
+	sw_error err = { 0 };
+	if (!tok_) {
+		if (!tok_dir_)
+			die_rec_(s, "%s is text, and a store has no tokenizer: give token ids", what);
+		if (!(tok_ = sw_tokenizer_load(tok_dir_, &err)))
+			cli_die("cannot load the tokenizer of '%s': %s", tok_dir_, err.msg);
+	}
+	return tok_;
+}
+
+static uint32_t *encode_(sample *s, const char *text, size_t len, const char *what, size_t *n)
+{
+	sw_error err = { 0 };
+	uint32_t *ids;
+	if (sw_tokenizer_encode(tokenizer_(s, what), text, len, 1, &ids, n, &err))
+		die_rec_(s, "cannot tokenise %s: %s", what, err.msg);
+	return ids;
+}
+
+static uint32_t *prompt_text_(sample *s, size_t *n)
+{
+	sw_val v, m, k, x;
+	if (sw_rec_get(s->rec, "messages", &v) == 0) {
+		if (v.type != SW_T_ARRAY)
+			die_rec_(s, "field 'messages' is a %s, not an array of {role, content} maps", sw_type_name(v.type));
+		if (v.v.count == 0)
+			die_rec_(s, "field 'messages' is empty");
+		sw_chat_msg *msgs = xcalloc_(v.v.count, sizeof *msgs);
+		char **strs = xcalloc_(2 * (size_t)v.v.count, sizeof *strs);
+		sw_iter it, mi;
+		size_t i = 0;
+		sw_iter_init(&it, &v);
+		while (sw_iter_next(&it, &m) == 1) {
+			if (m.type != SW_T_MAP)
+				die_rec_(s, "field 'messages': message %zu is a %s, not a map", i, sw_type_name(m.type));
+			sw_iter_init(&mi, &m);
+			while (sw_iter_next(&mi, &k) == 1 && sw_iter_next(&mi, &x) == 1) {
+				int role = k.type == SW_T_STR && k.v.str.len == 4 && !memcmp(k.v.str.ptr, "role", 4);
+				int content = k.type == SW_T_STR && k.v.str.len == 7 && !memcmp(k.v.str.ptr, "content", 7);
+				if (!role && !content)
+					continue;
+				if (x.type != SW_T_STR)
+					die_rec_(s, "field 'messages': message %zu: '%s' is a %s, not a string", i,
+					         role ? "role" : "content", sw_type_name(x.type));
+				char *c = xcalloc_(x.v.str.len + 1, 1);
+				memcpy(c, x.v.str.ptr, x.v.str.len);
+				strs[2 * i + !role] = c;
+			}
+			if (!strs[2 * i] || !strs[2 * i + 1])
+				die_rec_(s, "field 'messages': message %zu has no '%s'", i, strs[2 * i] ? "content" : "role");
+			msgs[i] = (sw_chat_msg){ strs[2 * i], strs[2 * i + 1] };
+			i++;
+		}
+		char *text;
+		size_t tl;
+		sw_error err = { 0 };
+		if (sw_tokenizer_chat(tokenizer_(s, "field 'messages'"), msgs, i, 1, &text, &tl, &err))
+			die_rec_(s, "cannot render 'messages' with the chat template: %s", err.msg);
+		uint32_t *ids = encode_(s, text, tl, "the rendered messages", n);
+		free(text);
+		for (size_t j = 0; j < 2 * i; j++)
+			free(strs[j]);
+		free(strs);
+		free(msgs);
+		return ids;
+	}
+	if (sw_rec_get(s->rec, "prompt", &v) == 0) {
+		if (v.type != SW_T_STR)
+			die_rec_(s, "field 'prompt' is a %s, not a string", sw_type_name(v.type));
+		return encode_(s, v.v.str.ptr, v.v.str.len, "field 'prompt'", n);
+	}
+	die_rec_(s, "no prompt: the record has no 'prompt_tokens', 'messages' or 'prompt' field");
+}
+
 /* Read and check one sample; the record is the sample's from now on. */
 static void load_sample_(const settings *st, const sw_model_config *cfg, sample *s)
 {
@@ -261,12 +346,17 @@ static void load_sample_(const settings *st, const sw_model_config *cfg, sample 
 	size_t np, nr;
 	uint32_t *p = get_tokens_(s, "prompt_tokens", &np, &present);
 	if (!present)
-		die_rec_(s, "field 'prompt_tokens' is missing");
+		p = prompt_text_(s, &np);
 	uint32_t *r = get_tokens_(s, "response_tokens", &nr, &present);
-	if (!present)
-		die_rec_(s, "field 'response_tokens' is missing");
+	if (!present) {
+		if (sw_rec_get(s->rec, "response", &v))
+			die_rec_(s, "no response: the record has no 'response_tokens' or 'response' field");
+		if (v.type != SW_T_STR)
+			die_rec_(s, "field 'response' is a %s, not a string", sw_type_name(v.type));
+		r = encode_(s, v.v.str.ptr, v.v.str.len, "field 'response'", &nr);
+	}
 	if (np == 0)
-		die_rec_(s, "field 'prompt_tokens' is empty: the first response token needs a token before it");
+		die_rec_(s, "the prompt is empty: the first response token needs a token before it");
 	if (np + nr > (size_t)cfg->max_position_embeddings)
 		die_rec_(s, "%zu prompt and %zu response tokens exceed the model's %d positions", np, nr,
 		         cfg->max_position_embeddings);
@@ -1299,6 +1389,7 @@ int main(int argc, char **argv)
 	}
 
 	double t0 = now_(), t_read, t_old = 0, t_ref = 0, t_adv, t_train, t_write;
+	tok_dir_ = st.model;
 	sw_error err = { 0 };
 	sw_model *model;
 	sw_store *wst = NULL, *ost = NULL;
@@ -1708,5 +1799,6 @@ int main(int argc, char **argv)
 	sw_model_free(grad);
 	sw_model_free(model);
 	sw_store_close(wst);
+	sw_tokenizer_free(tok_);
 	cli_exit(0);
 }

@@ -80,6 +80,18 @@ near() {
 	sw-cat sft.jsonl | cmp - <(printf '%s' "$output")
 }
 
+@test "SFT on text: prompts, chat messages and responses tokenised as sw-rollout does" {
+	printf '%s\n' '{"prompt":"k0=","response":"red<|eos|>"}' \
+		'{"messages":[{"role":"user","content":"k1?"}],"response":"green<|im_end|>"}' >text.jsonl
+	sw-train -a sft --lr 3e-3 --epochs 40 -m "$TINY" -o m1 --metrics m.jsonl text.jsonl >/dev/null
+	# red + <|eos|> and green + <|im_end|>: the special tokens are recognised
+	[ "$(jq .tokens m.jsonl)" = $((40 * (4 + 6))) ]
+	[ "$(accuracy m1 text.jsonl)" = 1 ]
+	# the same tokens as sw-rollout's: its --score gives the response tokens
+	sw-rollout --score -m "$TINY" -f json text.jsonl | jq -c .response_tokens >rt
+	[ "$(cat rt | tr '\n' ' ')" = "[114,101,100,257] [103,114,101,101,110,260] " ]
+}
+
 @test "SFT on prompt and response learns the prompts too" {
 	sft_set >sft.jsonl
 	sw-train -a sft --train-on prompt+response --lr 3e-3 --epochs 60 -m "$TINY" -o m1 --metrics m.jsonl sft.jsonl >/dev/null
@@ -327,8 +339,14 @@ mkstore() {
 	check "field 'logprobs' value 2 is 0.5, not a log-probability" "{$good,\"reward\":0.0,\"logprobs\":[-0.5,0.5,-1.0]}"
 	check "field 'group' is missing (grpo compares the responses of one prompt)" \
 		'{"prompt_tokens":[1],"response_tokens":[2],"reward":0.0}'
-	check "field 'response_tokens' is missing" '{"group":"g","prompt_tokens":[1],"reward":0.0}'
-	check "field 'prompt_tokens' is empty: the first response token needs a token before it" \
+	check "no response: the record has no 'response_tokens' or 'response' field" \
+		'{"group":"g","prompt_tokens":[1],"reward":0.0}'
+	check "no prompt: the record has no 'prompt_tokens', 'messages' or 'prompt' field" \
+		'{"group":"g","response_tokens":[1],"reward":0.0}'
+	check "field 'prompt' is a uint, not a string" '{"group":"g","prompt":5,"response_tokens":[1],"reward":0.0}'
+	check "field 'messages': message 0 has no 'content'" \
+		'{"group":"g","messages":[{"role":"user"}],"response_tokens":[1],"reward":0.0}'
+	check "the prompt is empty: the first response token needs a token before it" \
 		'{"group":"g","prompt_tokens":[],"response_tokens":[2],"reward":0.0}'
 	check "field 'response_tokens' holds token 300, outside the model's vocabulary of 300" \
 		'{"group":"g","prompt_tokens":[1],"response_tokens":[2,300],"reward":0.0}'
