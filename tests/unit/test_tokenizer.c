@@ -649,6 +649,24 @@ static void bad_files_(void)
 	ok(t && !strcmp(sw_tokenizer_template(t), "unknown") &&
 	   sw_tokenizer_chat(t, m, 1, 1, &out, &len, &err) == SW_EFORMAT,
 	   "an unknown chat template loads, and chat refuses it: %s", err.msg);
+	sw_tokenizer_free(t);
+	/* the template in chat_template.jinja, as newer transformers saves it */
+	spit_(dir, "tokenizer_config.json", "{\"bos_token\":\"a\"}");
+	spit_(dir, "chat_template.jinja",
+	      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+	      "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim"
+	      " + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+	      "{{ content }}{% endfor %}{% if add_generation_prompt %}"
+	      "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}\n");
+	t = sw_tokenizer_load(dir, &err);
+	ok(t && !strcmp(sw_tokenizer_template(t), "llama3") && sw_tokenizer_bos(t) == 0 &&
+	   sw_tokenizer_chat(t, m, 1, 0, &out, &len, &err) == 0 &&
+	   !strcmp(out, "a<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"),
+	   "chat_template.jinja is read when tokenizer_config.json has no template");
+	free(out);
+	char jpath[4200];
+	snprintf(jpath, sizeof jpath, "%s/chat_template.jinja", dir);
+	unlink(jpath);
 	/* a byte the vocabulary lacks, with no unk_token: an error, never a dropped byte */
 	uint32_t *ids = NULL;
 	size_t n = 0;
