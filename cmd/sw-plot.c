@@ -64,11 +64,25 @@ typedef struct ser_ {
 	size_t bad;    /* values that were not finite, not drawn */
 } ser_;
 
+/* Fields that are maps of name to number: a line a name. */
+enum { MP_REWARDS, MP_TIME, NMAP };
+
+static const struct {
+	const char *field, *title, *what;
+} map_[NMAP] = {
+	{ "rewards", "reward by verifier (mean)", "a map of verifier to mean reward" },
+	{ "time_s", "seconds per iteration, by stage", "a map of stage to seconds" },
+};
+
+typedef struct mset_ {
+	ser_ *s;       /* one series a name, in the order first seen */
+	size_t n;
+} mset_;
+
 typedef struct run_ {
 	char *name;
 	ser_ train[NM], eval[NM];
-	ser_ *rew;     /* each verifier's mean reward */
-	size_t nrew;
+	mset_ maps[NMAP];
 } run_;
 
 static void *xrealloc_(void *p, size_t n)
@@ -135,6 +149,41 @@ static int number_(sw_rec *rec, const char *key, double *x, const char *file, ui
 	return 1;
 }
 
+/* The map field k of a record: each name's number, at iteration it. */
+static void read_map_(sw_rec *rec, int k, mset_ *ms, double it, const char *file, uint64_t n)
+{
+	sw_val mv;
+	if (sw_rec_get(rec, map_[k].field, &mv) || mv.type == SW_T_NIL)
+		return;
+	if (mv.type != SW_T_MAP)
+		cli_die("%s: record %llu: field '%s' is %s, not %s", file, (unsigned long long)n, map_[k].field,
+		        kind_(mv.type), map_[k].what);
+	sw_iter iter;
+	sw_val key, v;
+	sw_iter_init(&iter, &mv);
+	while (sw_iter_next(&iter, &key) == 1 && sw_iter_next(&iter, &v) == 1) {
+		double x;
+		if (key.type != SW_T_STR)
+			cli_die("%s: record %llu: field '%s' has a key that is not a string", file, (unsigned long long)n,
+			        map_[k].field);
+		if (sw_val_number(&v, &x))
+			cli_die("%s: record %llu: field '%s': '%.*s' is %s, not a number", file, (unsigned long long)n,
+			        map_[k].field, (int)key.v.str.len, key.v.str.ptr, kind_(v.type));
+		size_t i = 0;
+		while (i < ms->n && (strlen(ms->s[i].name) != key.v.str.len ||
+		                     memcmp(ms->s[i].name, key.v.str.ptr, key.v.str.len)))
+			i++;
+		if (i == ms->n) {
+			ms->s = xrealloc_(ms->s, (ms->n + 1) * sizeof *ms->s);
+			ms->s[i] = (ser_){ 0 };
+			if (!(ms->s[i].name = strndup(key.v.str.ptr, key.v.str.len)))
+				cli_die("out of memory");
+			ms->n++;
+		}
+		add_(&ms->s[i], it, x);
+	}
+}
+
 static void read_run_(run_ *run, const char *arg)
 {
 	char path[4200];
@@ -183,36 +232,8 @@ static void read_run_(run_ *run, const char *arg)
 		for (int m = 0; m < NM; m++)
 			if (number_(rec, metric_[m].field, &y, file, n))
 				add_(is_eval ? &run->eval[m] : &run->train[m], it, y);
-		sw_val rv;
-		if (is_eval || sw_rec_get(rec, "rewards", &rv) || rv.type == SW_T_NIL)
-			continue;
-		if (rv.type != SW_T_MAP)
-			cli_die("%s: record %llu: field 'rewards' is %s, not a map of verifier to mean reward", file,
-			        (unsigned long long)n, kind_(rv.type));
-		sw_iter iter;
-		sw_val k, v;
-		sw_iter_init(&iter, &rv);
-		while (sw_iter_next(&iter, &k) == 1 && sw_iter_next(&iter, &v) == 1) {
-			double x;
-			if (k.type != SW_T_STR)
-				cli_die("%s: record %llu: field 'rewards' has a key that is not a string", file,
-				        (unsigned long long)n);
-			if (sw_val_number(&v, &x))
-				cli_die("%s: record %llu: field 'rewards': '%.*s' is %s, not a number", file,
-				        (unsigned long long)n, (int)k.v.str.len, k.v.str.ptr, kind_(v.type));
-			size_t i = 0;
-			while (i < run->nrew && (strlen(run->rew[i].name) != k.v.str.len ||
-			                         memcmp(run->rew[i].name, k.v.str.ptr, k.v.str.len)))
-				i++;
-			if (i == run->nrew) {
-				run->rew = xrealloc_(run->rew, (run->nrew + 1) * sizeof *run->rew);
-				run->rew[i] = (ser_){ 0 };
-				if (!(run->rew[i].name = strndup(k.v.str.ptr, k.v.str.len)))
-					cli_die("out of memory");
-				run->nrew++;
-			}
-			add_(&run->rew[i], it, x);
-		}
+		for (int k = 0; k < NMAP && !is_eval; k++)
+			read_map_(rec, k, &run->maps[k], it, file, n);
 	}
 	if (rc < 0) {
 		const sw_error *e = sw_reader_error(r);
@@ -228,8 +249,9 @@ static void read_run_(run_ *run, const char *arg)
 		sort_(&run->train[m]);
 		sort_(&run->eval[m]);
 	}
-	for (size_t i = 0; i < run->nrew; i++)
-		sort_(&run->rew[i]);
+	for (int k = 0; k < NMAP; k++)
+		for (size_t i = 0; i < run->maps[k].n; i++)
+			sort_(&run->maps[k].s[i]);
 }
 
 /* --- axes ---------------------------------------------------------------------------- */
@@ -305,6 +327,10 @@ static const char *const color_[] = { "#1f6fb4", "#d0452b", "#2a9d4b", "#8a56b8"
 	                               "#4a4a4a" };
 #define NCOLOR (sizeof color_ / sizeof *color_)
 static const char *const dash_[] = { "", "6 3", "2 3", "8 3 2 3" };
+/* a map panel's names, one run: ten colours that stay apart */
+static const char *const key_color_[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+	                                   "#e377c2", "#7f7f7f", "#bcbd22", "#17becf" };
+#define NKEY (sizeof key_color_ / sizeof *key_color_)
 
 static void xml_(FILE *f, const char *s)
 {
@@ -359,7 +385,7 @@ static void polyline_(FILE *f, const ser_ *s, axis_ xa, axis_ ya, double x0, dou
 
 static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 {
-	panel_ panels[NM + 1];
+	panel_ panels[NM + NMAP];
 	size_t np = 0;
 	double xlo = INFINITY, xhi = -INFINITY;
 	for (int m = 0; m < NM; m++) {
@@ -368,13 +394,13 @@ static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 			any |= runs[r].train[m].n || runs[r].eval[m].n || runs[r].train[m].bad || runs[r].eval[m].bad;
 		if (any)
 			panels[np++] = (panel_){ metric_[m].field, metric_[m].title, m };
-		if (m == M_REWARD) {
-			int rew = 0;
-			for (size_t r = 0; r < nruns; r++)
-				rew |= runs[r].nrew > 0;
-			if (rew)
-				panels[np++] = (panel_){ "rewards", "reward by verifier (mean)", -1 };
-		}
+		/* each verifier's reward beside the combined one; the time by stage last */
+		int k = m == M_REWARD ? MP_REWARDS : m == NM - 1 ? MP_TIME : -1;
+		int present = 0;
+		for (size_t r = 0; k >= 0 && r < nruns; r++)
+			present |= runs[r].maps[k].n > 0;
+		if (present)
+			panels[np++] = (panel_){ map_[k].field, map_[k].title, -1 - k };
 	}
 	for (size_t r = 0; r < nruns; r++) {
 		for (int m = 0; m < NM; m++)
@@ -385,11 +411,12 @@ static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 					xhi = fmax(xhi, s->p[i].x);
 				}
 			}
-		for (size_t v = 0; v < runs[r].nrew; v++)
-			for (size_t i = 0; i < runs[r].rew[v].n; i++) {
-				xlo = fmin(xlo, runs[r].rew[v].p[i].x);
-				xhi = fmax(xhi, runs[r].rew[v].p[i].x);
-			}
+		for (int k = 0; k < NMAP; k++)
+			for (size_t v = 0; v < runs[r].maps[k].n; v++)
+				for (size_t i = 0; i < runs[r].maps[k].s[v].n; i++) {
+					xlo = fmin(xlo, runs[r].maps[k].s[v].p[i].x);
+					xhi = fmax(xhi, runs[r].maps[k].s[v].p[i].x);
+				}
 	}
 	if (!isfinite(xlo)) /* only non-finite values: empty panels that say so */
 		xlo = 0, xhi = 1;
@@ -442,8 +469,9 @@ static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 				ss[ns++] = &runs[r].train[m];
 				ss[ns++] = &runs[r].eval[m];
 			} else {
-				for (size_t v = 0; v < runs[r].nrew && ns < 64; v++)
-					ss[ns++] = &runs[r].rew[v];
+				const mset_ *ms = &runs[r].maps[-1 - m];
+				for (size_t v = 0; v < ms->n && ns < 64; v++)
+					ss[ns++] = &ms->s[v];
 			}
 			for (size_t k = 0; k < ns; k++) {
 				bad += ss[k]->bad;
@@ -466,31 +494,42 @@ static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 			fprintf(f, "<text class=\"nonfinite\" x=\"%.0f\" y=\"%.0f\" fill=\"#c00\" "
 			           "font-size=\"11\">%zu non-finite value%s not drawn</text>\n",
 			        x0 + 8.0 * (double)strlen(panels[p].title) + 12, py + 22, bad, bad == 1 ? "" : "s");
+		/* a map panel's key: the names of all runs, in the order first seen; one
+		 * run draws a colour a name, several a dash a name in the run's colour */
+		const char *names[64];
+		size_t nn = 0;
 		if (m < 0) {
-			/* the verifiers' key, right-aligned on the title row: one run's colours, or its dashes */
-			size_t nv = nruns == 1 ? runs[0].nrew : 0;
-			for (size_t r = 0; r < nruns; r++)
-				nv = runs[r].nrew > nv ? runs[r].nrew : nv;
-			const run_ *kr = &runs[0];
-			for (size_t r = 0; r < nruns; r++)
-				if (runs[r].nrew == nv)
-					kr = &runs[r];
-			double total = 0;
-			for (size_t v = 0; v < nv; v++)
-				total += 26 + 6.5 * (double)strlen(kr->rew[v].name) + 12;
-			double kx = x0 + w - total;
-			for (size_t v = 0; v < nv; v++) {
-				const char *cv = nruns == 1 ? color_[(v + 2) % NCOLOR] : "#444";
-				const char *d = nruns == 1 ? "" : dash_[v % 4];
+			for (size_t r = 0; r < nruns; r++) {
+				const mset_ *ms = &runs[r].maps[-1 - m];
+				for (size_t v = 0; v < ms->n; v++) {
+					size_t i = 0;
+					while (i < nn && strcmp(names[i], ms->s[v].name))
+						i++;
+					if (i == nn && nn < 64)
+						names[nn++] = ms->s[v].name;
+				}
+			}
+			/* right-aligned from the title row, wrapping into rows that push the plot down */
+			double kx0 = x0 + 8.0 * (double)strlen(panels[p].title) + 24, kx = kx0, ky = py + 22;
+			for (size_t i = 0; i < nn; i++) {
+				double wi = 26 + 6.5 * (double)strlen(names[i]) + 12;
+				if (kx + wi > x0 + w && kx > kx0) {
+					kx = kx0 = x0;
+					ky += 14;
+				}
+				const char *cv = nruns == 1 ? key_color_[(i + 2) % NKEY] : "#444";
+				const char *d = nruns == 1 ? "" : dash_[i % 4];
 				fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
 				           "stroke-width=\"2\"%s%s%s/>",
-				        kx, py + 18, kx + 20, py + 18, cv, *d ? " stroke-dasharray=\"" : "", d, *d ? "\"" : "");
-				fprintf(f, "<text class=\"verifier\" x=\"%.0f\" y=\"%.0f\" fill=\"#333\" font-size=\"11\">",
-				        kx + 26, py + 22);
-				xml_(f, kr->rew[v].name);
+				        kx, ky - 4, kx + 20, ky - 4, cv, *d ? " stroke-dasharray=\"" : "", d, *d ? "\"" : "");
+				fprintf(f, "<text class=\"key\" x=\"%.0f\" y=\"%.0f\" fill=\"#333\" font-size=\"11\">", kx + 26,
+				        ky);
+				xml_(f, names[i]);
 				fputs("</text>\n", f);
-				kx += 26 + 6.5 * (double)strlen(kr->rew[v].name) + 12;
+				kx += wi;
 			}
+			y0 += ky - (py + 22);
+			h -= ky - (py + 22);
 		}
 		fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n",
 		        x0, y0, w, h);
@@ -523,16 +562,19 @@ static void draw_(FILE *f, run_ *runs, size_t nruns, const char *title)
 				polyline_(f, &runs[r].eval[m], xa, ya, x0, y0, w, h, "eval", c, "4 3", panels[p].id, "");
 				continue;
 			}
-			for (size_t v = 0; v < runs[r].nrew; v++) {
-				/* one run: a colour a verifier; several: the run's colour, a dash a verifier */
-				const char *cv = nruns == 1 ? color_[(v + 2) % NCOLOR] : c;
-				const char *d = nruns == 1 ? "" : dash_[v % 4];
+			const mset_ *ms = &runs[r].maps[-1 - m];
+			for (size_t v = 0; v < ms->n; v++) {
+				size_t i = 0; /* its place in the key */
+				while (i < nn && strcmp(names[i], ms->s[v].name))
+					i++;
+				const char *cv = nruns == 1 ? key_color_[(i + 2) % NKEY] : c;
+				const char *d = nruns == 1 ? "" : dash_[i % 4];
 				char extra[300], *q = extra;
-				q += snprintf(extra, sizeof extra, " data-verifier=\"");
-				for (const char *s = runs[r].rew[v].name; *s && q < extra + sizeof extra - 8; s++)
-					*q++ = (*s == '"' || *s == '<' || *s == '&' || (unsigned char)*s < 0x20) ? '_' : *s;
+				q += snprintf(extra, sizeof extra, " data-name=\"");
+				for (const char *t = ms->s[v].name; *t && q < extra + sizeof extra - 8; t++)
+					*q++ = (*t == '"' || *t == '<' || *t == '&' || (unsigned char)*t < 0x20) ? '_' : *t;
 				snprintf(q, (size_t)(extra + sizeof extra - q), "\"");
-				polyline_(f, &runs[r].rew[v], xa, ya, x0, y0, w, h, "train", cv, d, "rewards", extra);
+				polyline_(f, &ms->s[v], xa, ya, x0, y0, w, h, "train", cv, d, panels[p].id, extra);
 			}
 		}
 		fputs("</g>\n", f);
@@ -653,12 +695,13 @@ int main(int argc, char **argv)
 	/* nothing to draw is an error before any output exists */
 	int any = 0;
 	for (int i = 0; i < nfiles; i++) {
-		any |= runs[i].nrew > 0;
+		for (int k = 0; k < NMAP; k++)
+			any |= runs[i].maps[k].n > 0;
 		for (int m = 0; m < NM; m++)
 			any |= runs[i].train[m].n || runs[i].eval[m].n || runs[i].train[m].bad || runs[i].eval[m].bad;
 	}
 	if (!any)
-		cli_die("%s: no metrics to plot (none of reward_mean, rewards, accuracy, violation_rate, kl, entropy, "
+		cli_die("%s: no metrics to plot (none of reward_mean, rewards, accuracy, violation_rate, kl, entropy, time_s, "
 		        "response_len_mean, tokens_per_s)",
 		        nfiles == 1 ? files[0] : "the inputs");
 	char *tmp = tmp_;
@@ -698,11 +741,13 @@ int main(int argc, char **argv)
 			free(runs[i].train[m].p);
 			free(runs[i].eval[m].p);
 		}
-		for (size_t v = 0; v < runs[i].nrew; v++) {
-			free(runs[i].rew[v].p);
-			free(runs[i].rew[v].name);
+		for (int k = 0; k < NMAP; k++) {
+			for (size_t v = 0; v < runs[i].maps[k].n; v++) {
+				free(runs[i].maps[k].s[v].p);
+				free(runs[i].maps[k].s[v].name);
+			}
+			free(runs[i].maps[k].s);
 		}
-		free(runs[i].rew);
 		free(runs[i].name);
 	}
 	free(runs);

@@ -11,7 +11,7 @@ make_run() {
 		for (i = 1; i <= 12; i++) {
 			printf "{\"iter\":%d,\"reward_mean\":%.3f,\"rewards\":{\"math\":%.3f,\"blocklist\":%.3f},", i, i / 20, i / 15, -0.1 + i / 200
 			printf "\"accuracy\":%.3f,\"violation_rate\":%.3f,\"kl\":%.4f,\"entropy\":%.3f,", 0.2 + i / 30, 0.2 - i / 70, i / 1000, 1.5 - i / 50
-			printf "\"response_len_mean\":%.1f,\"tokens_per_s\":%d,\"time_s\":{\"rollout\":1.5}}\n", 40 + i, 5000 + 10 * i
+			printf "\"response_len_mean\":%.1f,\"tokens_per_s\":%d,\"time_s\":{\"rollout\":1.5,\"train\":%.2f}}\n", 40 + i, 5000 + 10 * i, 2 + i / 10
 			if (i % 5 == 0) printf "{\"iter\":%d,\"eval\":true,\"accuracy\":%.3f,\"violation_rate\":%.3f}\n", i, 0.2 + i / 35, 0.18 - i / 80
 		}
 	}' >"$1/metrics.jsonl"
@@ -30,7 +30,7 @@ xp() {
 	printf '%s\n' "$output" >p.svg
 	xmllint --noout p.svg
 	run -0 sh -c "xmllint --xpath '//*[@class=\"panel\"]/@id' p.svg | tr -s ' \n' ' '"
-	[ "$(echo $output)" = 'id="panel-reward_mean" id="panel-rewards" id="panel-accuracy" id="panel-violation_rate" id="panel-kl" id="panel-entropy" id="panel-response_len_mean" id="panel-tokens_per_s"' ]
+	[ "$(echo $output)" = 'id="panel-reward_mean" id="panel-rewards" id="panel-accuracy" id="panel-violation_rate" id="panel-kl" id="panel-entropy" id="panel-response_len_mean" id="panel-tokens_per_s" id="panel-time_s"' ]
 	# 12 training points on the accuracy panel, 3 evaluation points
 	[ "$(xp p.svg 'count(//*[@id="panel-accuracy"]/*[@class="train-point"])')" = 12 ]
 	[ "$(xp p.svg 'count(//*[@id="panel-accuracy"]/*[@class="eval-point"])')" = 3 ]
@@ -38,7 +38,11 @@ xp() {
 	[ "$(xp p.svg 'count(//*[@id="panel-kl"]/*[@class="eval-point"])')" = 0 ]
 	# one line a verifier on the rewards panel, named in its key
 	[ "$(xp p.svg 'count(//*[@id="panel-rewards"]/*[local-name()="polyline"])')" = 2 ]
-	[ "$(xp p.svg 'string(//*[@id="panel-rewards"]/*[@class="verifier"][2])')" = blocklist ]
+	[ "$(xp p.svg 'string(//*[@id="panel-rewards"]/*[@class="key"][2])')" = blocklist ]
+	[ "$(xp p.svg 'string(//*[@id="panel-rewards"]/*[local-name()="polyline"][2]/@data-name)')" = blocklist ]
+	# the time by stage: a line a stage
+	[ "$(xp p.svg 'count(//*[@id="panel-time_s"]/*[local-name()="polyline"])')" = 2 ]
+	[ "$(xp p.svg 'string(//*[@id="panel-time_s"]/*[@class="key"][2])')" = train ]
 	# the first eval point's tooltip is its iteration and value
 	[ "$(xp p.svg 'string(//*[@id="panel-accuracy"]/*[@class="eval-point"][1]/*)')" = "iter 0: 0.2" ]
 	# percent ticks on a share, from 0%
@@ -125,6 +129,9 @@ xp() {
 	printf '{"iter":1,"rewards":{"math":"x"}}\n' >w.jsonl
 	run -1 --separate-stderr sw-plot w.jsonl
 	[ "$stderr" = "sw-plot: w.jsonl: record 1: field 'rewards': 'math' is a string, not a number" ]
+	printf '{"iter":1,"time_s":3.5}\n' >ts.jsonl
+	run -1 --separate-stderr sw-plot ts.jsonl
+	[ "$stderr" = "sw-plot: ts.jsonl: record 1: field 'time_s' is a number, not a map of stage to seconds" ]
 	printf '{"iter":1,"loss":3}\n' >n.jsonl
 	run -1 --separate-stderr sw-plot n.jsonl
 	[[ $stderr == "sw-plot: n.jsonl: no metrics to plot "* ]]
