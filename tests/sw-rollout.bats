@@ -185,11 +185,15 @@ prompts() {
 	[ "$(cat t)" -lt 3 ]
 }
 
-@test "a weight store: the same samples as the files, policy_version from the store" {
-	command -v cc >/dev/null || skip "no C compiler"
+# mkstore MODEL SPECFILE [WATCH]: a store holding MODEL's weights, published
+# as version 7, its spec written to SPECFILE; with WATCH, wait until that
+# file has bytes, then publish the same weights again as version 8.
+mkstore() {
 	cat >mkstore.c <<-'EOF'
 	#include <stdio.h>
 	#include <string.h>
+	#include <sys/stat.h>
+	#include <time.h>
 	#include "sw/sw.h"
 	int main(int argc, char **argv) {
 		sw_error e = { 0 };
@@ -200,7 +204,18 @@ prompts() {
 		if (!s) { fprintf(stderr, "%s\n", e.msg); return 1; }
 		memcpy(sw_store_arena(s), m->arena, m->nparams * sizeof(float));
 		if (sw_store_publish(s, 7, &e)) return 1;
-		printf("%s\n", spec);
+		FILE *f = fopen(argv[2], "w");
+		fprintf(f, "%s\n", spec);
+		fclose(f);
+		if (argc > 3) {
+			struct stat st;
+			struct timespec ms = { 0, 1000000 };
+			while (stat(argv[3], &st) || st.st_size == 0)
+				nanosleep(&ms, NULL);
+			if (sw_store_write_begin(s, &e)) return 1;
+			memcpy(sw_store_arena(s), m->arena, m->nparams * sizeof(float));
+			if (sw_store_publish(s, 8, &e)) return 1;
+		}
 		sw_store_close(s);
 		sw_model_free(m);
 		return 0;
@@ -208,13 +223,49 @@ prompts() {
 	EOF
 	cc -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
 		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
-	spec=$(./mkstore "$M")
+}
+
+@test "a weight store: the same samples as the files, policy_version from the store" {
+	command -v cc >/dev/null || skip "no C compiler"
+	mkstore
+	./mkstore "$M" spec.txt
+	spec=$(cat spec.txt)
 	prompts 3 >in.jsonl
 	run -0 r '[.id, .response_tokens, .policy_version]' -m "$M" --weights "$spec" -n 2 --max-new-tokens 10 in.jsonl
+	mapfile -t st < <(printf '%s\n' "${lines[@]}" | sort)
+	SW_WEIGHTS=$spec run -0 r '[.id, .response_tokens, .policy_version]' -m "$M" -n 2 --max-new-tokens 10 in.jsonl
+	mapfile -t env_out < <(printf '%s\n' "${lines[@]}" | sort)
 	rm -f "/dev/shm/${spec#shm:}"
-	st=("${lines[@]}")
 	run -0 r '[.id, .response_tokens, .policy_version]' -m "$M" -n 2 --max-new-tokens 10 in.jsonl
-	for i in "${!lines[@]}"; do [ "${st[$i]}" = "$(jq -c '.[2] = 7' <<<"${lines[$i]}")" ]; done
+	[ "${#lines[@]}" -eq 6 ]
+	mapfile -t files < <(printf '%s\n' "${lines[@]}" | sort)
+	for i in "${!files[@]}"; do
+		[ "${st[$i]}" = "$(jq -c '.[2] = 7' <<<"${files[$i]}")" ]
+		[ "${env_out[$i]}" = "${st[$i]}" ]
+	done
+}
+
+@test "weights updated during a rollout: responses in flight abort, later ones carry the new version" {
+	command -v cc >/dev/null || skip "no C compiler"
+	mkstore
+	prompts 16 >in.jsonl
+	./mkstore "$M" spec.txt out.msgpack &
+	while [ ! -s spec.txt ]; do sleep 0.01; done
+	spec=$(cat spec.txt)
+	sw-rollout -m "$M" --weights "$spec" -n 4 --batch 8 --max-new-tokens 30 --min-p 0.9 -o out.msgpack in.jsonl
+	wait
+	rm -f "/dev/shm/${spec#shm:}"
+	sw-rollout -m "$M" -n 4 --batch 8 --max-new-tokens 30 --min-p 0.9 -o files.msgpack in.jsonl
+	sw-cat -f json out.msgpack | jq -c '[.id, .finish, .policy_version, .response_tokens]' | sort >store.txt
+	sw-cat -f json files.msgpack | jq -c '[.id, .finish, .policy_version, .response_tokens]' | sort >files.txt
+	[ "$(wc -l <store.txt)" -eq 64 ]
+	# aborted responses were made by version 7, and are a prefix of what the files give
+	grep -q '"abort",7' store.txt
+	grep -q '"length",8' store.txt
+	! grep -q '"abort",8' store.txt
+	run -0 jq -s -c --slurpfile f files.txt '[., $f] | transpose | map(.[0] as $s | .[1] as $g |
+		if $s[1] == "abort" then ($g[3][:($s[3] | length)] == $s[3]) else ($s[1] == $g[1] and $s[3] == $g[3]) end) | all' store.txt
+	[ "$output" = true ]
 }
 
 @test "bad prompts are named by file and record; the samples before them are written" {
