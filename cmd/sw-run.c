@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -456,35 +457,38 @@ static void spawn_(pipeline_ *pl, const int *stages, int n, const exp_ *x, int i
 	pl->out = prev;
 }
 
-/* Collect the stages that have ended (all of them when block). */
-static void reap_(pipeline_ *pl, int block)
+/*
+ * The reaper: a thread that waits for the stages one by one as they end,
+ * so each one's time is its own even though sw-run itself blocks reading
+ * the last stage.  It ends when every stage has been collected.
+ */
+static void *reap_(void *arg)
 {
-	for (int i = 0; i < pl->n; i++) {
-		proc_ *p = &pl->p[i];
-		if (p->done)
-			continue;
+	pipeline_ *pl = arg;
+	for (int left = pl->n; left > 0;) {
 		struct rusage ru;
-		pid_t r;
-		do
-			r = wait4(p->pid, &p->status, block ? 0 : WNOHANG, &ru);
-		while (r < 0 && errno == EINTR);
-		if (r == p->pid) {
+		int status;
+		pid_t r = wait4(-pl->p[0].pid, &status, 0, &ru);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* ECHILD: nothing left to wait for */
+		}
+		double t = now_();
+		for (int i = 0; i < pl->n; i++) {
+			proc_ *p = &pl->p[i];
+			if (p->pid != r || p->done)
+				continue;
 			p->done = 1;
-			p->t1 = now_();
+			p->status = status;
+			p->t1 = t;
 			p->cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
 			         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+			left--;
 		}
 	}
-	int all = 1;
-	for (int i = 0; i < pl->n; i++)
-		all &= pl->p[i].done;
-	if (all)
-		child_pgid_ = 0;
-}
-
-static void reap_idle_(void *pl)
-{
-	reap_(pl, 0);
+	child_pgid_ = 0;
+	return NULL;
 }
 
 /*
@@ -773,7 +777,9 @@ static const proc_ *run_stages_(run_ *r, pipeline_ *pl, const int *stages, int n
 	sw_reader *rd = sw_reader_fdopen(pl->out, stage_name_[stages[n - 1]], &err);
 	if (!rd)
 		cli_die("cannot read the pipeline: %s", err.msg);
-	sw_reader_set_idle(rd, reap_idle_, pl);
+	pthread_t reaper;
+	if (pthread_create(&reaper, NULL, reap_, pl))
+		cli_die("cannot start a thread: %s", strerror(errno));
 	sw_rec *rec = sw_rec_new();
 	if (!rec)
 		cli_die("out of memory");
@@ -788,7 +794,7 @@ static const proc_ *run_stages_(run_ *r, pipeline_ *pl, const int *stages, int n
 		sw_error_str(sw_reader_error(rd), msg, sizeof msg);
 	sw_reader_free(rd);
 	close(pl->out);
-	reap_(pl, 1);
+	pthread_join(reaper, NULL);
 	sw_rec_free(rec);
 	if (sw_writer_close(w))
 		cli_die("%s: %s", tmp, sw_writer_error(w)->msg);
