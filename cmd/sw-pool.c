@@ -67,8 +67,9 @@ static uint64_t each_(char **files, int nfiles, int (*fn)(sw_pool *, sw_rec *, v
                       void *arg)
 {
 	static char *stdin_only[] = { "-", NULL };
+	static sw_rec *rec; /* static: still reachable when an error ends the program here */
 	sw_error err = { 0 };
-	sw_rec *rec = sw_rec_new();
+	rec = sw_rec_new();
 	uint64_t n = 0;
 	if (!rec)
 		cli_die("out of memory");

@@ -317,11 +317,12 @@ static int tmpfile_(void)
 	if (!path)
 		cli_die("out of memory");
 	snprintf(path, n, "%s/sw-sort.XXXXXX", tmpdir_);
-	int fd = mkstemp(path);
-	if (fd < 0)
-		cli_die("cannot create a temporary file in '%s': %s", tmpdir_, strerror(errno));
-	unlink(path); /* gone when we are, however we end */
+	int fd = mkstemp(path), e = errno;
+	if (fd >= 0)
+		unlink(path); /* gone when we are, however we end */
 	free(path);
+	if (fd < 0)
+		cli_die("cannot create a temporary file in '%s': %s", tmpdir_, strerror(e));
 	return fd;
 }
 
