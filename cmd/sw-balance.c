@@ -38,7 +38,7 @@ static const cli_opt opts[] = {
 	{ OPT_MODEL, 0, "model", "dir", "dir", "price samples for the model in dir (config.json, tokenizer)" },
 	{ OPT_STAGE, 0, "stage", "stage", "generate|train", "price for generation or training (default train)" },
 	{ 'o', 'o', "output", "file", "file", "write to file; a %d in the name makes one file per rank" },
-	{ 'f', 'f', "format", "format", "msgpack|json", "write msgpack (default) or json (JSON Lines)" },
+	{ 'f', 'f', "format", "format", "msgpack|json", "write msgpack or json (JSON Lines); default msgpack, json on a terminal" },
 	{ 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" },
 	{ OPT_FORCE, 0, "force", NULL, NULL, "write msgpack even to a terminal" },
 	{ 0, 0, NULL, NULL, NULL, NULL }
@@ -387,7 +387,7 @@ static void stats_(const char *path, size_t k, const double *cap, sw_part_method
 int main(int argc, char **argv)
 {
 	const char *arg, *out = "-", *rejects = NULL, *stats = NULL, *model = NULL;
-	int c, optind_, force = 0, split = 0, uniform = 0, train = 1;
+	int c, optind_, force = 0, split = 0, uniform = 0, train = 1, fmt_set = 0;
 	size_t k = 0, ncap = 0;
 	double *cap = NULL;
 	uint64_t max_tokens = 0, max_len = 0;
@@ -446,6 +446,7 @@ int main(int argc, char **argv)
 				wo.format = SW_FMT_JSON;
 			else
 				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			fmt_set = 1;
 			break;
 		case 'z':
 			wo.zstd_level = 3;
@@ -460,6 +461,9 @@ int main(int argc, char **argv)
 	if (!k)
 		k = cap ? ncap : 1;
 	int per_rank = check_pattern_(out);
+	/* as sw-cat: JSON Lines on a terminal unless a format or compression is asked for */
+	if (!strcmp(out, "-") && isatty(1) && !fmt_set && !wo.zstd_level)
+		wo.format = SW_FMT_JSON;
 
 	files_ = argv + optind_;
 	int nfiles = argc - optind_;

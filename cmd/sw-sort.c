@@ -42,7 +42,7 @@ static const cli_opt opts[] = {
 	{ OPT_MODEL, 0, "model", "dir", "dir", "price samples for the model in dir (config.json, tokenizer)" },
 	{ OPT_STAGE, 0, "stage", "stage", "generate|train", "price for generation (default) or training" },
 	{ 'o', 'o', "output", "file", "file", "write to file; with --bucket, a %d in the name makes a file per bucket" },
-	{ 'f', 'f', "format", "format", "msgpack|json", "write msgpack (default) or json (JSON Lines)" },
+	{ 'f', 'f', "format", "format", "msgpack|json", "write msgpack or json (JSON Lines); default msgpack, json on a terminal" },
 	{ 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" },
 	{ OPT_FORCE, 0, "force", NULL, NULL, "write msgpack even to a terminal" },
 	{ 0, 0, NULL, NULL, NULL, NULL }
@@ -620,7 +620,7 @@ static int check_pattern_(const char *pattern)
 int main(int argc, char **argv)
 {
 	const char *arg, *model = NULL;
-	int c, optind_, train = 0;
+	int c, optind_, train = 0, fmt_set = 0;
 	uint64_t bufsize = (uint64_t)256 << 20;
 	out_ = "-";
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
@@ -666,6 +666,7 @@ int main(int argc, char **argv)
 				wo_.format = SW_FMT_JSON;
 			else
 				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			fmt_set = 1;
 			break;
 		case 'z':
 			wo_.zstd_level = 3;
@@ -676,6 +677,9 @@ int main(int argc, char **argv)
 		}
 	}
 	per_bucket_ = check_pattern_(out_);
+	/* as sw-cat: JSON Lines on a terminal unless a format or compression is asked for */
+	if (!strcmp(out_, "-") && isatty(1) && !fmt_set && !wo_.zstd_level)
+		wo_.format = SW_FMT_JSON;
 	if (per_bucket_ && !nbuckets_)
 		cli_usage("a %%d in the output name needs --bucket");
 	if (!tmpdir_)

@@ -237,3 +237,12 @@ EOF
 		| ((.c - $want) / $want | fabs) < 1e-6' img.json
 	jq -e '.imbalance.max_over_mean <= 1.02 and .imbalance.max_over_lower_bound <= 1.02' st.json
 }
+
+@test "on a terminal: JSON Lines by default, binary refused" {
+	command -v script >/dev/null || skip "script(1) is not installed"
+	sw-datagen -n 3 >d.msgpack
+	run -0 script -qec "sw-balance -n 2 d.msgpack" /dev/null
+	[[ ${lines[0]} == '{"id":"p0/'* ]]
+	run -2 script -qec "sw-balance -f msgpack d.msgpack" /dev/null
+	[[ $output == "sw-balance: refusing to write binary to a terminal"* ]]
+}

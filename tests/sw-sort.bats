@@ -132,3 +132,12 @@ EOF
 	run -2 --separate-stderr sw-sort --bucket 0
 	[[ ${stderr_lines[0]} == "sw-sort: option '--bucket' wants a whole number from 1 to "* ]]
 }
+
+@test "on a terminal: JSON Lines by default, binary refused" {
+	command -v script >/dev/null || skip "script(1) is not installed"
+	sw-datagen -n 3 >d.msgpack
+	run -0 script -qec "sw-sort --no-group -k id d.msgpack" /dev/null
+	[[ ${lines[0]} == '{"id":"p0/0",'* ]]
+	run -2 script -qec "sw-sort -z d.msgpack" /dev/null
+	[[ $output == "sw-sort: refusing to write binary to a terminal"* ]]
+}
