@@ -7,15 +7,18 @@
  *      Whatever loads must then encode and decode a fixed text and the input
  *      itself: every id below the vocabulary size, every id decodable.
  *   else: text, encoded (with and without special tokens) by the byte
- *      tokenizer and by the fixtures of tests/fixtures/tokenizers (when the
- *      fuzzer runs from the top of the tree).  What must hold:
+ *      tokenizer and by the fixtures of tests/fixtures/tokenizers, with the
+ *      chat templates of its templates/ too (when the fuzzer runs from the
+ *      top of the tree).  What must hold:
  *      - ids are below the vocabulary size and decode;
  *      - decode(encode(x)) == x, byte for byte, for the byte tokenizer and
  *        for Llama 3's (no normaliser, no token that strips spaces), also
  *        when x is not UTF-8;
- *      - the text split at newlines into messages renders with each chat
- *        template, and the rendering encodes (special tokens recognised)
- *        and decodes back to itself with those two tokenizers.
+ *      - the text split at newlines into messages (user and assistant in
+ *        turn, '!' lines tool turns, '#' lines system turns) renders with
+ *        each chat template, and the rendering encodes (special tokens
+ *        recognised) and decodes back to itself with the Llama 3 and byte
+ *        tokenizers.
  * A property that fails calls abort().
  *
  *   make fuzz                        (builds into build-fuzz/)
@@ -37,10 +40,31 @@
 		}                                                                  \
 	} while (0)
 
-enum { NFIX = 4 };
+enum { NFIX = 8 };
 static sw_tokenizer *fix_[NFIX];
 static int exact_[NFIX]; /* decode(encode(x)) == x holds for this one */
 static int loaded_;
+
+static char *slurp_(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *p = NULL;
+	size_t n = 0, cap = 0, got;
+	do {
+		if (n == cap) {
+			char *q = realloc(p, cap = cap ? 2 * cap : 65536);
+			CHECK(q != NULL, "out of memory");
+			p = q;
+		}
+		got = fread(p + n, 1, cap - n, f);
+		n += got;
+	} while (got);
+	fclose(f);
+	*len = n;
+	return p;
+}
 
 static void load_fixtures_(void)
 {
@@ -55,6 +79,23 @@ static void load_fixtures_(void)
 		sw_error err = { 0 };
 		fix_[i + 1] = sw_tokenizer_load(dirs[i], &err); /* NULL when run elsewhere: skipped */
 		exact_[i + 1] = i == 0;
+	}
+	/* the templates of tests/fixtures/tokenizers/templates/ on their families' tokenizers */
+	static const char *const tmpl[][2] = { { "llama3_1", "llama3" }, { "llama3_2", "llama3" },
+		                               { "qwen2_5", "qwen2" }, { "qwen3", "qwen2" } };
+	for (int i = 0; i < 4; i++) {
+		char path[256];
+		size_t jl = 0, cl = 0;
+		snprintf(path, sizeof path, "tests/fixtures/tokenizers/%s/tokenizer.json", tmpl[i][1]);
+		char *json = slurp_(path, &jl);
+		snprintf(path, sizeof path, "tests/fixtures/tokenizers/templates/%s.json", tmpl[i][0]);
+		char *cfg = slurp_(path, &cl);
+		sw_error err = { 0 };
+		if (json && cfg)
+			fix_[4 + i] = sw_tokenizer_from_json(json, jl, cfg, cl, &err);
+		exact_[4 + i] = !strcmp(tmpl[i][1], "llama3");
+		free(json);
+		free(cfg);
 	}
 }
 
@@ -139,7 +180,8 @@ static void text_(const uint8_t *data, size_t size)
 			free(out);
 		}
 	}
-	/* messages: lines alternate role and content */
+	/* messages: lines alternate user and assistant, a line starting with '!' is a tool turn,
+	 * one starting with '#' a system turn */
 	sw_chat_msg m[8];
 	char *copy = malloc(size + 1);
 	CHECK(copy != NULL, "out of memory");
@@ -151,7 +193,7 @@ static void text_(const uint8_t *data, size_t size)
 		char *nl = strchr(p, '\n');
 		if (nl)
 			*nl = 0;
-		m[nm].role = nm % 2 ? "assistant" : "user";
+		m[nm].role = *p == '!' ? "tool" : *p == '#' ? "system" : nm % 2 ? "assistant" : "user";
 		m[nm].content = p;
 		nm++;
 		p = nl ? nl + 1 : NULL;

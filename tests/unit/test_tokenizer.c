@@ -316,9 +316,12 @@ static void templates_(yyjson_val *root)
 		const char *fam = yyjson_get_str(yyjson_obj_get(k, "family"));
 		snprintf(path, sizeof path, "%s/%s/tokenizer.json", fixtures_, fam ? fam : "?");
 		char *json = slurp_(path, &jlen);
+		size_t clen = 0;
+		snprintf(path, sizeof path, "%s/%s", fixtures_, yyjson_get_str(cfg));
+		char *ctext = slurp_(path, &clen);
 		sw_error err = { 0 };
-		sw_tokenizer *t = json ? sw_tokenizer_from_json(json, jlen, yyjson_get_str(cfg), yyjson_get_len(cfg), &err)
-		                       : NULL;
+		sw_tokenizer *t = json && ctext ? sw_tokenizer_from_json(json, jlen, ctext, clen, &err) : NULL;
+		free(ctext);
 		ok(t && strcmp(sw_tokenizer_template(t), "unknown"), "template %s recognised (%s)", name,
 		   t ? sw_tokenizer_template(t) : err.msg);
 		yyjson_val *chats = yyjson_obj_get(k, "chat");
@@ -376,12 +379,14 @@ static void templates_(yyjson_val *root)
 	}
 	/* a role the Qwen templates would drop silently is an error */
 	sw_error err = { 0 };
-	yyjson_val *q = yyjson_obj_get(yyjson_arr_get(known, 2), "config");
 	char path[4200];
-	size_t jlen = 0;
+	size_t jlen = 0, clen = 0;
+	snprintf(path, sizeof path, "%s/templates/qwen2_5.json", fixtures_);
+	char *ctext = slurp_(path, &clen);
 	snprintf(path, sizeof path, "%s/qwen2/tokenizer.json", fixtures_);
 	char *json = slurp_(path, &jlen);
-	sw_tokenizer *t = json ? sw_tokenizer_from_json(json, jlen, yyjson_get_str(q), yyjson_get_len(q), &err) : NULL;
+	sw_tokenizer *t = json && ctext ? sw_tokenizer_from_json(json, jlen, ctext, clen, &err) : NULL;
+	free(ctext);
 	sw_chat_msg m[2] = { { "user", "hi" }, { "function", "x" } };
 	char *text = NULL;
 	size_t len;
