@@ -148,6 +148,24 @@ static void test_media(void)
 	snprintf(json, sizeof json, "{\"media\":[{\"type\":\"image\",\"path\":\"%s/c.wav\"}]}", dir_);
 	ok(cost_(m, json, &c, &e) == SW_EFORMAT && strstr(e.msg, "not a PNG or JPEG"), "a WAV is no image: %s",
 	   e.msg);
+	/* damaged headers: named, never read past, never guessed */
+	unsigned char jcut[] = { 0xff, 0xd8, 0xff, 0xe0, 0, 200, 'J' }; /* a segment longer than the file */
+	write_("cut.jpg", jcut, sizeof jcut);
+	unsigned char jbad[] = { 0xff, 0xd8, 0x00, 0x11, 0x22, 0x33 }; /* no marker where one must be */
+	write_("bad.jpg", jbad, sizeof jbad);
+	unsigned char wnodata[36];
+	memcpy(wnodata, wav, 36); /* RIFF, fmt, and no data chunk */
+	write_("nodata.wav", wnodata, sizeof wnodata);
+	unsigned char wnofmt[20] = { 'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'A', 'V', 'E', 'd', 'a', 't', 'a', 4, 0, 0, 0 };
+	write_("nofmt.wav", wnofmt, sizeof wnofmt);
+	static const char *const damaged[] = { "image\",\"path\":\"%s/cut.jpg", "image\",\"path\":\"%s/bad.jpg",
+		                               "audio\",\"path\":\"%s/nodata.wav", "audio\",\"path\":\"%s/nofmt.wav" };
+	for (size_t i = 0; i < 4; i++) {
+		char fmt[200];
+		snprintf(fmt, sizeof fmt, "{\"media\":[{\"type\":\"%s\"}]}", damaged[i]);
+		snprintf(json, sizeof json, fmt, dir_);
+		ok(cost_(m, json, &c, &e) == SW_EFORMAT && strstr(e.msg, "media 0: '"), "damaged file %zu: %s", i, e.msg);
+	}
 	ok(cost_(m, "{\"media\":[{\"type\":\"image\",\"path\":\"/no/such.png\"}]}", &c, &e) == SW_EIO &&
 	           strstr(e.msg, "media 0: cannot open '/no/such.png'"),
 	   "a missing file: %s", e.msg);
