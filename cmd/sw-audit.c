@@ -73,8 +73,9 @@ static void verify_(char **args, int n, const char *head, int show)
 	if (sw_audit_verify(args[0], head, show ? show_ : NULL, NULL, &rep, &err))
 		die_(args[0], &err);
 	if (!show && cli_verbosity >= 0) {
-		printf("%s: ok: %llu records, %llu checkpoints, head %s\n", log_name_(args[0]),
-		       (unsigned long long)rep.records, (unsigned long long)rep.checkpoints, rep.head);
+		printf("%s: ok: %llu record%s, %llu checkpoint%s, head %s\n", log_name_(args[0]),
+		       (unsigned long long)rep.records, rep.records == 1 ? "" : "s", (unsigned long long)rep.checkpoints,
+		       rep.checkpoints == 1 ? "" : "s", rep.head);
 		if (head)
 			printf("%s: the head is record %llu\n", log_name_(args[0]), (unsigned long long)rep.head_record);
 	}

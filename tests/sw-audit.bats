@@ -18,7 +18,7 @@ make_run() {
 @test "verify: an intact log and its checkpoint, exit 0" {
 	make_run
 	run -0 --separate-stderr sw-audit verify run
-	[[ $output =~ ^run/audit.log:\ ok:\ 5\ records,\ 1\ checkpoints,\ head\ [0-9a-f]{64}$ ]]
+	[[ $output =~ ^run/audit.log:\ ok:\ 5\ records,\ 1\ checkpoint,\ head\ [0-9a-f]{64}$ ]]
 	[ "$stderr" = "" ]
 	run -0 --separate-stderr sw-audit -q verify run/audit.log
 	[ "$output" = "" ]
