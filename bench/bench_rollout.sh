@@ -1,8 +1,11 @@
 #!/bin/sh
 # bench/bench_rollout.sh - sw-rollout's continuous batching beside static
-# batching (the same program with --static: a batch starts only when every
-# response of the one before has finished, as a generate() call on a padded
-# batch does), on the same prompts, model, seed and samples, in one run.
+# batching, on the same prompts, model, seed and samples, in one run.
+# The static peer is the same program with --static, which does what a
+# padded batch does (transformers' generate() on a batch, the rollout of
+# verl and TRL before vLLM): a batch of --batch responses starts together,
+# a finished response keeps its row (fed pad tokens, output discarded)
+# and the next batch starts only when the longest has finished.
 #
 # Workload: the `small` model of sw-model init (6 layers, hidden 384, ~13M
 # parameters, byte tokenizer), SW_BENCH_PROMPTS prompts (default 64) x 8
@@ -11,7 +14,7 @@
 # drawn from a log-normal (median 48, sigma 1.5, clipped to 4..512), and
 # within that cap a response ends where the random model samples an end
 # token, which at temperature 0.7 happens early for most responses and
-# never for some.  Both modes produce the same samples (checked).
+# late for a few.  Both modes produce the same samples (checked).
 #
 # Figures: medians over RUNS runs (default 3) of wall time and CPU time
 # (user + system); tokens/s = generated tokens / time; ratios are static

@@ -628,6 +628,7 @@ typedef struct sample_ {
 	char *text;
 	size_t tlen, tcap;
 	int64_t reserved;
+	uint64_t version;          /* of the weights it was generated with */
 } sample_;
 
 static sw_decoder *d_;
@@ -643,7 +644,42 @@ static size_t max_stop_len_;
 
 static int64_t sample_need_(const group_ *g)
 {
-	return (int64_t)g->max_new + 32;
+	/* --static: a finished response keeps its row, padded, up to the longest any may be */
+	int64_t most = o_.stat ? (o_.max_new < C_ - g->plen ? o_.max_new : C_ - g->plen) : g->max_new;
+	return most + 32;
+}
+
+/*
+ * --static emulates a padded batch (transformers' generate() on a batch):
+ * a finished response stays in the batch, fed a pad token at every step,
+ * its output discarded, until the whole batch has finished.  pad_left_[id]
+ * is how many more pad tokens such a row may take (-1: not one), pad_res_
+ * its KV reservation, released when the batch ends.
+ */
+static int *pad_left_;
+static int64_t *pad_res_;
+static int npad_;
+static int32_t pad_tok_;
+
+static void pad_feed_(int id)
+{
+	sw_error err = { 0 };
+	if (pad_left_[id] > 0) {
+		if (sw_decoder_append(d_, id, &pad_tok_, 1, &err))
+			cli_die("decoder: %s", err.msg);
+		pad_left_[id]--;
+	}
+}
+
+static void pad_clear_(void)
+{
+	for (int i = 0; npad_ && i < max_seqs_; i++)
+		if (pad_left_[i] >= 0) {
+			sw_decoder_remove(d_, i);
+			pad_left_[i] = -1;
+			reserved_ -= pad_res_[i];
+			npad_--;
+		}
 }
 
 static int64_t root_need_(const group_ *g)
@@ -651,8 +687,11 @@ static int64_t root_need_(const group_ *g)
 	return (int64_t)g->plen + 16;
 }
 
+static void remove_root_(group_ *g);
+
 static void free_group_(group_ *g)
 {
+	remove_root_(g);
 	free(g->bytes);
 	free(g->gid);
 	free(g->ptok);
@@ -706,17 +745,28 @@ static void finish_(sample_ *s, const char *why)
 	set_or_die_(sw_rec_set_u32s(out_, "response_tokens", rt, (size_t)s->n));
 	set_or_die_(sw_rec_set_f32s(out_, "logprobs", s->lp, (size_t)s->n));
 	set_or_die_(sw_rec_set_str(out_, "finish", why, strlen(why)));
-	set_or_die_(sw_rec_set_u64(out_, "policy_version", g->version));
+	set_or_die_(sw_rec_set_u64(out_, "policy_version", s->version));
 	put_(out_);
 	free(full), free(pt), free(rt);
 	gen_tokens_ += (uint64_t)s->n;
 
 	if (s->id >= 0) {
-		sw_decoder_remove(d_, s->id);
 		by_id_[s->id] = NULL;
 		live_--;
 	}
-	reserved_ -= s->reserved;
+	if (s->id >= 0 && o_.stat && strcmp(why, "abort")) {
+		/* its row stays in the batch as padding: the last token it may take
+		 * is the longest response's, or the context's end */
+		int most = (int)(sample_need_(g) - 32);
+		pad_left_[s->id] = most - s->n;
+		pad_res_[s->id] = s->reserved;
+		npad_++;
+		pad_feed_(s->id);
+	} else {
+		if (s->id >= 0)
+			sw_decoder_remove(d_, s->id);
+		reserved_ -= s->reserved;
+	}
 	free(s->tok), free(s->lp), free(s->text), free(s);
 	if (++g->finished == o_.G)
 		free_group_(g);
@@ -794,8 +844,12 @@ static int32_t draw_(const group_ *g, int k, int step, const float *logits, floa
 	return t;
 }
 
-/* Start the next response of g from its root's logits; false when there is no room. */
-static bool start_sample_(group_ *g)
+/*
+ * Start the next response of g from its root's logits: 0 when there is no
+ * room for it, 1 when it started and g has more to start, 2 when it was
+ * g's last (g may then be gone already: its responses may all have ended).
+ */
+static int start_sample_(group_ *g)
 {
 	sample_ *s = calloc(1, sizeof *s);
 	if (!s)
@@ -806,37 +860,32 @@ static bool start_sample_(group_ *g)
 	} else {
 		if (reserved_ + need > cap_tok_) {
 			free(s);
-			return false;
+			return 0;
 		}
 		reserved_ += need;
 	}
 	s->g = g;
 	s->k = g->started++;
 	s->reserved = need;
-	s->id = -1;
+	s->version = g->version;
 	float lp;
 	int32_t t = draw_(g, s->k, 0, g->root_logits, &lp);
-	if (g->started == o_.G) {
-		/* every response has its first token: the prompt's pages stay with the forks */
-		unlink_group_(g);
-	}
-	if (push_token_(s, t, lp)) {
-		if (g->started == o_.G && g->root >= 0)
-			remove_root_(g);
-		return true;
-	}
 	sw_error err = { 0 };
 	int id = sw_decoder_fork(d_, g->root, &err);
 	if (id < 0 || id >= max_seqs_)
 		cli_die("decoder: %s", err.msg);
-	if (sw_decoder_append(d_, id, &t, 1, &err))
-		cli_die("decoder: %s", err.msg);
 	s->id = id;
 	by_id_[id] = s;
 	live_++;
-	if (g->started == o_.G)
+	bool last = g->started == o_.G;
+	if (last) {
+		/* every response has started: the prompt's pages stay with the forks */
+		unlink_group_(g);
 		remove_root_(g);
-	return true;
+	}
+	if (!push_token_(s, t, lp) && sw_decoder_append(d_, id, &t, 1, &err))
+		cli_die("decoder: %s", err.msg);
+	return last ? 2 : 1;
 }
 
 /* Read prompts until one is valid (a new group, its root added) or the input ends. */
@@ -924,10 +973,11 @@ static void fill_(void)
 {
 	if (o_.stat && live_ > 0)
 		return;
+	pad_clear_();
 	for (group_ *g = groups_, *nx; g; g = nx) {
 		nx = g->next;
-		while (g->root_logits && g->started < o_.G && live_ < o_.batch)
-			if (!start_sample_(g))
+		while (g->root_logits && live_ < o_.batch)
+			if (start_sample_(g) != 1)
 				break;
 	}
 	while (live_ + demand_() < o_.batch && !input_done_ && !fatal_pending_) {
@@ -990,8 +1040,14 @@ static void generate_(void)
 		cli_usage("%s", err.msg);
 	by_id_ = calloc((size_t)max_seqs_, sizeof *by_id_);
 	root_of_ = calloc((size_t)max_seqs_, sizeof *root_of_);
-	if (!by_id_ || !root_of_)
+	pad_left_ = malloc(sizeof *pad_left_ * (size_t)max_seqs_);
+	pad_res_ = calloc((size_t)max_seqs_, sizeof *pad_res_);
+	if (!by_id_ || !root_of_ || !pad_left_ || !pad_res_)
 		cli_die("out of memory");
+	for (int i = 0; i < max_seqs_; i++)
+		pad_left_[i] = -1;
+	int pad = sw_tokenizer_pad(tok_);
+	pad_tok_ = pad >= 0 && pad < V_ ? pad : 0;
 
 	uint64_t last_seq = read_begin_();
 	struct timespec t0;
@@ -1036,6 +1092,10 @@ static void generate_(void)
 				g->version = ver;
 				continue;
 			}
+			if (pad_left_[id] >= 0) {
+				pad_feed_(id);
+				continue;
+			}
 			sample_ *s = by_id_[id];
 			if (!s)
 				cli_die("decoder returned a sequence %d that is not live", id);
@@ -1060,6 +1120,8 @@ static void generate_(void)
 	sw_sampler_free(sampler_);
 	free(by_id_);
 	free(root_of_);
+	free(pad_left_);
+	free(pad_res_);
 }
 
 /* ---- scoring --------------------------------------------------------------------- */
