@@ -48,7 +48,7 @@ static const cli_opt opts[] = {
 	{ OPT_SEED, 0, "seed", "num", NULL, "seed of the sampling (default 0)" },
 	{ OPT_BATCH, 0, "batch", "num", NULL, "responses decoded at once (default 64)" },
 	{ OPT_STATIC, 0, "static", NULL, NULL,
-	  "static batching: start new responses only when the whole batch has finished" },
+	  "static batching as a padded batch: the batch waits for its longest response" },
 	{ OPT_SKIP, 0, "skip-invalid", NULL, NULL, "skip invalid prompts, count and report them" },
 	{ OPT_SCORE, 0, "score", NULL, NULL, "generate nothing: compute the log-probs of the responses given" },
 	{ OPT_AS, 0, "as", "field", NULL, "with --score, the field to write (default logprobs)" },
