@@ -520,8 +520,11 @@ static int check_ckpt_(const char *logdir, const ckpt_ *c, sw_error *err)
 	}
 	const char *rel = yyjson_get_str(path);
 	char dir[4096], hex[SW_DIGEST_HEX];
-	snprintf(dir, sizeof dir, "%s/%s", rel[0] == '/' ? "" : logdir, rel);
 	struct stat st;
+	if ((size_t)snprintf(dir, sizeof dir, "%s/%s", rel[0] == '/' ? "" : logdir, rel) >= sizeof dir) {
+		rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s': the path is too long", rel);
+		goto out;
+	}
 	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
 		rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s' is missing", rel);
 		goto out;
