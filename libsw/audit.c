@@ -707,11 +707,29 @@ sw_audit *sw_audit_open(const char *path, sw_error *err)
 		sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
 	}
+	struct stat pre;
+	int existed = !stat(path, &pre);
 	a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (a->fd < 0) {
 		sys_(err, errno, path, "cannot open");
 		sw_audit_close(a);
 		return NULL;
+	}
+	if (!existed) {
+		/* the new name itself must survive a crash, not only what is appended */
+		char dir[4096];
+		const char *slash = strrchr(path, '/');
+		snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int bad = dfd < 0 || fsync(dfd);
+		int e = errno;
+		if (dfd >= 0)
+			close(dfd);
+		if (bad) {
+			sys_(err, e, dir, "cannot sync the directory");
+			sw_audit_close(a);
+			return NULL;
+		}
 	}
 	struct stat st;
 	if (fstat(a->fd, &st) || !S_ISREG(st.st_mode)) {
