@@ -248,6 +248,7 @@ mkstore() {
 	cp -r "$TINY" m
 	sw-train -a sft --lr 1e-3 -m m -o m sft.jsonl >/dev/null
 	before=$(cd m && sha256sum * | sha256sum)
+	# killed while training: the old model, whatever the moment
 	for delay in 0.05 0.2 0.4; do
 		sw-train -a sft --lr 1e-3 --epochs 1000 -m m -o m sft.jsonl >/dev/null &
 		pid=$!
@@ -256,11 +257,36 @@ mkstore() {
 		wait $pid || true
 		[ "$(cd m && sha256sum * | sha256sum)" = "$before" ]
 	done
+	# killed around the save: the old model or the new one, whole, never a mix
+	# (a step is deterministic, so "the new one" is known bit for bit)
+	cp -r m m.orig
+	cp -r m m0
+	sw-train -a sft --lr 1e-3 --epochs 4 -m m0 -o m0 sft.jsonl >/dev/null
+	after=$(cd m0 && sha256sum * | sha256sum)
+	[ "$after" != "$before" ]
+	old=0 new=0
+	for delay in 0.05 0.1 0.15 0.2 0.25 0.3 0.35 0.4 0.5 0.6 0.8 1.0; do
+		sw-train -a sft --lr 1e-3 --epochs 4 -m m -o m sft.jsonl >/dev/null &
+		pid=$!
+		sleep $delay
+		kill -9 $pid 2>/dev/null || true
+		wait $pid || true
+		now=$(cd m && sha256sum * | sha256sum)
+		if [ "$now" = "$before" ]; then
+			old=$((old + 1))
+		else
+			[ "$now" = "$after" ] || { echo "after ${delay}s: neither the old model nor the new"; false; }
+			new=$((new + 1))
+			rm -rf m
+			cp -r m.orig m
+		fi
+		rm -rf m.tmp-*
+	done
+	echo "old model $old times, new model $new times"
 	# the temporary directory of a writer that died is cleared by the next step
 	mkdir m.tmp-4194303
-	cp m/config.json m.tmp-4194303/
+	cp "$TINY/config.json" m.tmp-4194303/
 	run -0 --separate-stderr sw-train -a sft --lr 1e-3 -m m -o m --metrics k.jsonl sft.jsonl
-	[ "$(jq .step k.jsonl)" = 2 ]
 	[ -z "$(ls -d m.tmp-* 2>/dev/null)" ]
 }
 
