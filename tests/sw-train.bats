@@ -331,6 +331,21 @@ mkstore() {
 	[ "$(jq -s 'map(.step) | join(",")' m.jsonl)" = '"1,2"' ]
 }
 
+@test "each algorithm's advantage on rewards 1, 0, 0, 0" {
+	grpo_set | jq -c 'select(.group == "p0")' >g.jsonl
+	adv() { sw-train -a "$1" -m "$TINY" -o "o-$1" -f json g.jsonl | jq -c '[.advantage]' | tr -d '\n'; }
+	[ "$(adv grpo)" = "[1.499997][-0.499999][-0.499999][-0.499999]" ]
+	[ "$(adv dapo)" = "[1.499997][-0.499999][-0.499999][-0.499999]" ]
+	# Dr. GRPO: r - mean; RLOO: r - the mean of the other three
+	[ "$(adv dr_grpo)" = "[0.75][-0.25][-0.25][-0.25]" ]
+	[ "$(adv rloo)" = "[1][-0.33333334][-0.33333334][-0.33333334]" ]
+	# REINFORCE++: the return whitened over the 19 tokens (4 of the rewarded response, 5 of
+	# each other), so the token-weighted mean is 0
+	sw-train -a reinforce++ -m "$TINY" -o o-rpp -f json g.jsonl >rpp.jsonl
+	[ "$(jq -s 'map(.advantage * (.response_tokens | length)) | add | fabs < 1e-5' rpp.jsonl)" = true ]
+	[ "$(jq -s '.[0].advantage > 0 and .[1].advantage < 0' rpp.jsonl)" = true ]
+}
+
 @test "every algorithm and option combination runs a step" {
 	grpo_set | jq -c '.logprobs = [.response_tokens[] | -2.0] | .policy_version = 0' >s.jsonl
 	for a in grpo dr_grpo dapo rloo reinforce++; do
