@@ -397,7 +397,7 @@ int main(int argc, char **argv)
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		switch (c) {
 		case 'n':
-			k = cli_uint("-n", arg, 1, 1u << 20);
+			k = cli_uint("-n", arg, 1, 65536);
 			break;
 		case 'm':
 			if (sw_part_method_parse(arg, &method))
@@ -456,6 +456,8 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
+	if (cap && ncap > 65536)
+		cli_usage("option '--capacity' gives %zu capacities, more than 65536 ranks", ncap);
 	if (cap && k && ncap != k)
 		cli_usage("option '--capacity' gives %zu capacities for %zu ranks", ncap, k);
 	if (!k)

@@ -219,7 +219,7 @@ EOF
 	run -2 --separate-stderr sw-balance --stage eval
 	[ "${stderr_lines[0]}" = "sw-balance: unknown stage 'eval' (generate or train)" ]
 	run -2 --separate-stderr sw-balance -n 0
-	[ "${stderr_lines[0]}" = "sw-balance: option '-n' wants a whole number from 1 to 1048576, not '0'" ]
+	[ "${stderr_lines[0]}" = "sw-balance: option '-n' wants a whole number from 1 to 65536, not '0'" ]
 	run -2 --separate-stderr sw-balance --max-tokens x
 	[[ ${stderr_lines[0]} == "sw-balance: option '--max-tokens' wants a whole number"* ]]
 }
