@@ -266,8 +266,33 @@ static void kk_free_(kk_ *s)
 	free(s->tmp);
 }
 
+/*
+ * No more items than ranks: one item a rank, the largest on the rank of
+ * largest capacity, is optimal (no rank can be below the largest item over
+ * its capacity), and spares KK its O(n k) work on k-wide tuples.
+ */
+static int one_each_(const double *cost, size_t n, size_t k, const double *cap, uint32_t *part)
+{
+	item_ *it = sorted_(cost, n), *rk = malloc(k * sizeof *rk);
+	if (!it || !rk) {
+		free(it);
+		free(rk);
+		return SW_ENOMEM;
+	}
+	for (size_t r = 0; r < k; r++)
+		rk[r] = (item_){ cap ? cap[r] : 1, (uint32_t)r };
+	qsort(rk, k, sizeof *rk, cmp_item_desc_);
+	for (size_t j = 0; j < n; j++)
+		part[it[j].i] = rk[j].i;
+	free(it);
+	free(rk);
+	return 0;
+}
+
 static int karmarkar_karp_(const double *cost, size_t n, size_t k, const double *cap, uint32_t *part)
 {
+	if (n <= k)
+		return one_each_(cost, n, k, cap, part);
 	kk_ s = { .k = k };
 	item_ *it = sorted_(cost, n);
 	double *d = malloc(k * sizeof *d);

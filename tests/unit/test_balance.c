@@ -81,6 +81,12 @@ static void test_edges(void)
 		ok(sw_partition(c, 4, 8, NULL, methods_[m], part, &e) == 0 && part[3] < 8,
 		   "%s: more ranks than items", sw_part_method_name(methods_[m]));
 	}
+	/* fewer items than ranks: one each, the largest on the rank of largest capacity */
+	double few[3] = { 5, 9, 1 }, fcap[6] = { 1, 1, 3, 1, 2, 1 };
+	uint32_t fp[3];
+	ok(sw_partition(few, 3, 6, fcap, SW_PART_KK, fp, &e) == 0 && fp[1] == 2 && fp[0] == 4 && fp[2] == 0,
+	   "kk, 3 items on 6 ranks: 9 on capacity 3, 5 on capacity 2, 1 on the first of the rest (%u %u %u)", fp[0],
+	   fp[1], fp[2]);
 	sw_part_stats st;
 	sw_partition(c, 4, 2, NULL, SW_PART_KK, part, &e);
 	ok(sw_partition_stats(c, 4, 2, NULL, part, NULL, &st) == 0 && st.imbalance == 1 && st.over_bound == 1, "zero total: ratios are 1");
