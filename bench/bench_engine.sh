@@ -11,7 +11,9 @@
 #
 # The drivers are bench/engine_bench.c ($B/bench/engine_bench, made by
 # make bench) and bench/engine_torch.py; each measurement is its own
-# process, so each peak RSS is its own.  Medians over steps.
+# process, so each peak RSS is its own.  Medians over steps; the training
+# step also in CPU time of all threads, which a machine shared with other
+# work distorts less than the wall clock.
 #
 #   STEPS=3 NEW=32 sh bench/bench_engine.sh
 #
@@ -73,6 +75,7 @@ echo "|---|---|---|---|"
 if [ -n "$tr_pt" ]; then
 	pt_step=$(field step_s "$tr_pt")
 	echo "| training step, s (median of $STEPS) | $sw_step | PyTorch $pt_step | **$(ratio "$pt_step" "$sw_step")x** PyTorch's speed |"
+	echo "| training step, CPU s of all threads (median) | $(field cpu_s "$tr_sw") | PyTorch $(field cpu_s "$tr_pt") | $(ratio "$(field cpu_s "$tr_pt")" "$(field cpu_s "$tr_sw")")x less CPU |"
 else
 	echo "| training step, s (median of $STEPS) | $sw_step | PyTorch not installed | n/a |"
 fi

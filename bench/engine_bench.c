@@ -32,6 +32,15 @@ static double now_(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* CPU time of the whole process (every thread): less at the mercy of
+ * other processes on a shared machine than the wall clock. */
+static double cpu_(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static int cmp_(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -104,13 +113,15 @@ static int train_(int steps)
 	sw_adamw_config oc = sw_adamw_defaults(1e-4f);
 	oc.max_grad_norm = 1.0f;
 	double *t = malloc(sizeof(double) * (size_t)(steps + 1)), loss = 0;
+	double *ct = malloc(sizeof(double) * (size_t)(steps + 1));
 	for (int i = 0; i <= steps; i++) { /* step 0 warms up: first touch of every buffer */
-		double t0 = now_();
+		double t0 = now_(), c0 = cpu_();
 		memset(g->arena, 0, sizeof(float) * g->nparams);
 		if (sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err) ||
 		    sw_adamw_step(&oc, m, g, mm, vv, i, NULL, &err))
 			die_("train step", &err);
 		t[i] = now_() - t0;
+		ct[i] = cpu_() - c0;
 	}
 	/* Model FLOPs of the step: every linear layer 2 (forward) + 4
 	 * (backward) per weight and token, and causal attention's two
@@ -125,11 +136,12 @@ static int train_(int steps)
 	double acts = T * (L * (5 * D + 2 * QD + 2 * KD + 3 * In + H + 2) + 2 * D + V + 3) +
 	              T * (2 * D + 2 * QD + 3 * KD + 3 * In);
 	double bound_mb = (16.0 * m->nparams + 4 * acts) / 1048576;
-	printf("params=%zu tokens=%d step_s=%.4f tokens_per_s=%.1f gflop=%.1f gflops=%.2f loss=%.4f rss_mb=%ld bound_mb=%.0f\n",
-	       m->nparams, T, med, T / med, flops / 1e9, flops / med / 1e9, loss, rss_mb_(), bound_mb);
+	double cmed = median_(ct + 1, steps);
+	printf("params=%zu tokens=%d step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f gflop=%.1f gflops=%.2f loss=%.4f rss_mb=%ld bound_mb=%.0f\n",
+	       m->nparams, T, med, cmed, T / med, flops / 1e9, flops / med / 1e9, loss, rss_mb_(), bound_mb);
 	sw_engine_free(e);
 	sw_model_free(m), sw_model_free(g);
-	free(mm), free(vv), free(tok), free(t);
+	free(mm), free(vv), free(tok), free(t), free(ct);
 	return 0;
 }
 

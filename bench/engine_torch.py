@@ -42,9 +42,9 @@ def train(steps):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     g = torch.Generator().manual_seed(2)
     ids = torch.randint(0, cfg.vocab_size, (4, 256), generator=g)
-    times, loss = [], 0.0
+    times, cpu, loss = [], [], 0.0
     for i in range(steps + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=False)
         out = model(input_ids=ids, labels=ids)
         out.loss.backward()
@@ -53,8 +53,10 @@ def train(steps):
         loss = out.loss.item()
         if i:
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
     med = median(times)
-    print("tokens=1024 step_s=%.4f tokens_per_s=%.1f loss=%.4f rss_mb=%d" % (med, 1024 / med, loss, rss_mb()))
+    print("tokens=1024 step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f loss=%.4f rss_mb=%d"
+          % (med, median(cpu), 1024 / med, loss, rss_mb()))
 
 
 def generate(nseq, new):
