@@ -985,7 +985,7 @@ static void fill_(void)
 		/* room for the prompt, its first response, and one more response of anyone's */
 		if (groups_ && reserved_ + (int64_t)C_ + 16 + 2 * sm > cap_tok_)
 			break;
-		group_ *g = admit_(live_ == 0 && !groups_);
+		group_ *g = admit_(o_.stat || (live_ == 0 && !groups_));
 		if (!g)
 			break;
 		if (reserved_ + root_need_(g) + sample_need_(g) > cap_tok_)

@@ -83,6 +83,15 @@ prompts() {
 	grep -q '"length"\]$' b1.txt
 }
 
+@test "a finished response's slot goes to the next at once; --static waits for the batch's longest" {
+	printf '%s\n' '{"id":"A","prompt":"a","max_new_tokens":2}' '{"id":"B","prompt":"b","max_new_tokens":40}' \
+		'{"id":"C","prompt":"c","max_new_tokens":2}' >in.jsonl
+	run -0 r '[.id, (.response_tokens | length)]' -m "$M" --batch 2 --max-new-tokens 40 --temperature 0 in.jsonl
+	[ "$(printf '%s ' "${lines[@]}")" = '["A/0",2] ["C/0",2] ["B/0",40] ' ]
+	run -0 r '[.id, (.response_tokens | length)]' -m "$M" --batch 2 --max-new-tokens 40 --temperature 0 --static in.jsonl
+	[ "$(printf '%s ' "${lines[@]}")" = '["A/0",2] ["B/0",40] ["C/0",2] ' ]
+}
+
 @test "end tokens: kept in response_tokens and logprobs, not in the text" {
 	prompts 20 >in.jsonl
 	run -0 r 'select(.finish == "stop") | [.response_tokens[-1], (.response_tokens | length), (.response | length)]' \
