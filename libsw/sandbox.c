@@ -244,13 +244,6 @@ static int child_(void *arg)
 			    setresuid(s->d->uid, s->d->uid, s->d->uid))
 				child_fail_(s, "cannot become the sandbox user");
 		}
-		limit_(s, RLIMIT_CPU, sb->cpu_s, "cannot limit CPU time");
-		limit_(s, RLIMIT_AS, sb->mem, "cannot limit memory");
-		limit_(s, RLIMIT_NPROC, sb->nproc, "cannot limit processes");
-		limit_(s, RLIMIT_FSIZE, sb->fsize, "cannot limit file size");
-		limit_(s, RLIMIT_NOFILE, sb->nofile, "cannot limit open files");
-		struct rlimit core = { 0, 0 };
-		setrlimit(RLIMIT_CORE, &core);
 	}
 	/* the caller's directory, so that a command's relative paths work (it is
 	 * read-only in there); the sandbox directory where it cannot go */
@@ -258,6 +251,18 @@ static int child_(void *arg)
 		child_fail_(s, "cannot enter the sandbox directory");
 	setenv("TMPDIR", s->d->path, 1);
 	setenv("HOME", s->d->path, 1);
+	char *const *argv = s->argv;
+	char *shell[4], *cmd = NULL;
+	if (!s->nproc_ok && !sb->off && !strcmp(argv[0], "/bin/sh") && argv[1] && !strcmp(argv[1], "-c") &&
+	    argv[2] && (cmd = malloc(strlen(argv[2]) + 6))) {
+		/* no new processes: the shell must become the command, not fork it */
+		sprintf(cmd, "exec %s", argv[2]);
+		shell[0] = argv[0];
+		shell[1] = argv[1];
+		shell[2] = cmd;
+		shell[3] = NULL;
+		argv = shell;
+	}
 
 	/* fds 0, 1, 2 from the three given, in two steps so that they may overlap */
 	int hi[3];
@@ -276,19 +281,18 @@ static int child_(void *arg)
 				close(f);
 	}
 	signal(SIGPIPE, SIG_DFL);
-	if (!sb->off && seccomp_(s))
-		child_fail_(s, "cannot install the seccomp filter");
-	char *const *argv = s->argv;
-	char *shell[4], *cmd = NULL;
-	if (!s->nproc_ok && !sb->off && !strcmp(argv[0], "/bin/sh") && argv[1] && !strcmp(argv[1], "-c") &&
-	    argv[2] && (cmd = malloc(strlen(argv[2]) + 6))) {
-		/* no new processes: the shell must become the command, not fork it */
-		sprintf(cmd, "exec %s", argv[2]);
-		shell[0] = argv[0];
-		shell[1] = argv[1];
-		shell[2] = cmd;
-		shell[3] = NULL;
-		argv = shell;
+	if (!sb->off) {
+		if (seccomp_(s))
+			child_fail_(s, "cannot install the seccomp filter");
+		/* the limits last: the address-space limit may be below what this
+		 * copy of sw-verify has mapped, so nothing may allocate after it */
+		limit_(s, RLIMIT_CPU, sb->cpu_s, "cannot limit CPU time");
+		limit_(s, RLIMIT_AS, sb->mem, "cannot limit memory");
+		limit_(s, RLIMIT_NPROC, sb->nproc, "cannot limit processes");
+		limit_(s, RLIMIT_FSIZE, sb->fsize, "cannot limit file size");
+		limit_(s, RLIMIT_NOFILE, sb->nofile, "cannot limit open files");
+		struct rlimit core = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &core);
 	}
 	execvp(argv[0], argv);
 	child_fail_(s, argv[0]);

@@ -363,7 +363,7 @@ static rat_ term_(cd_ *c, int depth)
 			return a;
 		char op = c->s[c->i++];
 		rat_ b = unary_(c, depth);
-		long long p, q;
+		long long p = 0, q = 1;
 		if (op == '*') {
 			if (__builtin_mul_overflow(a.p, b.p, &p) || __builtin_mul_overflow(a.q, b.q, &q))
 				c->bad = 1;
@@ -386,7 +386,7 @@ static rat_ expr_(cd_ *c, int depth)
 			return a;
 		char op = c->s[c->i++];
 		rat_ b = term_(c, depth);
-		long long x, y, q;
+		long long x = 0, y = 0, q = 1;
 		if (__builtin_mul_overflow(a.p, b.q, &x) || __builtin_mul_overflow(b.p, a.q, &y) ||
 		    __builtin_mul_overflow(a.q, b.q, &q) ||
 		    (op == '+' ? __builtin_add_overflow(x, y, &x) : __builtin_sub_overflow(x, y, &x))) {
