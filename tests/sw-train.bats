@@ -7,6 +7,12 @@ load helpers
 FIX=$TOP/tests/fixtures
 TINY=$FIX/models/tiny-llama
 
+# Stores a test made go, also when it fails half-way.
+teardown() {
+	[ -f "$BATS_TEST_TMPDIR/stores" ] || return 0
+	while read -r spec; do rm -f "/dev/shm/${spec#shm:}" "/dev/shm/${spec#shm:}.opt"; done <"$BATS_TEST_TMPDIR/stores"
+}
+
 # Byte token ids of a string, comma-separated: tok "ab" -> 97,98
 tok() { printf '%s' "$1" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//; s/,$//'; }
 
@@ -219,6 +225,7 @@ mkstore() {
 	mkstore
 	sft_set >sft.jsonl
 	spec=$(./mkstore create "$TINY")
+	echo "$spec" >>"$BATS_TEST_TMPDIR/stores"
 	shm=/dev/shm/${spec#shm:}
 	run -0 --separate-stderr sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 --weights "$spec" \
 		--metrics m.jsonl sft.jsonl
