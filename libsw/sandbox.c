@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -50,7 +51,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/filter.h>
 #include <linux/mount.h>
+#include <linux/seccomp.h>
 #include "internal.h"
 #include "verify_internal.h"
 
@@ -129,6 +132,8 @@ typedef struct spawn_ {
 	int status_w;  /* close-on-exec: EOF tells the parent exec worked, else a message */
 	int level;
 	int nproc_ok;  /* RLIMIT_NPROC holds: the process has a user id of its own */
+	char *const *envp;          /* ours, with TMPDIR and HOME the sandbox directory */
+	struct sock_fprog prog;     /* the seccomp filter, compiled by the parent */
 } spawn_;
 
 static _Noreturn void child_fail_(const spawn_ *s, const char *what)
@@ -141,7 +146,13 @@ static _Noreturn void child_fail_(const spawn_ *s, const char *what)
 	_exit(127);
 }
 
-static int seccomp_(const spawn_ *s)
+/*
+ * Compile the filter in the parent: libseccomp allocates, and the child of
+ * clone() must not (another thread of ours, OpenBLAS's say, may have held the
+ * allocator's lock at the moment of the clone, and the child would wait on
+ * it forever).  *prog is malloc'd.
+ */
+static int seccomp_(int nproc_ok, struct sock_fprog *prog)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
@@ -174,7 +185,7 @@ static int seccomp_(const spawn_ *s)
 		                      SCMP_A0(SCMP_CMP_MASKED_EQ, newns[i], newns[i]));
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	if (rc == 0 && !s->nproc_ok && !s->sb->off) {
+	if (rc == 0 && !nproc_ok) {
 		/* no user id of its own: RLIMIT_NPROC cannot hold a fork bomb, so no processes */
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAGAIN), SCMP_SYS(fork), 0);
 		if (rc == 0)
@@ -183,8 +194,23 @@ static int seccomp_(const spawn_ *s)
 			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAGAIN), SCMP_SYS(clone), 1,
 			                      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
 	}
+	int fd = rc == 0 ? memfd_create("sw-seccomp", MFD_CLOEXEC) : -1;
+	if (fd < 0 || seccomp_export_bpf(ctx, fd))
+		rc = -1;
+	off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
+	if (size <= 0 || size % (off_t)sizeof(struct sock_filter) || size > 65536 * 8)
+		rc = -1;
+	if (rc == 0 && !(prog->filter = malloc((size_t)size)))
+		rc = -1;
+	if (rc == 0 && pread(fd, prog->filter, (size_t)size, 0) != size) {
+		free(prog->filter);
+		prog->filter = NULL;
+		rc = -1;
+	}
 	if (rc == 0)
-		rc = seccomp_load(ctx); /* sets no_new_privs first */
+		prog->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+	if (fd >= 0)
+		close(fd);
 	seccomp_release(ctx);
 	return rc;
 }
@@ -211,7 +237,6 @@ static int child_(void *arg)
 	}
 	close(s->sync_r);
 	setsid();
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 	if (s->level <= SW_SANDBOX_ROOTNS) {
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
@@ -245,24 +270,12 @@ static int child_(void *arg)
 				child_fail_(s, "cannot become the sandbox user");
 		}
 	}
+	/* after the change of user, which clears it; sw-verify's death is ours */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* the caller's directory, so that a command's relative paths work (it is
 	 * read-only in there); the sandbox directory where it cannot go */
 	if ((!s->cwd || chdir(s->cwd)) && chdir(s->d->path))
 		child_fail_(s, "cannot enter the sandbox directory");
-	setenv("TMPDIR", s->d->path, 1);
-	setenv("HOME", s->d->path, 1);
-	char *const *argv = s->argv;
-	char *shell[4], *cmd = NULL;
-	if (!s->nproc_ok && !sb->off && !strcmp(argv[0], "/bin/sh") && argv[1] && !strcmp(argv[1], "-c") &&
-	    argv[2] && (cmd = malloc(strlen(argv[2]) + 6))) {
-		/* no new processes: the shell must become the command, not fork it */
-		sprintf(cmd, "exec %s", argv[2]);
-		shell[0] = argv[0];
-		shell[1] = argv[1];
-		shell[2] = cmd;
-		shell[3] = NULL;
-		argv = shell;
-	}
 
 	/* fds 0, 1, 2 from the three given, in two steps so that they may overlap */
 	int hi[3];
@@ -282,10 +295,11 @@ static int child_(void *arg)
 	}
 	signal(SIGPIPE, SIG_DFL);
 	if (!sb->off) {
-		if (seccomp_(s))
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &s->prog, 0, 0))
 			child_fail_(s, "cannot install the seccomp filter");
 		/* the limits last: the address-space limit may be below what this
-		 * copy of sw-verify has mapped, so nothing may allocate after it */
+		 * copy of sw-verify has mapped (nothing here allocates anyway) */
 		limit_(s, RLIMIT_CPU, sb->cpu_s, "cannot limit CPU time");
 		limit_(s, RLIMIT_AS, sb->mem, "cannot limit memory");
 		limit_(s, RLIMIT_NPROC, sb->nproc, "cannot limit processes");
@@ -294,8 +308,8 @@ static int child_(void *arg)
 		struct rlimit core = { 0, 0 };
 		setrlimit(RLIMIT_CORE, &core);
 	}
-	execvp(argv[0], argv);
-	child_fail_(s, argv[0]);
+	execvpe(s->argv[0], s->argv, s->envp);
+	child_fail_(s, s->argv[0]);
 }
 
 /* ---- the parent ---- */
@@ -346,30 +360,63 @@ int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, c
 		close(sync[1]);
 		return sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(errno));
 	}
-	char *stack = malloc(STACK_SIZE);
-	if (!stack) {
-		close(sync[0]); close(sync[1]); close(status[0]); close(status[1]);
-		return sw_fail(err, SW_ENOMEM, "out of memory");
+	spawn_ s = { sb, d, cwd, argv, { fd0, fd1, fd2 }, sync[0], status[1], SW_SANDBOX_USERNS,
+	             sb->off || d->own_uid, NULL, { 0, NULL } };
+	/* everything the child needs is made here: the child must not allocate */
+	char *stack = NULL, **envp = NULL, *tmpdir = NULL, *home = NULL, *cmd = NULL, *shell[4];
+	int null = -1, rc = 0, why = 0, e = 0;
+	pid_t p = -1;
+	size_t ne = 0;
+	extern char **environ;
+	while (environ[ne])
+		ne++;
+	if (!(stack = malloc(STACK_SIZE)) || !(envp = malloc((ne + 3) * sizeof *envp)) ||
+	    !(tmpdir = malloc(strlen(d->path) + 8)) || !(home = malloc(strlen(d->path) + 6))) {
+		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+		goto out;
+	}
+	sprintf(tmpdir, "TMPDIR=%s", d->path);
+	sprintf(home, "HOME=%s", d->path);
+	size_t k = 0;
+	for (size_t i = 0; i < ne; i++)
+		if (strncmp(environ[i], "TMPDIR=", 7) && strncmp(environ[i], "HOME=", 5))
+			envp[k++] = environ[i];
+	envp[k++] = tmpdir;
+	envp[k++] = home;
+	envp[k] = NULL;
+	s.envp = envp;
+	if (!s.nproc_ok && !strcmp(argv[0], "/bin/sh") && argv[1] && !strcmp(argv[1], "-c") && argv[2]) {
+		/* no new processes: the shell must become the command, not fork it */
+		if (!(cmd = malloc(strlen(argv[2]) + 6))) {
+			rc = sw_fail(err, SW_ENOMEM, "out of memory");
+			goto out;
+		}
+		sprintf(cmd, "exec %s", argv[2]);
+		shell[0] = argv[0];
+		shell[1] = argv[1];
+		shell[2] = cmd;
+		shell[3] = NULL;
+		s.argv = shell;
+	}
+	if (!sb->off && seccomp_(s.nproc_ok, &s.prog)) {
+		rc = sw_fail(err, SW_EIO, "cannot compile the seccomp filter");
+		goto out;
 	}
 	/* /dev/null is opened here: the sandbox user may not be let at it */
-	int null = -1;
 	if ((fd0 < 0 || fd1 < 0 || fd2 < 0) && (null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
-		free(stack);
-		close(sync[0]); close(sync[1]); close(status[0]); close(status[1]);
-		return sw_fail(err, SW_EIO, "cannot open /dev/null: %s", strerror(errno));
+		rc = sw_fail(err, SW_EIO, "cannot open /dev/null: %s", strerror(errno));
+		goto out;
 	}
-	spawn_ s = { sb, d, cwd, argv, { fd0 >= 0 ? fd0 : null, fd1 >= 0 ? fd1 : null, fd2 >= 0 ? fd2 : null },
-	             sync[0], status[1], SW_SANDBOX_USERNS, 0 };
+	for (int i = 0; i < 3; i++)
+		if (s.fd[i] < 0)
+			s.fd[i] = null;
 	const int ns = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
-	pid_t p = -1;
-	int why = 0;
 	if (sb->off) {
 		s.level = SW_SANDBOX_OFF;
 		p = clone(child_, stack + STACK_SIZE, SIGCHLD, &s);
 	} else {
 		/* the child has its own copy of the stack (no CLONE_VM) */
 		s.level = SW_SANDBOX_USERNS;
-		s.nproc_ok = d->own_uid;
 		p = clone(child_, stack + STACK_SIZE, CLONE_NEWUSER | ns | SIGCHLD, &s);
 		if (p > 0 && maps_(p, d)) {
 			why = errno;
@@ -388,17 +435,27 @@ int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, c
 			p = clone(child_, stack + STACK_SIZE, SIGCHLD, &s);
 		}
 	}
-	int e = errno;
+	e = errno;
+	if (p < 0) {
+		err->sys_errno = e;
+		rc = sw_fail(err, SW_EIO, "cannot start '%s': %s", argv[0], strerror(e));
+	}
+out:
+	/* the child has its own copies of all of it (no CLONE_VM) */
 	free(stack);
+	free(envp);
+	free(tmpdir);
+	free(home);
+	free(cmd);
+	free(s.prog.filter);
 	if (null >= 0)
 		close(null);
 	close(sync[0]);
 	close(status[1]);
-	if (p < 0) {
+	if (rc) {
 		close(sync[1]);
 		close(status[0]);
-		err->sys_errno = e;
-		return sw_fail(err, SW_EIO, "cannot start '%s': %s", argv[0], strerror(e));
+		return rc;
 	}
 	if (s.level <= SW_SANDBOX_ROOTNS && write(sync[1], "g", 1) != 1) {
 		/* the child is gone already; its message (if any) says why */
