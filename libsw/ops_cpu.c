@@ -649,7 +649,7 @@ static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_
 	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
 #pragma omp parallel for simd if (BIG_(n))
 	for (size_t i = 0; i < n; i++) {
-		float gi = gs == 1.0f ? g[i] : g[i] * gs;
+		float gi = g[i] * gs; /* exact when gs is 1 */
 		float mi = b1 * m[i] + (1.0f - b1) * gi;
 		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
 		m[i] = mi;
@@ -661,7 +661,7 @@ static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_
 static double sumsq_(const float *x, size_t n)
 {
 	double s = 0;
-#pragma omp parallel for reduction(+ : s) if (BIG_(n))
+#pragma omp parallel for simd reduction(+ : s) if (BIG_(n))
 	for (size_t i = 0; i < n; i++)
 		s += (double)x[i] * x[i];
 	return s;
