@@ -1,0 +1,299 @@
+#!/usr/bin/env bats
+# sw-run end to end with the real programs (sw-pool, sw-sort, sw-rollout,
+# sw-verify, sw-balance, sw-train --weights) on a tiny random model and a few
+# sums: a whole run and what it leaves; every stage deterministic; sw-run
+# killed with SIGKILL at chosen and at random moments, then resumed to the
+# same weights, bit for bit, as a run that never stopped; a trainer that
+# crashes mid-step.  tests/sw-run.bats tests sw-run itself with stand-ins.
+#
+# Kept small (a 4-layer model, 3 prompts x 4 responses of 8 tokens, 3
+# iterations): each run takes about a second.  The model is random, so the
+# rewards that give GRPO a gradient are a regex for a digit (about half the
+# responses have one) and a blocklist that a response breaks now and then;
+# math scores accuracy (0, as it should be for a random model).
+#
+# The rollout decodes one response at a time (--batch 1).  With a wider batch
+# sw-rollout writes the samples in the order they finish, and that order
+# depends on when the prompts reached it (the same seed, prompts and tokens,
+# a different order from one run to the next); sw-balance breaks ties between
+# groups of equal cost by input order and sw-train sums in input order, so
+# the weights would then differ in their last bits from run to run, and no
+# resumed run could match.  --batch 1 makes the order the input's.
+load helpers
+
+# The experiment, with every path absolute; $1 is the fixture directory.
+experiment() {
+	cat <<-EOF
+		model $1/m
+		prompts $1/prompts.jsonl
+		eval $1/eval.jsonl
+		iters 3
+		batch 3
+		group 4
+		eval-every 2
+		seed 5
+		ref
+		accuracy math
+		monitor violation_rate=off
+		monitor reward_dominance=off
+		sort echo "\$SW_WEIGHTS" >>"\$SW_RUN/stores"; exec sw-sort
+		rollout sw-rollout -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 8 --batch 1
+		eval-rollout sw-rollout --temperature 0 --max-new-tokens 8
+		verify sw-verify -r math -r regex:[0-9] -r blocklist:$1/blocklist
+		balance sw-balance -n 2 --stats "\$SW_BALANCE_STATS"
+		train sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --metrics "\$SW_TRAIN_METRICS"
+	EOF
+}
+
+# One model, data, and a reference run that nothing interrupts, for every test.
+setup_file() {
+	FIX=$BATS_FILE_TMPDIR
+	export FIX
+	cd "$FIX" || return 1
+	sw-model init --size tiny --seed 1 m >/dev/null
+	for i in 1 2 3 4 5 6 7 8; do
+		printf '{"id":"q%d","prompt":"%d+%d=","label":"%d"}\n' "$i" $((i * 7)) "$i" $((i * 8))
+	done >prompts.jsonl
+	printf '{"id":"e1","prompt":"12+3=","label":"15"}\n{"id":"e2","prompt":"40+9=","label":"49"}\n' >eval.jsonl
+	printf '[unsafe] [a-f]\n' >blocklist
+	experiment "$FIX" >exp
+	ref_status=0
+	t0=$(date +%s.%N)
+	sw-run -v -c exp -o ref 2>ref.err || ref_status=$?
+	awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f\n", b - a }' >ref.wall
+	echo "$ref_status" >ref.status
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR" || return 1
+}
+
+digest() {
+	sw-audit digest "$1" | cut -d' ' -f1
+}
+
+# How many of the stores a run in directory $1 used (its sort stage notes them) still exist.
+left() {
+	local n=0 w
+	for w in $(sort -u "$1/stores"); do
+		for f in "/dev/shm/${w#shm:}" "/dev/shm/${w#shm:}.opt" "/dev/shm/${w#shm:}.ref"; do
+			[ -e "$f" ] && n=$((n + 1))
+		done
+	done
+	echo $n
+}
+
+# Run sw-run in a session of its own, killed with SIGKILL after $1 seconds
+# ("-": not killed by us); then wait until every process of the session has
+# ended (a killed sw-run's stages go on until their pipes close, and may still
+# write to the run directory).  Its exit status in $status, stderr in $stderr.
+in_session() {
+	local after=$1 pid
+	shift
+	setsid "$@" 2>session.err &
+	pid=$!
+	if [ "$after" != - ]; then
+		sleep "$after"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	status=0
+	wait "$pid" || status=$?
+	for _ in $(seq 600); do
+		[ -z "$(ps -o pid= -s "$pid")" ] && break
+		sleep 0.05
+	done
+	[ -z "$(ps -o pid= -s "$pid")" ]
+	stderr=$(cat session.err)
+}
+
+# Resume run directory $1 and check that it ends where the reference ended:
+# the same weights bit for bit, the metrics of iterations 1 to 3 once each, a
+# valid audit log that records the resumption, and no store left.
+resume_matches_reference() {
+	run -0 --separate-stderr sw-run -q --resume "$1"
+	[ "$stderr" = "" ] || [[ $stderr == "sw-run: removed "*" weight store"*" a killed run left behind" ]]
+	[ "$(cat "$1/state")" = "ckpt/iter-0003" ]
+	[ "$(digest "$1/ckpt/iter-0003/model.safetensors")" = "$(digest "$FIX/ref/ckpt/iter-0003/model.safetensors")" ]
+	[ "$(digest "$1/ckpt/iter-0003/optimizer.bin")" = "$(digest "$FIX/ref/ckpt/iter-0003/optimizer.bin")" ]
+	run -0 jq -c 'select(.eval | not) | [.iter, .weight_version]' "$1/metrics.jsonl"
+	[ "$(echo $output)" = "[1,1] [2,2] [3,3]" ]
+	run -0 jq -c 'select(.eval) | .iter' "$1/metrics.jsonl"
+	[ "$(echo $output)" = "0 2 3" ]
+	run -0 sw-audit verify "$1"
+	[[ $output == "$1/audit.log: ok: "* ]]
+	grep -q '"event":"resume"' "$1/audit.log"
+	[ "$(left "$1")" = 0 ]
+}
+
+@test "an end-to-end run: run directory, metrics from every stage, weights that move, a valid audit log, no store left" {
+	r=$FIX/ref
+	[ "$(cat "$FIX/ref.status")" = 0 ]
+	grep -q '^sw-run: iter 3/3: reward ' "$FIX/ref.err"
+	[[ "$(tail -1 "$FIX/ref.err")" == "sw-run: 3 iterations done; the run is in ref (audit head "*")" ]]
+	for f in config metrics.jsonl audit.log pool samples/eval-0000.msgpack.zst samples/eval-0002.msgpack.zst \
+	         samples/eval-0003.msgpack.zst; do
+		[ -s "$r/$f" ] || { echo "missing $f"; false; }
+	done
+	for i in 1 2 3; do
+		[ -s "$r/samples/iter-000$i.msgpack.zst" ] && [ -s "$r/samples/iter-000$i.train.msgpack.zst" ]
+	done
+	for i in 0 1 2 3; do
+		for f in config.json model.safetensors tokenizer.json state.json pool; do
+			[ -s "$r/ckpt/iter-000$i/$f" ] || { echo "missing ckpt/iter-000$i/$f"; false; }
+		done
+	done
+	# the optimiser state exists from the first step on
+	[ ! -e "$r/ckpt/iter-0000/optimizer.bin" ] && [ -s "$r/ckpt/iter-0001/optimizer.bin" ]
+	[ "$(cat "$r/state")" = "ckpt/iter-0003" ]
+	[ ! -e "$r/HALT" ]
+	# figures of every stage: the trainer's kl, entropy and loss, balance's imbalance, verify's scores
+	run -0 jq -c 'select(.eval | not) | [.iter, .samples, .weight_version, (.rewards | keys)]' "$r/metrics.jsonl"
+	[ "${lines[0]}" = '[1,12,1,["blocklist","math","regex"]]' ]
+	[ "${lines[1]}" = '[2,12,2,["blocklist","math","regex"]]' ]
+	[ "${lines[2]}" = '[3,12,3,["blocklist","math","regex"]]' ]
+	run -0 jq -e 'select(.eval | not) |
+		(.kl | type == "number" and . >= 0) and (.entropy > 1 and .entropy < 6) and (.loss | type == "number") and
+		(.grad_norm > 0) and (.lr > 0.0099 and .lr < 0.0101) and (.imbalance >= 1 and .imbalance < 2) and
+		(.accuracy == 0) and (.violation_rate >= 0 and .violation_rate <= 1) and
+		(.reward_mean > 0) and (.response_len_mean == 8) and (.tokens_per_s > 0) and
+		(.time_s | .rollout > 0 and .verify > 0 and .balance > 0 and .train > 0 and .iteration > 0) and
+		(.monitor_overhead >= 0 and .monitor_overhead < 0.5)' "$r/metrics.jsonl"
+	# the start weights are the reference: no KL at the first step, some after
+	[ "$(jq -c 'select(.iter == 1 and (.eval | not)) | .kl' "$r/metrics.jsonl")" = 0 ]
+	[ "$(jq -c 'select(.iter == 3 and (.eval | not)) | .kl > 0' "$r/metrics.jsonl")" = true ]
+	# some violation, somewhere: the blocklist verifier did flag samples
+	[ "$(jq -s 'map(select(.eval | not) | .violation_rate) | add > 0' "$r/metrics.jsonl")" = true ]
+	run -0 jq -c 'select(.eval) | [.iter, .samples, .accuracy]' "$r/metrics.jsonl"
+	[ "$(echo $output)" = "[0,2,0] [2,2,0] [3,2,0]" ]
+	# the generator read the weights the trainer published the iteration before
+	run -0 sw-cat -f json "$r/samples/iter-0002.msgpack.zst"
+	[ "${#lines[@]}" = 12 ]
+	[ "$(sw-cat -f json "$r/samples/iter-0002.msgpack.zst" | jq -s -c 'map(.policy_version) | unique')" = "[1]" ]
+	[ "$(sw-cat -f json "$r/samples/iter-0002.msgpack.zst" |
+		jq -s -c 'map(.logprobs | length) | unique')" = "[8]" ]
+	# the trainer's pass-through carries each sample's advantage and balance's rank
+	[ "$(sw-cat -f json "$r/samples/iter-0002.train.msgpack.zst" |
+		jq -s -c 'map((.advantage | type), (.rank | type)) | unique')" = '["number"]' ]
+	# the weights moved at every step
+	d0=$(digest "$r/ckpt/iter-0000/model.safetensors")
+	d1=$(digest "$r/ckpt/iter-0001/model.safetensors")
+	d2=$(digest "$r/ckpt/iter-0002/model.safetensors")
+	d3=$(digest "$r/ckpt/iter-0003/model.safetensors")
+	[ "$d0" != "$d1" ] && [ "$d1" != "$d2" ] && [ "$d2" != "$d3" ]
+	[ "$d0" = "$(digest "$FIX/m/model.safetensors")" ]
+	# a checkpoint is a model the programs load
+	run -0 sw-rollout -m "$r/ckpt/iter-0003" --temperature 0 --max-new-tokens 4 -f json "$FIX/eval.jsonl"
+	[ "${#lines[@]}" = 2 ]
+	run -0 sw-audit verify "$r"
+	[[ $output == "$r/audit.log: ok: $(wc -l <"$r/audit.log") records, 4 checkpoints, head "* ]]
+	[ "$(left "$r")" = 0 ]
+}
+
+@test "every stage is deterministic: the same input twice gives the same bytes, and a second run the same weights" {
+	r=$FIX/ref
+	p="$FIX/prompts.jsonl"
+	sw-rollout -m "$FIX/m" -n 4 --seed 9 --max-new-tokens 8 "$p" >a.mp
+	sw-rollout -m "$FIX/m" -n 4 --seed 9 --max-new-tokens 8 "$p" >b.mp
+	cmp a.mp b.mp
+	sw-rollout -m "$FIX/m" -n 4 --seed 10 --max-new-tokens 8 "$p" >c.mp
+	! cmp -s a.mp c.mp
+	for f in a b; do sw-verify -r math -r regex:[0-9] a.mp >v$f.mp; done
+	cmp va.mp vb.mp
+	for f in a b; do sw-balance -q -n 2 va.mp >bal$f.mp; done
+	cmp bala.mp balb.mp
+	for f in a b; do sw-train --algo grpo --lr 1e-2 --seed 3 -m "$FIX/m" -o t$f bala.mp >/dev/null; done
+	[ "$(digest ta/model.safetensors)" = "$(digest tb/model.safetensors)" ]
+	[ "$(digest ta/optimizer.bin)" = "$(digest tb/optimizer.bin)" ]
+	# the whole run, again: the same weights at every checkpoint
+	run -0 sw-run -q -c "$FIX/exp" -o again
+	for i in 1 2 3; do
+		[ "$(digest again/ckpt/iter-000$i/model.safetensors)" = "$(digest "$r/ckpt/iter-000$i/model.safetensors")" ]
+	done
+	cmp <(sw-cat -f json again/samples/iter-0003.msgpack.zst) <(sw-cat -f json "$r/samples/iter-0003.msgpack.zst")
+	# and another seed, other weights
+	run -0 sw-run -q -c "$FIX/exp" -o other --seed 6 --iters 1
+	[ "$(digest other/ckpt/iter-0001/model.safetensors)" != "$(digest "$r/ckpt/iter-0001/model.safetensors")" ]
+	[ "$(left again)" = 0 ] && [ "$(left other)" = 0 ]
+}
+
+# A hook that kills sw-run ($PPID of a stage's shell) once, in iteration $1.
+hook() {
+	echo "if [ \"\$SW_ITER\" = $1 ] && [ ! -e \"\$SW_RUN/killed\" ]; then touch \"\$SW_RUN/killed\"; kill -KILL \$PPID; fi;"
+}
+
+# A run killed by a hook in the stage $1 ($2: its command, with the hook).
+# $3: the checkpoint the killed run leaves as its state.
+killed() {
+	in_session - sw-run -q -c "$FIX/exp" -o run --"$1" "$2"
+	[ "$status" = 137 ]
+	[ -e run/killed ]
+	[ "$(cat run/state)" = "$3" ]
+	[ ! -e run/ckpt/iter-0003 ]
+	# SIGKILL leaves the stores behind for the next sw-run to sweep (not
+	# counted here: any other user's sw-run starting meanwhile sweeps them too)
+}
+
+@test "sw-run killed (SIGKILL) as iteration 2's rollout starts: --resume reaches the same weights bit for bit" {
+	killed rollout "$(hook 2) exec sw-rollout -n \"\$SW_GROUP\" --seed \"\$SW_SEED\" --max-new-tokens 8 --batch 1" ckpt/iter-0001
+	resume_matches_reference run
+}
+
+@test "sw-run killed mid-train (the trainer has its input and is stepping): --resume reaches the same weights" {
+	killed train "{ cat; $(hook 2) } | sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --metrics \"\$SW_TRAIN_METRICS\"" \
+		ckpt/iter-0001
+	resume_matches_reference run
+}
+
+@test "sw-run killed after the trainer published new weights, before the checkpoint: --resume reaches the same weights" {
+	killed train "sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --metrics \"\$SW_TRAIN_METRICS\"; $(hook 2)" \
+		ckpt/iter-0001
+	# the killed run's trainer had finished its step (the weights' version 2) when sw-run died
+	[ "$(jq -c .step run/tmp/train-metrics.jsonl)" = 2 ]
+	resume_matches_reference run
+}
+
+@test "sw-run killed between iterations (after checkpoint 2, as iteration 3 selects prompts): --resume reaches the same weights" {
+	killed select "$(hook 3) exec sw-pool take \"\$SW_POOL\" -n \"\$SW_BATCH\"" ckpt/iter-0002
+	resume_matches_reference run
+}
+
+@test "sw-run killed at random moments, twice over: --resume reaches the same weights each time" {
+	wall=$(cat "$FIX/ref.wall")
+	for k in 1 2; do
+		rm -rf run
+		# a moment from the first checkpoint to about the end of an uninterrupted run
+		after=$(awk -v w="$wall" -v s="$RANDOM" 'BEGIN { srand(s); printf "%.3f", 0.1 + rand() * w }')
+		in_session "$after" sw-run -q -c "$FIX/exp" -o run
+		echo "# kill $k after $after s: status $status, state $(cat run/state 2>/dev/null)," \
+		     "last audit event $(tail -1 run/audit.log 2>/dev/null | jq -r .event)" >&3
+		if [ ! -e run/state ]; then
+			# killed before the first checkpoint: nothing to resume, which sw-run must say
+			run -1 --separate-stderr sw-run -q --resume run
+			[[ ${stderr_lines[-1]} == "sw-run: 'run' is no run directory sw-run can resume: cannot read 'run/state'" ]]
+			continue
+		fi
+		[ "$status" = 137 ] || [ "$status" = 0 ]
+		resume_matches_reference run
+	done
+}
+
+@test "a trainer that crashes mid-step: a clear error, exit 1, the last checkpoint's weights unchanged; --resume goes on" {
+	# balance, once it has handed over every sample, kills the trainer (pid noted by its stage) with SIGSEGV
+	crash='[ "$SW_ITER" = 2 ] && [ ! -e "$SW_RUN/crashed" ] && touch "$SW_RUN/crashed" && kill -SEGV $(cat "$SW_RUN/train.pid")'
+	run -1 --separate-stderr sw-run -q -c "$FIX/exp" -o run \
+		--balance "sw-balance -n 2 --stats \"\$SW_BALANCE_STATS\" && { $crash; true; }" \
+		--train 'echo $$ >"$SW_RUN/train.pid"; exec sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --metrics "$SW_TRAIN_METRICS"'
+	[ "$output" = "" ]
+	[ -e run/crashed ]
+	[[ ${stderr_lines[-1]} == "sw-run: iteration 2: stage 'train' was killed by signal 11 (Segmentation fault) (echo "*"); the samples so far are in run/samples, the weights are those of the last checkpoint; continue with sw-run --resume run" ]]
+	[ "$(cat run/state)" = "ckpt/iter-0001" ]
+	[ ! -e run/ckpt/iter-0002 ]
+	[ -e run/samples/iter-0002.msgpack.zst.failed ]
+	[ "$(digest run/ckpt/iter-0001/model.safetensors)" = "$(digest "$FIX/ref/ckpt/iter-0001/model.safetensors")" ]
+	[ "$(left run)" = 0 ]
+	run -0 sw-audit verify run
+	grep -q '"event":"failure".*"stage":"train"' run/audit.log
+	# the crash is disarmed (run/crashed): the run goes on with the same commands
+	resume_matches_reference run
+	[ "$(digest run/ckpt/iter-0001/model.safetensors)" = "$(digest "$FIX/ref/ckpt/iter-0001/model.safetensors")" ]
+}
