@@ -3,7 +3,7 @@
 #   make            build libsw (static and shared) and every program
 #   make test       build, then run the C unit tests and the bats CLI tests
 #   make check      the same suite under AddressSanitizer and UBSan
-#   make demo       build and run the main job on example data
+#   make demo       build, then the main job: examples/arith (SFT, then GRPO with a safety verifier)
 #   make bench      the benchmarks of bench/ (figures go to bench/RESULTS.md)
 #   make fuzz       run every fuzz target of tests/fuzz/ (FUZZ_SECONDS each)
 #   make deps       install the Debian packages that are missing
@@ -38,12 +38,13 @@ MANPAGES  := $(wildcard man/*.[157])
 DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libpcre2-dev libsodium-dev libseccomp-dev
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin
 DEPS_BENCH := jq zstd hyperfine
-DEPS_FUZZ  := clang
+DEPS_DEMO  := jq librsvg2-bin
+DEPS_FUZZ  := clang libomp-dev
 
 NVCC := $(shell command -v nvcc 2>/dev/null)
 CU_SRC := $(wildcard kernels/*.cu)
 
-.PHONY: all deps deps-build deps-test deps-bench deps-fuzz test check demo bench fuzz \
+.PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo bench fuzz \
         install clean completions cuda
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -59,11 +60,12 @@ define need
 		$$s apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$s apt-get install -y -qq $$missing >/dev/null; \
 	fi
 endef
-deps: deps-build deps-test deps-bench deps-fuzz
+deps: deps-build deps-test deps-bench deps-fuzz deps-demo
 deps-build: ; $(call need,$(DEPS_BUILD))
 deps-test:  ; $(call need,$(DEPS_TEST))
 deps-bench: ; $(call need,$(DEPS_BENCH))
 deps-fuzz:  ; $(call need,$(DEPS_FUZZ))
+deps-demo:  ; $(call need,$(DEPS_DEMO))
 
 # --- the library and the programs -------------------------------------------
 $(B)/obj/libsw/%.o: libsw/%.c $(HEADERS) libsw/internal.h libsw/ops.h | deps-build
@@ -97,12 +99,6 @@ else
 	@$(MAKE) --no-print-directory -f kernels/kernels.mk B=$(B) NVCC=$(NVCC)
 endif
 
-# The example verifier plug-in of examples/plugin/ (tests/sw-verify.bats loads it).
-all: $(B)/plugin/keyword.so
-$(B)/plugin/%.so: examples/plugin/%.c libsw/sw/verifier.h
-	@mkdir -p $(@D)
-	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -Ilibsw -o $@ $<
-
 # libsw objects that share the verifiers' internal header are rebuilt with it.
 $(LIB_OBJ): libsw/verify_internal.h
 
@@ -133,8 +129,8 @@ check:
 	        SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
 # --- the rest -------------------------------------------------------------------
-demo: all
-	@B=$(B) examples/demo.sh
+demo: all deps-demo
+	@B=$(B) examples/arith/run.sh
 
 # Bench drivers: bench/NAME.c linked against libsw, as $(B)/bench/NAME.
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
