@@ -368,3 +368,16 @@ mkstore() {
 	run -2 --separate-stderr sw-rollout -m "$M" --stop ''
 	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop' wants a non-empty string" ]
 }
+
+@test "a closed pipe ends quietly; -z and -o write compressed and to a file" {
+	prompts 40 >in.jsonl
+	run -0 --separate-stderr bash -c 'sw-rollout -m "$1" -n 4 -f json in.jsonl | head -1 >/dev/null; echo "${PIPESTATUS[0]}"' _ "$M"
+	[ "$output" = 141 ]
+	[ "$stderr" = "" ]
+	prompts 3 >in.jsonl
+	run -0 --separate-stderr sw-rollout -m "$M" -n 2 --max-new-tokens 4 -z -o out.zst in.jsonl
+	[ "$output" = "" ]
+	[ "$(head -c 4 out.zst | od -An -tx1 | tr -d ' ')" = 28b52ffd ]
+	run -0 sw-cat -c out.zst
+	[ "$output" = 6 ]
+}
