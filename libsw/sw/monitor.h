@@ -34,7 +34,7 @@ typedef struct sw_mon_obs {
 	double violation_rate;      /* share of samples with a safety violation */
 	double verifier_error_rate; /* share of samples a verifier failed on */
 	double response_len_mean;   /* mean response length in tokens */
-	double max_component_share; /* largest share of one verifier in sum |weighted score|; NAN if < 2 */
+	double max_component_share; /* largest share of one verifier in the scores' variance; NAN if < 2 vary */
 	double eval_accuracy;       /* held-out accuracy if an evaluation ran this iteration, else NAN */
 } sw_mon_obs;
 
