@@ -471,6 +471,15 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 	d->ops->rmsnorm_fwd(xn, d->rl, d->xl, m->final_norm, nout, D, m->cfg.rms_norm_eps);
 	d->ops->linear_rows(d->logits, xn, m->lm_head, nout, V, D, 0);
 	d->stepno++;
+	/* Weights gone to NaN or Inf (a diverged update) must not be sampled from. */
+	for (int j = 0; j < nout; j++) {
+		const float *z = d->logits + (size_t)j * V;
+		float acc = 0;
+		for (int v = 0; v < V; v++)
+			acc += z[v] * 0.0f;
+		if (acc != 0.0f || acc != acc)
+			return sw_fail(err, SW_ERANGE, "the logits of sequence %d are not finite", d->ids[j]);
+	}
 	for (int j = 0; j < nout; j++) {
 		seq_ *s = &d->seqs[d->ids[j]];
 		s->stamp = d->stepno;

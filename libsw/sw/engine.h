@@ -140,7 +140,8 @@ int sw_decoder_remove(sw_decoder *d, int id);
  * ids and logits [n, vocab] (decoder-owned) the next-token logits after
  * each one's last token; both valid until the next call on d.  The cache
  * full is SW_ERANGE and changes nothing (remove a sequence and step again);
- * nothing pending gives *n = 0.
+ * nothing pending gives *n = 0.  Logits that are not finite (weights gone
+ * to NaN) are SW_ERANGE too, after the tokens went into the cache.
  */
 int sw_decoder_step(sw_decoder *d, int *n, const int **ids, const float **logits, sw_error *err);
 

@@ -587,6 +587,12 @@ static void test_decoder_limits_(void)
 	sw_decoder_append(d, a, p, 1, &err);
 	is_int(sw_decoder_fork(d, a, &err), SW_EINVAL, "forking with tokens pending is refused: %s", err.msg);
 	is_int(sw_decoder_remove(d, 5), SW_EINVAL, "removing an unknown sequence is refused");
+	/* A NaN weight: the step says so instead of handing out NaN logits. */
+	sw_decoder_remove(d, a);
+	m->final_norm[3] = NAN;
+	int c = sw_decoder_add(d, p, 2, &err);
+	is_int(sw_decoder_step(d, &nout, &ids, &lg, &err), SW_ERANGE, "non-finite logits are refused: %s", err.msg);
+	(void)c;
 	sw_decoder_free(d);
 	sw_decoder_free(NULL);
 	sw_model_free(m);
