@@ -1053,6 +1053,7 @@ static void generate_(void)
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	double last_flush = 0;
+	uint64_t flushed = 0;
 	for (;;) {
 		fill_();
 		if (!live_ && !groups_)
@@ -1079,7 +1080,6 @@ static void generate_(void)
 		if (n == 0 && live_ == 0)
 			cli_die("internal error: no response can start (KV cache of %lld tokens, %lld reserved)",
 			        (long long)cap_tok_, (long long)reserved_);
-		uint64_t before = written_;
 		for (int i = 0; i < n; i++) {
 			int id = ids[i];
 			const float *row = logits + (size_t)i * (size_t)V_;
@@ -1104,8 +1104,9 @@ static void generate_(void)
 			if (!push_token_(s, t, lp) && sw_decoder_append(d_, id, &t, 1, &err))
 				cli_die("decoder: %s", err.msg);
 		}
-		if (written_ != before) {
-			/* samples flow on while generation goes on, in pieces of at least 50 ms */
+		if (written_ != flushed) {
+			/* samples flow on while generation goes on: what finished is
+			 * flushed within 50 ms (and a step), not after every sample */
 			struct timespec t;
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			double now = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -1113,6 +1114,7 @@ static void generate_(void)
 				if (sw_writer_flush(w_))
 					cli_die_stream(out_name_, sw_writer_error(w_));
 				last_flush = now;
+				flushed = written_;
 			}
 		}
 	}
