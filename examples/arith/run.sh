@@ -64,7 +64,10 @@ iters $ITERS
 batch $BATCH
 group $GROUP
 eval-every $EVAL_EVERY
+ckpt-every 10
 accuracy math
+# a three-token answer is meant to become certain: warn only when entropy is nearly gone
+monitor entropy=0.02,0.005,-
 rollout sw-rollout -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 24
 eval-rollout sw-rollout --temperature 0 --max-new-tokens 24
 verify sw-verify -r math -r blocklist:$dir/arith-data/blocklist,hard
