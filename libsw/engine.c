@@ -45,7 +45,11 @@ struct sw_engine {
 	bool have_fwd, for_backward;
 	acts_ *acts;               /* [nslots] */
 	float *resL, *xf, *rstdf;  /* final norm input [T,D] and output */
-	float *logits, *lse, *ent; /* [T,V], [T], [T] */
+	float *logits, *lse, *ent; /* [lrows,V], [T], [T] */
+	/* Rows of logits held at once in a training forward: a batch with more
+	 * keeps none (the backward computes them again, chunk by chunk). */
+	size_t logits_budget;      /* in floats */
+	int lrows;                 /* rows the last forward held (T: all of them) */
 	float *attn_scratch;
 	int32_t *tokens, *pos, *targets, *cu;
 	/* Backward scratch, carved on first use. */
@@ -93,6 +97,7 @@ sw_engine *sw_engine_new(const sw_model *m, sw_error *err)
 	}
 	e->m = m;
 	e->ops = sw_ops_cpu();
+	e->logits_budget = (size_t)1 << 28; /* 1 GiB */
 	sw_rope_inv_freq(&m->cfg, e->inv_freq);
 	return e;
 }
@@ -112,9 +117,15 @@ void sw_engine_free(sw_engine *e)
 	free(e);
 }
 
+void sw_engine_logits_budget(sw_engine *e, size_t floats)
+{
+	if (e)
+		e->logits_budget = floats;
+}
+
 const float *sw_engine_logits(const sw_engine *e)
 {
-	return e && e->have_fwd ? e->logits : NULL;
+	return e && e->have_fwd && e->lrows == e->T ? e->logits : NULL;
 }
 
 /* Check the batch and copy its indices (the caller's arrays may go away
@@ -181,7 +192,7 @@ static int carve_(sw_engine *e, int nslots, sw_error *err)
 	size_t QD = H * hd, KD = KVH * hd, qk = c->qk_norm ? 1 : 0;
 	size_t per = T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
 	size_t scratch = e->ops->attn_scratch(e->maxlen);
-	size_t need = per * nslots + T * (2 * D + 1 + V + 2) + scratch + 64;
+	size_t need = per * nslots + T * (2 * D + 3) + (size_t)e->lrows * V + scratch + 64;
 	if (need > e->block_floats) {
 		free(e->block);
 		e->block = NULL, e->block_floats = 0;
@@ -212,7 +223,7 @@ static int carve_(sw_engine *e, int nslots, sw_error *err)
 			a->krstd = TAKE_(T * KVH);
 	}
 	e->resL = TAKE_(T * D), e->xf = TAKE_(T * D), e->rstdf = TAKE_(T);
-	e->logits = TAKE_(T * V), e->lse = TAKE_(T), e->ent = TAKE_(T);
+	e->logits = TAKE_((size_t)e->lrows * V), e->lse = TAKE_(T), e->ent = TAKE_(T);
 	e->attn_scratch = TAKE_(scratch);
 	e->threads = omp_get_max_threads();
 #undef TAKE_
@@ -254,6 +265,10 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
 	const sw_model *m = e->m;
 	const sw_model_config *c = &m->cfg;
 	int nl = c->num_hidden_layers;
+	if (!rc) {
+		size_t fit = e->logits_budget / (size_t)c->vocab_size;
+		e->lrows = !for_backward || (size_t)e->T <= fit ? e->T : fit > 0 ? (int)fit : 1;
+	}
 	if (rc || (rc = carve_(e, for_backward ? nl : 1, err)))
 		return rc;
 	const sw_ops *o = e->ops;
@@ -282,8 +297,12 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
 		o->gemm(0, 1, T, D, I, 1, a->h, I, L->w_down, I, 1, out, D);
 	}
 	o->rmsnorm_fwd(e->xf, e->rstdf, e->resL, m->final_norm, T, D, eps);
-	o->gemm(0, 1, T, V, D, 1, e->xf, D, m->lm_head, D, 0, e->logits, V);
-	o->logprob_fwd(logprobs, e->ent, e->lse, e->logits, e->targets, T, V);
+	for (int r0 = 0; r0 < T; r0 += e->lrows) {
+		int nr = T - r0 < e->lrows ? T - r0 : e->lrows;
+		o->gemm(0, 1, nr, V, D, 1, e->xf + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
+		o->logprob_fwd(logprobs ? logprobs + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
+		               e->targets + r0, nr, V);
+	}
 	for (int t = 0; t < T; t++)
 		if (!isfinite(e->lse[t]))
 			return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", t);
@@ -325,11 +344,19 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 	float *dgate = dkn + (size_t)T * KD, *dup = dgate + (size_t)T * I, *dh = dup + (size_t)T * I;
 	float *dqn = datt; /* datt is free again once attention's backward has run */
 
-	/* The head: logits -> d(logits) in place (so the logits are gone after this). */
-	o->logprob_bwd(e->logits, e->lse, e->ent, dlogprob, dentropy, e->targets, T, V);
+	/* The head: logits -> d(logits) in place (so the logits are gone after
+	 * this), chunk by chunk when the forward could not keep them all. */
+	for (int r0 = 0; r0 < T; r0 += e->lrows) {
+		int nr = T - r0 < e->lrows ? T - r0 : e->lrows;
+		const float *xf = e->xf + (size_t)r0 * D;
+		if (e->lrows < T)
+			o->gemm(0, 1, nr, V, D, 1, xf, D, m->lm_head, D, 0, e->logits, V);
+		o->logprob_bwd(e->logits, e->lse + r0, e->ent + r0, dlogprob ? dlogprob + r0 : NULL,
+		               dentropy ? dentropy + r0 : NULL, e->targets + r0, nr, V);
+		o->gemm(0, 0, nr, D, V, 1, e->logits, V, m->lm_head, D, 0, dxn + (size_t)r0 * D, D);
+		o->gemm(1, 0, V, D, nr, 1, e->logits, V, xf, D, 1, g->lm_head, D);
+	}
 	e->have_fwd = false;
-	o->gemm(0, 0, T, D, V, 1, e->logits, V, m->lm_head, D, 0, dxn, D);
-	o->gemm(1, 0, V, D, T, 1, e->logits, V, e->xf, D, 1, g->lm_head, D);
 	memset(dres, 0, TD * sizeof(float));
 	o->rmsnorm_bwd(dres, g->final_norm, dxn, e->resL, m->final_norm, e->rstdf, T, D);
 

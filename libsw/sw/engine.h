@@ -68,8 +68,20 @@ void sw_engine_free(sw_engine *e);
 int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float *logprobs,
                       float *entropy, sw_error *err);
 
-/* The logits [ntokens, vocab] of the last forward, or NULL if none. */
+/*
+ * The logits [ntokens, vocab] of the last forward, or NULL if none (or if
+ * a training forward was too large to keep them: see below).
+ */
 const float *sw_engine_logits(const sw_engine *e);
+
+/*
+ * At most this many floats of logits are held by a forward for backward
+ * (default 2^28, 1 GiB); a larger batch keeps only per-token log-sum-exps
+ * and the backward computes the logits again in chunks, one more
+ * vocabulary-sized GEMM for less memory.  A forward without backward
+ * always keeps all of its logits.
+ */
+void sw_engine_logits_budget(sw_engine *e, size_t floats);
 
 /*
  * THE training interface.  After sw_engine_forward(..., for_backward =
