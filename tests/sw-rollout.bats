@@ -73,9 +73,9 @@ prompts() {
 	cmp b1.txt b5.txt
 	cmp b1.txt b64.txt
 	cmp b1.txt static.txt
-	# log-probs equal up to the rounding of a differently shaped matrix product
-	run -0 jq -s -r --slurpfile b l64.txt '[., $b] | transpose | map([.[0][1], .[1][1]] | transpose | map((.[0]-.[1])|fabs)) | flatten | max < 1e-5' l1.txt
-	[ "$output" = true ]
+	# the log-probs too, bit for bit (the decoder is batch-invariant)
+	cmp l1.txt l5.txt
+	cmp l1.txt l64.txt
 	# another seed, other samples; both finish kinds occur on this data
 	r '[.id, .response_tokens, .response, .finish]' -m "$M" -n 3 --seed 10 --max-new-tokens 60 in.jsonl | sort >s10.txt
 	! cmp -s b1.txt s10.txt
