@@ -575,6 +575,105 @@ static void put_(sw_rec *rec)
 	cli_progress(written_, 0);
 }
 
+/*
+ * Samples go out in the order of the input (prompt by prompt, response k
+ * after response k-1), not in the order they finish.  Which finishes first
+ * depends on how fast the input arrives and so on what shared a step; a
+ * trainer downstream sums what it reads in order, so a repeated or resumed
+ * run must see the same order to reach the same weights.  A finished sample
+ * waits here until those before it are out: at most the samples in flight.
+ * Keys are index * G + k; prompts skipped as invalid have no samples.
+ */
+static void set_or_die_(int rc);
+
+typedef struct held_ {
+	uint64_t key;
+	uint8_t *p;
+	size_t n;
+} held_;
+static held_ *held_v_;
+static size_t nheld_, held_cap_;
+static uint64_t next_key_;
+static uint64_t *skipidx_;          /* indices of skipped prompts, ascending */
+static size_t nskipidx_, skipidx_cap_, skip_at_;
+
+static void put_raw_(const uint8_t *p, size_t n)
+{
+	if (sw_writer_put_raw(w_, p, n))
+		cli_die_stream(out_name_, sw_writer_error(w_));
+	written_++;
+	cli_progress(written_, 0);
+}
+
+/* Write out every held sample whose turn has come. */
+static void advance_(uint64_t G)
+{
+	for (;;) {
+		uint64_t idx = next_key_ / G;
+		while (skip_at_ < nskipidx_ && skipidx_[skip_at_] < idx)
+			skip_at_++;
+		if (skip_at_ < nskipidx_ && skipidx_[skip_at_] == idx) {
+			next_key_ = (idx + 1) * G;
+			continue;
+		}
+		size_t i;
+		for (i = 0; i < nheld_ && held_v_[i].key != next_key_; i++)
+			;
+		if (i == nheld_)
+			return;
+		put_raw_(held_v_[i].p, held_v_[i].n);
+		free(held_v_[i].p);
+		held_v_[i] = held_v_[--nheld_];
+		next_key_++;
+	}
+}
+
+static void put_ordered_(uint64_t key, uint64_t G, sw_rec *rec)
+{
+	const uint8_t *p;
+	size_t n;
+	set_or_die_(sw_rec_bytes(rec, &p, &n));
+	if (nheld_ == held_cap_) {
+		held_cap_ = held_cap_ ? 2 * held_cap_ : 64;
+		held_v_ = xrealloc_(held_v_, sizeof *held_v_ * held_cap_);
+	}
+	held_v_[nheld_].key = key;
+	held_v_[nheld_].p = xmalloc_(n);
+	memcpy(held_v_[nheld_].p, p, n);
+	held_v_[nheld_++].n = n;
+	advance_(G);
+}
+
+/* Prompt idx gives no samples (it was skipped). */
+static void skip_index_(uint64_t idx, uint64_t G)
+{
+	if (nskipidx_ == skipidx_cap_) {
+		skipidx_cap_ = skipidx_cap_ ? 2 * skipidx_cap_ : 16;
+		skipidx_ = xrealloc_(skipidx_, sizeof *skipidx_ * skipidx_cap_);
+	}
+	skipidx_[nskipidx_++] = idx;
+	advance_(G);
+}
+
+static int held_cmp_(const void *a, const void *b)
+{
+	uint64_t x = ((const held_ *)a)->key, y = ((const held_ *)b)->key;
+	return x < y ? -1 : x > y;
+}
+
+/* At the end (or after a fatal record, whose place never fills): the rest, in order. */
+static void flush_held_(void)
+{
+	qsort(held_v_, nheld_, sizeof *held_v_, held_cmp_);
+	for (size_t i = 0; i < nheld_; i++) {
+		put_raw_(held_v_[i].p, held_v_[i].n);
+		free(held_v_[i].p);
+	}
+	nheld_ = 0;
+	free(held_v_);
+	free(skipidx_);
+}
+
 static void set_or_die_(int rc)
 {
 	if (rc)
@@ -746,7 +845,7 @@ static void finish_(sample_ *s, const char *why)
 	set_or_die_(sw_rec_set_f32s(out_, "logprobs", s->lp, (size_t)s->n));
 	set_or_die_(sw_rec_set_str(out_, "finish", why, strlen(why)));
 	set_or_die_(sw_rec_set_u64(out_, "policy_version", s->version));
-	put_(out_);
+	put_ordered_(g->index * (uint64_t)o_.G + (uint64_t)s->k, (uint64_t)o_.G, out_);
 	free(full), free(pt), free(rt);
 	gen_tokens_ += (uint64_t)s->n;
 
@@ -888,6 +987,13 @@ static int start_sample_(group_ *g)
 	return last ? 2 : 1;
 }
 
+/* The record just read was invalid: with --skip-invalid its place in the output order is empty. */
+static void skip_if_skipping_(void)
+{
+	if (o_.skip)
+		skip_index_(nread_ - 1, (uint64_t)o_.G);
+}
+
 /* Read prompts until one is valid (a new group, its root added) or the input ends. */
 static group_ *admit_(bool block)
 {
@@ -905,6 +1011,7 @@ static group_ *admit_(bool block)
 		if (!gid || prompt_of_(&ptok, &plen)) {
 			free(gid);
 			invalid_();
+			skip_if_skipping_();
 			continue;
 		}
 		if (plen >= C_) {
@@ -912,6 +1019,7 @@ static group_ *admit_(bool block)
 			            plen == C_ ? " (no room for a response)" : "");
 			free(gid);
 			invalid_();
+			skip_if_skipping_();
 			continue;
 		}
 		int max_new = o_.max_new;
@@ -926,6 +1034,7 @@ static group_ *admit_(bool block)
 			if (v.type != SW_T_UINT || v.v.u < 1 || v.v.u > (uint64_t)o_.max_new) {
 				free(gid);
 				invalid_();
+				skip_if_skipping_();
 				continue;
 			}
 			max_new = (int)v.v.u;
@@ -1416,10 +1525,12 @@ int main(int argc, char **argv)
 	pthread_t reader;
 	if (pthread_create(&reader, NULL, reader_main_, NULL))
 		cli_die("cannot start the input thread");
-	if (o_.score)
+	if (o_.score) {
 		score_();
-	else
+	} else {
 		generate_();
+		flush_held_();
+	}
 
 	pthread_join(reader, NULL);
 	uint64_t bytes_in = bytes_in_;
