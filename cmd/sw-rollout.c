@@ -1271,6 +1271,8 @@ static void score_flush_(void)
 		if (sw_engine_forward(e_, &b, false, NULL, NULL, &err))
 			cli_die("scoring failed: %s", err.msg);
 		const float *logits = sw_engine_logits(e_);
+		if (!logits)
+			cli_die("scoring failed: the engine kept no logits");
 		bool retry = false;
 		for (int i = 0; i < nitems_ && !retry; i++) {
 			item_ *it = &items_[i];
