@@ -664,7 +664,8 @@ static int held_cmp_(const void *a, const void *b)
 /* At the end (or after a fatal record, whose place never fills): the rest, in order. */
 static void flush_held_(void)
 {
-	qsort(held_v_, nheld_, sizeof *held_v_, held_cmp_);
+	if (nheld_)
+		qsort(held_v_, nheld_, sizeof *held_v_, held_cmp_);
 	for (size_t i = 0; i < nheld_; i++) {
 		put_raw_(held_v_[i].p, held_v_[i].n);
 		free(held_v_[i].p);
