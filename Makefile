@@ -122,7 +122,7 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(B)/lib/libsw.a
 	$(CC) $(CFLAGS_SW) -o $@ $< tests/fuzz/replay.c $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
 test: all deps-test $(UNIT_BIN) $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
-	@B=$(B) tests/run
+	@B=$(B) SW_SAN="$(SAN)" tests/run
 
 check:
 	$(MAKE) --no-print-directory B=build-san OPT="-O1 -g -fno-omit-frame-pointer" \

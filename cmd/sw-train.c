@@ -197,6 +197,8 @@ static uint32_t *get_tokens_(sample *s, const char *key, size_t *n, int *present
 		buf = xcalloc_(cap, sizeof *buf);
 		rc = sw_rec_get_u32s(s->rec, key, buf, cap, n);
 	}
+	if (rc)
+		free(buf);
 	if (rc == SW_ETYPE || rc == SW_ERANGE)
 		die_rec_(s, "field '%s' is not an array of token ids", key);
 	if (rc)
@@ -220,12 +222,16 @@ static float *get_numbers_(sample *s, const char *key, size_t *n, int *present)
 	size_t i = 0;
 	double x;
 	while ((rc = sw_iter_next(&it, &e)) == 1) {
-		if (sw_val_number(&e, &x))
+		if (sw_val_number(&e, &x)) {
+			free(out);
 			die_rec_(s, "field '%s' value %zu is a %s, not a number", key, i + 1, sw_type_name(e.type));
+		}
 		out[i++] = (float)x;
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		free(out);
 		die_rec_(s, "field '%s': %s", key, sw_strerror(rc));
+	}
 	*n = i;
 	return out;
 }
@@ -343,11 +349,13 @@ static void load_sample_(const settings *st, const sw_model_config *cfg, sample 
 	if (!s->valid)
 		return;
 
+	/* static: a bad record ends the program while these are held, and they stay reachable */
+	static uint32_t *p, *r;
 	size_t np, nr;
-	uint32_t *p = get_tokens_(s, "prompt_tokens", &np, &present);
+	p = get_tokens_(s, "prompt_tokens", &np, &present);
 	if (!present)
 		p = prompt_text_(s, &np);
-	uint32_t *r = get_tokens_(s, "response_tokens", &nr, &present);
+	r = get_tokens_(s, "response_tokens", &nr, &present);
 	if (!present) {
 		if (sw_rec_get(s->rec, "response", &v))
 			die_rec_(s, "no response: the record has no 'response_tokens' or 'response' field");
@@ -370,6 +378,7 @@ static void load_sample_(const settings *st, const sw_model_config *cfg, sample 
 	}
 	free(p);
 	free(r);
+	p = r = NULL;
 	s->np = np;
 	s->nr = nr;
 	s->nloss = st->sft_all ? np + nr - 1 : nr;

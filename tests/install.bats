@@ -39,11 +39,11 @@ int main(void)
 C
 	export PKG_CONFIG_PATH=$PWD/inst/lib/pkgconfig
 	# static: the archive, and the libraries pkg-config says it needs
-	run -0 sh -c 'cc -std=c11 -o use use.c $(pkg-config --cflags libsw) inst/lib/libsw.a \
+	run -0 sh -c 'cc $SW_SAN -std=c11 -o use use.c $(pkg-config --cflags libsw) inst/lib/libsw.a \
 		$(pkg-config --libs --static libsw | sed "s/-lsw //; s/-L[^ ]* //")'
 	run -0 sh -c './use <"$1"' _ "$TOP/examples/samples.jsonl"
 	[ "$output" = "0.1.0 2" ]
 	# and the shared library, found through the prefix
-	run -0 sh -c 'cc -std=c11 -o use-so use.c $(pkg-config --cflags --libs libsw) && LD_LIBRARY_PATH=$PWD/inst/lib ./use-so <"$1"' _ "$TOP/examples/samples.jsonl"
+	run -0 sh -c 'cc $SW_SAN -std=c11 -o use-so use.c $(pkg-config --cflags --libs libsw) && LD_LIBRARY_PATH=$PWD/inst/lib ./use-so <"$1"' _ "$TOP/examples/samples.jsonl"
 	[ "$output" = "0.1.0 2" ]
 }
