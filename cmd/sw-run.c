@@ -165,9 +165,10 @@ static void apply_(exp_ *x, int id, const char *arg, const char *where)
 		sw_error err = { 0 };
 		if (!m)
 			cli_die("out of memory");
-		if (sw_monitor_set(m, arg, &err))
-			cli_usage("%s%s%s", where ? where : "", where ? ": " : "", err.msg);
+		int rc = sw_monitor_set(m, arg, &err);
 		sw_monitor_free(m);
+		if (rc)
+			cli_usage("%s%s%s", where ? where : "", where ? ": " : "", err.msg);
 		char **v = realloc(x->monitor, (x->nmonitor + 1) * sizeof *v);
 		if (!v)
 			cli_die("out of memory");
