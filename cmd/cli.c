@@ -303,3 +303,21 @@ void cli_exit(int status)
 	}
 	exit(status);
 }
+
+sw_format cli_format(const char *arg)
+{
+	if (!strcmp(arg, "msgpack"))
+		return SW_FMT_MSGPACK;
+	if (!strcmp(arg, "json"))
+		return SW_FMT_JSON;
+	cli_usage("unknown format '%s' (msgpack or json)", arg);
+}
+
+void cli_output_format(const char *out, sw_writer_opts *wo, int fmt_set, int force)
+{
+	int tty = !strcmp(out, "-") && isatty(1);
+	if (tty && !fmt_set && !wo->zstd_level)
+		wo->format = SW_FMT_JSON;
+	if (tty && (wo->format == SW_FMT_MSGPACK || wo->zstd_level) && !force)
+		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+}

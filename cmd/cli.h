@@ -54,6 +54,16 @@ size_t cli_max_record(void);
 /* May binary go to fd?  Not to a terminal unless forced. */
 int cli_binary_ok(int fd, int force);
 
+/* The argument of -f: msgpack or json, else a usage error. */
+sw_format cli_format(const char *arg);
+
+/*
+ * Settle the encoding of the output out ("-": standard output): JSON Lines
+ * on a terminal unless -f (fmt_set) or -z chose; binary to a terminal is a
+ * usage error unless forced.
+ */
+void cli_output_format(const char *out, sw_writer_opts *wo, int fmt_set, int force);
+
 /* Progress: a line on standard error, refreshed a few times a second, only
  * when it is a terminal (or -v); then a one-line summary. */
 void cli_progress(uint64_t records, uint64_t bytes);

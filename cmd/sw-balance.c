@@ -440,12 +440,7 @@ int main(int argc, char **argv)
 			out = arg;
 			break;
 		case 'f':
-			if (!strcmp(arg, "msgpack"))
-				wo.format = SW_FMT_MSGPACK;
-			else if (!strcmp(arg, "json"))
-				wo.format = SW_FMT_JSON;
-			else
-				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			wo.format = cli_format(arg);
 			fmt_set = 1;
 			break;
 		case 'z':

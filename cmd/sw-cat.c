@@ -51,12 +51,7 @@ int main(int argc, char **argv)
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		switch (c) {
 		case 'f':
-			if (!strcmp(arg, "msgpack"))
-				wo.format = SW_FMT_MSGPACK;
-			else if (!strcmp(arg, "json"))
-				wo.format = SW_FMT_JSON;
-			else
-				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			wo.format = cli_format(arg);
 			fmt_set = 1;
 			break;
 		case 'z':
@@ -105,11 +100,7 @@ int main(int argc, char **argv)
 	sw_error err = { 0 };
 	sw_writer *w = NULL;
 	if (!count) {
-		int tty = !strcmp(out, "-") && isatty(1);
-		if (tty && !fmt_set && !wo.zstd_level)
-			wo.format = SW_FMT_JSON;
-		if (tty && (wo.format == SW_FMT_MSGPACK || wo.zstd_level) && !force)
-			cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+		cli_output_format(out, &wo, fmt_set, force);
 		if (!(w = sw_writer_open(out, &wo, &err)))
 			cli_die("cannot write '%s': %s", out, err.msg);
 	}

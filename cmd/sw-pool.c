@@ -148,12 +148,7 @@ int main(int argc, char **argv)
 			out = arg;
 			break;
 		case 'f':
-			if (!strcmp(arg, "msgpack"))
-				wo.format = SW_FMT_MSGPACK;
-			else if (!strcmp(arg, "json"))
-				wo.format = SW_FMT_JSON;
-			else
-				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			wo.format = cli_format(arg);
 			fmt_set = 1;
 			break;
 		case OPT_FORCE:
@@ -204,11 +199,7 @@ int main(int argc, char **argv)
 		sw_error err = { 0 };
 		if (!idx || !rec)
 			cli_die("out of memory");
-		int tty = !strcmp(out, "-") && isatty(1);
-		if (tty && !fmt_set)
-			wo.format = SW_FMT_JSON;
-		if (tty && wo.format == SW_FMT_MSGPACK && !force)
-			cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+		cli_output_format(out, &wo, fmt_set, force);
 		sw_writer *w = sw_writer_open(out, &wo, &err);
 		if (!w)
 			cli_die("cannot write '%s': %s", out, err.sys_errno ? strerror(err.sys_errno) : err.msg);

@@ -1470,12 +1470,7 @@ int main(int argc, char **argv)
 			o_.threads = (int)cli_uint("--threads", arg, 0, 4096);
 			break;
 		case 'f':
-			if (!strcmp(arg, "msgpack"))
-				wo.format = SW_FMT_MSGPACK;
-			else if (!strcmp(arg, "json"))
-				wo.format = SW_FMT_JSON;
-			else
-				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			wo.format = cli_format(arg);
 			fmt_set = 1;
 			break;
 		case 'z':
@@ -1508,11 +1503,7 @@ int main(int argc, char **argv)
 		files_ = stdin_only;
 		nfiles_ = 1;
 	}
-	int tty = !strcmp(out, "-") && isatty(1);
-	if (tty && !fmt_set && !wo.zstd_level)
-		wo.format = SW_FMT_JSON;
-	if (tty && (wo.format == SW_FMT_MSGPACK || wo.zstd_level) && !force)
-		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+	cli_output_format(out, &wo, fmt_set, force);
 
 	sw_engine_threads(o_.threads);
 	load_model_();

@@ -660,12 +660,7 @@ int main(int argc, char **argv)
 			out_ = arg;
 			break;
 		case 'f':
-			if (!strcmp(arg, "msgpack"))
-				wo_.format = SW_FMT_MSGPACK;
-			else if (!strcmp(arg, "json"))
-				wo_.format = SW_FMT_JSON;
-			else
-				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			wo_.format = cli_format(arg);
 			fmt_set = 1;
 			break;
 		case 'z':

@@ -131,12 +131,7 @@ int main(int argc, char **argv)
 			vo.window = (size_t)cli_uint("--window", arg, 1, 1 << 20);
 			break;
 		case 'f':
-			if (!strcmp(arg, "msgpack"))
-				wo.format = SW_FMT_MSGPACK;
-			else if (!strcmp(arg, "json"))
-				wo.format = SW_FMT_JSON;
-			else
-				cli_usage("unknown format '%s' (msgpack or json)", arg);
+			wo.format = cli_format(arg);
 			fmt_set = 1;
 			break;
 		case 'z':
@@ -173,11 +168,7 @@ int main(int argc, char **argv)
 		files = stdin_only;
 		nfiles = 1;
 	}
-	int tty = !strcmp(out, "-") && isatty(1);
-	if (tty && !fmt_set && !wo.zstd_level)
-		wo.format = SW_FMT_JSON;
-	if (tty && (wo.format == SW_FMT_MSGPACK || wo.zstd_level) && !force)
-		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+	cli_output_format(out, &wo, fmt_set, force);
 	if (!(w_ = sw_writer_open(out, &wo, &err)))
 		cli_die("cannot write '%s': %s", out, err.msg);
 	if (strcmp(out, "-"))
