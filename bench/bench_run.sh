@@ -163,6 +163,12 @@ awk -v ri="$(median <run.iter)" -v si="$(median <seq.iter)" -v rc="$(median <run
 	printf "| peak RSS of the largest single process (GNU time %%M) | %.1f MB | %.1f MB (%s) | %.2fx |\n", rm / 1024, sr / 1024, big, sr / rm
 }'
 echo
+# every figure the medians come from, in the order measured, so an outlier shows
+echo "Iteration wall times (s), colocated: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' run.iter);" \
+     "sequential: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' seq.iter)."
+echo "Whole runs / iterations (s), colocated: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' run.whole);" \
+     "sequential: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' seq.whole)."
+echo
 awk -v o="$(median <run.overhead)" -v ms="$(median <run.monms)" -v mx="$(sort -g run.overhead | tail -1)" 'BEGIN {
 	printf "Monitoring overhead (sw-run metrics.jsonl monitor_overhead, median): %.3f%% of an iteration (%.2f ms; largest %.3f%%); target <= 2%%: %s.\n",
 		100 * o, ms, 100 * mx, (o <= 0.02 ? "met" : "missed") }'
