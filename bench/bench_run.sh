@@ -38,6 +38,10 @@ batch=${SW_BENCH_BATCH:-4}
 group=${SW_BENCH_GROUP:-4}
 tokens=${SW_BENCH_TOKENS:-16}
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
+# what sw-run hands its stages (threads that wait for their team sleep rather
+# than spin), handed to the sequential stages too, so both compute alike
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_WAIT_POLICY
 PATH=$B/bin:$PATH
 tmp=$(mktemp -d "$SW_BENCH_TMP/bench_run.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
