@@ -87,7 +87,7 @@ rollout sw-rollout -n "\$SW_GROUP" --seed "\$SW_SEED" $roll_opts
 verify $verify
 train sw-train $train_opts --metrics "\$SW_TRAIN_METRICS"
 EOF
-: >run.iter; : >run.cpu; : >run.whole; : >run.overhead; : >run.monms; : >run.ckpt; : >run.pss
+: >run.iter; : >run.wholek; : >run.cpu; : >run.whole; : >run.overhead; : >run.monms; : >run.ckpt; : >run.pss
 colocated() {
 	rm -rf run
 	t0=$(now)
@@ -101,6 +101,11 @@ colocated() {
 	jq 'select(.eval | not) | .monitor_overhead' run/metrics.jsonl >>run.overhead
 	jq 'select(.eval | not) | .monitor_overhead * .time_s.iteration * 1000' run/metrics.jsonl >>run.monms
 	jq -r 'select(.event == "checkpoint") | .wall_s' run/audit.log >>run.ckpt
+	# the same with a checkpoint only at the end (and the start): what the checkpoints cost
+	rm -rf runk
+	t0=$(now)
+	sw-run -q -c exp -o runk --ckpt-every "$iters"
+	awk -v a="$t0" -v b="$(now)" -v n="$iters" 'BEGIN { print (b - a) / n }' >>run.wholek
 }
 
 # --- sequential: files and a model directory ---------------------------------------------
@@ -158,11 +163,12 @@ echo
 echo "| what | colocated (sw-run) | sequential (files, model dir) | sequential / colocated |"
 echo "|---|---|---|---|"
 awk -v ri="$(median <run.iter)" -v si="$(median <seq.iter)" -v rc="$(median <run.cpu)" -v sc="$(median <seq.cpu)" \
-    -v rw="$(median <run.whole)" -v sw="$(median <seq.whole)" -v ck="$(median <run.ckpt)" \
-    -v rp="$(median <run.pss)" -v sr="$seq_stage_rss" -v big="$seq_big" -v rm="$run_maxrss" 'BEGIN {
+    -v n="$iters" -v rw="$(median <run.whole)" -v sw="$(median <seq.whole)" -v ck="$(median <run.ckpt)" \
+    -v rk="$(median <run.wholek)" -v rp="$(median <run.pss)" -v sr="$seq_stage_rss" -v big="$seq_big" -v rm="$run_maxrss" 'BEGIN {
 	printf "| iteration, wall (colocated: the pipeline, time_s.iteration) | %.3f s | %.3f s | %.2fx |\n", ri, si, si / ri
 	printf "| iteration, CPU of its stages (user + system) | %.3f s | %.3f s | %.2fx |\n", rc, sc, sc / rc
 	printf "| whole run / iterations (colocated: its start, a checkpoint every iteration, median %.3f s, samples, audit) | %.3f s | %.3f s | %.2fx |\n", ck, rw, sw, sw / rw
+	printf "| whole run / iterations, colocated with --ckpt-every %d (a checkpoint at the start and the end) | %.3f s | %.3f s | %.2fx |\n", n, rk, sw, sw / rk
 	printf "| peak memory: whole run, sum of PSS (sampled 50 ms) | %.1f MB | largest stage (%s) RSS %.1f MB | %.2fx |\n", rp / 1024, big, sr / 1024, sr / rp
 	printf "| peak RSS of the largest single process (GNU time %%M) | %.1f MB | %.1f MB (%s) | %.2fx |\n", rm / 1024, sr / 1024, big, sr / rm
 }'
@@ -171,6 +177,7 @@ echo
 echo "Iteration wall times (s), colocated: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' run.iter);" \
      "sequential: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' seq.iter)."
 echo "Whole runs / iterations (s), colocated: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' run.whole);" \
+     "colocated, --ckpt-every $iters: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' run.wholek);" \
      "sequential: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' seq.whole)."
 echo
 awk -v o="$(median <run.overhead)" -v ms="$(median <run.monms)" -v mx="$(sort -g run.overhead | tail -1)" 'BEGIN {
