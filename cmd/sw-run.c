@@ -1628,7 +1628,7 @@ int main(int argc, char **argv)
 	size_t swept = 0;
 	if (sw_store_sweep("sw-run", &swept, &err))
 		cli_warn("cannot sweep stale stores: %s", err.msg);
-	else if (swept)
+	else if (swept && cli_verbosity >= 0)
 		cli_warn("removed %zu weight store%s a killed run left behind", swept, swept == 1 ? "" : "s");
 	run_global_ = r;
 	atexit(cleanup_);
