@@ -111,7 +111,7 @@ in_session() {
 # valid audit log that records the resumption, and no store left.
 resume_matches_reference() {
 	run -0 --separate-stderr sw-run -q --resume "$1"
-	[ "$stderr" = "" ] || [[ $stderr == "sw-run: removed "*" weight store"*" a killed run left behind" ]]
+	[ "$stderr" = "" ]
 	[ "$(cat "$1/state")" = "ckpt/iter-0003" ]
 	[ "$(digest "$1/ckpt/iter-0003/model.safetensors")" = "$(digest "$FIX/ref/ckpt/iter-0003/model.safetensors")" ]
 	[ "$(digest "$1/ckpt/iter-0003/optimizer.bin")" = "$(digest "$FIX/ref/ckpt/iter-0003/optimizer.bin")" ]
