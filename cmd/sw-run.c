@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -420,7 +421,7 @@ typedef struct pipeline_ {
 static void spawn_(pipeline_ *pl, const int *stages, int n, const exp_ *x, int in_fd)
 {
 	int prev = in_fd;
-	pid_t pgid = 0;
+	pid_t pgid = 0, self = getpid();
 	pl->n = n;
 	fflush(NULL);
 	for (int i = 0; i < n; i++) {
@@ -436,6 +437,10 @@ static void spawn_(pipeline_ *pl, const int *stages, int n, const exp_ *x, int i
 		if (pid < 0)
 			cli_die("cannot start stage '%s': %s", stage_name_[p->stage], strerror(errno));
 		if (pid == 0) {
+			/* a stage dies with sw-run, even with a SIGKILLed one: none races a resumed run */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != self)
+				_exit(127);
 			setpgid(0, pgid);
 			signal(SIGPIPE, SIG_DFL);
 			signal(SIGINT, SIG_DFL);
@@ -694,6 +699,39 @@ static void append_metrics_(const char *path, sw_rec *rec)
 		cli_die("cannot write '%s': %s", path, w ? sw_writer_error(w)->msg : err.msg);
 	sw_writer_free(w);
 	close(fd);
+}
+
+/*
+ * Run a program to its end, without a shell (paths pass as they are); 0 when
+ * it succeeded, else a message in why.  Like a stage, it dies with sw-run.
+ */
+static int run_argv_(char *const argv[], char *why, size_t n)
+{
+	fflush(NULL);
+	pid_t self = getpid(), pid = fork();
+	if (pid < 0) {
+		snprintf(why, n, "cannot start it: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != self)
+			_exit(127);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			snprintf(why, n, "cannot wait for it: %s", strerror(errno));
+			return -1;
+		}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	proc_ p = { .status = st };
+	describe_status_(&p, why, n);
+	return -1;
 }
 
 /* ---- the run --------------------------------------------------------------------------- */
@@ -1218,14 +1256,11 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	/* the pool learns which prompts still teach something */
 	double tp = now_();
 	{
-		char *cmd;
+		char why[160];
 		char *pool = path_(r->dir, "pool");
-		if (asprintf(&cmd, "sw-pool update '%s' '%s'", pool, samples) < 0)
-			cli_die("out of memory");
-		int st = system(cmd);
-		if (st != 0)
-			cli_die("iteration %llu: '%s' failed (status %d)", (unsigned long long)it, cmd, st);
-		free(cmd);
+		char *av[] = { "sw-pool", "update", pool, samples, NULL };
+		if (run_argv_(av, why, sizeof why))
+			cli_die("iteration %llu: sw-pool update %s %s %s", (unsigned long long)it, pool, samples, why);
 		free(pool);
 	}
 	tp = now_() - tp;
@@ -1516,13 +1551,11 @@ static void start_(run_ *r)
 	create_stores_(r, x->model, 0);
 	audit_start_(r, "run_start");
 
-	char *pool = path_(r->dir, "pool"), *cmd;
-	if (asprintf(&cmd, "sw-pool add '%s' '%s'", pool, x->prompts) < 0)
-		cli_die("out of memory");
-	int stt = system(cmd);
-	if (stt != 0)
-		cli_die("'%s' failed (status %d)", cmd, stt);
-	free(cmd);
+	char why[160];
+	char *pool = path_(r->dir, "pool");
+	char *av[] = { "sw-pool", "add", pool, x->prompts, NULL };
+	if (run_argv_(av, why, sizeof why))
+		cli_die("sw-pool add %s %s %s", pool, x->prompts, why);
 	free(pool);
 	r->iter = 0;
 	checkpoint_(r, "start");

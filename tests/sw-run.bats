@@ -145,13 +145,16 @@ left() {
 	wait $pid || status=$?
 	[ "$status" -eq 143 ]
 	[ "$(left run)" = 0 ]
-	# SIGKILL leaves the stores; the next sw-run sweeps them
-	sw-run -q -c exp -o run2 --iters 50 --train 'sleep 0.2; sw-cat' &
+	# SIGKILL leaves the stores; the next sw-run sweeps them.  The stages die with sw-run.
+	sw-run -q -c exp -o run2 --iters 50 --train 'echo $$ >"$SW_RUN/train.pid"; sleep 0.5; sw-cat' &
 	pid=$!
-	for i in $(seq 100); do [ -e run2/samples/iter-0001.msgpack.zst ] && break; sleep 0.1; done
+	for i in $(seq 100); do [ -e run2/samples/iter-0001.msgpack.zst ] && [ -s run2/train.pid ] && break; sleep 0.1; done
 	kill -KILL $pid
 	wait $pid || true
 	[ "$(left run2)" -ge 1 ]
+	stage=$(cat run2/train.pid)
+	for i in $(seq 50); do kill -0 "$stage" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$stage" 2>/dev/null
 	run -0 --separate-stderr sw-run -c exp -o run3 --iters 1
 	[[ $stderr == *"removed "*" weight store"*" a killed run left behind"* ]]
 	[ "$(left run2)" = 0 ]
