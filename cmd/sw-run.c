@@ -407,6 +407,7 @@ typedef struct proc_ {
 	pid_t pid;
 	double t0, t1;          /* started, ended (monotonic seconds) */
 	double cpu;             /* user + system seconds, its children included */
+	double rss_mb;          /* peak resident memory of its largest process, MB */
 	int status;             /* wait status */
 	int done;
 } proc_;
@@ -490,6 +491,7 @@ static void *reap_(void *arg)
 			p->t1 = t;
 			p->cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
 			         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+			p->rss_mb = (double)ru.ru_maxrss / 1024; /* KiB on Linux */
 			left--;
 		}
 	}
@@ -1301,8 +1303,8 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		*worst = ev[0];
 	double mon_secs = t.secs + (now_() - tm0) - te;
 
-	sw_rec *m = sw_rec_new(), *rw = sw_rec_new(), *ts = sw_rec_new(), *cpu = sw_rec_new();
-	if (!m || !rw || !ts || !cpu)
+	sw_rec *m = sw_rec_new(), *rw = sw_rec_new(), *ts = sw_rec_new(), *cpu = sw_rec_new(), *rss = sw_rec_new();
+	if (!m || !rw || !ts || !cpu || !rss)
 		cli_die("out of memory");
 	sw_rec_set_u64(m, "iter", it);
 	set_num_(m, "reward_mean", o.reward_mean);
@@ -1328,6 +1330,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 			continue;
 		set_num_(ts, stage_name_[pl.p[i].stage], pl.p[i].t1 - pl.p[i].t0);
 		set_num_(cpu, stage_name_[pl.p[i].stage], pl.p[i].cpu);
+		set_num_(rss, stage_name_[pl.p[i].stage], pl.p[i].rss_mb);
 	}
 	set_num_(ts, "pool_update", tp);
 	set_num_(ts, "iteration", wall);
@@ -1335,6 +1338,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		set_num_(ts, "eval", te);
 	sw_rec_set_map(m, "time_s", ts);
 	sw_rec_set_map(m, "cpu_s", cpu);
+	sw_rec_set_map(m, "rss_mb", rss);
 	/* sw-balance --stats: {"imbalance": {"max_over_mean": ...}} */
 	double imb = NAN;
 	sw_rec *ib = sw_rec_new();
@@ -1399,6 +1403,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	sw_rec_free(rw);
 	sw_rec_free(ts);
 	sw_rec_free(cpu);
+	sw_rec_free(rss);
 	sw_rec_free(train);
 	sw_rec_free(bal);
 	free(stats);

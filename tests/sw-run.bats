@@ -62,7 +62,7 @@ left() {
 	run -0 jq -c 'select(.eval | not) | [.iter, .reward_mean, .accuracy, .samples, .rewards.math]' run/metrics.jsonl
 	[ "${lines[0]}" = "[1,0.5,0.5,4,0.5]" ]
 	[ "${#lines[@]}" -eq 3 ]
-	run -0 jq -e 'select(.eval | not) | .time_s.rollout > 0 and .time_s.iteration > 0 and
+	run -0 jq -e 'select(.eval | not) | .time_s.rollout > 0 and .time_s.iteration > 0 and .rss_mb.rollout > 1 and
 		.monitor_overhead >= 0 and .monitor_overhead < 0.5 and .tokens_per_s > 0 and (.kl == null)' run/metrics.jsonl
 	# every iteration's samples, whole
 	run -0 sw-cat -c run/samples/iter-0002.msgpack.zst
