@@ -646,6 +646,23 @@ static double dominance_(const tally_ *t)
 	return used >= 2 ? max / sum : NAN;
 }
 
+/* What the monitors see of an iteration's samples; the trainer's figures are added by the caller. */
+static sw_mon_obs obs_of_(const tally_ *t)
+{
+	sw_mon_obs o = {
+		.nonfinite = (int)t->nonfinite,
+		.kl = NAN,
+		.entropy = NAN,
+		.reward_mean = ratio_(t->reward_sum, (double)t->rewarded),
+		.violation_rate = ratio_((double)t->violations, (double)t->n),
+		.verifier_error_rate = ratio_((double)t->errors, (double)t->n),
+		.response_len_mean = ratio_((double)t->response_tokens, (double)t->n),
+		.max_component_share = dominance_(t),
+		.eval_accuracy = NAN,
+	};
+	return o;
+}
+
 /* ---- records of figures --------------------------------------------------------------- */
 
 /* A number, or nil when it was not measured. */
@@ -768,6 +785,14 @@ static void audit_field_(int rc)
 		cli_die("cannot build an audit record: %s", sw_strerror(rc));
 }
 
+static sw_audit_rec *audit_new_(const char *event)
+{
+	sw_audit_rec *a = sw_audit_rec_new(event);
+	if (!a)
+		cli_die("out of memory");
+	return a;
+}
+
 static void setenv_num_(const char *name, uint64_t v)
 {
 	char buf[32];
@@ -813,7 +838,7 @@ static void stage_env_(run_ *r, uint64_t it)
 
 /*
  * Run stages over in_fd, write what the last one prints to samples (zstd
- * msgpack) and tally it.  Returns the failed stage or NULL; the stages'
+ * msgpack) and tally it (t may be NULL).  Returns the failed stage or NULL; the stages'
  * times go to pl.
  */
 static const proc_ *run_stages_(run_ *r, pipeline_ *pl, const int *stages, int n, int in_fd,
@@ -839,7 +864,8 @@ static const proc_ *run_stages_(run_ *r, pipeline_ *pl, const int *stages, int n
 		cli_die("out of memory");
 	int rc;
 	while ((rc = sw_reader_next(rd, rec)) == 1) {
-		tally_add_(t, rec);
+		if (t)
+			tally_add_(t, rec);
 		if (sw_writer_put(w, rec))
 			cli_die("%s: %s", tmp, sw_writer_error(w)->msg);
 	}
@@ -907,8 +933,7 @@ static void audit_stages_(run_ *r, const pipeline_ *pl, uint64_t it, const char 
 {
 	for (int i = 0; i < pl->n; i++) {
 		const proc_ *p = &pl->p[i];
-		sw_audit_rec *a = sw_audit_rec_new("stage");
-		audit_field_(!a);
+		sw_audit_rec *a = audit_new_("stage");
 		audit_field_(sw_audit_rec_int(a, "iter", (int64_t)it));
 		audit_field_(sw_audit_rec_str(a, "of", what));
 		audit_field_(sw_audit_rec_str(a, "stage", stage_name_[p->stage]));
@@ -926,8 +951,7 @@ static void stage_failed_(run_ *r, const pipeline_ *pl, const proc_ *bad, uint64
 	char why[160];
 	describe_status_(bad, why, sizeof why);
 	audit_stages_(r, pl, it, what);
-	sw_audit_rec *a = sw_audit_rec_new("failure");
-	audit_field_(!a);
+	sw_audit_rec *a = audit_new_("failure");
 	audit_field_(sw_audit_rec_int(a, "iter", (int64_t)it));
 	audit_field_(sw_audit_rec_str(a, "stage", stage_name_[bad->stage]));
 	audit_field_(sw_audit_rec_str(a, "reason", why));
@@ -977,10 +1001,9 @@ static void evaluate_(run_ *r, uint64_t it)
 	free(metrics);
 	sw_rec_free(m);
 
-	sw_audit_rec *a = sw_audit_rec_new("eval");
+	sw_audit_rec *a = audit_new_("eval");
 	char hex[SW_DIGEST_HEX];
 	sw_error err = { 0 };
-	audit_field_(!a);
 	audit_field_(sw_audit_rec_int(a, "iter", (int64_t)it));
 	if (!isnan(acc))
 		audit_field_(sw_audit_rec_num(a, "accuracy", acc));
@@ -1102,8 +1125,7 @@ static void checkpoint_(run_ *r, const char *why)
 	if (write_file_(latest, name, strlen(name)))
 		cli_die("cannot write '%s': %s", latest, strerror(errno));
 	free(latest);
-	sw_audit_rec *a = sw_audit_rec_new("checkpoint");
-	audit_field_(!a);
+	sw_audit_rec *a = audit_new_("checkpoint");
 	audit_field_(sw_audit_rec_int(a, "iter", (int64_t)r->iter));
 	audit_field_(sw_audit_rec_str(a, "why", why));
 	audit_field_(sw_audit_rec_int(a, "weight_version", (int64_t)sw_store_version(r->w)));
@@ -1178,8 +1200,7 @@ static void halt_(run_ *r, uint64_t it, const char *reason)
 		cli_die("out of memory");
 	if (write_file_(p, text, strlen(text)))
 		cli_die("cannot write '%s': %s", p, strerror(errno));
-	sw_audit_rec *a = sw_audit_rec_new("halt");
-	audit_field_(!a);
+	sw_audit_rec *a = audit_new_("halt");
 	audit_field_(sw_audit_rec_int(a, "iter", (int64_t)it));
 	audit_field_(sw_audit_rec_str(a, "reason", reason));
 	audit_(r, a);
@@ -1193,10 +1214,9 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 {
 	static const int stages[] = { S_SELECT, S_SORT, S_ROLLOUT, S_VERIFY, S_TAP, S_BALANCE, S_TRAIN };
 	pipeline_ pl;
-	tally_ t, tt;
+	tally_ t;
 	sw_error err = { 0 };
 	tally_init_(&t, r->x.accuracy);
-	tally_init_(&tt, r->x.accuracy);
 	stage_env_(r, it);
 	char *stats = path_(r->dir, "tmp/balance-stats.json"), *tm = path_(r->dir, "tmp/train-metrics.jsonl");
 	char *tap = path_(r->dir, "tmp/verified.msgpack");
@@ -1209,7 +1229,8 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	char *samples = path_(r->dir, "samples/iter-%04llu.msgpack.zst", (unsigned long long)it);
 	char *trained = path_(r->dir, "samples/iter-%04llu.train.msgpack.zst", (unsigned long long)it);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	const proc_ *bad = run_stages_(r, &pl, stages, 7, devnull, trained, &tt);
+	/* the figures come from the tap; the trainer's pass-through is only kept */
+	const proc_ *bad = run_stages_(r, &pl, stages, 7, devnull, trained, NULL);
 	close(devnull);
 	double wall = now_() - t0;
 	char *kept;
@@ -1221,9 +1242,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	free(tap);
 	if (bad) {
 		/* a monitor that would halt on what was verified speaks first: it says why */
-		sw_mon_obs ob = { (int)t.nonfinite, NAN, NAN, ratio_(t.reward_sum, (double)t.rewarded),
-		                  ratio_((double)t.violations, (double)t.n), ratio_((double)t.errors, (double)t.n),
-		                  NAN, NAN, NAN };
+		sw_mon_obs ob = obs_of_(&t);
 		sw_mon_event ev[8];
 		size_t nev;
 		r->iter = it;
@@ -1271,17 +1290,9 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	/* figures */
 	double tm0 = now_();
 	sw_rec *train = last_record_(tm), *bal = last_record_(stats);
-	sw_mon_obs o = {
-		.nonfinite = (int)t.nonfinite,
-		.kl = num_of_(train, "kl"),
-		.entropy = num_of_(train, "entropy"),
-		.reward_mean = ratio_(t.reward_sum, (double)t.rewarded),
-		.violation_rate = ratio_((double)t.violations, (double)t.n),
-		.verifier_error_rate = ratio_((double)t.errors, (double)t.n),
-		.response_len_mean = ratio_((double)t.response_tokens, (double)t.n),
-		.max_component_share = dominance_(&t),
-		.eval_accuracy = NAN,
-	};
+	sw_mon_obs o = obs_of_(&t);
+	o.kl = num_of_(train, "kl");
+	o.entropy = num_of_(train, "entropy");
 	/* a NaN or Inf the trainer reports (a number that is there but not finite) */
 	static const char *const train_nums[] = { "loss", "grad_norm", "kl", "entropy" };
 	for (size_t i = 0; train && i < sizeof train_nums / sizeof *train_nums; i++) {
@@ -1365,8 +1376,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	/* the audit trail of the iteration */
 	audit_stages_(r, &pl, it, "iteration");
 	char hex[SW_DIGEST_HEX];
-	sw_audit_rec *a = sw_audit_rec_new("iteration");
-	audit_field_(!a);
+	sw_audit_rec *a = audit_new_("iteration");
 	audit_field_(sw_audit_rec_int(a, "iter", (int64_t)it));
 	if (sw_digest_file(samples, hex, &err))
 		cli_die("%s: %s", samples, err.msg);
@@ -1378,8 +1388,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	audit_field_(sw_audit_rec_str(a, "weights_digest", hex));
 	audit_(r, a);
 	for (size_t i = 0; i < nev && i < 8; i++) {
-		a = sw_audit_rec_new("monitor");
-		audit_field_(!a);
+		a = audit_new_("monitor");
 		audit_field_(sw_audit_rec_int(a, "iter", (int64_t)it));
 		audit_field_(sw_audit_rec_str(a, "monitor", ev[i].name));
 		audit_field_(sw_audit_rec_str(a, "level", sw_mon_level_name(ev[i].level)));
@@ -1461,8 +1470,7 @@ static void audit_start_(run_ *r, const char *event)
 {
 	sw_error err = { 0 };
 	char hex[SW_DIGEST_HEX];
-	sw_audit_rec *a = sw_audit_rec_new(event);
-	audit_field_(!a);
+	sw_audit_rec *a = audit_new_(event);
 	audit_field_(sw_audit_rec_argv(a, "argv", r->argc, r->argv));
 	char *cfg = path_(r->dir, "config");
 	if (sw_digest_file(cfg, hex, &err))
@@ -1701,8 +1709,7 @@ int main(int argc, char **argv)
 		if (it % x->ckpt_every == 0 || it == x->iters)
 			checkpoint_(r, "periodic");
 	}
-	sw_audit_rec *a = sw_audit_rec_new("run_end");
-	audit_field_(!a);
+	sw_audit_rec *a = audit_new_("run_end");
 	audit_field_(sw_audit_rec_int(a, "iter", (int64_t)r->iter));
 	audit_field_(sw_audit_rec_int(a, "weight_version", (int64_t)sw_store_version(r->w)));
 	audit_(r, a);
