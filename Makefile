@@ -21,18 +21,21 @@ B         ?= build
 OPT       ?= -O2 -g
 SAN       ?=
 CFLAGS_SW := -std=c11 $(OPT) -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
-             -fPIC -fopenmp -Ilibsw $(SAN) $(CFLAGS)
+             -fPIC -fopenmp -Ilibsw -Ithird_party $(SAN) $(CFLAGS)
 LDLIBS_SW := -lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
 LDFLAGS_SW:= $(SAN) $(LDFLAGS)
 
 PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
-LIB_SRC   := $(wildcard libsw/*.c)
+# libsw is one folder per concern (stream, model, tokenizer, compute, rl, rollout, verify,
+# balance, run, common); every .c under it is part of the library.
+LIB_SRC   := $(sort $(shell find libsw -name '*.c'))
 LIB_OBJ   := $(LIB_SRC:libsw/%.c=$(B)/obj/libsw/%.o)
 CLI_OBJ   := $(B)/obj/cmd/cli.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 HEADERS   := $(wildcard libsw/sw/*.h)
+LIB_HDR   := $(sort $(shell find libsw -name '*.h'))
 MANPAGES  := $(wildcard man/*.[157])
 
 DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libpcre2-dev libsodium-dev libseccomp-dev
@@ -42,7 +45,7 @@ DEPS_DEMO  := jq librsvg2-bin
 DEPS_FUZZ  := clang libomp-dev
 
 NVCC := $(shell command -v nvcc 2>/dev/null)
-CU_SRC := $(wildcard kernels/*.cu)
+CU_SRC := $(wildcard libsw/compute/cuda/*.cu)
 
 .PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo bench fuzz \
         install clean completions cuda
@@ -68,10 +71,12 @@ deps-fuzz:  ; $(call need,$(DEPS_FUZZ))
 deps-demo:  ; $(call need,$(DEPS_DEMO))
 
 # --- the library and the programs -------------------------------------------
-$(B)/obj/libsw/%.o: libsw/%.c $(HEADERS) libsw/internal.h libsw/ops.h | deps-build
+# Only the public API (libsw/sw/*.h) is exported from libsw.so: not the shared
+# internals, not the yyjson compiled into stream/json.c.
+$(B)/obj/libsw/%.o: libsw/%.c $(LIB_HDR) | deps-build
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_SW) -c $< -o $@
-$(B)/obj/libsw/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyjson.h
+	$(CC) $(CFLAGS_SW) -fvisibility=hidden -Dyyjson_api= -c $< -o $@
+$(B)/obj/libsw/stream/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyjson.h
 $(B)/obj/cmd/%.o: cmd/%.c cmd/cli.h $(HEADERS) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -c $< -o $@
@@ -94,13 +99,10 @@ cuda:
 ifeq ($(NVCC),)
 	@echo "sw: nvcc not found, skipping the CUDA build"
 else ifeq ($(CU_SRC),)
-	@echo "sw: no CUDA sources in kernels/ yet, nothing to build with $(NVCC)"
+	@echo "sw: no CUDA sources in libsw/compute/cuda/ yet, nothing to build with $(NVCC)"
 else
-	@$(MAKE) --no-print-directory -f kernels/kernels.mk B=$(B) NVCC=$(NVCC)
+	@$(MAKE) --no-print-directory -f libsw/compute/cuda/cuda.mk B=$(B) NVCC=$(NVCC)
 endif
-
-# libsw objects that share the verifiers' internal header are rebuilt with it.
-$(LIB_OBJ): libsw/verify_internal.h
 
 # The example verifier plug-in of examples/plugin/ (tests/sw-verify.bats loads it).
 all: $(B)/plugin/keyword.so
@@ -146,7 +148,7 @@ fuzz: deps-fuzz deps-build
 	@mkdir -p build-fuzz
 	@for f in $(FUZZ_SRC); do \
 		n=$$(basename $$f .c); \
-		clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Ilibsw -fopenmp -fsanitize=fuzzer,address,undefined \
+		clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Ilibsw -Ithird_party -fopenmp -fsanitize=fuzzer,address,undefined \
 			-o build-fuzz/$$n $$f $(LIB_SRC) $(LDLIBS_SW) || exit 1; \
 		mkdir -p build-fuzz/corpus-$$n tests/fuzz/seeds/$$n; \
 		dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \

@@ -339,3 +339,43 @@ void cli_output_format(const char *out, sw_writer_opts *wo, int fmt_set, int for
 	if (tty && (wo->format == SW_FMT_MSGPACK || wo->zstd_level) && !force)
 		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
 }
+
+void *cli_malloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		cli_die("out of memory");
+	return p;
+}
+
+void *cli_calloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		cli_die("out of memory");
+	return p;
+}
+
+void *cli_realloc(void *p, size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		cli_die("out of memory");
+	size_t bytes = n * size;
+	void *q = realloc(p, bytes ? bytes : 1);
+	if (!q)
+		cli_die("out of memory");
+	return q;
+}
+
+char *cli_strndup(const char *s, size_t n)
+{
+	char *p = cli_malloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = 0;
+	return p;
+}
+
+char *cli_strdup(const char *s)
+{
+	return cli_strndup(s, strlen(s));
+}

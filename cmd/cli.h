@@ -43,6 +43,12 @@ noreturn void cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "PROG: FILE: record 17 (byte 3456): MSG", exit 1; quietly die of SIGPIPE for a closed pipe. */
+/* Allocation that dies with "PROG: out of memory" (exit 1); a size of 0 still gives a pointer. */
+void *cli_malloc(size_t n);
+void *cli_calloc(size_t n, size_t size);
+void *cli_realloc(void *p, size_t n, size_t size);  /* n * size bytes, overflow checked */
+char *cli_strndup(const char *s, size_t n);
+char *cli_strdup(const char *s);
 noreturn void cli_die_stream(const char *file, const sw_error *e);
 
 /* Numbers from option arguments, or a usage error naming the option. */

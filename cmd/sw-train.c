@@ -5,7 +5,7 @@
  * The step: read every sample of the stream and check it; compute the old
  * log-probabilities under the weights that start the step (and the
  * reference's, when there is a KL term); compute advantages over the whole
- * stream (libsw/rl.c); then epochs x minibatches AdamW updates, each
+ * stream (libsw/rl/rl.c); then epochs x minibatches AdamW updates, each
  * accumulating gradients over micro batches (sw-balance's `micro`, or a
  * token budget); then write the new model with its optimiser state, RNG
  * and schedule position into --out atomically, append a metrics record, and

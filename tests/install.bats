@@ -47,3 +47,22 @@ C
 	run -0 sh -c 'cc $SW_SAN -std=c11 -o use-so use.c $(pkg-config --cflags --libs libsw) && LD_LIBRARY_PATH=$PWD/inst/lib ./use-so <"$1"' _ "$TOP/examples/samples.jsonl"
 	[ "$output" = "0.1.0 2" ]
 }
+
+@test "libsw.so exports its public API and nothing else" {
+	so="${SW_BIN%/bin}/lib/libsw.so"
+	run -0 nm -D --defined-only "$so"
+	exported=$(printf '%s\n' "$output" | awk '$2 ~ /^[TDBRV]$/ {print $3}' | sort -u)
+	[ -n "$exported" ]
+	# every exported name is declared in a public header, and is an sw_ name
+	public=$(cat "$TOP"/libsw/sw/*.h)
+	bad=""
+	for s in $exported; do
+		case "$s" in sw_*) ;; *) bad="$bad $s"; continue ;; esac
+		grep -qw -- "$s" <<<"$public" || bad="$bad $s"
+	done
+	[ -z "$bad" ] || { echo "exported but not public:$bad"; false; }
+	# and the shared internals are not exported
+	for s in sw_buf_put sw_afile_open sw_fail sw_mp_skip yyjson_read_opts; do
+		run ! grep -qx -- "$s" <<<"$exported"
+	done
+}

@@ -39,6 +39,10 @@
 #include <stdint.h>
 #include "error.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 #define SW_DIGEST_HEX 65 /* 64 hex digits and a NUL */
 
 void sw_digest_mem(const void *p, size_t n, char hex[SW_DIGEST_HEX]);
@@ -119,5 +123,7 @@ typedef struct sw_audit_report {
 typedef int (*sw_audit_fn)(const sw_audit_entry *e, void *ud);
 int sw_audit_verify(const char *path, const char *head, sw_audit_fn fn, void *ud, sw_audit_report *rep,
                     sw_error *err);
+
+#pragma GCC visibility pop
 
 #endif

@@ -23,6 +23,10 @@
 #include <stdint.h>
 #include "error.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef enum sw_part_method {
 	SW_PART_KK,  /* Karmarkar-Karp largest differencing, k-way */
 	SW_PART_LPT, /* greedy: largest item first onto the least loaded rank */
@@ -91,5 +95,7 @@ int sw_groups_find(const sw_groups *g, const char *name, size_t len, uint32_t *i
 size_t sw_groups_count(const sw_groups *g);
 /* The name numbered index (NUL-terminated, *len bytes), valid until the set is freed. */
 const char *sw_groups_name(const sw_groups *g, uint32_t index, size_t *len);
+
+#pragma GCC visibility pop
 
 #endif

@@ -32,6 +32,10 @@
 #include "error.h"
 #include "record.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 /* The coefficients; see the formula above. */
 typedef struct sw_cost_params {
 	double linear;          /* FLOPs per decoder token: 2 * N */
@@ -80,5 +84,7 @@ void sw_cost_model_params(const sw_cost_model *m, sw_cost_params *p);
  * err->msg naming the field; err->record is left for the caller to fill.
  */
 int sw_cost_sample(const sw_cost_model *m, sw_rec *rec, sw_cost *out, sw_error *err);
+
+#pragma GCC visibility pop
 
 #endif

@@ -8,7 +8,7 @@
  * tokens to float rounding (~1e-6; tested to 1e-5), and sw_decoder_score
  * reproduces them exactly.  Decoding is batch-invariant: a sequence's
  * logits have the same bits whatever else is in the batch.  All compute
- * goes through an op table (libsw/ops.h); the CPU table is used now and a
+ * goes through an op table (libsw/compute/ops.h); the CPU table is used now and a
  * CUDA one can take its place without changing this interface.
  *
  * Ownership: an engine or decoder borrows its model (and reads the weights
@@ -25,6 +25,10 @@
 #include <stdint.h>
 #include "error.h"
 #include "model.h"
+
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
 
 /*
  * Threads for the compute; n <= 0: all cores.  One OpenMP pool runs
@@ -229,5 +233,7 @@ typedef struct sw_adamw_stats {
  */
 int sw_adamw_step(const sw_adamw_config *c, sw_model *params, sw_model *grad, float *m,
                   float *v, int64_t step, sw_adamw_stats *stats, sw_error *err);
+
+#pragma GCC visibility pop
 
 #endif

@@ -12,6 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 enum {
 	SW_OK = 0,
 	SW_EIO = -1,     /* read or write failed; sys_errno says why */
@@ -45,5 +49,7 @@ const char *sw_strerror(int code);
  * (always NUL-terminated); returns buf.
  */
 char *sw_error_str(const sw_error *e, char *buf, size_t size);
+
+#pragma GCC visibility pop
 
 #endif

@@ -21,6 +21,10 @@
 #include <stdint.h>
 #include "error.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef enum sw_dtype { SW_DT_F32, SW_DT_F16, SW_DT_BF16 } sw_dtype;
 
 #define SW_MAX_EOS 8
@@ -144,5 +148,7 @@ int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err);
 int sw_model_save(const sw_model *m, const char *dir, sw_dtype dt, sw_error *err);
 /* Only the safetensors file, to path. */
 int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_error *err);
+
+#pragma GCC visibility pop
 
 #endif

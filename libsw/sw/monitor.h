@@ -23,6 +23,10 @@
 #include <stddef.h>
 #include "error.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef enum sw_mon_level { SW_MON_OK, SW_MON_WARN, SW_MON_DEGRADE, SW_MON_HARD } sw_mon_level;
 
 /* One iteration's figures; NAN for one that was not measured (its monitor then stays quiet). */
@@ -77,5 +81,7 @@ void sw_monitor_set_history(sw_monitor *m, const sw_mon_history *h);
 
 /* "kl=0.5,1,5 entropy=..." of every rule, for the run's config and audit log. */
 int sw_monitor_describe(const sw_monitor *m, char *buf, size_t size);
+
+#pragma GCC visibility pop
 
 #endif

@@ -29,6 +29,10 @@
 #include "error.h"
 #include "record.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef struct sw_pool_stats {
 	uint64_t added;      /* order of addition, from 0 */
 	uint64_t seen;       /* updates that included the prompt */
@@ -84,5 +88,7 @@ int sw_pool_get(const sw_pool *p, size_t i, sw_rec *out, sw_pool_stats *st);
 
 /* Write the pool back, atomically; SW_EIO with sys_errno on failure. */
 int sw_pool_commit(sw_pool *p, sw_error *err);
+
+#pragma GCC visibility pop
 
 #endif

@@ -19,6 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef enum sw_type {
 	SW_T_NIL, SW_T_BOOL,
 	SW_T_INT,   /* negative integer (msgpack int 8..64, negative fixint) */
@@ -116,5 +120,7 @@ int sw_rec_set_raw(sw_rec *r, const char *key, const void *mp, size_t n);
 int sw_rec_del(sw_rec *r, const char *key);
 /* Keep only the named fields (in the record's order). */
 int sw_rec_keep(sw_rec *r, const char *const *keys, size_t nkeys);
+
+#pragma GCC visibility pop
 
 #endif

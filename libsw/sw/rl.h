@@ -35,6 +35,10 @@
 #include <stdint.h>
 #include "error.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef enum sw_rl_algo {
 	SW_RL_SFT,        /* cross-entropy: the loss of a token is -logp */
 	SW_RL_GRPO,       /* (r - group mean) / (group std + eps) */
@@ -216,5 +220,7 @@ int sw_rl_loss(const sw_rl_loss_opts *o, const sw_rl_tokens *t, float *dlogp, fl
  */
 int sw_rl_mismatch(const float *behav, const float *old, size_t n, double *mean_abs,
                    double *max_abs, double *kl, sw_error *err);
+
+#pragma GCC visibility pop
 
 #endif

@@ -55,6 +55,10 @@
 #include "error.h"
 #include "model.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef struct sw_store sw_store;
 
 #define SW_STORE_NAME_MAX 200
@@ -134,5 +138,7 @@ int sw_store_name_random(const char *prefix, char *buf, size_t size, sw_error *e
  * exited belongs to its run).  Files in /dev/shm that are not stores are
  * left alone. */
 int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err);
+
+#pragma GCC visibility pop
 
 #endif

@@ -18,6 +18,10 @@
 #include "error.h"
 #include "record.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef enum sw_format { SW_FMT_AUTO, SW_FMT_MSGPACK, SW_FMT_JSON } sw_format;
 
 /* Records and fields larger than this are refused, before they are read. */
@@ -71,5 +75,7 @@ int sw_writer_close(sw_writer *w);
 const sw_error *sw_writer_error(const sw_writer *w);
 uint64_t sw_writer_records(const sw_writer *w);
 uint64_t sw_writer_bytes_out(const sw_writer *w);
+
+#pragma GCC visibility pop
 
 #endif

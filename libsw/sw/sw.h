@@ -15,7 +15,13 @@
 #include "pool.h"
 #include "rl.h"
 #include "verify.h"
-#include "sample.h"
+#include "sampler.h"
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 #define SW_VERSION "0.1.0"
 const char *sw_version(void);
+#pragma GCC visibility pop
+
 #endif

@@ -42,6 +42,10 @@
 #include <stdint.h>
 #include "error.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef struct sw_tokenizer sw_tokenizer;
 
 /* The byte tokenizer's special tokens and their ids. */
@@ -135,5 +139,7 @@ int sw_tokenizer_chat(const sw_tokenizer *t, const sw_chat_msg *msgs, size_t n,
 
 /* "chatml", "llama3", "plain" (no chat template at all) or "unknown" (see above). */
 const char *sw_tokenizer_template(const sw_tokenizer *t);
+
+#pragma GCC visibility pop
 
 #endif

@@ -22,6 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 /* Raised whenever a field of the structures below changes meaning or place. */
 #define SW_VERIFIER_ABI 1
 
@@ -60,5 +64,7 @@ typedef struct sw_verifier_plugin {
 
 typedef const sw_verifier_plugin *(*sw_verifier_entry_fn)(void);
 #define SW_VERIFIER_ENTRY "sw_verifier_entry"
+
+#pragma GCC visibility pop
 
 #endif

@@ -20,6 +20,10 @@
 #include "error.h"
 #include "record.h"
 
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
 typedef struct sw_verify sw_verify;
 
 typedef struct sw_verify_opts {
@@ -77,5 +81,7 @@ uint64_t sw_verify_failed(const sw_verify *v);
 int sw_verify_parse_reply(const char *line, size_t n, double *score, char *names,
                           size_t names_size, unsigned *nnames, unsigned max, char *err,
                           size_t errlen);
+
+#pragma GCC visibility pop
 
 #endif

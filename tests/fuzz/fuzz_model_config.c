@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model_io.h"
+#include "model/model_io.h"
 
 #define CHECK(cond, ...)                                                                   \
 	do {                                                                               \
@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	sw_model_config c, d;
 	sw_error err = { 0 };
-	int rc = sw_model_config_parse_((const char *)data, size, "fuzz/config.json", &c, &err);
+	int rc = sw_model_config_parse((const char *)data, size, "fuzz/config.json", &c, &err);
 	if (rc) {
 		CHECK(rc < 0 && rc == err.code, "return %d, error code %d", rc, err.code);
 		CHECK(!strncmp(err.msg, "fuzz/config.json: ", 18), "message without the file: %s", err.msg);
@@ -43,10 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(sw_model_config_check(&c, &err) == 0, "accepted but fails the check: %s", err.msg);
 	CHECK(sw_model_config_nparams(&c) > 0, "no parameters");
 	sw_buf b = { 0 };
-	rc = sw_model_config_text_(&c, "fuzz/out.json", "float32", &b, &err);
+	rc = sw_model_config_text(&c, "fuzz/out.json", "float32", &b, &err);
 	CHECK(rc == 0, "an accepted config is not written: %s", err.msg);
 	memset(&err, 0, sizeof err);
-	rc = sw_model_config_parse_((const char *)b.p, b.len, "fuzz/out.json", &d, &err);
+	rc = sw_model_config_parse((const char *)b.p, b.len, "fuzz/out.json", &d, &err);
 	if (rc)
 		fprintf(stderr, "%.*s\n", (int)b.len, (const char *)b.p);
 	CHECK(rc == 0, "what was written does not read back: %s", err.msg);

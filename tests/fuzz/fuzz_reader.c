@@ -29,7 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "common/internal.h"
 
 #define HEAVY_MAX ((size_t)1 << 20)  /* records larger than this: reader only */
 #define WORK_MAX ((size_t)16 << 20)  /* record bytes per input given full work */

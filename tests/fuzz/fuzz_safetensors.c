@@ -22,8 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
-#include "model_io.h"
+#include "common/internal.h"
+#include "model/model_io.h"
 
 #define CONVERT_MAX ((uint64_t)1 << 22) /* elements converted per input */
 
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		models[0] = small_(0), models[1] = small_(1);
 	sw_st_file f;
 	sw_error err = { 0 };
-	int rc = sw_st_open_mem_(&f, data, size, "fuzz.safetensors", &err);
+	int rc = sw_st_open_mem(&f, data, size, "fuzz.safetensors", &err);
 	if (rc) {
 		CHECK(rc == err.code && rc < 0, "return %d, error code %d", rc, err.code);
 		CHECK(!strncmp(err.msg, "fuzz.safetensors: ", 18), "message without the file: %s", err.msg);
@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* a buffer of exactly numel floats: ASan sees a write past it */
 		float *x = malloc(numel ? numel * sizeof *x : 1);
 		CHECK(x != NULL, "out of memory");
-		rc = sw_st_read_f32_(&f, i, x, &err);
+		rc = sw_st_read_f32(&f, i, x, &err);
 		if (rc) {
 			CHECK(rc == SW_EFORMAT && strstr(err.msg, "fuzz.safetensors: tensor '"), "read: %d %s", rc, err.msg);
 		} else {
@@ -102,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int k = 0; k < 2; k++) {
 		sw_model *m = models[k];
 		memset(m->arena, 0xff, m->nparams * sizeof(float)); /* NaN everywhere: a tensor not filled shows */
-		rc = sw_st_load_into_(m, &f, &err);
+		rc = sw_st_load_into(m, &f, &err);
 		if (rc) {
 			CHECK(!strncmp(err.msg, "fuzz.safetensors: ", 18), "message without the file: %s", err.msg);
 			continue;
@@ -116,12 +116,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(f.t[j].numel == mt->numel, "%s: %llu elements for %zu", mt->name,
 			      (unsigned long long)f.t[j].numel, mt->numel);
 			float *x = malloc(mt->numel * sizeof *x);
-			CHECK(x && sw_st_read_f32_(&f, j, x, &err) == 0, "%s reads no more", mt->name);
+			CHECK(x && sw_st_read_f32(&f, j, x, &err) == 0, "%s reads no more", mt->name);
 			CHECK(!memcmp(x, mt->data, mt->numel * sizeof *x), "%s: the arena differs from the file",
 			      mt->name);
 			free(x);
 		}
 	}
-	sw_st_close_(&f);
+	sw_st_close(&f);
 	return 0;
 }

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sodium.h>
-#include "../../libsw/internal.h"
+#include "common/internal.h"
 #include "sw/audit.h"
 #include "tap.h"
 

@@ -491,7 +491,7 @@ static void write_st_(const char *path, const char *header, size_t data_bytes, f
 	fclose(f);
 }
 
-#include "model_io.h"
+#include "model/model_io.h"
 
 static void test_f16_(void)
 {
@@ -511,21 +511,21 @@ static void test_f16_(void)
 	}
 	sw_st_file f;
 	sw_error err = { 0 };
-	int rc = sw_st_open_mem_(&f, file, 8 + hn + 16, "mem", &err);
+	int rc = sw_st_open_mem(&f, file, 8 + hn + 16, "mem", &err);
 	is_int(rc, 0, "an F16 file parses (%s)", err.msg);
 	if (rc)
 		return;
 	ok(f.n == 1 && f.t[0].ndim == 2 && f.t[0].shape[1] == 4 && f.t[0].dtype == SW_DT_F16, "its one tensor");
 	float x[8];
-	rc = sw_st_read_f32_(&f, 0, x, &err);
+	rc = sw_st_read_f32(&f, 0, x, &err);
 	ok(rc == 0 && !memcmp(x, want, sizeof x), "F16 to F32: normal, subnormal, max, signed zero");
-	sw_st_close_(&f);
+	sw_st_close(&f);
 	/* NaN is refused */
 	file[8 + hn + 2] = 0x00, file[8 + hn + 3] = 0x7e;
-	rc = sw_st_open_mem_(&f, file, 8 + hn + 16, "mem", &err);
-	rc = rc ? rc : sw_st_read_f32_(&f, 0, x, &err);
+	rc = sw_st_open_mem(&f, file, 8 + hn + 16, "mem", &err);
+	rc = rc ? rc : sw_st_read_f32(&f, 0, x, &err);
 	ok(rc == SW_EFORMAT && strstr(err.msg, "mem: tensor 'x': element 1 is NaN"), "NaN: %s", err.msg);
-	sw_st_close_(&f);
+	sw_st_close(&f);
 }
 
 /* A one-layer llama in a directory, its weights in a safetensors of our making. */

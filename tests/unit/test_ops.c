@@ -1,12 +1,12 @@
 /*
- * test_ops.c - the CPU op table (libsw/ops.h): each forward against a
+ * test_ops.c - the CPU op table (libsw/compute/ops.h): each forward against a
  * plain double-precision reference written out here, and each backward
  * against central finite differences of a scalar loss sum(R * out).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../libsw/ops.h"
+#include "compute/ops.h"
 #include "tap.h"
 
 static const sw_ops *ops;

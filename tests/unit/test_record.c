@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <msgpack.h>
-#include "../../libsw/internal.h"
+#include "common/internal.h"
 #include "tap.h"
 
 static uint64_t rng_ = 88172645463325252ull;

@@ -1,5 +1,5 @@
 /*
- * test_rl.c - the RL objective of libsw/rl.c against PyTorch: advantages,
+ * test_rl.c - the RL objective of libsw/rl/rl.c against PyTorch: advantages,
  * losses and gradients of every algorithm and aggregation mode match the
  * references of tests/fixtures/make_rl_refs.py (float64 autograd) to 1e-6
  * relative; gradients also against finite differences; the edge cases

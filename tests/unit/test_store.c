@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "../../libsw/internal.h"
+#include "common/internal.h"
 #include "tap.h"
 
 static sw_model_config small_cfg_(void)

@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <zstd.h>
-#include "../../libsw/internal.h"
+#include "common/internal.h"
 #include "tap.h"
 
 /* All records of a memory stream: count, and the error code at the end. */

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "sw/sw.h"
-#include "../../third_party/yyjson/yyjson.h"
+#include "yyjson/yyjson.h"
 #include "tap.h"
 
 static char fixtures_[4096];

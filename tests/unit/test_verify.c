@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../libsw/internal.h"
-#include "../../libsw/verify_internal.h"
+#include "common/internal.h"
+#include "verify/verify_internal.h"
 #include "tap.h"
 
 static void answer_(const char *text, const char *want)

@@ -1,0 +1,80 @@
+/*
+ * internal.h - what the files of libsw share and do not export: a growable
+ * byte buffer, the msgpack scanner, the JSON transcoders, error helpers.
+ */
+#ifndef SW_INTERNAL_H
+#define SW_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "sw/sw.h"
+
+typedef struct sw_buf {
+	uint8_t *p;
+	size_t len, cap;
+} sw_buf;
+
+int sw_buf_reserve(sw_buf *b, size_t extra); /* room for extra more bytes */
+int sw_buf_put(sw_buf *b, const void *p, size_t n);
+void sw_buf_release(sw_buf *b);
+
+/*
+ * Find the end of the one msgpack value at p: 0 and *next set, SW_ETRUNC
+ * when more bytes are needed, SW_EFORMAT on a byte that is no msgpack,
+ * SW_ETOOBIG when a string, bin or the value as a whole would exceed max
+ * bytes (*next then points at the offending header).
+ */
+int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next);
+
+/* msgpack encoders appending to a buffer (smallest encoding, as msgpack-c's). */
+int sw_mp_put_map(sw_buf *b, uint32_t n);
+int sw_mp_put_array(sw_buf *b, uint32_t n);
+int sw_mp_put_str(sw_buf *b, const char *s, size_t n);
+int sw_mp_put_bin(sw_buf *b, const void *p, size_t n);
+int sw_mp_put_ext(sw_buf *b, int8_t type, const void *p, size_t n);
+int sw_mp_put_u64(sw_buf *b, uint64_t x);
+int sw_mp_put_i64(sw_buf *b, int64_t x);
+int sw_mp_put_f32(sw_buf *b, float x);
+int sw_mp_put_f64(sw_buf *b, double x);
+int sw_mp_put_nil(sw_buf *b);
+int sw_mp_put_bool(sw_buf *b, int x);
+
+/*
+ * JSON <-> msgpack, as sw-stream(5) specifies.  sw_json_to_mp parses one
+ * JSON value from text[0..n) and appends it as msgpack; *used is the bytes
+ * consumed.  It returns SW_ETRUNC when the value is incomplete, so the
+ * caller can read on.  err gets line and column relative to text.
+ */
+typedef struct sw_json_parser sw_json_parser;
+sw_json_parser *sw_json_parser_new(void);
+void sw_json_parser_free(sw_json_parser *jp);
+int sw_json_to_mp(sw_json_parser *jp, const char *text, size_t n, size_t *used,
+                  sw_buf *out, sw_error *err);
+/* Append the JSON form of the msgpack value at p[0..n) and a newline. */
+int sw_mp_to_json(const uint8_t *p, size_t n, sw_buf *out, sw_error *err);
+
+/*
+ * A file written atomically (common/afile.c): a temporary file in the same
+ * directory, fsync, rename, fsync of the directory.
+ */
+typedef struct sw_afile {
+	int fd;
+	char *path;            /* the name it will have */
+	char *tmp;             /* the name it has until committed */
+	unsigned char *buf;    /* output buffer */
+	size_t len, cap;
+} sw_afile;
+
+/* Create PATH.tmp.XXXXXX beside path; on failure *f is left closed. */
+int sw_afile_open(sw_afile *f, const char *path, sw_error *err);
+int sw_afile_write(sw_afile *f, const void *p, size_t n, sw_error *err);
+/* Flush, fsync, close, rename over path, fsync the directory. */
+int sw_afile_commit(sw_afile *f, sw_error *err);
+/* Close and remove the temporary file; a no-op on a closed or committed one. */
+void sw_afile_abort(sw_afile *f);
+
+int sw_fail(sw_error *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,724 @@
+/*
+ * ops_cpu.c - the CPU backend of the op table (ops.h): the reference.
+ *
+ * GEMMs go to OpenBLAS (sgemv when the result has one row, the decoding
+ * case); everything else is plain C parallelised with OpenMP.  There is one
+ * pool of threads, OpenMP's: a product is split into blocks, each a
+ * single-threaded OpenBLAS call (OpenBLAS here is the pthread build, whose
+ * own threads would spin against OpenMP's between ops).
+ * Training attention is tiled into blocks of query rows and done with
+ * GEMMs (scores, then probabilities times values): it is a few percent of a
+ * step's FLOPs, and plain loops would make it a third of the time.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <string.h>
+#include "compute/ops.h"
+
+/* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
+#define QB 128
+
+/* Worth a parallel region: below this many elements the barrier costs more
+ * than the threads win (decoding one token runs hundreds of tiny ops). */
+#define BIG_(n) ((n) >= 32768)
+
+/* One thread's share of a product: plain OpenBLAS, single-threaded. */
+static void gemm1_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M == 1) {
+		/* c[N] = a[K] op(B): a matrix-vector product over B. */
+		int inca = ta ? lda : 1;
+		if (tb)
+			cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inca, beta, C, 1);
+		else
+			cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inca, beta, C, 1);
+		return;
+	}
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/*
+ * The product split over the OpenMP threads by blocks of columns of C (or
+ * of rows, when C is narrow), each block one single-threaded OpenBLAS
+ * call.  One pool of threads runs everything: OpenBLAS's own threads would
+ * spin against OpenMP's between every op (on 2 cores that made decoding
+ * eight times slower than the machine allows).
+ */
+static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	if (K <= 0) {
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+		return;
+	}
+	int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+	double work = (double)M * N * K;
+	if (nt > 1 && work < 64.0 * 64 * 64)
+		nt = 1;
+	if (nt == 1) {
+		gemm1_(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+		return;
+	}
+	bool by_cols = N >= 16 * nt;
+	int span = by_cols ? N : M;
+	/* Blocks a multiple of 16 wide, so each starts on a cache line. */
+	int blk = ((span + nt - 1) / nt + 15) / 16 * 16;
+	int nb = (span + blk - 1) / blk;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+	for (int b = 0; b < nb; b++) {
+		int o = b * blk, w = span - o < blk ? span - o : blk;
+		if (by_cols)
+			gemm1_(ta, tb, M, w, K, alpha, A, lda, tb ? B + (size_t)o * ldb : B + o, ldb, beta,
+			       C + o, ldc);
+		else
+			gemm1_(ta, tb, w, N, K, alpha, ta ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
+			       C + (size_t)o * ldc, ldc);
+	}
+}
+
+/*
+ * The batch-invariant product.  Every element is the same computation: 8
+ * running sums over k = j mod 8, each a chain of fused multiply-adds, then
+ * added pairwise in a fixed order, then the k % 8 tail.  Tiles of 2 rows of
+ * A by 4 rows of W share the loads; a short tile repeats a row, which does
+ * not change any element's arithmetic.  The portable version makes the same
+ * fmaf calls in the same order as the AVX2 one, so it gives the same bits.
+ */
+static inline float lanes_sum_(const float *t)
+{
+	return ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+}
+
+static void linear_tile_generic_(float *C, int ldc, const float *const *a, int na,
+                                 const float *const *w, int nw, int K, float beta)
+{
+	int K8 = K / 8 * 8;
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float acc[8] = { 0 };
+			for (int k = 0; k < K8; k += 8)
+				for (int l = 0; l < 8; l++)
+					acc[l] = fmaf(a[i][k + l], w[j][k + l], acc[l]);
+			float s = lanes_sum_(acc);
+			for (int k = K8; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *c = C + (size_t)i * ldc + j;
+			*c = beta == 0 ? s : s + beta * *c;
+		}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2,fma"))) static void linear_tile_avx2_(float *C, int ldc,
+                                                                   const float *const *a, int na,
+                                                                   const float *const *w, int nw,
+                                                                   int K, float beta)
+{
+	const float *a0 = a[0], *a1 = a[na > 1 ? 1 : 0];
+	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
+		    *w3 = w[nw > 3 ? 3 : 0];
+	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
+	__m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+	int K8 = K / 8 * 8;
+	for (int k = 0; k < K8; k += 8) {
+		__m256 x0 = _mm256_loadu_ps(a0 + k), x1 = _mm256_loadu_ps(a1 + k);
+		__m256 y = _mm256_loadu_ps(w0 + k);
+		c00 = _mm256_fmadd_ps(x0, y, c00), c10 = _mm256_fmadd_ps(x1, y, c10);
+		y = _mm256_loadu_ps(w1 + k);
+		c01 = _mm256_fmadd_ps(x0, y, c01), c11 = _mm256_fmadd_ps(x1, y, c11);
+		y = _mm256_loadu_ps(w2 + k);
+		c02 = _mm256_fmadd_ps(x0, y, c02), c12 = _mm256_fmadd_ps(x1, y, c12);
+		y = _mm256_loadu_ps(w3 + k);
+		c03 = _mm256_fmadd_ps(x0, y, c03), c13 = _mm256_fmadd_ps(x1, y, c13);
+	}
+	float t[8][8];
+	_mm256_storeu_ps(t[0], c00), _mm256_storeu_ps(t[1], c01), _mm256_storeu_ps(t[2], c02);
+	_mm256_storeu_ps(t[3], c03), _mm256_storeu_ps(t[4], c10), _mm256_storeu_ps(t[5], c11);
+	_mm256_storeu_ps(t[6], c12), _mm256_storeu_ps(t[7], c13);
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float s = lanes_sum_(t[i * 4 + j]);
+			for (int k = K8; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *c = C + (size_t)i * ldc + j;
+			*c = beta == 0 ? s : s + beta * *c;
+		}
+}
+
+/*
+ * With AVX-512: 16 running sums per element, tiles of 4 rows of A by 4 of
+ * W (16 accumulators, 8 loads per 16 FMAs).  The lane count differs from
+ * the AVX2 kernel's, so the bits differ between machines with and without
+ * AVX-512; on one machine one kernel is used for every call, which is what
+ * batch invariance needs.
+ */
+static inline float lanes16_sum_(const float *t)
+{
+	return lanes_sum_(t) + lanes_sum_(t + 8);
+}
+
+__attribute__((target("avx512f"))) static void linear_tile_avx512_(float *C, int ldc,
+                                                                    const float *A, int na,
+                                                                    const float *const *w, int nw,
+                                                                    int K, float beta)
+{
+	const float *a[4];
+	for (int i = 0; i < 4; i++)
+		a[i] = A + (size_t)(i < na ? i : 0) * K;
+	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
+		    *w3 = w[nw > 3 ? 3 : 0];
+	/* Sixteen named accumulators, so that they live in registers. */
+	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
+	__m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00;
+	__m512 c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+	int K16 = K / 16 * 16;
+	for (int k = 0; k < K16; k += 16) {
+		__m512 y0 = _mm512_loadu_ps(w0 + k), y1 = _mm512_loadu_ps(w1 + k);
+		__m512 y2 = _mm512_loadu_ps(w2 + k), y3 = _mm512_loadu_ps(w3 + k);
+		__m512 x = _mm512_loadu_ps(a0 + k);
+		c00 = _mm512_fmadd_ps(x, y0, c00), c01 = _mm512_fmadd_ps(x, y1, c01);
+		c02 = _mm512_fmadd_ps(x, y2, c02), c03 = _mm512_fmadd_ps(x, y3, c03);
+		x = _mm512_loadu_ps(a1 + k);
+		c10 = _mm512_fmadd_ps(x, y0, c10), c11 = _mm512_fmadd_ps(x, y1, c11);
+		c12 = _mm512_fmadd_ps(x, y2, c12), c13 = _mm512_fmadd_ps(x, y3, c13);
+		x = _mm512_loadu_ps(a2 + k);
+		c20 = _mm512_fmadd_ps(x, y0, c20), c21 = _mm512_fmadd_ps(x, y1, c21);
+		c22 = _mm512_fmadd_ps(x, y2, c22), c23 = _mm512_fmadd_ps(x, y3, c23);
+		x = _mm512_loadu_ps(a3 + k);
+		c30 = _mm512_fmadd_ps(x, y0, c30), c31 = _mm512_fmadd_ps(x, y1, c31);
+		c32 = _mm512_fmadd_ps(x, y2, c32), c33 = _mm512_fmadd_ps(x, y3, c33);
+	}
+	float t[16][16];
+	_mm512_storeu_ps(t[0], c00), _mm512_storeu_ps(t[1], c01), _mm512_storeu_ps(t[2], c02);
+	_mm512_storeu_ps(t[3], c03), _mm512_storeu_ps(t[4], c10), _mm512_storeu_ps(t[5], c11);
+	_mm512_storeu_ps(t[6], c12), _mm512_storeu_ps(t[7], c13), _mm512_storeu_ps(t[8], c20);
+	_mm512_storeu_ps(t[9], c21), _mm512_storeu_ps(t[10], c22), _mm512_storeu_ps(t[11], c23);
+	_mm512_storeu_ps(t[12], c30), _mm512_storeu_ps(t[13], c31), _mm512_storeu_ps(t[14], c32);
+	_mm512_storeu_ps(t[15], c33);
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float s = lanes16_sum_(t[i * 4 + j]);
+			for (int k = K16; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *o = C + (size_t)i * ldc + j;
+			*o = beta == 0 ? s : s + beta * *o;
+		}
+}
+
+/* One row of A against 4 of W: the decoding case, bound by reading W. */
+__attribute__((target("avx512f"))) static void linear_row_avx512_(float *C, const float *a,
+                                                                   const float *const *w, int nw,
+                                                                   int K, float beta)
+{
+	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
+		    *w3 = w[nw > 3 ? 3 : 0];
+	__m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+	int K16 = K / 16 * 16;
+	for (int k = 0; k < K16; k += 16) {
+		__m512 x = _mm512_loadu_ps(a + k);
+		c0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w0 + k), c0);
+		c1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w1 + k), c1);
+		c2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w2 + k), c2);
+		c3 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w3 + k), c3);
+	}
+	__m512 cc[4] = { c0, c1, c2, c3 };
+	for (int j = 0; j < nw; j++) {
+		float t[16];
+		_mm512_storeu_ps(t, cc[j]);
+		float s = lanes16_sum_(t);
+		for (int k = K16; k < K; k++)
+			s = fmaf(a[k], w[j][k], s);
+		C[j] = beta == 0 ? s : s + beta * C[j];
+	}
+}
+
+/* 0: portable, 1: AVX2 + FMA, 2: AVX-512; lowered by sw_ops_cpu_simd(). */
+static int simd_cap_ = -1;
+static int simd_level_(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx512f") ? 2
+		  : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+	}
+	return simd_cap_ >= 0 && simd_cap_ < v ? simd_cap_ : v;
+}
+#else
+static int simd_cap_ = -1;
+static void linear_tile_avx2_(float *C, int ldc, const float *const *a, int na,
+                              const float *const *w, int nw, int K, float beta)
+{
+	linear_tile_generic_(C, ldc, a, na, w, nw, K, beta);
+}
+static int simd_level_(void)
+{
+	return 0;
+}
+#endif
+
+static void linear_rows_(float *C, const float *A, const float *W, int M, int N, int K,
+                         float beta)
+{
+	int level = simd_level_();
+	void (*tile)(float *, int, const float *const *, int, const float *const *, int, int,
+	             float) = level == 1 ? linear_tile_avx2_ : linear_tile_generic_;
+	int nblk = (N + 3) / 4;
+	/* Threads take blocks of W's rows, so W is read from memory once and
+	 * each block stays in cache while every row of A passes over it. */
+#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
+	for (int nb = 0; nb < nblk; nb++) {
+		int n0 = nb * 4, nw = N - n0 < 4 ? N - n0 : 4;
+		const float *w[4];
+		for (int j = 0; j < nw; j++)
+			w[j] = W + (size_t)(n0 + j) * K;
+#if defined(__x86_64__) && defined(__GNUC__)
+		if (level == 2) {
+			int m0 = 0;
+			for (; m0 + 1 < M; m0 += 4) {
+				int na = M - m0 < 4 ? M - m0 : 4;
+				linear_tile_avx512_(C + (size_t)m0 * N + n0, N, A + (size_t)m0 * K, na, w, nw,
+				                    K, beta);
+			}
+			if (m0 < M)
+				linear_row_avx512_(C + (size_t)m0 * N + n0, A + (size_t)m0 * K, w, nw, K, beta);
+			continue;
+		}
+#endif
+		for (int m0 = 0; m0 < M; m0 += 2) {
+			int na = M - m0 < 2 ? M - m0 : 2;
+			const float *a[2] = { A + (size_t)m0 * K, A + (size_t)(m0 + na - 1) * K };
+			tile(C + (size_t)m0 * N + n0, N, a, na, w, nw, K, beta);
+		}
+	}
+}
+
+static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T, int D)
+{
+#pragma omp parallel for if (BIG_((size_t)T * D))
+	for (int t = 0; t < T; t++)
+		memcpy(out + (size_t)t * D, table + (size_t)tok[t] * D, (size_t)D * sizeof(float));
+}
+
+static void embed_bwd_(float *dtable, const float *dout, const int32_t *tok, int T, int D)
+{
+	/* Tokens repeat, so threads split the columns, not the tokens. */
+#pragma omp parallel if (BIG_((size_t)T * D))
+	{
+		int nt = omp_get_num_threads(), me = omp_get_thread_num();
+		int chunk = (D + nt - 1) / nt, d0 = me * chunk, d1 = d0 + chunk < D ? d0 + chunk : D;
+		for (int t = 0; t < T; t++) {
+			float *dst = dtable + (size_t)tok[t] * D;
+			const float *src = dout + (size_t)t * D;
+			for (int d = d0; d < d1; d++)
+				dst[d] += src[d];
+		}
+	}
+}
+
+static void rmsnorm_fwd_(float *out, float *rstd, const float *x, const float *w, int T, int D,
+                         float eps)
+{
+#pragma omp parallel for if (BIG_((size_t)T * D))
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * D;
+		float *o = out + (size_t)t * D;
+		float ss = 0;
+#pragma omp simd reduction(+ : ss)
+		for (int d = 0; d < D; d++)
+			ss += xr[d] * xr[d];
+		float r = 1.0f / sqrtf(ss / (float)D + eps);
+		rstd[t] = r;
+		/* In Hugging Face's order: normalise, then scale by the weight. */
+		for (int d = 0; d < D; d++)
+			o[d] = w[d] * (xr[d] * r);
+	}
+}
+
+static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x,
+                         const float *w, const float *rstd, int T, int D)
+{
+#pragma omp parallel for if (BIG_((size_t)T * D))
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+		float *dxr = dx + (size_t)t * D;
+		float r = rstd[t], dot = 0;
+#pragma omp simd reduction(+ : dot)
+		for (int d = 0; d < D; d++)
+			dot += g[d] * w[d] * xr[d];
+		float c = dot * r * r * r / (float)D;
+		for (int d = 0; d < D; d++)
+			dxr[d] += g[d] * w[d] * r - c * xr[d];
+	}
+	/* dw sums over rows: split the columns so no two threads share one. */
+#pragma omp parallel if (BIG_((size_t)T * D))
+	{
+		int nt = omp_get_num_threads(), me = omp_get_thread_num();
+		int chunk = (D + nt - 1) / nt, d0 = me * chunk, d1 = d0 + chunk < D ? d0 + chunk : D;
+		for (int t = 0; t < T; t++) {
+			const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+			float r = rstd[t];
+			for (int d = d0; d < d1; d++)
+				dw[d] += g[d] * xr[d] * r;
+		}
+	}
+}
+
+static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
+                  int inverse)
+{
+	int half = hd / 2;
+#pragma omp parallel for if (BIG_((size_t)T * nh * hd))
+	for (int t = 0; t < T; t++) {
+		for (int i = 0; i < half; i++) {
+			/* The angle in float32, as transformers computes it. */
+			float ang = (float)pos[t] * inv_freq[i];
+			float c = (float)cos((double)ang), s = (float)sin((double)ang);
+			if (inverse)
+				s = -s;
+			for (int h = 0; h < nh; h++) {
+				float *r = x + ((size_t)t * nh + h) * hd;
+				float a = r[i], b = r[i + half];
+				r[i] = a * c - b * s;
+				r[i + half] = b * c + a * s;
+			}
+		}
+	}
+}
+
+static size_t attn_scratch_(int maxlen)
+{
+	/* Two QB x maxlen tiles for each thread. */
+	return (size_t)omp_get_max_threads() * 2 * QB * (size_t)(maxlen > 0 ? maxlen : 1);
+}
+
+/* Scores of query rows i0..i0+nb-1 against keys 0..nk-1, turned into the
+ * causal softmax P in place (row r sees keys 0..i0+r).  With have_lse the
+ * normaliser is taken from lse (backward), else computed and stored. */
+static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_stride,
+                          int have_lse)
+{
+	for (int r = 0; r < nb; r++) {
+		float *s = S + (size_t)r * nk;
+		int last = i0 + r;
+		float l;
+		if (have_lse) {
+			l = lse[(size_t)r * lse_stride];
+		} else {
+			float m = -INFINITY;
+			for (int j = 0; j <= last; j++)
+				m = s[j] > m ? s[j] : m;
+			double sum = 0;
+			for (int j = 0; j <= last; j++)
+				sum += (double)expf(s[j] - m);
+			l = m + (float)log(sum);
+			lse[(size_t)r * lse_stride] = l;
+		}
+		for (int j = 0; j <= last; j++)
+			s[j] = expf(s[j] - l);
+		for (int j = last + 1; j < nk; j++)
+			s[j] = 0;
+	}
+}
+
+/*
+ * Attention is parallel over (sequence, key/value head) pairs, each thread
+ * with its own tiles and single-threaded GEMMs: the tiles are small, and
+ * splitting each of them across threads would cost a barrier per product.
+ * A pair owns its rows of dk and dv, so the backward needs no atomics.
+ */
+static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+{
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (int s = 0; s < nseq; s++)
+		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (BIG_((size_t)cu[nseq] * qs))
+	for (int s = 0; s < nseq; s++)
+		for (int g = 0; g < KVH; g++) {
+			float *S = scratch + (size_t)omp_get_thread_num() * 2 * QB * maxlen;
+			int o = cu[s], L = cu[s + 1] - cu[s];
+			const float *K = k + (size_t)o * ks + (size_t)g * hd;
+			const float *V = v + (size_t)o * ks + (size_t)g * hd;
+			for (int h = g * grp; h < (g + 1) * grp; h++)
+				for (int i0 = 0; i0 < L; i0 += QB) {
+					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+					const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
+					gemm1_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
+					softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0);
+					gemm1_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
+					       out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
+				}
+		}
+}
+
+static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                      const float *lse, const float *q, const float *k, const float *v,
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+{
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (int s = 0; s < nseq; s++)
+		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (BIG_((size_t)cu[nseq] * qs))
+	for (int s = 0; s < nseq; s++)
+		for (int g = 0; g < KVH; g++) {
+			float *P = scratch + (size_t)omp_get_thread_num() * 2 * QB * maxlen;
+			float *dP = P + (size_t)QB * maxlen;
+			int o = cu[s], L = cu[s + 1] - cu[s];
+			size_t kvo = (size_t)o * ks + (size_t)g * hd;
+			for (int j = 0; j < L; j++) {
+				memset(dk + kvo + (size_t)j * ks, 0, sizeof(float) * hd);
+				memset(dv + kvo + (size_t)j * ks, 0, sizeof(float) * hd);
+			}
+			for (int h = g * grp; h < (g + 1) * grp; h++)
+				for (int i0 = 0; i0 < L; i0 += QB) {
+					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+					size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
+					gemm1_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
+					softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1);
+					gemm1_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
+					for (int r = 0; r < nb; r++) {
+						const float *g_ = dout + qo + (size_t)r * qs;
+						const float *o_ = out + qo + (size_t)r * qs;
+						float di = 0;
+#pragma omp simd reduction(+ : di)
+						for (int d = 0; d < hd; d++)
+							di += g_[d] * o_[d];
+						float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
+						for (int j = 0; j < nk; j++)
+							dpr[j] = pr[j] * (dpr[j] - di);
+					}
+					gemm1_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
+					gemm1_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
+					gemm1_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
+				}
+		}
+}
+
+static size_t attn_paged_scratch_(int maxkeys)
+{
+	return (size_t)omp_get_max_threads() * (size_t)(maxkeys > 0 ? maxkeys : 1);
+}
+
+static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
+                        const sw_kv_view *kv, float *scratch)
+{
+	int grp = H / KVH, P = kv->page, ks = KVH * hd, maxk = 1;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (int i = 0; i < n; i++)
+		maxk = kv->nkeys[i] > maxk ? kv->nkeys[i] : maxk;
+#pragma omp parallel if (BIG_((size_t)n * H * maxk * hd / 8))
+	{
+		float *s = scratch + (size_t)omp_get_thread_num() * maxk;
+#pragma omp for collapse(2) schedule(dynamic, 4)
+		for (int i = 0; i < n; i++)
+			for (int h = 0; h < H; h++) {
+				const float *qr = q + ((size_t)i * H + h) * hd;
+				const int32_t *pt = kv->pages + kv->page_off[i];
+				int nk = kv->nkeys[i], g = h / grp;
+				float m = -INFINITY;
+				for (int j = 0; j < nk; j++) {
+					const float *kr = kv->k + ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
+					float dot = 0;
+#pragma omp simd reduction(+ : dot)
+					for (int d = 0; d < hd; d++)
+						dot += qr[d] * kr[d];
+					s[j] = dot * scale;
+					m = s[j] > m ? s[j] : m;
+				}
+				double sum = 0;
+				for (int j = 0; j < nk; j++)
+					sum += exp((double)(s[j] - m));
+				float l = m + (float)log(sum);
+				float *o = out + ((size_t)i * H + h) * hd;
+				memset(o, 0, (size_t)hd * sizeof(float));
+				for (int j = 0; j < nk; j++) {
+					float p = expf(s[j] - l);
+					const float *vr = kv->v + ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
+#pragma omp simd
+					for (int d = 0; d < hd; d++)
+						o[d] += p * vr[d];
+				}
+			}
+	}
+}
+
+static void swiglu_fwd_(float *h, const float *gate, const float *up, size_t n)
+{
+#pragma omp parallel for if (BIG_(n))
+	for (size_t i = 0; i < n; i++) {
+		float g = gate[i];
+		h[i] = g / (1.0f + expf(-g)) * up[i];
+	}
+}
+
+static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *gate,
+                        const float *up, size_t n)
+{
+#pragma omp parallel for if (BIG_(n))
+	for (size_t i = 0; i < n; i++) {
+		float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
+		dup[i] = dh[i] * silu;
+		dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+	}
+}
+
+static void add_(float *y, const float *x, size_t n)
+{
+#pragma omp parallel for simd if (BIG_(n))
+	for (size_t i = 0; i < n; i++)
+		y[i] += x[i];
+}
+
+static void bias_fwd_(float *y, const float *b, int T, int N)
+{
+#pragma omp parallel for if (BIG_((size_t)T * N))
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < N; j++)
+			y[(size_t)t * N + j] += b[j];
+}
+
+static void bias_bwd_(float *db, const float *dy, int T, int N)
+{
+#pragma omp parallel for if (BIG_((size_t)T * N))
+	for (int j = 0; j < N; j++) {
+		float s = 0;
+		for (int t = 0; t < T; t++)
+			s += dy[(size_t)t * N + j];
+		db[j] += s;
+	}
+}
+
+static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
+                         const int32_t *target, int T, int V)
+{
+#pragma omp parallel for if (BIG_((size_t)T * V))
+	for (int t = 0; t < T; t++) {
+		const float *z = logits + (size_t)t * V;
+		float m = -INFINITY;
+		for (int j = 0; j < V; j++)
+			m = z[j] > m ? z[j] : m;
+		double sum = 0, zsum = 0;
+		for (int j = 0; j < V; j++) {
+			float d = z[j] - m, e = expf(d);
+			sum += e;
+			zsum += (double)(e * d);
+		}
+		double l = (double)m + log(sum);
+		lse[t] = (float)l;
+		/* H = lse - E[z] */
+		if (ent)
+			ent[t] = (float)(log(sum) - zsum / sum);
+		if (lp)
+			lp[t] = target[t] >= 0 ? (float)((double)z[target[t]] - l) : 0.0f;
+	}
+}
+
+static void logprob_bwd_(float *logits, const float *lse, const float *ent, const float *dlp,
+                         const float *dent, const int32_t *target, int T, int V)
+{
+#pragma omp parallel for if (BIG_((size_t)T * V))
+	for (int t = 0; t < T; t++) {
+		float *z = logits + (size_t)t * V;
+		float a = dlp && target[t] >= 0 ? dlp[t] : 0;
+		float b = dent ? dent[t] : 0, H = b != 0 ? ent[t] : 0, l = lse[t];
+		/* d lp / d z_j = [j = target] - p_j;  d H / d z_j = -p_j (log p_j + H). */
+		for (int j = 0; j < V; j++) {
+			float lpj = z[j] - l, p = expf(lpj);
+			z[j] = -a * p - b * p * (lpj + H);
+		}
+		if (a != 0)
+			z[target[t]] += a;
+	}
+}
+
+static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
+                   float b1, float b2, float eps, float wd, float bc1, float bc2)
+{
+	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
+#pragma omp parallel for simd if (BIG_(n))
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i] * gs; /* exact when gs is 1 */
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = p[i] * decay - step * mi / (sqrtf(vi) / sbc2 + eps);
+	}
+}
+
+static double sumsq_(const float *x, size_t n)
+{
+	double s = 0;
+#pragma omp parallel for simd reduction(+ : s) if (BIG_(n))
+	for (size_t i = 0; i < n; i++)
+		s += (double)x[i] * x[i];
+	return s;
+}
+
+static void scale_(float *x, float s, size_t n)
+{
+#pragma omp parallel for simd if (BIG_(n))
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+static const sw_ops cpu_ = {
+	.name = "cpu",
+	.gemm = gemm_,
+	.linear_rows = linear_rows_,
+	.embed_fwd = embed_fwd_,
+	.embed_bwd = embed_bwd_,
+	.rmsnorm_fwd = rmsnorm_fwd_,
+	.rmsnorm_bwd = rmsnorm_bwd_,
+	.rope = rope_,
+	.attn_fwd = attn_fwd_,
+	.attn_bwd = attn_bwd_,
+	.attn_scratch = attn_scratch_,
+	.attn_paged = attn_paged_,
+	.attn_paged_scratch = attn_paged_scratch_,
+	.swiglu_fwd = swiglu_fwd_,
+	.swiglu_bwd = swiglu_bwd_,
+	.add = add_,
+	.bias_fwd = bias_fwd_,
+	.bias_bwd = bias_bwd_,
+	.logprob_fwd = logprob_fwd_,
+	.logprob_bwd = logprob_bwd_,
+	.adamw = adamw_,
+	.sumsq = sumsq_,
+	.scale = scale_,
+};
+
+const sw_ops *sw_ops_cpu(void)
+{
+	/* OpenBLAS runs single-threaded inside our OpenMP blocks (see gemm_). */
+	static int once;
+	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
+		openblas_set_num_threads(1);
+	return &cpu_;
+}
+
+int sw_ops_cpu_simd(int level)
+{
+	simd_cap_ = level;
+	return simd_level_();
+}
+
+void sw_ops_cpu_threads(int n)
+{
+	if (n <= 0)
+		n = omp_get_num_procs();
+	omp_set_num_threads(n);
+	openblas_set_num_threads(1);
+}

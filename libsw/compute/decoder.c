@@ -1,0 +1,551 @@
+/*
+ * generate.c - batched incremental decoding over a paged KV cache.
+ *
+ * The cache is one block of fixed-size pages (PAGE tokens of every layer's
+ * keys and values); a sequence owns a page table, so sequences of any
+ * lengths live side by side without padding, and a finished one gives its
+ * pages back at once.  Forking a sequence (the G responses of one prompt)
+ * copies its page table and counts a reference on each page: the prompt is
+ * prefilled once and its keys and values are stored once.  A page shared by
+ * several sequences is copied before one of them writes into it
+ * (copy-on-write, which happens at most once per fork: only a prompt's last,
+ * partly filled page is ever written again).
+ *
+ * A step runs every sequence with pending tokens in one batch of rows - a
+ * new prompt's many tokens and a decoding sequence's one alike - through
+ * the same ops the training forward uses, so the logits are the forward's
+ * (to float rounding).  Its products are the batch-invariant linear_rows,
+ * and every other op works row by row, so a sequence's logits have the
+ * same bits whatever else shares the step: sampling with a seed gives the
+ * same text at any batch size.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "common/internal.h"
+#include "compute/ops.h"
+#include "sw/engine.h"
+
+#define PAGE 16
+
+typedef struct seq_ {
+	bool live;
+	int len;                   /* tokens in the cache */
+	int32_t *pend;             /* tokens not yet in the cache */
+	int npend, cpend;
+	int32_t *pages;            /* page table */
+	int npages, cpages;
+	uint64_t stamp;            /* step whose logits row `row` is this sequence's */
+	int row;
+} seq_;
+
+struct sw_decoder {
+	const sw_model *m;
+	const sw_ops *ops;
+	float *inv_freq;
+	int max_seqs;
+	seq_ *seqs;
+	/* The cache: [layer][k or v][page][PAGE][KVH * head_dim]. */
+	float *kv;
+	int npages;
+	int *refs;
+	int32_t *free_pages;
+	int nfree;
+	/* Step buffers, grown to the largest step. */
+	float *buf;
+	size_t buf_floats;
+	int32_t *ibuf;
+	size_t ibuf_n;
+	int *ids, *rowend;
+	float *logits;
+	size_t logits_rows;
+	float *x, *xl, *rl;        /* the last run's hidden states, carved from buf */
+	uint64_t stepno;
+};
+
+static size_t kd_(const sw_model_config *c)
+{
+	return (size_t)c->num_key_value_heads * c->head_dim;
+}
+
+static float *page_ptr_(const sw_decoder *d, int layer, int which, int page)
+{
+	size_t per = (size_t)PAGE * kd_(&d->m->cfg);
+	return d->kv + (((size_t)layer * 2 + which) * d->npages + page) * per;
+}
+
+sw_decoder *sw_decoder_new(const sw_model *m, int max_seqs, int64_t max_tokens, sw_error *err)
+{
+	if (!m || !m->arena || max_seqs < 1 || max_tokens < 1) {
+		sw_fail(err, SW_EINVAL, "decoder: no model, or no room for sequences or tokens");
+		return NULL;
+	}
+	const sw_model_config *c = &m->cfg;
+	/* Room for max_tokens, plus one partly filled page per sequence. */
+	int64_t np = (max_tokens + PAGE - 1) / PAGE + max_seqs;
+	if (np > INT32_MAX / 2) {
+		sw_fail(err, SW_ERANGE, "decoder: a cache of %lld tokens is too large", (long long)max_tokens);
+		return NULL;
+	}
+	size_t floats = (size_t)c->num_hidden_layers * 2 * (size_t)np * PAGE * kd_(c);
+	sw_decoder *d = calloc(1, sizeof *d);
+	if (!d)
+		goto oom;
+	d->m = m;
+	d->ops = sw_ops_cpu();
+	d->max_seqs = max_seqs;
+	d->npages = (int)np;
+	d->seqs = calloc((size_t)max_seqs, sizeof *d->seqs);
+	d->inv_freq = malloc(sizeof(float) * (size_t)(c->head_dim / 2 + 1));
+	d->refs = calloc((size_t)np, sizeof *d->refs);
+	d->free_pages = malloc(sizeof *d->free_pages * (size_t)np);
+	d->kv = malloc(floats * sizeof(float));
+	if (!d->seqs || !d->inv_freq || !d->refs || !d->free_pages || !d->kv)
+		goto oom;
+	sw_rope_inv_freq(c, d->inv_freq);
+	/* Hand pages out from the low end first: the cache is touched in order. */
+	for (int i = 0; i < d->npages; i++)
+		d->free_pages[i] = d->npages - 1 - i;
+	d->nfree = d->npages;
+	return d;
+oom:
+	sw_fail(err, SW_ENOMEM, "decoder: out of memory for a KV cache of %lld tokens",
+	        (long long)max_tokens);
+	sw_decoder_free(d);
+	return NULL;
+}
+
+void sw_decoder_free(sw_decoder *d)
+{
+	if (!d)
+		return;
+	if (d->seqs)
+		for (int i = 0; i < d->max_seqs; i++)
+			free(d->seqs[i].pend), free(d->seqs[i].pages);
+	free(d->seqs);
+	free(d->inv_freq);
+	free(d->refs);
+	free(d->free_pages);
+	free(d->kv);
+	free(d->buf);
+	free(d->ibuf);
+	free(d->ids);
+	free(d->rowend);
+	free(d->logits);
+	free(d);
+}
+
+static seq_ *get_(const sw_decoder *d, int id)
+{
+	if (!d || id < 0 || id >= d->max_seqs || !d->seqs[id].live)
+		return NULL;
+	return &d->seqs[id];
+}
+
+int sw_decoder_append(sw_decoder *d, int id, const int32_t *tokens, int n, sw_error *err)
+{
+	seq_ *s = get_(d, id);
+	if (!s)
+		return sw_fail(err, SW_EINVAL, "no sequence %d", id);
+	if (n < 0 || (n > 0 && !tokens))
+		return sw_fail(err, SW_EINVAL, "no tokens");
+	const sw_model_config *c = &d->m->cfg;
+	for (int i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+			return sw_fail(err, SW_EINVAL, "token %d is outside the vocabulary of %d",
+			               tokens[i], c->vocab_size);
+	if ((int64_t)s->len + s->npend + n > c->max_position_embeddings)
+		return sw_fail(err, SW_ERANGE, "sequence %d would have %lld tokens, more than the model's %d positions",
+		               id, (long long)s->len + s->npend + n, c->max_position_embeddings);
+	if (s->npend + n > s->cpend) {
+		int cap = s->cpend ? s->cpend : 16;
+		while (cap < s->npend + n)
+			cap *= 2;
+		int32_t *p = realloc(s->pend, sizeof *p * (size_t)cap);
+		if (!p)
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		s->pend = p, s->cpend = cap;
+	}
+	memcpy(s->pend + s->npend, tokens, sizeof *tokens * (size_t)n);
+	s->npend += n;
+	return SW_OK;
+}
+
+static int free_slot_(sw_decoder *d, sw_error *err)
+{
+	for (int i = 0; i < d->max_seqs; i++)
+		if (!d->seqs[i].live)
+			return i;
+	return sw_fail(err, SW_ERANGE, "all %d sequence slots are in use", d->max_seqs);
+}
+
+int sw_decoder_add(sw_decoder *d, const int32_t *tokens, int n, sw_error *err)
+{
+	if (!d)
+		return sw_fail(err, SW_EINVAL, "no decoder");
+	if (n < 1)
+		return sw_fail(err, SW_EINVAL, "a sequence needs at least one token");
+	int id = free_slot_(d, err);
+	if (id < 0)
+		return id;
+	seq_ *s = &d->seqs[id];
+	s->live = true;
+	s->len = s->npend = s->npages = 0;
+	s->stamp = 0;
+	int rc = sw_decoder_append(d, id, tokens, n, err);
+	if (rc) {
+		s->live = false;
+		return rc;
+	}
+	return id;
+}
+
+static int reserve_pages_(seq_ *s, int n)
+{
+	if (n <= s->cpages)
+		return 0;
+	int cap = s->cpages ? s->cpages : 8;
+	while (cap < n)
+		cap *= 2;
+	int32_t *p = realloc(s->pages, sizeof *p * (size_t)cap);
+	if (!p)
+		return -1;
+	s->pages = p, s->cpages = cap;
+	return 0;
+}
+
+int sw_decoder_fork(sw_decoder *d, int id, sw_error *err)
+{
+	seq_ *s = get_(d, id);
+	if (!s)
+		return sw_fail(err, SW_EINVAL, "no sequence %d", id);
+	if (s->npend)
+		return sw_fail(err, SW_EINVAL, "sequence %d has tokens pending: step before forking", id);
+	int nid = free_slot_(d, err);
+	if (nid < 0)
+		return nid;
+	seq_ *t = &d->seqs[nid];
+	s = &d->seqs[id];
+	if (reserve_pages_(t, s->npages))
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	memcpy(t->pages, s->pages, sizeof *t->pages * (size_t)s->npages);
+	for (int i = 0; i < s->npages; i++)
+		d->refs[s->pages[i]]++;
+	t->npages = s->npages;
+	t->len = s->len;
+	t->npend = 0;
+	t->stamp = s->stamp;
+	t->row = s->row;
+	t->live = true;
+	return nid;
+}
+
+int sw_decoder_remove(sw_decoder *d, int id)
+{
+	seq_ *s = get_(d, id);
+	if (!s)
+		return SW_EINVAL;
+	for (int i = 0; i < s->npages; i++)
+		if (--d->refs[s->pages[i]] == 0)
+			d->free_pages[d->nfree++] = s->pages[i];
+	s->live = false;
+	s->npages = s->len = s->npend = 0;
+	return SW_OK;
+}
+
+int sw_decoder_len(const sw_decoder *d, int id)
+{
+	const seq_ *s = get_(d, id);
+	return s ? s->len : -1;
+}
+
+int64_t sw_decoder_room(const sw_decoder *d)
+{
+	return d ? (int64_t)d->nfree * PAGE : 0;
+}
+
+const float *sw_decoder_last_logits(const sw_decoder *d, int id)
+{
+	const seq_ *s = get_(d, id);
+	if (!s || s->stamp == 0 || s->stamp != d->stepno || s->npend)
+		return NULL;
+	return d->logits + (size_t)s->row * d->m->cfg.vocab_size;
+}
+
+/* Pages a sequence needs before its pending tokens can be written. */
+static int pages_needed_(const sw_decoder *d, const seq_ *s)
+{
+	int want = (s->len + s->npend + PAGE - 1) / PAGE, n = want - s->npages;
+	/* Writing into a shared, partly filled last page copies it first. */
+	if (s->len % PAGE && d->refs[s->pages[s->len / PAGE]] > 1)
+		n++;
+	return n;
+}
+
+static int take_page_(sw_decoder *d)
+{
+	int p = d->free_pages[--d->nfree];
+	d->refs[p] = 1;
+	return p;
+}
+
+static int grow_(sw_decoder *d, int ntok, int nout, sw_error *err)
+{
+	const sw_model_config *c = &d->m->cfg;
+	size_t n = (size_t)ntok, D = c->hidden_size, I = c->intermediate_size;
+	size_t QD = (size_t)c->num_attention_heads * c->head_dim, KD = kd_(c);
+	size_t H = c->num_attention_heads, KVH = c->num_key_value_heads;
+	size_t maxkeys = (size_t)c->max_position_embeddings;
+	size_t need = n * (2 * D + 3 * QD + 3 * KD + 3 * I + 1 + H + KVH) + (size_t)nout * D + nout +
+	              d->ops->attn_paged_scratch((int)maxkeys) + 64;
+	if (need > d->buf_floats) {
+		free(d->buf);
+		d->buf_floats = 0;
+		if (!(d->buf = malloc(need * sizeof(float))))
+			return sw_fail(err, SW_ENOMEM, "out of memory for a step of %d tokens", ntok);
+		d->buf_floats = need;
+	}
+	size_t ineed = 4 * n + (size_t)d->npages + 16;
+	if (ineed > d->ibuf_n) {
+		free(d->ibuf);
+		d->ibuf_n = 0;
+		if (!(d->ibuf = malloc(ineed * sizeof(int32_t))))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		d->ibuf_n = ineed;
+	}
+	if ((size_t)nout > d->logits_rows) {
+		free(d->logits), free(d->ids), free(d->rowend);
+		d->logits_rows = 0;
+		d->logits = malloc(sizeof(float) * (size_t)nout * c->vocab_size);
+		d->ids = malloc(sizeof(int) * (size_t)nout);
+		d->rowend = malloc(sizeof(int) * (size_t)nout);
+		if (!d->logits || !d->ids || !d->rowend)
+			return sw_fail(err, SW_ENOMEM, "out of memory for %d rows of logits", nout);
+		d->logits_rows = (size_t)nout;
+	}
+	return SW_OK;
+}
+
+/*
+ * Run the pending tokens of every live sequence (only: of that one alone)
+ * through the layers.  On success the final hidden states of the rows are
+ * in d->x ([*ntok, D]), d->ids[0..*nout-1] are the sequences that ran and
+ * d->rowend[j] the row after sequence j's last; their tokens are in the
+ * cache.  A failure changes nothing.
+ */
+static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err)
+{
+	const sw_model *m = d->m;
+	const sw_model_config *c = &m->cfg;
+	const sw_ops *o = d->ops;
+	int ntok = 0, nout = 0, need = 0;
+#define SEL_(s, i) ((s)->live && (s)->npend && (only < 0 || (i) == only))
+	for (int i = 0; i < d->max_seqs; i++) {
+		seq_ *s = &d->seqs[i];
+		if (!SEL_(s, i))
+			continue;
+		if (reserve_pages_(s, (s->len + s->npend + PAGE - 1) / PAGE))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		ntok += s->npend;
+		nout++;
+		need += pages_needed_(d, s);
+	}
+	*ntok_p = ntok, *nout_p = nout;
+	if (nout == 0)
+		return SW_OK;
+	if (need > d->nfree)
+		return sw_fail(err, SW_ERANGE, "the KV cache is full: %d pages needed, %d free", need,
+		               d->nfree);
+	int rc = grow_(d, ntok, nout, err);
+	if (rc)
+		return rc;
+
+	int D = c->hidden_size, I = c->intermediate_size;
+	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
+	int QD = H * hd, KD = KVH * hd, nl = c->num_hidden_layers;
+	float eps = c->rms_norm_eps;
+	int32_t *tok = d->ibuf, *pos = tok + ntok, *poff = pos + ntok, *nkeys = poff + ntok;
+	int32_t *ptab = nkeys + ntok;
+
+	/* Pages: copy shared last pages, add new ones; then lay out the rows. */
+	int t = 0, np = 0, r = 0;
+	for (int i = 0; i < d->max_seqs; i++) {
+		seq_ *s = &d->seqs[i];
+		if (!SEL_(s, i))
+			continue;
+		int want = (s->len + s->npend + PAGE - 1) / PAGE;
+		if (s->len % PAGE && d->refs[s->pages[s->len / PAGE]] > 1) {
+			int old = s->pages[s->len / PAGE], p = take_page_(d);
+			for (int l = 0; l < nl; l++)
+				for (int w = 0; w < 2; w++)
+					memcpy(page_ptr_(d, l, w, p), page_ptr_(d, l, w, old),
+					       sizeof(float) * (size_t)(s->len % PAGE) * KD);
+			d->refs[old]--;
+			s->pages[s->len / PAGE] = p;
+		}
+		while (s->npages < want)
+			s->pages[s->npages++] = take_page_(d);
+		memcpy(ptab + np, s->pages, sizeof *ptab * (size_t)s->npages);
+		for (int j = 0; j < s->npend; j++, t++) {
+			tok[t] = s->pend[j];
+			pos[t] = s->len + j;
+			poff[t] = np;
+			nkeys[t] = s->len + j + 1;
+		}
+		np += s->npages;
+		d->ids[r] = i;
+		d->rowend[r++] = t;
+	}
+#undef SEL_
+
+	size_t n = (size_t)ntok;
+	float *p = d->buf;
+#define TAKE_(k) (p += (k), p - (k))
+	float *x = TAKE_(n * D), *xn = TAKE_(n * D), *q = TAKE_(n * QD), *k = TAKE_(n * KD);
+	float *v = TAKE_(n * KD), *att = TAKE_(n * QD), *gate = TAKE_(n * I), *up = TAKE_(n * I);
+	float *h = TAKE_(n * I), *rstd = TAKE_(n), *qr = TAKE_(n * H), *kr = TAKE_(n * KVH);
+	float *qpre = TAKE_(n * QD), *kpre = TAKE_(n * KD);
+	d->xl = TAKE_((size_t)nout * D);
+	d->rl = TAKE_(nout);
+	float *scratch = p;
+#undef TAKE_
+	d->x = x;
+
+	o->embed_fwd(x, m->embed, tok, ntok, D);
+	for (int l = 0; l < nl; l++) {
+		const sw_layer *L = &m->layers[l];
+		o->rmsnorm_fwd(xn, rstd, x, L->attn_norm, ntok, D, eps);
+		float *qq = c->qk_norm ? qpre : q, *kk = c->qk_norm ? kpre : k;
+		o->linear_rows(qq, xn, L->wq, ntok, QD, D, 0);
+		o->linear_rows(kk, xn, L->wk, ntok, KD, D, 0);
+		o->linear_rows(v, xn, L->wv, ntok, KD, D, 0);
+		if (c->attention_bias) {
+			o->bias_fwd(qq, L->bq, ntok, QD);
+			o->bias_fwd(kk, L->bk, ntok, KD);
+			o->bias_fwd(v, L->bv, ntok, KD);
+		}
+		if (c->qk_norm) {
+			o->rmsnorm_fwd(q, qr, qpre, L->q_norm, ntok * H, hd, eps);
+			o->rmsnorm_fwd(k, kr, kpre, L->k_norm, ntok * KVH, hd, eps);
+		}
+		o->rope(q, pos, ntok, H, hd, d->inv_freq, 0);
+		o->rope(k, pos, ntok, KVH, hd, d->inv_freq, 0);
+		for (int j = 0; j < ntok; j++) {
+			int pg = ptab[poff[j] + pos[j] / PAGE], slot = pos[j] % PAGE;
+			memcpy(page_ptr_(d, l, 0, pg) + (size_t)slot * KD, k + (size_t)j * KD,
+			       sizeof(float) * KD);
+			memcpy(page_ptr_(d, l, 1, pg) + (size_t)slot * KD, v + (size_t)j * KD,
+			       sizeof(float) * KD);
+		}
+		sw_kv_view kv = { page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), PAGE, ptab, poff, nkeys };
+		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);
+		o->linear_rows(x, att, L->wo, ntok, D, QD, 1);
+		o->rmsnorm_fwd(xn, rstd, x, L->mlp_norm, ntok, D, eps);
+		o->linear_rows(gate, xn, L->w_gate, ntok, I, D, 0);
+		o->linear_rows(up, xn, L->w_up, ntok, I, D, 0);
+		o->swiglu_fwd(h, gate, up, n * I);
+		o->linear_rows(x, h, L->w_down, ntok, D, I, 1);
+	}
+	for (int j = 0; j < nout; j++) {
+		seq_ *s = &d->seqs[d->ids[j]];
+		s->len += s->npend;
+		s->npend = 0;
+	}
+	return SW_OK;
+}
+
+int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **logits,
+                    sw_error *err)
+{
+	if (!d || !nout_p)
+		return sw_fail(err, SW_EINVAL, "no decoder");
+	*nout_p = 0;
+	int ntok, nout, rc = run_(d, -1, &ntok, &nout, err);
+	if (rc || nout == 0)
+		return rc;
+	const sw_model *m = d->m;
+	int D = m->cfg.hidden_size, V = m->cfg.vocab_size;
+	/* Only each sequence's last row needs logits. */
+	for (int j = 0; j < nout; j++)
+		memcpy(d->xl + (size_t)j * D, d->x + (size_t)(d->rowend[j] - 1) * D, sizeof(float) * D);
+	float *xn = d->x; /* the hidden states are not needed again */
+	d->ops->rmsnorm_fwd(xn, d->rl, d->xl, m->final_norm, nout, D, m->cfg.rms_norm_eps);
+	d->ops->linear_rows(d->logits, xn, m->lm_head, nout, V, D, 0);
+	d->stepno++;
+	/* Weights gone to NaN or Inf (a diverged update) must not be sampled from. */
+	for (int j = 0; j < nout; j++) {
+		const float *z = d->logits + (size_t)j * V;
+		float acc = 0;
+		for (int v = 0; v < V; v++)
+			acc += z[v] * 0.0f;
+		if (acc != 0.0f || acc != acc)
+			return sw_fail(err, SW_ERANGE, "the logits of sequence %d are not finite", d->ids[j]);
+	}
+	for (int j = 0; j < nout; j++) {
+		seq_ *s = &d->seqs[d->ids[j]];
+		s->stamp = d->stepno;
+		s->row = j;
+	}
+	*nout_p = nout;
+	if (ids)
+		*ids = d->ids;
+	if (logits)
+		*logits = d->logits;
+	return SW_OK;
+}
+
+int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, void *ctx,
+                    sw_error *err)
+{
+	if (!d || !fn)
+		return sw_fail(err, SW_EINVAL, "no decoder or callback");
+	int id = sw_decoder_add(d, tokens, n, err);
+	if (id < 0)
+		return id;
+	int ntok, nout, rc = run_(d, id, &ntok, &nout, err);
+	const sw_model *m = d->m;
+	int D = m->cfg.hidden_size, V = m->cfg.vocab_size;
+	enum { CH = 32 };
+	float *xn = NULL, *rstd = NULL, *lg = NULL;
+	if (!rc && (!(xn = malloc(sizeof(float) * CH * D)) || !(rstd = malloc(sizeof(float) * CH)) ||
+	            !(lg = malloc(sizeof(float) * CH * (size_t)V))))
+		rc = sw_fail(err, SW_ENOMEM, "out of memory for scoring");
+	/* Row by row as a step computes the last row, in chunks to bound the logits. */
+	for (int r0 = 0; !rc && r0 < n; r0 += CH) {
+		int nr = n - r0 < CH ? n - r0 : CH;
+		d->ops->rmsnorm_fwd(xn, rstd, d->x + (size_t)r0 * D, m->final_norm, nr, D,
+		                    m->cfg.rms_norm_eps);
+		d->ops->linear_rows(lg, xn, m->lm_head, nr, V, D, 0);
+		rc = fn(ctx, r0, nr, lg);
+		if (rc)
+			sw_fail(err, rc, "scoring stopped by its callback (%d)", rc);
+	}
+	free(xn), free(rstd), free(lg);
+	sw_decoder_remove(d, id);
+	return rc;
+}
+
+typedef struct score_ctx_ {
+	const int32_t *tokens;
+	int n, V;
+	float *lp, *ent;
+} score_ctx_;
+
+static int score_rows_(void *p, int r0, int nr, const float *logits)
+{
+	score_ctx_ *c = p;
+	int32_t tgt[32];
+	float lse[32];
+	for (int j = 0; j < nr; j++)
+		tgt[j] = r0 + j + 1 < c->n ? c->tokens[r0 + j + 1] : -1;
+	sw_ops_cpu()->logprob_fwd(c->lp + r0, c->ent ? c->ent + r0 : NULL, lse, logits, tgt, nr, c->V);
+	return 0;
+}
+
+int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
+                     float *entropy, sw_error *err)
+{
+	if (!d || !logprobs)
+		return sw_fail(err, SW_EINVAL, "no decoder or output");
+	score_ctx_ c = { tokens, n, d->m->cfg.vocab_size, logprobs, entropy };
+	return sw_decoder_rows(d, tokens, n, score_rows_, &c, err);
+}

@@ -1,0 +1,455 @@
+/*
+ * engine.c - forward and backward of a Llama-family decoder over a packed
+ * batch of variable-length sequences (no padding), for training and for
+ * scoring.  Every computation goes through the op table (ops.h).
+ *
+ * Layer by layer, with T tokens, D hidden, I intermediate:
+ *   xn1 = rmsnorm(res_l); q,k,v = xn1 W^T (+ bias); [q,k per-head rmsnorm];
+ *   rope(q,k); att = causal attention per sequence;
+ *   mid = res_l + att Wo^T; xn2 = rmsnorm(mid);
+ *   h = silu(xn2 Wg^T) * (xn2 Wu^T); res_{l+1} = mid + h Wd^T
+ * then logits = rmsnorm(res_L) Wlm^T and per-token log-probs and entropy.
+ * For backward the activations of every layer are kept in one block sized
+ * from the batch's token count; scoring keeps one layer's worth.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/internal.h"
+#include "compute/ops.h"
+#include "sw/engine.h"
+
+/* One layer's saved activations (pointers into the activation block). */
+typedef struct acts_ {
+	float *res;                /* [T,D] the layer's input */
+	float *xn1, *rstd1;        /* [T,D], [T] */
+	float *qpre, *qrstd;       /* [T,QD], [T*H]   q before its norm (qk_norm only) */
+	float *kpre, *krstd;       /* [T,KD], [T*KVH] */
+	float *q, *k, *v;          /* [T,QD], [T,KD], [T,KD] as attention saw them */
+	float *att, *lse;          /* [T,QD], [T*H] */
+	float *mid;                /* [T,D] */
+	float *xn2, *rstd2;        /* [T,D], [T] */
+	float *gate, *up, *h;      /* [T,I] */
+} acts_;
+
+struct sw_engine {
+	const sw_model *m;
+	const sw_ops *ops;
+	float *inv_freq;
+	/* The activation block and what is carved from it. */
+	float *block;
+	size_t block_floats;
+	int T, nslots, nseq, maxlen;
+	int threads;               /* the attention scratch is sized for this many */
+	bool have_fwd, for_backward;
+	acts_ *acts;               /* [nslots] */
+	float *resL, *xf, *rstdf;  /* final norm input [T,D] and output */
+	float *logits, *lse, *ent; /* [lrows,V], [T], [T] */
+	/* Rows of logits held at once in a training forward: a batch with more
+	 * keeps none (the backward computes them again, chunk by chunk). */
+	size_t logits_budget;      /* in floats */
+	int lrows;                 /* rows the last forward held (T: all of them) */
+	float *attn_scratch;
+	int32_t *tokens, *pos, *targets, *cu;
+	/* Backward scratch, carved on first use. */
+	float *bblock;
+	size_t bblock_floats;
+};
+
+void sw_rope_inv_freq(const struct sw_model_config *c, float *inv)
+{
+	int dim = c->head_dim, half = dim / 2;
+	for (int i = 0; i < half; i++)
+		inv[i] = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)dim);
+	if (c->rope_factor <= 0)
+		return;
+	/* transformers' _compute_llama3_parameters, in float32 as it is there. */
+	float factor = c->rope_factor, lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
+	float old = (float)c->rope_original_max_position;
+	float lo_wl = old / lo, hi_wl = old / hi;
+	for (int i = 0; i < half; i++) {
+		float f = inv[i], wl = 6.2831853071795865f / f; /* (float)(2 pi) / f */
+		float fl = wl > lo_wl ? f / factor : f;
+		float smooth = (old / wl - lo) / (hi - lo);
+		float sm = (1.0f - smooth) * fl / factor + smooth * fl;
+		bool medium = !(wl < hi_wl) && !(wl > lo_wl);
+		inv[i] = medium ? sm : fl;
+	}
+}
+
+void sw_engine_threads(int n)
+{
+	sw_ops_cpu_threads(n);
+}
+
+sw_engine *sw_engine_new(const sw_model *m, sw_error *err)
+{
+	if (!m || !m->arena) {
+		sw_fail(err, SW_EINVAL, "no model");
+		return NULL;
+	}
+	sw_engine *e = calloc(1, sizeof *e);
+	if (!e || !(e->inv_freq = malloc(sizeof(float) * (size_t)(m->cfg.head_dim / 2 + 1)))) {
+		free(e);
+		sw_fail(err, SW_ENOMEM, "out of memory for the engine");
+		return NULL;
+	}
+	e->m = m;
+	e->ops = sw_ops_cpu();
+	e->logits_budget = (size_t)1 << 28; /* 1 GiB */
+	sw_rope_inv_freq(&m->cfg, e->inv_freq);
+	return e;
+}
+
+void sw_engine_free(sw_engine *e)
+{
+	if (!e)
+		return;
+	free(e->inv_freq);
+	free(e->block);
+	free(e->bblock);
+	free(e->acts);
+	free(e->tokens);
+	free(e->pos);
+	free(e->targets);
+	free(e->cu);
+	free(e);
+}
+
+void sw_engine_logits_budget(sw_engine *e, size_t floats)
+{
+	if (e)
+		e->logits_budget = floats;
+}
+
+const float *sw_engine_logits(const sw_engine *e)
+{
+	return e && e->have_fwd && e->lrows == e->T ? e->logits : NULL;
+}
+
+/* Check the batch and copy its indices (the caller's arrays may go away
+ * before the backward). */
+static int take_batch_(sw_engine *e, const sw_batch *b, sw_error *err)
+{
+	const sw_model_config *c = &e->m->cfg;
+	if (!b || b->nseq < 1 || !b->tokens || !b->cu_seqlens)
+		return sw_fail(err, SW_EINVAL, "empty batch");
+	if (b->cu_seqlens[0] != 0)
+		return sw_fail(err, SW_EINVAL, "cu_seqlens[0] is %d, not 0", b->cu_seqlens[0]);
+	int maxlen = 0;
+	for (int s = 0; s < b->nseq; s++) {
+		int len = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
+		if (len < 1)
+			return sw_fail(err, SW_EINVAL, "sequence %d has %d tokens", s, len);
+		if (len > c->max_position_embeddings)
+			return sw_fail(err, SW_EINVAL,
+			               "sequence %d has %d tokens, more than the model's %d positions", s,
+			               len, c->max_position_embeddings);
+		if (b->cu_seqlens[s + 1] > (1 << 30))
+			return sw_fail(err, SW_EINVAL, "batch too large");
+		maxlen = len > maxlen ? len : maxlen;
+	}
+	int T = b->cu_seqlens[b->nseq];
+	int32_t *tok = malloc(sizeof *tok * T), *pos = malloc(sizeof *pos * T),
+		*tgt = malloc(sizeof *tgt * T), *cu = malloc(sizeof *cu * (b->nseq + 1));
+	if (!tok || !pos || !tgt || !cu) {
+		free(tok), free(pos), free(tgt), free(cu);
+		return sw_fail(err, SW_ENOMEM, "out of memory for a batch of %d tokens", T);
+	}
+	for (int s = 0; s < b->nseq; s++)
+		for (int t = b->cu_seqlens[s]; t < b->cu_seqlens[s + 1]; t++) {
+			int bad = -1;
+			if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size)
+				bad = b->tokens[t];
+			else if (b->targets && b->targets[t] >= c->vocab_size)
+				bad = b->targets[t];
+			if (bad != -1) {
+				free(tok), free(pos), free(tgt), free(cu);
+				return sw_fail(err, SW_EINVAL, "token %d at %d is outside the vocabulary of %d",
+				               bad, t, c->vocab_size);
+			}
+			tok[t] = b->tokens[t];
+			pos[t] = t - b->cu_seqlens[s];
+			if (b->targets)
+				tgt[t] = b->targets[t] < 0 ? -1 : b->targets[t];
+			else
+				tgt[t] = t + 1 < b->cu_seqlens[s + 1] ? b->tokens[t + 1] : -1;
+		}
+	memcpy(cu, b->cu_seqlens, sizeof *cu * (b->nseq + 1));
+	free(e->tokens), free(e->pos), free(e->targets), free(e->cu);
+	e->tokens = tok, e->pos = pos, e->targets = tgt, e->cu = cu;
+	e->T = T, e->nseq = b->nseq, e->maxlen = maxlen;
+	return SW_OK;
+}
+
+/* Carve (and grow when needed) the activation block for T tokens and nslots layers. */
+static int carve_(sw_engine *e, int nslots, sw_error *err)
+{
+	const sw_model_config *c = &e->m->cfg;
+	size_t T = (size_t)e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+	size_t H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
+	size_t QD = H * hd, KD = KVH * hd, qk = c->qk_norm ? 1 : 0;
+	size_t per = T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
+	size_t scratch = e->ops->attn_scratch(e->maxlen);
+	size_t need = per * nslots + T * (2 * D + 3) + (size_t)e->lrows * V + scratch + 64;
+	if (need > e->block_floats) {
+		free(e->block);
+		e->block = NULL, e->block_floats = 0;
+		if (!(e->block = malloc(need * sizeof(float))))
+			return sw_fail(err, SW_ENOMEM, "out of memory for the activations of %zu tokens",
+			               T);
+		e->block_floats = need;
+	}
+	if (nslots > e->nslots || !e->acts) {
+		acts_ *a = realloc(e->acts, sizeof *a * nslots);
+		if (!a)
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		e->acts = a;
+	}
+	e->nslots = nslots;
+	float *p = e->block;
+#define TAKE_(n) (p += (n), p - (n))
+	for (int l = 0; l < nslots; l++) {
+		acts_ *a = &e->acts[l];
+		a->res = TAKE_(T * D), a->xn1 = TAKE_(T * D), a->rstd1 = TAKE_(T);
+		a->q = TAKE_(T * QD), a->k = TAKE_(T * KD), a->v = TAKE_(T * KD);
+		a->att = TAKE_(T * QD), a->lse = TAKE_(T * H);
+		a->mid = TAKE_(T * D), a->xn2 = TAKE_(T * D), a->rstd2 = TAKE_(T);
+		a->gate = TAKE_(T * I), a->up = TAKE_(T * I), a->h = TAKE_(T * I);
+		a->qpre = a->kpre = a->qrstd = a->krstd = NULL;
+		if (qk)
+			a->qpre = TAKE_(T * QD), a->kpre = TAKE_(T * KD), a->qrstd = TAKE_(T * H),
+			a->krstd = TAKE_(T * KVH);
+	}
+	e->resL = TAKE_(T * D), e->xf = TAKE_(T * D), e->rstdf = TAKE_(T);
+	e->logits = TAKE_((size_t)e->lrows * V), e->lse = TAKE_(T), e->ent = TAKE_(T);
+	e->attn_scratch = TAKE_(scratch);
+	e->threads = omp_get_max_threads();
+#undef TAKE_
+	return SW_OK;
+}
+
+/* q/k/v projections with bias, q/k norm and rope: what attention sees. */
+static void qkv_(const sw_engine *e, const sw_layer *L, acts_ *a, const float *xn, int T,
+                 const int32_t *pos)
+{
+	const sw_ops *o = e->ops;
+	const sw_model_config *c = &e->m->cfg;
+	int D = c->hidden_size, H = c->num_attention_heads, KVH = c->num_key_value_heads,
+	    hd = c->head_dim, QD = H * hd, KD = KVH * hd;
+	float *q = c->qk_norm ? a->qpre : a->q, *k = c->qk_norm ? a->kpre : a->k;
+	o->gemm(0, 1, T, QD, D, 1, xn, D, L->wq, D, 0, q, QD);
+	o->gemm(0, 1, T, KD, D, 1, xn, D, L->wk, D, 0, k, KD);
+	o->gemm(0, 1, T, KD, D, 1, xn, D, L->wv, D, 0, a->v, KD);
+	if (c->attention_bias) {
+		o->bias_fwd(q, L->bq, T, QD);
+		o->bias_fwd(k, L->bk, T, KD);
+		o->bias_fwd(a->v, L->bv, T, KD);
+	}
+	if (c->qk_norm) {
+		o->rmsnorm_fwd(a->q, a->qrstd, a->qpre, L->q_norm, T * H, hd, c->rms_norm_eps);
+		o->rmsnorm_fwd(a->k, a->krstd, a->kpre, L->k_norm, T * KVH, hd, c->rms_norm_eps);
+	}
+	o->rope(a->q, pos, T, H, hd, e->inv_freq, 0);
+	o->rope(a->k, pos, T, KVH, hd, e->inv_freq, 0);
+}
+
+int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float *logprobs,
+                      float *entropy, sw_error *err)
+{
+	if (!e)
+		return sw_fail(err, SW_EINVAL, "no engine");
+	e->have_fwd = false;
+	int rc = take_batch_(e, b, err);
+	const sw_model *m = e->m;
+	const sw_model_config *c = &m->cfg;
+	int nl = c->num_hidden_layers;
+	if (!rc) {
+		size_t fit = e->logits_budget / (size_t)c->vocab_size;
+		e->lrows = !for_backward || (size_t)e->T <= fit ? e->T : fit > 0 ? (int)fit : 1;
+	}
+	if (rc || (rc = carve_(e, for_backward ? nl : 1, err)))
+		return rc;
+	const sw_ops *o = e->ops;
+	int T = e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
+	int QD = H * hd;
+	float eps = c->rms_norm_eps;
+	size_t TD = (size_t)T * D;
+
+	o->embed_fwd(e->acts[0].res, m->embed, e->tokens, T, D);
+	for (int l = 0; l < nl; l++) {
+		const sw_layer *L = &m->layers[l];
+		acts_ *a = &e->acts[for_backward ? l : 0];
+		float *out = l + 1 == nl ? e->resL : for_backward ? e->acts[l + 1].res : a->res;
+		o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, eps);
+		qkv_(e, L, a, a->xn1, T, e->pos);
+		o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd,
+		            e->attn_scratch);
+		memcpy(a->mid, a->res, TD * sizeof(float));
+		o->gemm(0, 1, T, D, QD, 1, a->att, QD, L->wo, QD, 1, a->mid, D);
+		o->rmsnorm_fwd(a->xn2, a->rstd2, a->mid, L->mlp_norm, T, D, eps);
+		o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_gate, D, 0, a->gate, I);
+		o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_up, D, 0, a->up, I);
+		o->swiglu_fwd(a->h, a->gate, a->up, (size_t)T * I);
+		memcpy(out, a->mid, TD * sizeof(float));
+		o->gemm(0, 1, T, D, I, 1, a->h, I, L->w_down, I, 1, out, D);
+	}
+	o->rmsnorm_fwd(e->xf, e->rstdf, e->resL, m->final_norm, T, D, eps);
+	for (int r0 = 0; r0 < T; r0 += e->lrows) {
+		int nr = T - r0 < e->lrows ? T - r0 : e->lrows;
+		o->gemm(0, 1, nr, V, D, 1, e->xf + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
+		o->logprob_fwd(logprobs ? logprobs + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
+		               e->targets + r0, nr, V);
+	}
+	for (int t = 0; t < T; t++)
+		if (!isfinite(e->lse[t]))
+			return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", t);
+	if (entropy)
+		memcpy(entropy, e->ent, (size_t)T * sizeof(float));
+	e->have_fwd = true;
+	e->for_backward = for_backward;
+	return SW_OK;
+}
+
+int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentropy,
+                       sw_model *g, sw_error *err)
+{
+	if (!e || !e->have_fwd || !e->for_backward)
+		return sw_fail(err, SW_EINVAL, "backward without a forward that kept its activations");
+	if (omp_get_max_threads() > e->threads)
+		return sw_fail(err, SW_EINVAL, "the thread count grew between forward and backward");
+	const sw_model *m = e->m;
+	const sw_model_config *c = &m->cfg;
+	if (!g || g->nparams != m->nparams || g->cfg.num_hidden_layers != c->num_hidden_layers)
+		return sw_fail(err, SW_EINVAL, "the gradient model does not match the model");
+	const sw_ops *o = e->ops;
+	int T = e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
+	int QD = H * hd, KD = KVH * hd, nl = c->num_hidden_layers;
+	size_t TD = (size_t)T * D;
+
+	size_t need = (size_t)T * (2 * D + 2 * QD + 3 * KD + 3 * I) + 64;
+	if (need > e->bblock_floats) {
+		free(e->bblock);
+		e->bblock_floats = 0;
+		if (!(e->bblock = malloc(need * sizeof(float))))
+			return sw_fail(err, SW_ENOMEM, "out of memory for the backward of %d tokens", T);
+		e->bblock_floats = need;
+	}
+	float *p = e->bblock;
+	float *dres = p, *dxn = dres + TD, *datt = dxn + TD, *dq = datt + (size_t)T * QD;
+	float *dk = dq + (size_t)T * QD, *dv = dk + (size_t)T * KD, *dkn = dv + (size_t)T * KD;
+	float *dgate = dkn + (size_t)T * KD, *dup = dgate + (size_t)T * I, *dh = dup + (size_t)T * I;
+	float *dqn = datt; /* datt is free again once attention's backward has run */
+
+	/* The head: logits -> d(logits) in place (so the logits are gone after
+	 * this), chunk by chunk when the forward could not keep them all. */
+	for (int r0 = 0; r0 < T; r0 += e->lrows) {
+		int nr = T - r0 < e->lrows ? T - r0 : e->lrows;
+		const float *xf = e->xf + (size_t)r0 * D;
+		if (e->lrows < T)
+			o->gemm(0, 1, nr, V, D, 1, xf, D, m->lm_head, D, 0, e->logits, V);
+		o->logprob_bwd(e->logits, e->lse + r0, e->ent + r0, dlogprob ? dlogprob + r0 : NULL,
+		               dentropy ? dentropy + r0 : NULL, e->targets + r0, nr, V);
+		o->gemm(0, 0, nr, D, V, 1, e->logits, V, m->lm_head, D, 0, dxn + (size_t)r0 * D, D);
+		o->gemm(1, 0, V, D, nr, 1, e->logits, V, xf, D, 1, g->lm_head, D);
+	}
+	e->have_fwd = false;
+	memset(dres, 0, TD * sizeof(float));
+	o->rmsnorm_bwd(dres, g->final_norm, dxn, e->resL, m->final_norm, e->rstdf, T, D);
+
+	for (int l = nl - 1; l >= 0; l--) {
+		const sw_layer *L = &m->layers[l];
+		sw_layer *G = &g->layers[l];
+		acts_ *a = &e->acts[l];
+		/* MLP */
+		o->gemm(0, 0, T, I, D, 1, dres, D, L->w_down, I, 0, dh, I);
+		o->gemm(1, 0, D, I, T, 1, dres, D, a->h, I, 1, G->w_down, I);
+		o->swiglu_bwd(dgate, dup, dh, a->gate, a->up, (size_t)T * I);
+		o->gemm(0, 0, T, D, I, 1, dgate, I, L->w_gate, D, 0, dxn, D);
+		o->gemm(0, 0, T, D, I, 1, dup, I, L->w_up, D, 1, dxn, D);
+		o->gemm(1, 0, I, D, T, 1, dgate, I, a->xn2, D, 1, G->w_gate, D);
+		o->gemm(1, 0, I, D, T, 1, dup, I, a->xn2, D, 1, G->w_up, D);
+		o->rmsnorm_bwd(dres, G->mlp_norm, dxn, a->mid, L->mlp_norm, a->rstd2, T, D);
+		/* attention */
+		o->gemm(0, 0, T, QD, D, 1, dres, D, L->wo, QD, 0, datt, QD);
+		o->gemm(1, 0, D, QD, T, 1, dres, D, a->att, QD, 1, G->wo, QD);
+		o->attn_bwd(dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H,
+		            KVH, hd, e->attn_scratch);
+		o->rope(dq, e->pos, T, H, hd, e->inv_freq, 1);
+		o->rope(dk, e->pos, T, KVH, hd, e->inv_freq, 1);
+		float *gq = dq, *gk = dk;
+		if (c->qk_norm) {
+			memset(dqn, 0, (size_t)T * QD * sizeof(float));
+			memset(dkn, 0, (size_t)T * KD * sizeof(float));
+			o->rmsnorm_bwd(dqn, G->q_norm, dq, a->qpre, L->q_norm, a->qrstd, T * H, hd);
+			o->rmsnorm_bwd(dkn, G->k_norm, dk, a->kpre, L->k_norm, a->krstd, T * KVH, hd);
+			gq = dqn, gk = dkn;
+		}
+		if (c->attention_bias) {
+			o->bias_bwd(G->bq, gq, T, QD);
+			o->bias_bwd(G->bk, gk, T, KD);
+			o->bias_bwd(G->bv, dv, T, KD);
+		}
+		o->gemm(0, 0, T, D, QD, 1, gq, QD, L->wq, D, 0, dxn, D);
+		o->gemm(0, 0, T, D, KD, 1, gk, KD, L->wk, D, 1, dxn, D);
+		o->gemm(0, 0, T, D, KD, 1, dv, KD, L->wv, D, 1, dxn, D);
+		o->gemm(1, 0, QD, D, T, 1, gq, QD, a->xn1, D, 1, G->wq, D);
+		o->gemm(1, 0, KD, D, T, 1, gk, KD, a->xn1, D, 1, G->wk, D);
+		o->gemm(1, 0, KD, D, T, 1, dv, KD, a->xn1, D, 1, G->wv, D);
+		o->rmsnorm_bwd(dres, G->attn_norm, dxn, a->res, L->attn_norm, a->rstd1, T, D);
+	}
+	o->embed_bwd(g->embed, dres, e->tokens, T, D);
+	return SW_OK;
+}
+
+int sw_engine_cross_entropy(sw_engine *e, const sw_batch *b, const float *weight, double norm,
+                            sw_model *grad, double *loss, float *logprobs, sw_error *err)
+{
+	if (!e || !b)
+		return sw_fail(err, SW_EINVAL, "no engine or batch");
+	int T = b->nseq > 0 && b->cu_seqlens ? b->cu_seqlens[b->nseq] : 0;
+	float *lp = malloc(sizeof *lp * (T > 0 ? T : 1));
+	if (!lp)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	int rc = sw_engine_forward(e, b, grad != NULL, lp, NULL, err);
+	if (rc) {
+		free(lp);
+		return rc;
+	}
+	double sw = 0, s = 0;
+	for (int t = 0; t < T; t++) {
+		float w = e->targets[t] < 0 ? 0 : weight ? weight[t] : 1;
+		sw += w;
+		s += (double)w * lp[t];
+	}
+	if (norm <= 0)
+		norm = sw;
+	if (norm <= 0) {
+		free(lp);
+		return sw_fail(err, SW_EINVAL, "no token has a target and a weight");
+	}
+	if (loss)
+		*loss = -s / norm;
+	if (logprobs)
+		memcpy(logprobs, lp, sizeof *lp * T);
+	if (grad) {
+		for (int t = 0; t < T; t++)
+			lp[t] = e->targets[t] < 0 ? 0 : -(float)((weight ? weight[t] : 1) / norm);
+		rc = sw_engine_backward(e, lp, NULL, grad, err);
+	}
+	free(lp);
+	return rc;
+}
+
+float sw_logprob_of(const float *z, int V, int token)
+{
+	/* The arithmetic of the CPU logprob_fwd op, so that a decoder's
+	 * log-probabilities are the forward's to the last bit of the row sums. */
+	float lp, lse;
+	int32_t tgt = token;
+	sw_ops_cpu()->logprob_fwd(&lp, NULL, &lse, z, &tgt, 1, V);
+	return lp;
+}

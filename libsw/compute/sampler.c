@@ -1,0 +1,265 @@
+/*
+ * sample.c - the token sampler of sw-rollout (see sw/sample.h).
+ *
+ * Everything is computed in double from the float logits, so the kept set
+ * and the draw do not depend on how the logits' row was laid out.  The
+ * truncations run in transformers' order - top-k, then top-p on what top-k
+ * kept (renormalised), then min-p - and each keeps a prefix of the tokens
+ * sorted by probability (ties: lower id first), so the kept set is exactly
+ * defined; the draw then walks that set in id order.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/internal.h"
+#include "sw/sampler.h"
+
+sw_sampling sw_sampling_defaults(void)
+{
+	return (sw_sampling){ .temperature = 1.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0 };
+}
+
+int sw_sampling_check(const sw_sampling *p, sw_error *err)
+{
+	if (!(isfinite(p->temperature) && p->temperature >= 0))
+		return sw_fail(err, SW_EINVAL, "temperature %g is not a finite number >= 0", p->temperature);
+	if (p->top_k < 0)
+		return sw_fail(err, SW_EINVAL, "top-k %d is negative", p->top_k);
+	if (!(p->top_p > 0 && p->top_p <= 1))
+		return sw_fail(err, SW_EINVAL, "top-p %g is not in (0, 1]", p->top_p);
+	if (!(p->min_p >= 0 && p->min_p <= 1))
+		return sw_fail(err, SW_EINVAL, "min-p %g is not in [0, 1]", p->min_p);
+	return SW_OK;
+}
+
+/* ---- Philox4x32-10 ------------------------------------------------------------- */
+
+static inline void mulhilo_(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
+{
+	uint64_t p = (uint64_t)a * b;
+	*hi = (uint32_t)(p >> 32);
+	*lo = (uint32_t)p;
+}
+
+void sw_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
+{
+	uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+	uint32_t k0 = key[0], k1 = key[1];
+	for (int r = 0; r < 10; r++) {
+		uint32_t hi0, lo0, hi1, lo1;
+		mulhilo_(0xD2511F53u, c0, &hi0, &lo0);
+		mulhilo_(0xCD9E8D57u, c2, &hi1, &lo1);
+		c0 = hi1 ^ c1 ^ k0;
+		c1 = lo1;
+		c2 = hi0 ^ c3 ^ k1;
+		c3 = lo0;
+		k0 += 0x9E3779B9u;
+		k1 += 0xBB67AE85u;
+	}
+	out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+double sw_rng_uniform(uint64_t seed, uint64_t stream, uint32_t k, uint32_t step)
+{
+	uint32_t ctr[4] = { step, k, (uint32_t)stream, (uint32_t)(stream >> 32) };
+	uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
+	uint32_t o[4];
+	sw_philox4x32(ctr, key, o);
+	uint64_t bits = (((uint64_t)o[0] << 32) | o[1]) >> 11;
+	return (double)bits * 0x1p-53;
+}
+
+/* ---- the sampler ------------------------------------------------------------- */
+
+typedef struct cand_ {
+	double p;
+	int32_t id;
+} cand_;
+
+struct sw_sampler {
+	int vocab;
+	sw_sampling par;
+	double *p;                 /* exp(z - max), [vocab] */
+	cand_ *c;                  /* candidates, [vocab] */
+	unsigned char *keep;       /* [vocab] */
+};
+
+sw_sampler *sw_sampler_new(int vocab, const sw_sampling *p, sw_error *err)
+{
+	if (vocab < 1) {
+		sw_fail(err, SW_EINVAL, "a vocabulary of %d tokens", vocab);
+		return NULL;
+	}
+	if (sw_sampling_check(p, err))
+		return NULL;
+	sw_sampler *s = calloc(1, sizeof *s);
+	if (s) {
+		s->vocab = vocab;
+		s->par = *p;
+		s->p = malloc(sizeof *s->p * (size_t)vocab);
+		s->c = malloc(sizeof *s->c * (size_t)vocab);
+		s->keep = malloc((size_t)vocab);
+	}
+	if (!s || !s->p || !s->c || !s->keep) {
+		sw_sampler_free(s);
+		sw_fail(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	return s;
+}
+
+void sw_sampler_free(sw_sampler *s)
+{
+	if (!s)
+		return;
+	free(s->p);
+	free(s->c);
+	free(s->keep);
+	free(s);
+}
+
+static int cmp_cand_(const void *a, const void *b)
+{
+	const cand_ *x = a, *y = b;
+	if (x->p != y->p)
+		return x->p > y->p ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Row maximum of logits / t, with the checks every caller needs. */
+static int row_max_(const float *logits, int vocab, double t, double *mx, int *arg, sw_error *err)
+{
+	double m = -INFINITY;
+	int a = -1;
+	for (int i = 0; i < vocab; i++) {
+		float l = logits[i];
+		if (isnan(l) || l == INFINITY)
+			return sw_fail(err, SW_ERANGE, "logit %d is %s", i, isnan(l) ? "NaN" : "+Inf");
+		double z = (double)l / t;
+		if (z > m)
+			m = z, a = i;
+	}
+	if (a < 0)
+		return sw_fail(err, SW_ERANGE, "every logit is -Inf");
+	*mx = m, *arg = a;
+	return SW_OK;
+}
+
+/*
+ * Mark the kept set in s->keep and fill s->p; *sum is the kept mass, *z the
+ * full normaliser, *m the maximum of logits / T.  Greedy marks the argmax.
+ */
+static int support_(sw_sampler *s, const float *logits, double *sum, double *z, double *m,
+                    sw_error *err)
+{
+	const sw_sampling *par = &s->par;
+	int V = s->vocab, arg = 0;
+	double t = par->temperature > 0 ? par->temperature : 1.0;
+	int rc = row_max_(logits, V, t, m, &arg, err);
+	if (rc)
+		return rc;
+	double Z = 0;
+	for (int i = 0; i < V; i++)
+		Z += s->p[i] = exp((double)logits[i] / t - *m);
+	*z = Z;
+	memset(s->keep, 0, (size_t)V);
+	if (par->temperature == 0) {
+		s->keep[arg] = 1;
+		*sum = s->p[arg];
+		return SW_OK;
+	}
+	bool trunc_k = par->top_k > 0 && par->top_k < V, trunc_p = par->top_p < 1;
+	if (!trunc_k && !trunc_p) {
+		/* min-p alone is a threshold: no order needed (p[arg] is 1) */
+		double thr = par->min_p, kept = 0;
+		for (int i = 0; i < V; i++)
+			if (s->p[i] > 0 && s->p[i] >= thr) {
+				s->keep[i] = 1;
+				kept += s->p[i];
+			}
+		*sum = kept;
+		return SW_OK;
+	}
+	int n = 0;
+	for (int i = 0; i < V; i++)
+		if (s->p[i] > 0)
+			s->c[n++] = (cand_){ s->p[i], i };
+	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand_);
+	if (trunc_k && par->top_k < n)
+		n = par->top_k;
+	if (trunc_p) {
+		double zk = 0, cum = 0;
+		for (int i = 0; i < n; i++)
+			zk += s->c[i].p;
+		int j = 0;
+		while (j < n) {
+			cum += s->c[j++].p;
+			if (cum >= par->top_p * zk)
+				break;
+		}
+		n = j;
+	}
+	double thr = par->min_p * s->c[0].p, kept = 0;
+	for (int i = 0; i < n && s->c[i].p >= thr; i++) {
+		s->keep[s->c[i].id] = 1;
+		kept += s->c[i].p;
+	}
+	*sum = kept;
+	return SW_OK;
+}
+
+int sw_sampler_support(sw_sampler *s, const float *logits, int32_t *ids, double *probs,
+                       sw_error *err)
+{
+	double sum, z, m;
+	int rc = support_(s, logits, &sum, &z, &m, err);
+	if (rc)
+		return rc;
+	int n = 0;
+	for (int i = 0; i < s->vocab; i++)
+		if (s->keep[i]) {
+			ids[n] = i;
+			probs[n++] = s->p[i] / sum;
+		}
+	return n;
+}
+
+int sw_sampler_pick(sw_sampler *s, const float *logits, double u, float *logprob, sw_error *err)
+{
+	double sum, z, m;
+	int rc = support_(s, logits, &sum, &z, &m, err);
+	if (rc)
+		return rc;
+	double target = u * sum, cum = 0;
+	int tok = 0;
+	for (int i = 0; i < s->vocab; i++) {
+		if (!s->keep[i])
+			continue;
+		tok = i;
+		cum += s->p[i];
+		if (cum > target)
+			break;
+	}
+	if (logprob) {
+		if (s->par.temperature > 0)
+			*logprob = (float)((double)logits[tok] / s->par.temperature - m - log(z));
+		else
+			*logprob = sw_sampling_logprob(logits, s->vocab, 0, tok);
+	}
+	return tok;
+}
+
+float sw_sampling_logprob(const float *logits, int vocab, double temperature, int token)
+{
+	if (token < 0 || token >= vocab)
+		return NAN;
+	double t = temperature > 0 ? temperature : 1.0, m = -INFINITY, z = 0;
+	for (int i = 0; i < vocab; i++) {
+		double x = (double)logits[i] / t;
+		if (x > m)
+			m = x;
+	}
+	for (int i = 0; i < vocab; i++)
+		z += exp((double)logits[i] / t - m);
+	return (float)((double)logits[token] / t - m - log(z));
+}

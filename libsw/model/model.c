@@ -1,0 +1,716 @@
+/*
+ * model.c - a Llama-family model's configuration (config.json in, and out)
+ * and its parameters: one arena of floats, carved into named views in the
+ * order sw/model.h gives, so that a shared store can hold the model whole
+ * and a second arena of the same size holds its gradients.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "yyjson/yyjson.h"
+#include "common/internal.h"
+#include "model/model_io.h"
+
+/* Sizes beyond any released Llama-family model, small enough that no count overflows. */
+#define MAX_VOCAB (1 << 24)
+#define MAX_HIDDEN (1 << 16)
+#define MAX_INTER (1 << 18)
+#define MAX_HEADS 1024
+#define MAX_HEAD_DIM 4096
+#define MAX_LAYERS 4096
+#define MAX_CONFIG_BYTES (16 << 20)
+
+/* ---- reading config.json ---- */
+
+typedef struct cfg_ctx_ {
+	const char *path;
+	yyjson_val *root;
+	sw_error *err;
+} cfg_ctx_;
+
+static int bad_(cfg_ctx_ *x, const char *fmt, const char *field, const char *what)
+{
+	char m[200];
+	snprintf(m, sizeof m, fmt, field, what);
+	return sw_fail(x->err, SW_EFORMAT, "%s: %s", x->path, m);
+}
+
+/* An integer field: absent or null keeps *out (the default). */
+static int get_int_(cfg_ctx_ *x, const char *key, int lo, int hi, int *out)
+{
+	yyjson_val *v = yyjson_obj_get(x->root, key);
+	if (!v || yyjson_is_null(v))
+		return 0;
+	if (!yyjson_is_int(v))
+		return bad_(x, "field '%s' is %s, not an integer", key, yyjson_get_type_desc(v));
+	int64_t i = yyjson_get_sint(v);
+	if (yyjson_is_uint(v) && yyjson_get_uint(v) > INT64_MAX)
+		i = INT64_MAX;
+	if (i < lo || i > hi) {
+		char r[64];
+		snprintf(r, sizeof r, "%lld, not from %d to %d", (long long)i, lo, hi);
+		return bad_(x, "field '%s' is %s", key, r);
+	}
+	*out = (int)i;
+	return 0;
+}
+
+static int num_of_(cfg_ctx_ *x, yyjson_val *v, const char *key, float *out)
+{
+	if (!yyjson_is_num(v))
+		return bad_(x, "field '%s' is %s, not a number", key, yyjson_get_type_desc(v));
+	double d = yyjson_get_num(v);
+	if (!isfinite(d) || !isfinite((float)d))
+		return bad_(x, "field '%s' is %s", key, "not a finite float");
+	*out = (float)d;
+	return 0;
+}
+
+static int get_float_(cfg_ctx_ *x, yyjson_val *obj, const char *key, float *out)
+{
+	yyjson_val *v = yyjson_obj_get(obj, key);
+	if (!v || yyjson_is_null(v))
+		return 0;
+	return num_of_(x, v, key, out);
+}
+
+static int get_bool_(cfg_ctx_ *x, const char *key, bool *out)
+{
+	yyjson_val *v = yyjson_obj_get(x->root, key);
+	if (!v || yyjson_is_null(v))
+		return 0;
+	if (!yyjson_is_bool(v))
+		return bad_(x, "field '%s' is %s, not true or false", key, yyjson_get_type_desc(v));
+	*out = yyjson_get_bool(v);
+	return 0;
+}
+
+/* rope_scaling (transformers 4) or rope_parameters (5): default, or llama3. */
+static int rope_(cfg_ctx_ *x, sw_model_config *c, const char *key)
+{
+	yyjson_val *r = yyjson_obj_get(x->root, key);
+	if (!r || yyjson_is_null(r))
+		return 0;
+	if (!yyjson_is_obj(r))
+		return bad_(x, "field '%s' is %s, not an object", key, yyjson_get_type_desc(r));
+	int rc;
+	if ((rc = get_float_(x, r, "rope_theta", &c->rope_theta)))
+		return rc;
+	yyjson_val *t = yyjson_obj_get(r, "rope_type");
+	if (!t)
+		t = yyjson_obj_get(r, "type");
+	const char *type = t ? yyjson_get_str(t) : "default";
+	if (!type)
+		return bad_(x, "field '%s.rope_type' is %s, not a string", key, yyjson_get_type_desc(t));
+	if (!strcmp(type, "default"))
+		return 0;
+	if (strcmp(type, "llama3"))
+		return bad_(x, "field '%s.rope_type' is '%s': only 'default' and 'llama3' are supported",
+		            key, type);
+	static const char *need[] = { "factor", "low_freq_factor", "high_freq_factor",
+	                              "original_max_position_embeddings" };
+	float f[4];
+	for (int i = 0; i < 4; i++) {
+		char k[96];
+		snprintf(k, sizeof k, "%s.%s", key, need[i]);
+		yyjson_val *v = yyjson_obj_get(r, need[i]);
+		if (!v || yyjson_is_null(v))
+			return bad_(x, "field '%s' is %s", k, "missing (llama3 rope scaling needs it)");
+		if ((rc = num_of_(x, v, k, &f[i])))
+			return rc;
+		if (f[i] <= 0)
+			return bad_(x, "field '%s' is %s", k, "not positive");
+	}
+	if (f[2] <= f[1])
+		return bad_(x, "field '%s.high_freq_factor' is %s", key, "not above low_freq_factor");
+	if (f[3] != floorf(f[3]) || f[3] >= 2147483648.0f) /* (int) of it must not overflow */
+		return bad_(x, "field '%s.original_max_position_embeddings' is %s", key,
+		            "not a whole number below 2^31");
+	c->rope_factor = f[0];
+	c->rope_low_freq_factor = f[1];
+	c->rope_high_freq_factor = f[2];
+	c->rope_original_max_position = (int)f[3];
+	return 0;
+}
+
+/* A field that names a feature we do not implement, when it is in use. */
+static int refuse_(cfg_ctx_ *x, const char *key, const char *why)
+{
+	yyjson_val *v = yyjson_obj_get(x->root, key);
+	if (!v || yyjson_is_null(v) || (yyjson_is_bool(v) && !yyjson_get_bool(v)) ||
+	    (yyjson_is_num(v) && yyjson_get_num(v) == 0))
+		return 0;
+	return bad_(x, "field '%s': %s is not supported", key, why);
+}
+
+static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
+{
+	yyjson_val *root = x->root;
+	int rc;
+	memset(c, 0, sizeof *c);
+	/* Python keeps the last of two equal keys, yyjson finds the first: refuse the ambiguity */
+	if (yyjson_obj_size(root) > 4096)
+		return bad_(x, "%s has %s", "the document", "more than 4096 fields; not a config.json");
+	{
+		size_t i, n;
+		yyjson_val *k, *v, *k2, *v2;
+		yyjson_obj_foreach(root, i, n, k, v) {
+			size_t j, n2;
+			yyjson_obj_foreach(root, j, n2, k2, v2) {
+				if (j >= i)
+					break;
+				if (yyjson_equals(k, k2))
+					return bad_(x, "field '%s' %s", yyjson_get_str(k), "appears twice");
+			}
+		}
+		(void)v, (void)v2;
+	}
+	yyjson_val *mt = yyjson_obj_get(root, "model_type");
+	if (!mt)
+		return bad_(x, "field '%s' is %s", "model_type", "missing");
+	const char *type = yyjson_get_str(mt);
+	if (!type)
+		return bad_(x, "field '%s' is %s, not a string", "model_type", yyjson_get_type_desc(mt));
+	bool llama = !strcmp(type, "llama"), qwen2 = !strcmp(type, "qwen2"), qwen3 = !strcmp(type, "qwen3");
+	if (!llama && !qwen2 && !qwen3)
+		return bad_(x, "field '%s' is '%s': only llama, qwen2 and qwen3 are supported",
+		            "model_type", type);
+	snprintf(c->model_type, sizeof c->model_type, "%s", type);
+
+	/* the defaults of LlamaConfig, Qwen2Config and Qwen3Config */
+	c->vocab_size = llama ? 32000 : 151936;
+	c->hidden_size = 4096;
+	c->intermediate_size = llama ? 11008 : 22016;
+	c->num_hidden_layers = 32;
+	c->num_attention_heads = 32;
+	c->num_key_value_heads = 0; /* = heads */
+	c->head_dim = qwen3 ? 128 : 0; /* 0: hidden / heads */
+	c->max_position_embeddings = llama ? 2048 : 32768;
+	c->rms_norm_eps = 1e-6f;
+	c->rope_theta = 10000.0f;
+	c->tie_word_embeddings = false;
+	c->attention_bias = qwen2; /* Qwen2 has q/k/v biases whatever the config says */
+	c->qk_norm = qwen3;
+	c->bos_token_id = llama ? 1 : -1;
+	c->n_eos = 0;
+	if (llama) {
+		c->eos_token_ids[0] = 2;
+		c->n_eos = 1;
+	}
+
+	if ((rc = get_int_(x, "vocab_size", 1, MAX_VOCAB, &c->vocab_size)) ||
+	    (rc = get_int_(x, "hidden_size", 1, MAX_HIDDEN, &c->hidden_size)) ||
+	    (rc = get_int_(x, "intermediate_size", 1, MAX_INTER, &c->intermediate_size)) ||
+	    (rc = get_int_(x, "num_hidden_layers", 1, MAX_LAYERS, &c->num_hidden_layers)) ||
+	    (rc = get_int_(x, "num_attention_heads", 1, MAX_HEADS, &c->num_attention_heads)) ||
+	    (rc = get_int_(x, "num_key_value_heads", 1, MAX_HEADS, &c->num_key_value_heads)) ||
+	    (rc = get_int_(x, "head_dim", 1, MAX_HEAD_DIM, &c->head_dim)) ||
+	    (rc = get_int_(x, "max_position_embeddings", 1, INT_MAX, &c->max_position_embeddings)) ||
+	    (rc = get_float_(x, root, "rms_norm_eps", &c->rms_norm_eps)) ||
+	    (rc = get_float_(x, root, "rope_theta", &c->rope_theta)) ||
+	    (rc = get_bool_(x, "tie_word_embeddings", &c->tie_word_embeddings)))
+		return rc;
+	if (!(c->rms_norm_eps > 0))
+		return bad_(x, "field '%s' is %s", "rms_norm_eps", "not positive");
+	if (!c->num_key_value_heads)
+		c->num_key_value_heads = c->num_attention_heads;
+	if (!c->head_dim) {
+		if (c->hidden_size % c->num_attention_heads)
+			return bad_(x, "field '%s' is %s", "head_dim",
+			            "missing, and hidden_size is not a multiple of num_attention_heads");
+		c->head_dim = c->hidden_size / c->num_attention_heads;
+	}
+	if ((rc = rope_(x, c, "rope_scaling")) || (rc = rope_(x, c, "rope_parameters")))
+		return rc;
+	if (!(c->rope_theta > 0))
+		return bad_(x, "field '%s' is %s", "rope_theta", "not positive");
+
+	/* what the engine does not implement, named */
+	yyjson_val *act = yyjson_obj_get(root, "hidden_act");
+	if (act && !yyjson_is_null(act)) {
+		const char *a = yyjson_get_str(act);
+		if (!a)
+			return bad_(x, "field '%s' is %s, not a string", "hidden_act", yyjson_get_type_desc(act));
+		if (strcmp(a, "silu"))
+			return bad_(x, "field '%s' is '%s': only 'silu' is supported", "hidden_act", a);
+	}
+	if (!qwen2) {
+		bool ab = false;
+		if ((rc = get_bool_(x, "attention_bias", &ab)))
+			return rc;
+		if (ab)
+			return bad_(x, "field '%s': %s is not supported", "attention_bias",
+			            "a bias on q/k/v/o_proj in a llama or qwen3 model");
+	}
+	if ((rc = refuse_(x, "mlp_bias", "a bias on the MLP projections")) ||
+	    (rc = refuse_(x, "use_sliding_window", "sliding-window attention")) ||
+	    (rc = refuse_(x, "num_experts", "a mixture of experts")) ||
+	    (rc = refuse_(x, "num_local_experts", "a mixture of experts")) ||
+	    (rc = refuse_(x, "n_routed_experts", "a mixture of experts")) ||
+	    (rc = refuse_(x, "num_experts_per_tok", "a mixture of experts")) ||
+	    (rc = refuse_(x, "moe_intermediate_size", "a mixture of experts")) ||
+	    (rc = refuse_(x, "quantization_config", "a quantized checkpoint")))
+		return rc;
+	yyjson_val *lt = yyjson_obj_get(root, "layer_types");
+	if (lt && !yyjson_is_null(lt)) {
+		if (!yyjson_is_arr(lt))
+			return bad_(x, "field '%s' is %s, not an array", "layer_types", yyjson_get_type_desc(lt));
+		size_t i, n;
+		yyjson_val *e;
+		yyjson_arr_foreach(lt, i, n, e) {
+			const char *s = yyjson_get_str(e);
+			if (!s || strcmp(s, "full_attention"))
+				return bad_(x, "field '%s' has '%s': only full_attention layers are supported",
+				            "layer_types", s ? s : yyjson_get_type_desc(e));
+		}
+	}
+
+	yyjson_val *bos = yyjson_obj_get(root, "bos_token_id");
+	if (bos) {
+		c->bos_token_id = -1;
+		if (!yyjson_is_null(bos) && (rc = get_int_(x, "bos_token_id", 0, MAX_VOCAB - 1, &c->bos_token_id)))
+			return rc;
+	}
+	yyjson_val *eos = yyjson_obj_get(root, "eos_token_id");
+	if (eos) {
+		c->n_eos = 0;
+		if (yyjson_is_arr(eos)) {
+			size_t i, n;
+			yyjson_val *e;
+			if (yyjson_arr_size(eos) > SW_MAX_EOS)
+				return bad_(x, "field '%s' has %s", "eos_token_id", "more than 8 ids");
+			yyjson_arr_foreach(eos, i, n, e) {
+				if (!yyjson_is_int(e) || yyjson_get_sint(e) < 0 || yyjson_get_sint(e) >= MAX_VOCAB)
+					return bad_(x, "field '%s' has %s", "eos_token_id", "an element that is no token id");
+				c->eos_token_ids[c->n_eos++] = (int)yyjson_get_sint(e);
+			}
+		} else if (!yyjson_is_null(eos)) {
+			if ((rc = get_int_(x, "eos_token_id", 0, MAX_VOCAB - 1, &c->eos_token_ids[0])))
+				return rc;
+			c->n_eos = 1;
+		}
+	}
+	sw_error e2 = { 0 };
+	if ((rc = sw_model_config_check(c, &e2)))
+		return sw_fail(x->err, rc, "%s: %.200s", x->path, e2.msg);
+	return 0;
+}
+
+int sw_model_config_check(const sw_model_config *c, sw_error *err)
+{
+#define RANGE_(f, lo, hi)                                                                      \
+	if (c->f < (lo) || c->f > (hi))                                                        \
+		return sw_fail(err, SW_EFORMAT, "field '" #f "' is %d, not from %d to %d", c->f, \
+		               (int)(lo), (int)(hi));
+	RANGE_(vocab_size, 1, MAX_VOCAB)
+	RANGE_(hidden_size, 1, MAX_HIDDEN)
+	RANGE_(intermediate_size, 1, MAX_INTER)
+	RANGE_(num_hidden_layers, 1, MAX_LAYERS)
+	RANGE_(num_attention_heads, 1, MAX_HEADS)
+	RANGE_(num_key_value_heads, 1, MAX_HEADS)
+	RANGE_(head_dim, 1, MAX_HEAD_DIM)
+	RANGE_(max_position_embeddings, 1, INT_MAX)
+	RANGE_(n_eos, 0, SW_MAX_EOS)
+#undef RANGE_
+	if (c->num_attention_heads % c->num_key_value_heads)
+		return sw_fail(err, SW_EFORMAT,
+		               "field 'num_attention_heads' (%d) is not a multiple of 'num_key_value_heads' (%d)",
+		               c->num_attention_heads, c->num_key_value_heads);
+	if (c->head_dim % 2)
+		return sw_fail(err, SW_EFORMAT, "field 'head_dim' is %d; rotary embeddings need it even",
+		               c->head_dim);
+	if ((size_t)c->num_attention_heads * (size_t)c->head_dim > MAX_HIDDEN * 4u)
+		return sw_fail(err, SW_EFORMAT, "num_attention_heads * head_dim is %zu, too large",
+		               (size_t)c->num_attention_heads * (size_t)c->head_dim);
+	if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps))
+		return sw_fail(err, SW_EFORMAT, "field 'rms_norm_eps' is not a positive number");
+	if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
+		return sw_fail(err, SW_EFORMAT, "field 'rope_theta' is not a positive number");
+	if (c->bos_token_id >= c->vocab_size)
+		return sw_fail(err, SW_EFORMAT, "field 'bos_token_id' is %d, past the vocabulary of %d",
+		               c->bos_token_id, c->vocab_size);
+	for (int i = 0; i < c->n_eos; i++)
+		if (c->eos_token_ids[i] < 0 || c->eos_token_ids[i] >= c->vocab_size)
+			return sw_fail(err, SW_EFORMAT, "field 'eos_token_id' has %d, past the vocabulary of %d",
+			               c->eos_token_ids[i], c->vocab_size);
+	return 0;
+}
+
+int sw_model_config_load(const char *path, sw_model_config *c, sw_error *err)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		int e = errno;
+		sw_fail(err, SW_EIO, "%s: cannot open: %s", path, strerror(e));
+		if (err)
+			err->sys_errno = e;
+		return SW_EIO;
+	}
+	sw_buf b = { 0 };
+	char chunk[65536];
+	size_t n;
+	int rc = 0;
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+		if (b.len + n > MAX_CONFIG_BYTES) {
+			rc = sw_fail(err, SW_ETOOBIG, "%s: larger than %d MB; not a config.json", path,
+			             MAX_CONFIG_BYTES >> 20);
+			break;
+		}
+		if (sw_buf_put(&b, chunk, n)) {
+			rc = sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+			break;
+		}
+	}
+	if (!rc && ferror(f)) {
+		int e = errno;
+		rc = sw_fail(err, SW_EIO, "%s: read error: %s", path, strerror(e));
+		if (err)
+			err->sys_errno = e;
+	}
+	fclose(f);
+	if (rc) {
+		sw_buf_release(&b);
+		return rc;
+	}
+	rc = sw_model_config_parse((const char *)b.p, b.len, path, c, err);
+	sw_buf_release(&b);
+	return rc;
+}
+
+int sw_model_config_parse(const char *text, size_t len, const char *path, sw_model_config *c, sw_error *err)
+{
+	yyjson_read_err je;
+	yyjson_doc *doc = yyjson_read_opts((char *)text, len, YYJSON_READ_NOFLAG, NULL, &je);
+	if (!doc) {
+		size_t line = 1, col = 1;
+		for (size_t i = 0; i < je.pos && i < len; i++, col++)
+			if (text[i] == '\n')
+				line++, col = 0;
+		return sw_fail(err, SW_EFORMAT, "%s: line %zu, column %zu: %s", path, line, col,
+		               len ? je.msg : "empty file");
+	}
+	int rc;
+	cfg_ctx_ x = { path, yyjson_doc_get_root(doc), err };
+	if (!yyjson_is_obj(x.root))
+		rc = bad_(&x, "%s is %s, not an object", "the document", yyjson_get_type_desc(x.root));
+	else
+		rc = parse_config_(&x, c);
+	yyjson_doc_free(doc);
+	return rc;
+}
+
+/* ---- writing it ---- */
+
+void sw_fmt_float(char *buf, size_t size, float x)
+{
+	if (x == floorf(x) && fabsf(x) < 1e15f) {
+		snprintf(buf, size, "%.1f", (double)x); /* 500000.0 as Python writes it, not 5e+05 */
+		return;
+	}
+	for (int p = 1; p <= 9; p++) {
+		snprintf(buf, size, "%.*g", p, (double)x);
+		if (strtof(buf, NULL) == x)
+			break;
+	}
+	if (!strpbrk(buf, ".eEn"))
+		strncat(buf, ".0", size - strlen(buf) - 1);
+}
+
+int sw_model_config_write(const sw_model_config *c, const char *path, const char *torch_dtype,
+                           sw_error *err)
+{
+	sw_buf b = { 0 };
+	int rc = sw_model_config_text(c, path, torch_dtype, &b, err);
+	sw_afile f;
+	if (!rc && ((rc = sw_afile_open(&f, path, err)) || (rc = sw_afile_write(&f, b.p, b.len, err)) ||
+	            (rc = sw_afile_commit(&f, err))))
+		sw_afile_abort(&f);
+	sw_buf_release(&b);
+	return rc;
+}
+
+int sw_model_config_text(const sw_model_config *c, const char *path, const char *torch_dtype, sw_buf *b,
+                          sw_error *err)
+{
+	int rc;
+	sw_error e2 = { 0 };
+	if ((rc = sw_model_config_check(c, &e2)))
+		return sw_fail(err, rc, "%s: %.200s", path, e2.msg);
+	bool llama = !strcmp(c->model_type, "llama"), qwen2 = !strcmp(c->model_type, "qwen2");
+	if (!llama && !qwen2 && strcmp(c->model_type, "qwen3"))
+		return sw_fail(err, SW_EINVAL, "%s: model_type '%s' is not llama, qwen2 or qwen3", path,
+		               c->model_type);
+	if (llama + qwen2 == 0 && c->attention_bias)
+		return sw_fail(err, SW_EINVAL, "%s: qwen3 with attention biases is not supported", path);
+	char t[64], line[256];
+#define PUT_(...)                                                  \
+	do {                                                       \
+		snprintf(line, sizeof line, __VA_ARGS__);          \
+		if (sw_buf_put(b, line, strlen(line)))             \
+			goto oom;                                  \
+	} while (0)
+	const char *arch = llama ? "LlamaForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+	/* keys in sorted order, as transformers writes them */
+	PUT_("{\n  \"architectures\": [\n    \"%s\"\n  ],\n", arch);
+	if (!qwen2)
+		PUT_("  \"attention_bias\": false,\n");
+	PUT_("  \"attention_dropout\": 0.0,\n");
+	if (c->bos_token_id >= 0)
+		PUT_("  \"bos_token_id\": %d,\n", c->bos_token_id);
+	else
+		PUT_("  \"bos_token_id\": null,\n");
+	if (c->n_eos == 0)
+		PUT_("  \"eos_token_id\": null,\n");
+	else if (c->n_eos == 1)
+		PUT_("  \"eos_token_id\": %d,\n", c->eos_token_ids[0]);
+	else {
+		PUT_("  \"eos_token_id\": [");
+		for (int i = 0; i < c->n_eos; i++)
+			PUT_("%s%d", i ? ", " : "", c->eos_token_ids[i]);
+		PUT_("],\n");
+	}
+	PUT_("  \"head_dim\": %d,\n", c->head_dim);
+	PUT_("  \"hidden_act\": \"silu\",\n");
+	PUT_("  \"hidden_size\": %d,\n", c->hidden_size);
+	PUT_("  \"initializer_range\": 0.02,\n");
+	PUT_("  \"intermediate_size\": %d,\n", c->intermediate_size);
+	PUT_("  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+	if (llama)
+		PUT_("  \"mlp_bias\": false,\n");
+	PUT_("  \"model_type\": \"%s\",\n", c->model_type);
+	PUT_("  \"num_attention_heads\": %d,\n", c->num_attention_heads);
+	PUT_("  \"num_hidden_layers\": %d,\n", c->num_hidden_layers);
+	PUT_("  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
+	sw_fmt_float(t, sizeof t, c->rms_norm_eps);
+	PUT_("  \"rms_norm_eps\": %s,\n", t);
+	if (c->rope_factor > 0) {
+		sw_fmt_float(t, sizeof t, c->rope_factor);
+		PUT_("  \"rope_scaling\": {\n    \"factor\": %s,\n", t);
+		sw_fmt_float(t, sizeof t, c->rope_high_freq_factor);
+		PUT_("    \"high_freq_factor\": %s,\n", t);
+		sw_fmt_float(t, sizeof t, c->rope_low_freq_factor);
+		PUT_("    \"low_freq_factor\": %s,\n", t);
+		PUT_("    \"original_max_position_embeddings\": %d,\n", c->rope_original_max_position);
+		PUT_("    \"rope_type\": \"llama3\"\n  },\n");
+	} else {
+		PUT_("  \"rope_scaling\": null,\n");
+	}
+	sw_fmt_float(t, sizeof t, c->rope_theta);
+	PUT_("  \"rope_theta\": %s,\n", t);
+	PUT_("  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+	if (torch_dtype)
+		PUT_("  \"torch_dtype\": \"%s\",\n", torch_dtype);
+	PUT_("  \"use_cache\": true,\n");
+	if (!llama)
+		PUT_("  \"use_sliding_window\": false,\n");
+	PUT_("  \"vocab_size\": %d\n}\n", c->vocab_size);
+#undef PUT_
+	return 0;
+oom:
+	return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+}
+
+int sw_model_config_save(const sw_model_config *c, const char *path, sw_error *err)
+{
+	return sw_model_config_write(c, path, NULL, err);
+}
+
+/* ---- the arena ---- */
+
+/* Walk the tensors in arena order: fill t (when not NULL) and the model's pointers. */
+static size_t layout_(const sw_model_config *c, sw_model *m, sw_tensor *t)
+{
+	size_t off = 0, nt = 0;
+	const size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
+	const size_t Q = (size_t)c->num_attention_heads * (size_t)c->head_dim;
+	const size_t KV = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
+	const size_t D = (size_t)c->head_dim;
+#define ADD_(ptr, r, cols, ...)                                                          \
+	do {                                                                             \
+		if (t) {                                                                 \
+			sw_tensor *x_ = &t[nt];                                          \
+			snprintf(x_->name, sizeof x_->name, __VA_ARGS__);                \
+			x_->ndim = (cols) ? 2 : 1;                                       \
+			x_->shape[0] = (int64_t)(r);                                     \
+			x_->shape[1] = (cols) ? (int64_t)(cols) : 0;                     \
+			x_->numel = (size_t)(r) * ((cols) ? (size_t)(cols) : 1);         \
+			x_->offset = off;                                                \
+			x_->data = m->arena ? m->arena + off : NULL;                     \
+			ptr = x_->data;                                                  \
+		}                                                                        \
+		off += (size_t)(r) * ((cols) ? (size_t)(cols) : 1);                      \
+		nt++;                                                                    \
+	} while (0)
+	ADD_(m->embed, V, H, "model.embed_tokens.weight");
+	for (int l = 0; l < c->num_hidden_layers; l++) {
+		sw_layer *y = t ? &m->layers[l] : NULL; /* used only when t is */
+		const char *p = "model.layers";
+		ADD_(y->attn_norm, H, 0, "%s.%d.input_layernorm.weight", p, l);
+		ADD_(y->wq, Q, H, "%s.%d.self_attn.q_proj.weight", p, l);
+		if (c->attention_bias)
+			ADD_(y->bq, Q, 0, "%s.%d.self_attn.q_proj.bias", p, l);
+		ADD_(y->wk, KV, H, "%s.%d.self_attn.k_proj.weight", p, l);
+		if (c->attention_bias)
+			ADD_(y->bk, KV, 0, "%s.%d.self_attn.k_proj.bias", p, l);
+		ADD_(y->wv, KV, H, "%s.%d.self_attn.v_proj.weight", p, l);
+		if (c->attention_bias)
+			ADD_(y->bv, KV, 0, "%s.%d.self_attn.v_proj.bias", p, l);
+		if (c->qk_norm) {
+			ADD_(y->q_norm, D, 0, "%s.%d.self_attn.q_norm.weight", p, l);
+			ADD_(y->k_norm, D, 0, "%s.%d.self_attn.k_norm.weight", p, l);
+		}
+		ADD_(y->wo, H, Q, "%s.%d.self_attn.o_proj.weight", p, l);
+		ADD_(y->mlp_norm, H, 0, "%s.%d.post_attention_layernorm.weight", p, l);
+		ADD_(y->w_gate, I, H, "%s.%d.mlp.gate_proj.weight", p, l);
+		ADD_(y->w_up, I, H, "%s.%d.mlp.up_proj.weight", p, l);
+		ADD_(y->w_down, H, I, "%s.%d.mlp.down_proj.weight", p, l);
+	}
+	ADD_(m->final_norm, H, 0, "model.norm.weight");
+	if (!c->tie_word_embeddings)
+		ADD_(m->lm_head, V, H, "lm_head.weight");
+	else if (t)
+		m->lm_head = m->embed;
+#undef ADD_
+	if (m)
+		m->ntensors = nt;
+	return off;
+}
+
+size_t sw_model_config_nparams(const sw_model_config *c)
+{
+	if (sw_model_config_check(c, NULL))
+		return 0;
+	return layout_(c, NULL, NULL);
+}
+
+static sw_model *make_(const sw_model_config *c, float *arena, bool own, bool zero, sw_error *err)
+{
+	int rc = sw_model_config_check(c, err);
+	if (rc)
+		return NULL;
+	sw_model *m = calloc(1, sizeof *m);
+	if (!m) {
+		sw_fail(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	m->cfg = *c;
+	m->nparams = layout_(c, NULL, NULL);
+	m->ntensors = 0;
+	layout_(c, m, NULL); /* counts the tensors */
+	size_t nt = m->ntensors;
+	m->tensors = calloc(nt, sizeof *m->tensors);
+	m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
+	if (!m->tensors || !m->layers)
+		goto oom;
+	if (own) {
+		size_t bytes = (m->nparams * sizeof(float) + 63) & ~(size_t)63;
+		arena = aligned_alloc(64, bytes);
+		if (!arena)
+			goto oom;
+		if (zero)
+			memset(arena, 0, bytes);
+	}
+	m->arena = arena;
+	m->owns_arena = own;
+	layout_(c, m, m->tensors);
+	return m;
+oom:
+	sw_fail(err, SW_ENOMEM, "out of memory for a model of %zu parameters", m->nparams);
+	sw_model_free(m);
+	return NULL;
+}
+
+sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err)
+{
+	if (!arena) {
+		sw_fail(err, SW_EINVAL, "no arena to view");
+		return NULL;
+	}
+	return make_(c, arena, false, false, err);
+}
+
+sw_model *sw_model_new(const sw_model_config *c, sw_error *err)
+{
+	return make_(c, NULL, true, true, err);
+}
+
+sw_model *sw_model_new_uninit(const sw_model_config *c, sw_error *err)
+{
+	return make_(c, NULL, true, false, err);
+}
+
+void sw_model_free(sw_model *m)
+{
+	if (!m)
+		return;
+	if (m->owns_arena)
+		free(m->arena);
+	free(m->tensors);
+	free(m->layers);
+	free(m);
+}
+
+const sw_tensor *sw_model_tensor(const sw_model *m, const char *name)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (!strcmp(m->tensors[i].name, name))
+			return &m->tensors[i];
+	return NULL;
+}
+
+/* ---- random initialisation ---- */
+
+static uint64_t splitmix_(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static bool ends_with_(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+#define CHUNK_ 4096 /* each chunk its own stream, so threads do not change the numbers */
+
+void sw_model_init_random(sw_model *m, uint64_t seed, float std)
+{
+	for (size_t i = 0; i < m->ntensors; i++) {
+		sw_tensor *t = &m->tensors[i];
+		if (ends_with_(t->name, "norm.weight")) {
+			for (size_t j = 0; j < t->numel; j++)
+				t->data[j] = 1.0f;
+			continue;
+		}
+		if (ends_with_(t->name, ".bias")) {
+			memset(t->data, 0, t->numel * sizeof(float));
+			continue;
+		}
+		size_t nchunks = (t->numel + CHUNK_ - 1) / CHUNK_;
+		#pragma omp parallel for schedule(static)
+		for (size_t ch = 0; ch < nchunks; ch++) {
+			uint64_t s = seed ^ (0x51afd7ed558ccd1dull * (i + 1));
+			s = splitmix_(&s) ^ (0xd6e8feb86659fd93ull * (ch + 1));
+			size_t lo = ch * CHUNK_, hi = lo + CHUNK_ < t->numel ? lo + CHUNK_ : t->numel;
+			for (size_t j = lo; j < hi; j += 2) {
+				/* Box-Muller: u1 in (0, 1] so that the log is finite */
+				double u1 = ((double)(splitmix_(&s) >> 11) + 1.0) * 0x1p-53;
+				double u2 = (double)(splitmix_(&s) >> 11) * 0x1p-53;
+				double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+				t->data[j] = (float)(r * cos(a)) * std;
+				if (j + 1 < hi)
+					t->data[j + 1] = (float)(r * sin(a)) * std;
+			}
+		}
+	}
+}

@@ -1,0 +1,891 @@
+/*
+ * audit.c - the hash-chained audit log and the digests it records (see
+ * sw/audit.h for the format).  Records are built with yyjson's mutable
+ * documents; the fixed head of each line (seq, time, event, prev) is
+ * written by hand so that every line starts the same way and the body a
+ * hash covers is exactly the bytes before ,"hash".
+ */
+#define _DEFAULT_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <sodium.h>
+#include "yyjson/yyjson.h"
+#include "common/internal.h"
+#include "sw/audit.h"
+
+#define HASH_LEN_ 32
+#define ZERO_HEX_ "0000000000000000000000000000000000000000000000000000000000000000"
+#define TAIL_KEY_ ",\"hash\":\""
+#define TAIL_LEN_ (sizeof TAIL_KEY_ - 1 + 64 + 2) /* ,"hash":"<64>"} */
+
+static int sys_(sw_error *err, int e, const char *path, const char *what)
+{
+	int code = sw_fail(err, SW_EIO, "%s: %s: %s", path, what, strerror(e));
+	if (err)
+		err->sys_errno = e;
+	return code;
+}
+
+/* --- digests ---------------------------------------------------------------------- */
+
+static void hex_(const unsigned char *h, char hex[SW_DIGEST_HEX])
+{
+	sodium_bin2hex(hex, SW_DIGEST_HEX, h, HASH_LEN_);
+}
+
+void sw_digest_mem(const void *p, size_t n, char hex[SW_DIGEST_HEX])
+{
+	unsigned char h[HASH_LEN_];
+	crypto_generichash_state st;
+	crypto_generichash_init(&st, NULL, 0, HASH_LEN_);
+	/* the size argument is unsigned long long: feed big arenas in pieces all the same */
+	const unsigned char *b = p;
+	while (n) {
+		size_t k = n > (1u << 30) ? (1u << 30) : n;
+		crypto_generichash_update(&st, b, k);
+		b += k;
+		n -= k;
+	}
+	crypto_generichash_final(&st, h, HASH_LEN_);
+	hex_(h, hex);
+}
+
+static int file_hash_(const char *path, unsigned char h[HASH_LEN_], uint64_t *size, sw_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sys_(err, errno, path, "cannot open");
+	crypto_generichash_state st;
+	crypto_generichash_init(&st, NULL, 0, HASH_LEN_);
+	static __thread unsigned char buf[1 << 16];
+	uint64_t total = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			return sys_(err, e, path, "cannot read");
+		}
+		if (n == 0)
+			break;
+		crypto_generichash_update(&st, buf, (unsigned long long)n);
+		total += (uint64_t)n;
+	}
+	close(fd);
+	crypto_generichash_final(&st, h, HASH_LEN_);
+	if (size)
+		*size = total;
+	return 0;
+}
+
+int sw_digest_file(const char *path, char hex[SW_DIGEST_HEX], sw_error *err)
+{
+	unsigned char h[HASH_LEN_];
+	int rc = file_hash_(path, h, NULL, err);
+	if (!rc)
+		hex_(h, hex);
+	return rc;
+}
+
+/* The regular files under a directory, as relative paths. */
+typedef struct flist_ {
+	char **v;
+	size_t n, cap;
+} flist_;
+
+static void flist_free_(flist_ *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	*l = (flist_){ 0 };
+}
+
+static int walk_(const char *root, const char *rel, flist_ *l, sw_error *err)
+{
+	char dpath[4096];
+	snprintf(dpath, sizeof dpath, "%s%s%s", root, *rel ? "/" : "", rel);
+	DIR *d = opendir(dpath);
+	if (!d)
+		return sys_(err, errno, dpath, "cannot read the directory");
+	struct dirent *de;
+	int rc = 0;
+	while (!rc && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		char r[4096], full[4096];
+		if ((size_t)snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", de->d_name) >= sizeof r) {
+			rc = sw_fail(err, SW_ERANGE, "%s: a path in it is too long", root);
+			break;
+		}
+		struct stat st;
+		if ((size_t)snprintf(full, sizeof full, "%s/%s", root, r) >= sizeof full) {
+			rc = sw_fail(err, SW_ERANGE, "%s: a path in it is too long", root);
+		} else if (lstat(full, &st)) {
+			rc = sys_(err, errno, full, "cannot stat");
+		} else if (S_ISDIR(st.st_mode)) {
+			rc = walk_(root, r, l, err);
+		} else if (!S_ISREG(st.st_mode)) {
+			rc = sw_fail(err, SW_EFORMAT, "%s: not a regular file or directory, so not digested", full);
+		} else {
+			if (l->n == l->cap) {
+				size_t cap = l->cap ? l->cap * 2 : 16;
+				char **v = realloc(l->v, cap * sizeof *v);
+				if (!v) {
+					rc = sw_fail(err, SW_ENOMEM, "out of memory");
+					break;
+				}
+				l->v = v;
+				l->cap = cap;
+			}
+			if (!(l->v[l->n] = strdup(r)))
+				rc = sw_fail(err, SW_ENOMEM, "out of memory");
+			else
+				l->n++;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+static int cmp_str_(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The directory's digest, and each file's digest in files (a map; may be
+ * NULL) of the mutable doc, in the sorted order the digest uses.
+ */
+static int dir_digest_(const char *dir, char hex[SW_DIGEST_HEX], yyjson_mut_doc *doc, yyjson_mut_val *files,
+                       sw_error *err)
+{
+	flist_ l = { 0 };
+	int rc = walk_(dir, "", &l, err);
+	if (rc) {
+		flist_free_(&l);
+		return rc;
+	}
+	qsort(l.v, l.n, sizeof *l.v, cmp_str_);
+	crypto_generichash_state st;
+	crypto_generichash_init(&st, NULL, 0, HASH_LEN_);
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		char full[8192];
+		unsigned char h[HASH_LEN_], le[8];
+		uint64_t size;
+		snprintf(full, sizeof full, "%s/%s", dir, l.v[i]);
+		if ((rc = file_hash_(full, h, &size, err)))
+			break;
+		for (int k = 0; k < 8; k++)
+			le[k] = (unsigned char)(size >> (8 * k));
+		crypto_generichash_update(&st, (const unsigned char *)l.v[i], strlen(l.v[i]) + 1);
+		crypto_generichash_update(&st, le, 8);
+		crypto_generichash_update(&st, h, HASH_LEN_);
+		if (files) {
+			char fh[SW_DIGEST_HEX];
+			hex_(h, fh);
+			if (!yyjson_mut_obj_add(files, yyjson_mut_strcpy(doc, l.v[i]), yyjson_mut_strcpy(doc, fh)))
+				rc = sw_fail(err, SW_ENOMEM, "out of memory");
+		}
+	}
+	flist_free_(&l);
+	if (!rc) {
+		unsigned char h[HASH_LEN_];
+		crypto_generichash_final(&st, h, HASH_LEN_);
+		hex_(h, hex);
+	}
+	return rc;
+}
+
+int sw_digest_dir(const char *dir, char hex[SW_DIGEST_HEX], sw_error *err)
+{
+	return dir_digest_(dir, hex, NULL, NULL, err);
+}
+
+int sw_digest_path(const char *path, char hex[SW_DIGEST_HEX], sw_error *err)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return sys_(err, errno, path, "cannot stat");
+	if (S_ISDIR(st.st_mode))
+		return sw_digest_dir(path, hex, err);
+	return sw_digest_file(path, hex, err);
+}
+
+/* --- records ------------------------------------------------------------------------ */
+
+struct sw_audit_rec {
+	char event[65];
+	yyjson_mut_doc *doc;
+	yyjson_mut_val *obj; /* the record's own fields, in the order added */
+};
+
+static int utf8_ok_(const unsigned char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned c = s[i];
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t k = (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 0;
+		if (!k || i + k >= n)
+			return 0;
+		for (size_t j = 1; j <= k; j++)
+			if ((s[i + j] & 0xc0) != 0x80)
+				return 0;
+		/* overlong forms, surrogates and beyond U+10FFFF, which JSON cannot carry */
+		unsigned d = s[i + 1];
+		if ((k == 1 && c < 0xc2) || (k == 2 && c == 0xe0 && d < 0xa0) || (k == 2 && c == 0xed && d >= 0xa0) ||
+		    (k == 3 && c == 0xf0 && d < 0x90) || (k == 3 && (c > 0xf4 || (c == 0xf4 && d >= 0x90))))
+			return 0;
+		i += k + 1;
+	}
+	return 1;
+}
+
+static const char *const reserved_[] = { "seq", "time", "event", "prev", "hash" };
+
+static int key_ok_(const sw_audit_rec *r, const char *key)
+{
+	if (!r || !key || !*key || !utf8_ok_((const unsigned char *)key, strlen(key)))
+		return 0;
+	for (size_t i = 0; i < sizeof reserved_ / sizeof *reserved_; i++)
+		if (!strcmp(key, reserved_[i]))
+			return 0;
+	return yyjson_mut_obj_get(r->obj, key) == NULL;
+}
+
+static int add_(sw_audit_rec *r, const char *key, yyjson_mut_val *v)
+{
+	if (!v)
+		return SW_ENOMEM;
+	return yyjson_mut_obj_add(r->obj, yyjson_mut_strcpy(r->doc, key), v) ? 0 : SW_ENOMEM;
+}
+
+sw_audit_rec *sw_audit_rec_new(const char *event)
+{
+	size_t n = event ? strlen(event) : 0;
+	if (n == 0 || n > 64)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!((event[i] >= 'a' && event[i] <= 'z') || (event[i] >= '0' && event[i] <= '9') || event[i] == '_'))
+			return NULL;
+	sw_audit_rec *r = calloc(1, sizeof *r);
+	if (!r || !(r->doc = yyjson_mut_doc_new(NULL)) || !(r->obj = yyjson_mut_obj(r->doc))) {
+		sw_audit_rec_free(r);
+		return NULL;
+	}
+	yyjson_mut_doc_set_root(r->doc, r->obj);
+	memcpy(r->event, event, n + 1);
+	return r;
+}
+
+void sw_audit_rec_free(sw_audit_rec *r)
+{
+	if (!r)
+		return;
+	yyjson_mut_doc_free(r->doc);
+	free(r);
+}
+
+int sw_audit_rec_str(sw_audit_rec *r, const char *key, const char *value)
+{
+	if (!key_ok_(r, key) || !value || !utf8_ok_((const unsigned char *)value, strlen(value)))
+		return SW_EINVAL;
+	return add_(r, key, yyjson_mut_strcpy(r->doc, value));
+}
+
+int sw_audit_rec_int(sw_audit_rec *r, const char *key, int64_t value)
+{
+	if (!key_ok_(r, key))
+		return SW_EINVAL;
+	return add_(r, key, yyjson_mut_sint(r->doc, value));
+}
+
+int sw_audit_rec_num(sw_audit_rec *r, const char *key, double value)
+{
+	if (!key_ok_(r, key) || !isfinite(value))
+		return SW_EINVAL;
+	return add_(r, key, yyjson_mut_real(r->doc, value));
+}
+
+int sw_audit_rec_argv(sw_audit_rec *r, const char *key, int argc, char *const argv[])
+{
+	if (!key_ok_(r, key) || argc < 0)
+		return SW_EINVAL;
+	for (int i = 0; i < argc; i++)
+		if (!argv[i] || !utf8_ok_((const unsigned char *)argv[i], strlen(argv[i])))
+			return SW_EINVAL;
+	yyjson_mut_val *a = yyjson_mut_arr(r->doc);
+	if (!a)
+		return SW_ENOMEM;
+	for (int i = 0; i < argc; i++)
+		if (!yyjson_mut_arr_append(a, yyjson_mut_strcpy(r->doc, argv[i])))
+			return SW_ENOMEM;
+	return add_(r, key, a);
+}
+
+int sw_audit_rec_json(sw_audit_rec *r, const char *key, const char *json)
+{
+	if (!key_ok_(r, key) || !json)
+		return SW_EINVAL;
+	yyjson_doc *d = yyjson_read(json, strlen(json), 0);
+	if (!d)
+		return SW_EFORMAT;
+	yyjson_mut_val *v = yyjson_val_mut_copy(r->doc, yyjson_doc_get_root(d));
+	yyjson_doc_free(d);
+	return add_(r, key, v);
+}
+
+int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, sw_error *err)
+{
+	if (!relpath || !*relpath || relpath[0] == '/' || !strcmp(relpath, "..") || !strncmp(relpath, "../", 3) ||
+	    strstr(relpath, "/../") || (strlen(relpath) >= 3 && !strcmp(relpath + strlen(relpath) - 3, "/..")))
+		return sw_fail(err, SW_EINVAL, "checkpoint '%.200s': not a path inside the run directory",
+		               relpath ? relpath : "");
+	if (!key_ok_(r, "path") || !key_ok_(r, "digest") || !key_ok_(r, "files"))
+		return sw_fail(err, SW_EINVAL, "checkpoint '%.200s': the record has a path, digest or files already",
+		               relpath);
+	char dir[4096], hex[SW_DIGEST_HEX];
+	snprintf(dir, sizeof dir, "%s/%s", rundir, relpath);
+	yyjson_mut_val *files = yyjson_mut_obj(r->doc);
+	if (!files)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	int rc = dir_digest_(dir, hex, r->doc, files, err);
+	if (rc)
+		return rc;
+	if (sw_audit_rec_str(r, "path", relpath) || sw_audit_rec_str(r, "digest", hex) || add_(r, "files", files))
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* --- reading and checking lines ------------------------------------------------------- */
+
+/* Everything about one line that the chain needs. */
+typedef struct line_ {
+	uint64_t seq;
+	char hash[SW_DIGEST_HEX];
+	yyjson_doc *doc; /* the parsed line, the caller's to free */
+} line_;
+
+/*
+ * Check the line p[0..n) (no newline) as record want, following prev; fill
+ * ln.  err gets the message only: the caller says where.
+ */
+static int check_line_(const char *p, size_t n, uint64_t want, const char *prev, line_ *ln, sw_error *err)
+{
+	ln->doc = NULL;
+	if (n == 0)
+		return sw_fail(err, SW_EFORMAT, "an empty line where a record was expected");
+	if (n < TAIL_LEN_ + 1 || memcmp(p + n - TAIL_LEN_, TAIL_KEY_, sizeof TAIL_KEY_ - 1) || p[n - 2] != '"' ||
+	    p[n - 1] != '}')
+		return sw_fail(err, SW_EFORMAT, "the line does not end in its hash (,\"hash\":\"...\"}): edited or "
+		                                "not an audit record");
+	const char *h = p + n - 66;
+	for (int i = 0; i < 64; i++)
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return sw_fail(err, SW_EFORMAT, "its hash is not 64 lowercase hex digits: edited");
+	char got[SW_DIGEST_HEX];
+	sw_digest_mem(p, n - TAIL_LEN_, got);
+	if (memcmp(got, h, 64))
+		return sw_fail(err, SW_EFORMAT, "its contents do not match its hash: the record was edited");
+	memcpy(ln->hash, h, 64);
+	ln->hash[64] = 0;
+	yyjson_doc *d = yyjson_read(p, n, 0);
+	yyjson_val *root = d ? yyjson_doc_get_root(d) : NULL;
+	if (!yyjson_is_obj(root)) {
+		yyjson_doc_free(d);
+		return sw_fail(err, SW_EFORMAT, "not a JSON object, though its hash matches: forged");
+	}
+	ln->doc = d;
+	yyjson_val *seq = yyjson_obj_get(root, "seq"), *pv = yyjson_obj_get(root, "prev");
+	if (!yyjson_is_uint(seq) || !yyjson_is_str(yyjson_obj_get(root, "event")) ||
+	    !yyjson_is_str(yyjson_obj_get(root, "time")) || !yyjson_is_str(pv))
+		return sw_fail(err, SW_EFORMAT, "lacks seq, time, event or prev");
+	ln->seq = yyjson_get_uint(seq);
+	if (ln->seq > want)
+		return sw_fail(err, SW_EFORMAT,
+		               "seq is %llu where %llu was expected: record %llu was deleted, or records were moved",
+		               (unsigned long long)ln->seq, (unsigned long long)want, (unsigned long long)want);
+	if (ln->seq < want)
+		return sw_fail(err, SW_EFORMAT,
+		               "seq is %llu where %llu was expected: records were moved, repeated or inserted",
+		               (unsigned long long)ln->seq, (unsigned long long)want);
+	if (strcmp(yyjson_get_str(pv), prev))
+		return sw_fail(err, SW_EFORMAT,
+		               want == 1 ? "prev is not zeros, as the first record's must be: records before it "
+		                           "were removed"
+		                         : "prev is not the hash of record %llu: that record was replaced",
+		               (unsigned long long)(want - 1));
+	return 0;
+}
+
+static int read_all_(const char *path, sw_buf *b, sw_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sys_(err, errno, path, "cannot open");
+	for (;;) {
+		if (sw_buf_reserve(b, 1 << 16)) {
+			close(fd);
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		}
+		ssize_t n = read(fd, b->p + b->len, b->cap - b->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			return sys_(err, e, path, "cannot read");
+		}
+		if (n == 0)
+			break;
+		b->len += (size_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+/* A record's other fields as "key=value ...": strings bare when they hold no space, arrays of strings joined. */
+static char *summary_(yyjson_val *root)
+{
+	sw_buf b = { 0 };
+	yyjson_obj_iter it;
+	yyjson_val *k;
+	yyjson_obj_iter_init(root, &it);
+	while ((k = yyjson_obj_iter_next(&it))) {
+		const char *key = yyjson_get_str(k);
+		yyjson_val *v = yyjson_obj_iter_get_val(k);
+		int skip = 0;
+		for (size_t i = 0; i < sizeof reserved_ / sizeof *reserved_; i++)
+			skip |= !strcmp(key, reserved_[i]);
+		if (skip || !strcmp(key, "files"))
+			continue;
+		if (b.len)
+			sw_buf_put(&b, " ", 1);
+		sw_buf_put(&b, key, strlen(key));
+		sw_buf_put(&b, "=", 1);
+		if (yyjson_is_str(v) && !strpbrk(yyjson_get_str(v), " \t\"'")) {
+			sw_buf_put(&b, yyjson_get_str(v), yyjson_get_len(v));
+		} else if (yyjson_is_real(v)) {
+			/* for reading, not for checking: the log keeps every digit */
+			char num[40];
+			int n = snprintf(num, sizeof num, "%.6g", yyjson_get_real(v));
+			sw_buf_put(&b, num, (size_t)n);
+		} else {
+			size_t n;
+			char *s = yyjson_val_write(v, 0, &n);
+			if (s)
+				sw_buf_put(&b, s, n);
+			free(s);
+		}
+	}
+	if (sw_buf_put(&b, "", 1)) {
+		sw_buf_release(&b);
+		return NULL;
+	}
+	return (char *)b.p;
+}
+
+/* A checkpoint the log names, checked once the chain is. */
+typedef struct ckpt_ {
+	uint64_t rec, offset;
+	const char *line;
+	size_t len;
+	int removed;
+} ckpt_;
+
+static int check_ckpt_(const char *logdir, const ckpt_ *c, sw_error *err)
+{
+	yyjson_doc *d = yyjson_read(c->line, c->len, 0);
+	yyjson_val *root = yyjson_doc_get_root(d);
+	yyjson_val *path = yyjson_obj_get(root, "path"), *dig = yyjson_obj_get(root, "digest");
+	yyjson_val *files = yyjson_obj_get(root, "files");
+	int rc = 0;
+	if (!yyjson_is_str(path) || !yyjson_is_str(dig) || yyjson_get_len(dig) != 64) {
+		rc = sw_fail(err, SW_EFORMAT, "a checkpoint record without a path and a digest");
+		goto out;
+	}
+	const char *rel = yyjson_get_str(path);
+	char dir[4096], hex[SW_DIGEST_HEX];
+	struct stat st;
+	if ((size_t)snprintf(dir, sizeof dir, "%s/%s", rel[0] == '/' ? "" : logdir, rel) >= sizeof dir) {
+		rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s': the path is too long", rel);
+		goto out;
+	}
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s' is missing", rel);
+		goto out;
+	}
+	yyjson_mut_doc *md = yyjson_mut_doc_new(NULL);
+	yyjson_mut_val *now = md ? yyjson_mut_obj(md) : NULL;
+	sw_error e2 = { 0 };
+	if (!now) {
+		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+	} else if (dir_digest_(dir, hex, md, now, &e2)) {
+		rc = sw_fail(err, e2.code, "checkpoint '%.200s': %s", rel, e2.msg);
+		if (err)
+			err->sys_errno = e2.sys_errno;
+	} else if (strcmp(hex, yyjson_get_str(dig))) {
+		/* name the file: one recorded but gone or changed, or one new */
+		const char *what = NULL, *which = NULL;
+		yyjson_obj_iter it;
+		yyjson_val *k;
+		if (yyjson_is_obj(files)) {
+			yyjson_obj_iter_init(files, &it);
+			while (!what && (k = yyjson_obj_iter_next(&it))) {
+				yyjson_mut_val *v = yyjson_mut_obj_get(now, yyjson_get_str(k));
+				const char *want = yyjson_get_str(yyjson_obj_iter_get_val(k));
+				if (!v)
+					what = "was removed", which = yyjson_get_str(k);
+				else if (!want || strcmp(yyjson_mut_get_str(v), want))
+					what = "changed", which = yyjson_get_str(k);
+			}
+			yyjson_mut_obj_iter mit;
+			yyjson_mut_val *mk;
+			yyjson_mut_obj_iter_init(now, &mit);
+			while (!what && (mk = yyjson_mut_obj_iter_next(&mit)))
+				if (!yyjson_obj_get(files, yyjson_mut_get_str(mk)))
+					what = "was added", which = yyjson_mut_get_str(mk);
+		}
+		if (what)
+			rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s' does not match its digest: file '%.200s' %s",
+			             rel, which, what);
+		else
+			rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s' does not match its digest", rel);
+	}
+	yyjson_mut_doc_free(md);
+out:
+	yyjson_doc_free(d);
+	return rc;
+}
+
+/* The verifier; ckpts 0 checks the chain only.  *bytes: the bytes of the log read. */
+static int verify_(const char *path, const char *head, sw_audit_fn fn, void *ud, sw_audit_report *rep,
+                   sw_error *err, int ckpts, uint64_t *bytes)
+{
+	char log[4096], logdir[4096];
+	struct stat st;
+	sw_audit_report r = { 0 };
+	if (stat(path, &st))
+		return sys_(err, errno, path, "cannot open");
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(log, sizeof log, "%s/audit.log", path);
+		snprintf(logdir, sizeof logdir, "%s", path);
+	} else {
+		snprintf(log, sizeof log, "%s", path);
+		const char *slash = strrchr(path, '/');
+		snprintf(logdir, sizeof logdir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+		if (slash == path)
+			strcpy(logdir, "/");
+	}
+	sw_buf b = { 0 };
+	int rc = read_all_(log, &b, err);
+	if (rc)
+		return rc;
+	ckpt_ *ck = NULL;
+	size_t nck = 0, capck = 0;
+	char prev[SW_DIGEST_HEX] = ZERO_HEX_;
+	const char *p = (const char *)b.p, *end = p + b.len;
+	uint64_t want = 1;
+	if (b.len == 0)
+		rc = sw_fail(err, SW_EEMPTY, "the log holds no records");
+	while (!rc && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		uint64_t off = (uint64_t)(p - (const char *)b.p);
+		line_ ln = { 0 };
+		if (!nl) {
+			rc = sw_fail(err, SW_ETRUNC, "the line has no end: the log was cut");
+		} else {
+			rc = check_line_(p, (size_t)(nl - p), want, prev, &ln, err);
+		}
+		if (rc) {
+			if (err) {
+				err->record = want;
+				err->offset = off;
+			}
+			yyjson_doc_free(ln.doc);
+			break;
+		}
+		yyjson_val *root = yyjson_doc_get_root(ln.doc);
+		const char *event = yyjson_get_str(yyjson_obj_get(root, "event"));
+		if (head && !strcmp(head, ln.hash))
+			r.head_record = want;
+		if (!strcmp(event, "checkpoint") || !strcmp(event, "checkpoint_removed")) {
+			int removal = event[10] != 0;
+			const char *cp = yyjson_get_str(yyjson_obj_get(root, "path"));
+			if (removal) {
+				for (size_t i = 0; cp && i < nck; i++) {
+					yyjson_doc *d = yyjson_read(ck[i].line, ck[i].len, 0);
+					const char *q = yyjson_get_str(yyjson_obj_get(yyjson_doc_get_root(d), "path"));
+					if (q && !strcmp(q, cp))
+						ck[i].removed = 1;
+					yyjson_doc_free(d);
+				}
+			} else {
+				if (nck == capck) {
+					size_t cap = capck ? capck * 2 : 8;
+					ckpt_ *v = realloc(ck, cap * sizeof *v);
+					if (!v) {
+						yyjson_doc_free(ln.doc);
+						rc = sw_fail(err, SW_ENOMEM, "out of memory");
+						break;
+					}
+					ck = v;
+					capck = cap;
+				}
+				ck[nck++] = (ckpt_){ want, off, p, (size_t)(nl - p), 0 };
+			}
+		}
+		if (fn) {
+			char *sum = summary_(root);
+			sw_audit_entry e = { want, yyjson_get_str(yyjson_obj_get(root, "time")), event, ln.hash,
+				             sum ? sum : "", p, (size_t)(nl - p) };
+			rc = sum ? fn(&e, ud) : sw_fail(err, SW_ENOMEM, "out of memory");
+			free(sum);
+		}
+		yyjson_doc_free(ln.doc);
+		memcpy(prev, ln.hash, SW_DIGEST_HEX);
+		r.records = want++;
+		p = nl + 1;
+	}
+	for (size_t i = 0; !rc && ckpts && i < nck; i++) {
+		if (ck[i].removed)
+			continue;
+		if ((rc = check_ckpt_(logdir, &ck[i], err)) && err) {
+			err->record = ck[i].rec;
+			err->offset = ck[i].offset;
+		}
+		r.checkpoints++;
+	}
+	if (!rc && head && !r.head_record)
+		rc = sw_fail(err, SW_EFORMAT,
+		             "no record has the head hash %.64s: the log was cut before it, or rewritten", head);
+	free(ck);
+	if (bytes)
+		*bytes = b.len;
+	sw_buf_release(&b);
+	memcpy(r.head, prev, SW_DIGEST_HEX);
+	if (rep)
+		*rep = r;
+	return rc;
+}
+
+int sw_audit_verify(const char *path, const char *head, sw_audit_fn fn, void *ud, sw_audit_report *rep,
+                    sw_error *err)
+{
+	return verify_(path, head, fn, ud, rep, err, 1, NULL);
+}
+
+/* --- appending --------------------------------------------------------------------- */
+
+struct sw_audit {
+	int fd;
+	char *path;
+	uint64_t seq;
+	uint64_t size;              /* bytes of the log we have checked */
+	char head[SW_DIGEST_HEX];   /* "" before the first record */
+};
+
+sw_audit *sw_audit_open(const char *path, sw_error *err)
+{
+	sw_audit *a = calloc(1, sizeof *a);
+	if (!a || !(a->path = strdup(path))) {
+		free(a);
+		sw_fail(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	struct stat pre;
+	int existed = !stat(path, &pre);
+	a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (a->fd < 0) {
+		sys_(err, errno, path, "cannot open");
+		sw_audit_close(a);
+		return NULL;
+	}
+	if (!existed) {
+		/* the new name itself must survive a crash, not only what is appended */
+		char dir[4096];
+		const char *slash = strrchr(path, '/');
+		snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int bad = dfd < 0 || fsync(dfd);
+		int e = errno;
+		if (dfd >= 0)
+			close(dfd);
+		if (bad) {
+			sys_(err, e, dir, "cannot sync the directory");
+			sw_audit_close(a);
+			return NULL;
+		}
+	}
+	struct stat st;
+	if (fstat(a->fd, &st) || !S_ISREG(st.st_mode)) {
+		sw_fail(err, SW_EIO, "%s: not a regular file", path);
+		sw_audit_close(a);
+		return NULL;
+	}
+	if (st.st_size > 0) {
+		/* the chain only: checkpoints are the verifier's business */
+		sw_audit_report rep;
+		uint64_t bytes = 0;
+		if (flock(a->fd, LOCK_SH)) {
+			sys_(err, errno, path, "cannot lock");
+			sw_audit_close(a);
+			return NULL;
+		}
+		int rc = verify_(path, NULL, NULL, NULL, &rep, err, 0, &bytes);
+		flock(a->fd, LOCK_UN);
+		if (rc) {
+			sw_audit_close(a);
+			return NULL;
+		}
+		a->seq = rep.records;
+		memcpy(a->head, rep.head, SW_DIGEST_HEX);
+		a->size = bytes;
+	}
+	return a;
+}
+
+/* Read records that another process appended since we last looked. */
+static int catch_up_(sw_audit *a, uint64_t size, sw_error *err)
+{
+	sw_buf b = { 0 };
+	int rc = read_all_(a->path, &b, err);
+	if (rc)
+		return rc;
+	if (b.len < size)
+		size = b.len;
+	const char *p = (const char *)b.p + a->size, *end = (const char *)b.p + size;
+	char prev[SW_DIGEST_HEX];
+	memcpy(prev, a->head[0] ? a->head : ZERO_HEX_, SW_DIGEST_HEX);
+	while (!rc && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		line_ ln;
+		if (!nl)
+			rc = sw_fail(err, SW_ETRUNC, "the line has no end: the log was cut");
+		else
+			rc = check_line_(p, (size_t)(nl - p), a->seq + 1, prev, &ln, err);
+		if (rc) {
+			if (err) {
+				err->record = a->seq + 1;
+				err->offset = (uint64_t)(p - (const char *)b.p);
+			}
+			break;
+		}
+		yyjson_doc_free(ln.doc);
+		memcpy(prev, ln.hash, SW_DIGEST_HEX);
+		a->seq++;
+		p = nl + 1;
+	}
+	if (!rc) {
+		memcpy(a->head, prev, SW_DIGEST_HEX);
+		a->size = size;
+	}
+	sw_buf_release(&b);
+	return rc;
+}
+
+int sw_audit_append(sw_audit *a, const sw_audit_rec *r, sw_error *err)
+{
+	if (!a || !r)
+		return sw_fail(err, SW_EINVAL, "no log or no record");
+	if (flock(a->fd, LOCK_EX))
+		return sys_(err, errno, a->path, "cannot lock");
+	int rc = 0;
+	struct stat st;
+	sw_buf b = { 0 };
+	char *fields = NULL;
+	if (fstat(a->fd, &st)) {
+		rc = sys_(err, errno, a->path, "cannot stat");
+		goto out;
+	}
+	if ((uint64_t)st.st_size != a->size && (rc = catch_up_(a, (uint64_t)st.st_size, err)))
+		goto out;
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	char head[400];
+	int n = snprintf(head, sizeof head,
+	                 "{\"seq\":%llu,\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"event\":\"%s\","
+	                 "\"prev\":\"%s\"",
+	                 (unsigned long long)(a->seq + 1), tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	                 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, r->event, a->head[0] ? a->head : ZERO_HEX_);
+	size_t flen = 0;
+	if (!(fields = yyjson_mut_val_write(r->obj, 0, &flen))) {
+		rc = sw_fail(err, SW_ENOMEM, "cannot write the record");
+		goto out;
+	}
+	rc = sw_buf_put(&b, head, (size_t)n);
+	if (!rc && flen > 2) { /* "{...}" -> ",..." */
+		rc = sw_buf_put(&b, ",", 1);
+		if (!rc)
+			rc = sw_buf_put(&b, fields + 1, flen - 2);
+	}
+	char hex[SW_DIGEST_HEX];
+	if (!rc) {
+		sw_digest_mem(b.p, b.len, hex);
+		char tail[80];
+		int tn = snprintf(tail, sizeof tail, "%s%s\"}\n", TAIL_KEY_, hex);
+		rc = sw_buf_put(&b, tail, (size_t)tn);
+	}
+	if (rc) {
+		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* one write: a reader never sees half a line from a live writer */
+	ssize_t w;
+	do
+		w = write(a->fd, b.p, b.len);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)b.len) {
+		int e = w < 0 ? errno : ENOSPC;
+		rc = sys_(err, e, a->path, "cannot append");
+		goto out;
+	}
+	if (fsync(a->fd)) {
+		rc = sys_(err, errno, a->path, "cannot sync");
+		goto out;
+	}
+	a->seq++;
+	a->size = (uint64_t)st.st_size + b.len;
+	memcpy(a->head, hex, SW_DIGEST_HEX);
+out:
+	flock(a->fd, LOCK_UN);
+	free(fields);
+	sw_buf_release(&b);
+	return rc;
+}
+
+uint64_t sw_audit_seq(const sw_audit *a)
+{
+	return a->seq;
+}
+
+const char *sw_audit_head(const sw_audit *a)
+{
+	return a->head;
+}
+
+void sw_audit_close(sw_audit *a)
+{
+	if (!a)
+		return;
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a->path);
+	free(a);
+}

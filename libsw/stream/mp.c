@@ -1,0 +1,351 @@
+/*
+ * mp.c - msgpack at the byte level: the in-place scanner that finds where a
+ * value ends and decodes one value into an sw_val view, and the encoders.
+ *
+ * Encoding goes through msgpack-c's packer.  Decoding does not: msgpack-c's
+ * unpacker builds an object tree per record, which a pass-through at memory
+ * speed cannot afford and which cannot tell where each field's bytes lie;
+ * zero-copy field views need exactly that, so we scan the bytes in place.
+ * The unit tests check this scanner against msgpack-c's unpacker.
+ */
+#include <string.h>
+#include <msgpack.h>
+#include "common/internal.h"
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline uint64_t be64(const uint8_t *p) { return (uint64_t)be32(p) << 32 | be32(p + 4); }
+
+/*
+ * Header of the value at p: its size without payload (hdr), the payload
+ * bytes that follow it (body), and how many values nest in it (items).
+ * Returns 0, SW_ETRUNC or SW_EFORMAT.
+ */
+static inline int head_(const uint8_t *p, const uint8_t *end, size_t *hdr,
+                        uint64_t *body, uint64_t *items)
+{
+	uint8_t c = *p;
+	size_t avail = (size_t)(end - p);
+	*body = 0;
+	*items = 0;
+	if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
+		*hdr = 1;
+		return 0;
+	}
+	if (c >= 0xa0 && c <= 0xbf) {
+		*hdr = 1;
+		*body = c & 0x1f;
+		return 0;
+	}
+	if (c >= 0x80 && c <= 0x8f) {
+		*hdr = 1;
+		*items = 2u * (c & 0x0f);
+		return 0;
+	}
+	if (c >= 0x90 && c <= 0x9f) {
+		*hdr = 1;
+		*items = c & 0x0f;
+		return 0;
+	}
+	/* 0xc4..0xdf: sizes by table */
+	static const uint8_t hsize[32] = {
+		/* c4 bin8 */ 2, 3, 5, /* c7 ext8 */ 3, 4, 6, /* ca f32 */ 5, 9,
+		/* cc u8 */ 2, 3, 5, 9, /* d0 i8 */ 2, 3, 5, 9,
+		/* d4 fixext */ 2, 2, 2, 2, 2, /* d9 str8 */ 2, 3, 5,
+		/* dc array16 */ 3, 5, /* de map16 */ 3, 5
+	};
+	if (c == 0xc1)
+		return SW_EFORMAT;
+	size_t h = hsize[c - 0xc4];
+	*hdr = h;
+	if (avail < h)
+		return SW_ETRUNC;
+	switch (c) {
+	case 0xc4: case 0xd9: *body = p[1]; break;
+	case 0xc5: case 0xda: *body = be16(p + 1); break;
+	case 0xc6: case 0xdb: *body = be32(p + 1); break;
+	case 0xc7: *body = p[1]; break;
+	case 0xc8: *body = be16(p + 1); break;
+	case 0xc9: *body = be32(p + 1); break;
+	case 0xd4: *body = 1; break;
+	case 0xd5: *body = 2; break;
+	case 0xd6: *body = 4; break;
+	case 0xd7: *body = 8; break;
+	case 0xd8: *body = 16; break;
+	case 0xdc: *items = be16(p + 1); break;
+	case 0xdd: *items = be32(p + 1); break;
+	case 0xde: *items = 2u * be16(p + 1); break;
+	case 0xdf: *items = 2u * (uint64_t)be32(p + 1); break;
+	default: break; /* numbers: fixed size, in the table */
+	}
+	return 0;
+}
+
+/*
+ * The whole size of each value whose size its first byte tells: numbers,
+ * nil, booleans, fixstr and fixext; 0 for the rest (containers, str8+,
+ * bin, ext8+, and the unused 0xc1).  Token-id and log-prob arrays are long
+ * runs of these, so the scanner steps over them without decoding a header.
+ */
+static const uint8_t fixsize_[256] = {
+	/* 00 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 10 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 20 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 30 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 40 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 50 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 60 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 70 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* 80 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	/* 90 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	/* a0 */ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+	/* b0 */ 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+	/* c0 */ 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 5, 9, 2, 3, 5, 9,
+	/* d0 */ 2, 3, 5, 9, 3, 4, 6, 10, 18, 0, 0, 0, 0, 0, 0, 0,
+	/* e0 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	/* f0 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
+int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next)
+{
+	const uint8_t *start = p;
+	uint64_t left = 1;
+	/*
+	 * Nesting needs no stack: a container just adds its elements to the
+	 * count of values still to skip.  Every value takes at least one byte,
+	 * so a count beyond the size limit is refused at once.
+	 */
+	while (left) {
+		size_t hdr, fs;
+		while (left && p < end && (fs = fixsize_[*p]) != 0 && fs <= (size_t)(end - p)) {
+			/*
+			 * A run of values of one size (an f32 array, small token
+			 * ids): the next address does not wait for this load, so
+			 * the loop pipelines instead of chasing each header.
+			 */
+			do {
+				p += fs;
+				left--;
+			} while (left && fs <= (size_t)(end - p) && fixsize_[*p] == fs);
+		}
+		if ((size_t)(p - start) > max) {
+			*next = p;
+			return SW_ETOOBIG;
+		}
+		if (!left)
+			break;
+		uint64_t body, items;
+		if (p >= end) {
+			*next = p;
+			return SW_ETRUNC;
+		}
+		int rc = head_(p, end, &hdr, &body, &items);
+		if (rc) {
+			*next = p;
+			return rc;
+		}
+		uint64_t used = (uint64_t)(p - start) + hdr;
+		if (body > max || used + body > max || items > max) {
+			*next = p;
+			return SW_ETOOBIG;
+		}
+		/* head_ has checked that the header itself is here */
+		if (body > (uint64_t)(end - p) - hdr) {
+			*next = p;
+			return SW_ETRUNC;
+		}
+		p += hdr + body;
+		left += items - 1;
+		if (left > max) {
+			*next = p;
+			return SW_ETOOBIG;
+		}
+	}
+	*next = p;
+	return 0;
+}
+
+int sw_val_decode(const void *vp, size_t n, sw_val *v)
+{
+	const uint8_t *p = vp, *end = p + n, *next;
+	if (n == 0)
+		return SW_ETRUNC;
+	int rc = sw_mp_skip(p, end, n, &next);
+	if (rc)
+		return rc == SW_ETOOBIG ? SW_ETRUNC : rc;
+	memset(v, 0, sizeof *v);
+	v->raw = p;
+	v->rawlen = (size_t)(next - p);
+	uint8_t c = *p;
+	if (c <= 0x7f) { v->type = SW_T_UINT; v->v.u = c; return 0; }
+	if (c >= 0xe0) { v->type = SW_T_INT; v->v.i = (int8_t)c; return 0; }
+	if (c >= 0xa0 && c <= 0xbf) {
+		v->type = SW_T_STR;
+		v->v.str.ptr = (const char *)p + 1;
+		v->v.str.len = c & 0x1f;
+		return 0;
+	}
+	if (c >= 0x80 && c <= 0x9f) {
+		v->type = c <= 0x8f ? SW_T_MAP : SW_T_ARRAY;
+		v->v.count = c & 0x0f;
+		v->body = p + 1;
+		return 0;
+	}
+	switch (c) {
+	case 0xc0: v->type = SW_T_NIL; return 0;
+	case 0xc2: case 0xc3: v->type = SW_T_BOOL; v->v.b = c == 0xc3; return 0;
+	case 0xc4: case 0xc5: case 0xc6: {
+		size_t h = c == 0xc4 ? 2 : c == 0xc5 ? 3 : 5;
+		v->type = SW_T_BIN;
+		v->v.str.ptr = (const char *)p + h;
+		v->v.str.len = (uint32_t)(v->rawlen - h);
+		return 0;
+	}
+	case 0xd9: case 0xda: case 0xdb: {
+		size_t h = c == 0xd9 ? 2 : c == 0xda ? 3 : 5;
+		v->type = SW_T_STR;
+		v->v.str.ptr = (const char *)p + h;
+		v->v.str.len = (uint32_t)(v->rawlen - h);
+		return 0;
+	}
+	case 0xc7: case 0xc8: case 0xc9: {
+		size_t h = c == 0xc7 ? 3 : c == 0xc8 ? 4 : 6;
+		v->type = SW_T_EXT;
+		v->ext_type = (int8_t)p[h - 1];
+		v->v.str.ptr = (const char *)p + h;
+		v->v.str.len = (uint32_t)(v->rawlen - h);
+		return 0;
+	}
+	case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+		v->type = SW_T_EXT;
+		v->ext_type = (int8_t)p[1];
+		v->v.str.ptr = (const char *)p + 2;
+		v->v.str.len = (uint32_t)(v->rawlen - 2);
+		return 0;
+	case 0xca: {
+		uint32_t b = be32(p + 1);
+		v->type = SW_T_F32;
+		memcpy(&v->v.f32, &b, 4);
+		return 0;
+	}
+	case 0xcb: {
+		uint64_t b = be64(p + 1);
+		v->type = SW_T_F64;
+		memcpy(&v->v.f64, &b, 8);
+		return 0;
+	}
+	case 0xcc: v->type = SW_T_UINT; v->v.u = p[1]; return 0;
+	case 0xcd: v->type = SW_T_UINT; v->v.u = be16(p + 1); return 0;
+	case 0xce: v->type = SW_T_UINT; v->v.u = be32(p + 1); return 0;
+	case 0xcf: v->type = SW_T_UINT; v->v.u = be64(p + 1); return 0;
+	case 0xd0: v->v.i = (int8_t)p[1]; break;
+	case 0xd1: v->v.i = (int16_t)be16(p + 1); break;
+	case 0xd2: v->v.i = (int32_t)be32(p + 1); break;
+	case 0xd3: v->v.i = (int64_t)be64(p + 1); break;
+	case 0xdc: case 0xdd: case 0xde: case 0xdf: {
+		size_t h = (c == 0xdc || c == 0xde) ? 3 : 5;
+		uint32_t cnt = h == 3 ? be16(p + 1) : be32(p + 1);
+		v->type = c <= 0xdd ? SW_T_ARRAY : SW_T_MAP;
+		v->v.count = cnt;
+		v->body = p + h;
+		return 0;
+	}
+	default:
+		return SW_EFORMAT;
+	}
+	/* signed encodings may hold non-negative values */
+	if (v->v.i >= 0) {
+		v->type = SW_T_UINT;
+		v->v.u = (uint64_t)v->v.i;
+	} else {
+		v->type = SW_T_INT;
+	}
+	return 0;
+}
+
+int sw_val_number(const sw_val *v, double *out)
+{
+	switch (v->type) {
+	case SW_T_INT: *out = (double)v->v.i; return 0;
+	case SW_T_UINT: *out = (double)v->v.u; return 0;
+	case SW_T_F32: *out = v->v.f32; return 0;
+	case SW_T_F64: *out = v->v.f64; return 0;
+	default: return SW_ETYPE;
+	}
+}
+
+const char *sw_type_name(sw_type t)
+{
+	static const char *const names[] = {
+		"nil", "bool", "int", "uint", "float32", "float64",
+		"str", "bin", "array", "map", "ext"
+	};
+	return (unsigned)t < sizeof names / sizeof *names ? names[t] : "?";
+}
+
+void sw_iter_init(sw_iter *it, const sw_val *c)
+{
+	it->p = c->body;
+	it->end = c->raw + c->rawlen;
+	it->left = c->type == SW_T_MAP ? 2u * (uint64_t)c->v.count
+	         : c->type == SW_T_ARRAY ? c->v.count : 0;
+}
+
+int sw_iter_next(sw_iter *it, sw_val *out)
+{
+	if (it->left == 0)
+		return 0;
+	int rc = sw_val_decode(it->p, (size_t)(it->end - it->p), out);
+	if (rc)
+		return SW_EFORMAT;
+	it->p += out->rawlen;
+	it->left--;
+	return 1;
+}
+
+/* Encoders: msgpack-c's packer writing into an sw_buf. */
+
+static int buf_write_(void *data, const char *p, size_t n)
+{
+	return sw_buf_put(data, p, n) ? -1 : 0;
+}
+
+#define PACK(b, call)                                              \
+	do {                                                       \
+		msgpack_packer pk_;                                \
+		msgpack_packer_init(&pk_, (b), buf_write_);        \
+		return call ? SW_ENOMEM : 0;                       \
+	} while (0)
+
+int sw_mp_put_map(sw_buf *b, uint32_t n) { PACK(b, msgpack_pack_map(&pk_, n)); }
+int sw_mp_put_array(sw_buf *b, uint32_t n) { PACK(b, msgpack_pack_array(&pk_, n)); }
+int sw_mp_put_u64(sw_buf *b, uint64_t x) { PACK(b, msgpack_pack_uint64(&pk_, x)); }
+int sw_mp_put_i64(sw_buf *b, int64_t x) { PACK(b, msgpack_pack_int64(&pk_, x)); }
+int sw_mp_put_f32(sw_buf *b, float x) { PACK(b, msgpack_pack_float(&pk_, x)); }
+int sw_mp_put_f64(sw_buf *b, double x) { PACK(b, msgpack_pack_double(&pk_, x)); }
+int sw_mp_put_nil(sw_buf *b) { PACK(b, msgpack_pack_nil(&pk_)); }
+int sw_mp_put_bool(sw_buf *b, int x) { PACK(b, (x ? msgpack_pack_true(&pk_) : msgpack_pack_false(&pk_))); }
+
+int sw_mp_put_str(sw_buf *b, const char *s, size_t n)
+{
+	if (n > UINT32_MAX)
+		return SW_ETOOBIG;
+	PACK(b, (msgpack_pack_str(&pk_, n) || msgpack_pack_str_body(&pk_, s, n)));
+}
+
+int sw_mp_put_bin(sw_buf *b, const void *p, size_t n)
+{
+	if (n > UINT32_MAX)
+		return SW_ETOOBIG;
+	PACK(b, (msgpack_pack_bin(&pk_, n) || msgpack_pack_bin_body(&pk_, p, n)));
+}
+
+int sw_mp_put_ext(sw_buf *b, int8_t type, const void *p, size_t n)
+{
+	if (n > UINT32_MAX)
+		return SW_ETOOBIG;
+	PACK(b, (msgpack_pack_ext(&pk_, n, type) || msgpack_pack_ext_body(&pk_, p, n)));
+}
