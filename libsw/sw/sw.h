@@ -10,6 +10,7 @@
 #include "tokenizer.h"
 #include "store.h"
 #include "audit.h"
+#include "run.h"
 #include "balance.h"
 #include "cost.h"
 #include "pool.h"

@@ -1,0 +1,292 @@
+/*
+ * experiment.c - the experiment of a run: the settings sw-run(1) takes as
+ * options or from an experiment file (one "NAME VALUE" a line), checked,
+ * with the default stage commands filled in, and written back in the same
+ * form as RUNDIR/config so that `sw-run -c RUNDIR/config` repeats a run.
+ *
+ * The library owns the table of settings; sw-run hands each option it is
+ * given to sw_experiment_set by its long name.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "run/run_internal.h"
+
+static const char *const stage_name_[SW_NSTAGE] = {
+	"select", "sort", "rollout", "verify", "balance", "train", "eval-rollout", "tap"
+};
+
+/*
+ * The default stages.  They read what sw-run hands every stage from the
+ * environment (see sw-run(1), ENVIRONMENT), so the same lines work in a
+ * user's own commands.
+ */
+static const char *const stage_default_[SW_NSTAGE] = {
+	"sw-pool take \"$SW_POOL\" -n \"$SW_BATCH\"",
+	"sw-sort",
+	"sw-rollout -n \"$SW_GROUP\" --seed \"$SW_SEED\"",
+	"sw-verify -r math",
+	"sw-balance -n 1 --stats \"$SW_BALANCE_STATS\"",
+	"sw-train --algo grpo --metrics \"$SW_TRAIN_METRICS\"",
+	"sw-rollout -n 1 --temperature 0",
+	/*
+	 * Between verify and balance, a copy of the verified samples: every
+	 * sample the iteration made, with its scores, before balance sets the
+	 * abnormal ones aside.  The run's figures and saved samples come from it.
+	 */
+	"tee \"$SW_TAP\"",
+};
+
+const char *sw_stage_name(int stage)
+{
+	return stage >= 0 && stage < SW_NSTAGE ? stage_name_[stage] : NULL;
+}
+
+/* What a setting is: a string, a whole number in a range, a flag, a stage command, a monitor spec. */
+enum { K_STR, K_NUM, K_FLAG, K_CMD, K_MON };
+
+typedef struct key_ {
+	const char *name;
+	int kind;
+	size_t off;              /* of the field in sw_experiment */
+	uint64_t min, max;       /* K_NUM */
+} key_;
+
+#define F_(f) offsetof(sw_experiment, f)
+static const key_ keys_[] = {
+	{ "model", K_STR, F_(model), 0, 0 },
+	{ "prompts", K_STR, F_(prompts), 0, 0 },
+	{ "out", K_STR, F_(out), 0, 0 },
+	{ "iters", K_NUM, F_(iters), 1, 1000000 },
+	{ "batch", K_NUM, F_(batch), 1, 1000000 },
+	{ "group", K_NUM, F_(group), 1, 65536 },
+	{ "seed", K_NUM, F_(seed), 0, UINT32_MAX },
+	{ "eval", K_STR, F_(eval), 0, 0 },
+	{ "eval-every", K_NUM, F_(eval_every), 1, 1000000 },
+	{ "ckpt-every", K_NUM, F_(ckpt_every), 1, 1000000 },
+	{ "ref", K_FLAG, F_(ref), 0, 0 },
+	{ "accuracy", K_STR, F_(accuracy), 0, 0 },
+	{ "select", K_CMD, F_(cmd[SW_STAGE_SELECT]), 0, 0 },
+	{ "sort", K_CMD, F_(cmd[SW_STAGE_SORT]), 0, 0 },
+	{ "rollout", K_CMD, F_(cmd[SW_STAGE_ROLLOUT]), 0, 0 },
+	{ "verify", K_CMD, F_(cmd[SW_STAGE_VERIFY]), 0, 0 },
+	{ "balance", K_CMD, F_(cmd[SW_STAGE_BALANCE]), 0, 0 },
+	{ "train", K_CMD, F_(cmd[SW_STAGE_TRAIN]), 0, 0 },
+	{ "eval-rollout", K_CMD, F_(cmd[SW_STAGE_EVAL_ROLLOUT]), 0, 0 },
+	{ "monitor", K_MON, 0, 0, 0 },
+	{ "keep-stores", K_FLAG, F_(keep), 0, 0 },
+};
+#undef F_
+
+void sw_experiment_init(sw_experiment *x)
+{
+	memset(x, 0, sizeof *x);
+	x->iters = 10;
+	x->batch = 16;
+	x->group = 8;
+	x->seed = 1;
+	x->eval_every = 5;
+	x->ckpt_every = 1;
+}
+
+void sw_experiment_release(sw_experiment *x)
+{
+	if (!x)
+		return;
+	free(x->model), free(x->prompts), free(x->out), free(x->eval), free(x->accuracy);
+	for (int s = 0; s < SW_NSTAGE; s++)
+		free(x->cmd[s]);
+	for (size_t i = 0; i < x->nmonitor; i++)
+		free(x->monitor[i]);
+	free(x->monitor);
+	memset(x, 0, sizeof *x);
+}
+
+static const key_ *key_of_(const char *name)
+{
+	for (size_t i = 0; i < sizeof keys_ / sizeof *keys_; i++)
+		if (!strcmp(keys_[i].name, name))
+			return &keys_[i];
+	return NULL;
+}
+
+static int set_str_(char **dst, const char *v, sw_error *err)
+{
+	char *d = strdup(v);
+	if (!d)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	free(*dst);
+	*dst = d;
+	return 0;
+}
+
+/* One setting; where ("PATH: line N") prefixes what is wrong with its value, NULL on the command line. */
+static int apply_(sw_experiment *x, const key_ *k, const char *v, const char *where, sw_error *err)
+{
+	const char *w = where ? where : "", *sep = where ? ": " : "";
+	void *field = (char *)x + k->off;
+	switch (k->kind) {
+	case K_STR:
+		return set_str_(field, v, err);
+	case K_NUM: {
+		/* a number names the option it was given to, wherever it came from (as cli_uint does) */
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(v, &end, 10);
+		if (!*v || *end || errno || v[0] == '-' || n < k->min || n > k->max)
+			return sw_fail(err, SW_EINVAL, "option '--%s' wants a whole number from %llu to %llu, not '%s'",
+			               k->name, (unsigned long long)k->min, (unsigned long long)k->max, v);
+		*(uint64_t *)field = n;
+		return 0;
+	}
+	case K_FLAG:
+		*(int *)field = 1;
+		return 0;
+	case K_CMD:
+		if (!*v)
+			return sw_fail(err, SW_EINVAL, "%s%s--%s: the command is empty", w, sep, k->name);
+		return set_str_(field, v, err);
+	default: { /* K_MON: checked now, applied by the program to its monitor set */
+		sw_error e = { 0 };
+		sw_monitor *m = sw_monitor_new();
+		if (!m)
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		int rc = sw_monitor_set(m, v, &e);
+		sw_monitor_free(m);
+		if (rc)
+			return sw_fail(err, SW_EINVAL, "%s%s%s", w, sep, e.msg);
+		char **mv = realloc(x->monitor, (x->nmonitor + 1) * sizeof *mv);
+		if (!mv)
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		x->monitor = mv;
+		if (!(x->monitor[x->nmonitor] = strdup(v)))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		x->nmonitor++;
+		return 0;
+	}
+	}
+}
+
+int sw_experiment_set(sw_experiment *x, const char *name, const char *value, sw_error *err)
+{
+	const key_ *k = key_of_(name);
+	if (!k)
+		return sw_fail(err, SW_EINVAL, "unknown setting '%s'", name);
+	return apply_(x, k, value ? value : "", NULL, err);
+}
+
+int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		int e = errno;
+		sw_fail(err, SW_EIO, "cannot open '%s': %s", path, strerror(e));
+		if (err)
+			err->sys_errno = e;
+		return SW_EIO;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	unsigned lineno = 0;
+	int rc = 0;
+	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
+		char where[600];
+		lineno++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+		               line[len - 1] == '\t'))
+			line[--len] = 0;
+		char *p = line;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p || *p == '#')
+			continue;
+		snprintf(where, sizeof where, "%s: line %u", path, lineno);
+		char *name = p;
+		while (*p && *p != ' ' && *p != '\t' && *p != '=')
+			p++;
+		if (*p)
+			*p++ = 0;
+		while (*p == ' ' || *p == '\t' || *p == '=')
+			p++;
+		while (*name == '-')
+			name++;
+		const key_ *k = key_of_(name);
+		if (!k)
+			rc = sw_fail(err, SW_EINVAL, "%s: unknown setting '%s'", where, name);
+		else if (k->kind == K_FLAG && *p)
+			rc = sw_fail(err, SW_EINVAL, "%s: '%s' takes no value", where, name);
+		else if (k->kind != K_FLAG && !*p)
+			rc = sw_fail(err, SW_EINVAL, "%s: '%s' needs a value", where, name);
+		else
+			rc = apply_(x, k, p, where, err);
+	}
+	if (!rc && ferror(f)) {
+		int e = errno;
+		rc = sw_fail(err, SW_EIO, "cannot read '%s': %s", path, strerror(e));
+		if (err)
+			err->sys_errno = e;
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+int sw_experiment_check(sw_experiment *x, sw_error *err)
+{
+	for (int s = 0; s < SW_NSTAGE; s++)
+		if (!x->cmd[s] && set_str_(&x->cmd[s], stage_default_[s], err))
+			return SW_ENOMEM;
+	if (!x->model)
+		return sw_fail(err, SW_EINVAL, "no model: give --model DIR (or 'model DIR' in the experiment)");
+	if (!x->prompts)
+		return sw_fail(err, SW_EINVAL, "no prompts: give --prompts FILE (or 'prompts FILE' in the experiment)");
+	if (!x->out)
+		return sw_fail(err, SW_EINVAL, "no run directory: give --out DIR");
+	return 0;
+}
+
+static int put_(sw_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int put_(sw_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || sw_buf_reserve(b, (size_t)n + 1))
+		return SW_ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf((char *)b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err)
+{
+	sw_buf b = { 0 };
+	int rc = put_(&b, "# the resolved experiment of this run (sw-run -c reads it back)\n");
+	rc |= put_(&b, "model %s\nprompts %s\n", x->model, x->prompts);
+	if (x->eval)
+		rc |= put_(&b, "eval %s\n", x->eval);
+	rc |= put_(&b, "iters %llu\nbatch %llu\ngroup %llu\nseed %llu\neval-every %llu\nckpt-every %llu\n",
+	           (unsigned long long)x->iters, (unsigned long long)x->batch, (unsigned long long)x->group,
+	           (unsigned long long)x->seed, (unsigned long long)x->eval_every,
+	           (unsigned long long)x->ckpt_every);
+	if (x->ref)
+		rc |= put_(&b, "ref\n");
+	if (x->accuracy)
+		rc |= put_(&b, "accuracy %s\n", x->accuracy);
+	for (int s = 0; s < SW_STAGE_TAP; s++)
+		rc |= put_(&b, "%s %s\n", stage_name_[s], x->cmd[s] ? x->cmd[s] : stage_default_[s]);
+	for (size_t i = 0; i < x->nmonitor; i++)
+		rc |= put_(&b, "monitor %s\n", x->monitor[i]);
+	if (rc)
+		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+	else
+		rc = sw_run_put_file(path, b.p, b.len, err);
+	sw_buf_release(&b);
+	return rc;
+}

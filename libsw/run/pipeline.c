@@ -1,0 +1,290 @@
+/*
+ * pipeline.c - the stages of an iteration as real processes: each a shell
+ * command line, connected by pipes, in one process group, each dying with
+ * its parent even when that is SIGKILLed (PR_SET_PDEATHSIG), so none races
+ * a resumed run.  A reaper thread collects each stage as it ends, so each
+ * one's time, CPU and memory are its own while the caller blocks reading
+ * the last stage's output.
+ *
+ * The library forks and execs here (as the verifiers' exec pool does) but
+ * never prints: a stage's own messages go to the inherited standard error.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "run/run_internal.h"
+
+struct sw_pipeline {
+	sw_stage_proc p[SW_NSTAGE];
+	int n;
+	int out;                        /* the last stage's standard output */
+	volatile sig_atomic_t *pgid;    /* the caller's, for its signal handler; may be NULL */
+};
+
+sw_pipeline *sw_pipeline_new(volatile sig_atomic_t *pgid)
+{
+	sw_pipeline *pl = calloc(1, sizeof *pl);
+	if (pl) {
+		pl->out = -1;
+		pl->pgid = pgid;
+	}
+	return pl;
+}
+
+void sw_pipeline_free(sw_pipeline *pl)
+{
+	free(pl);
+}
+
+int sw_pipeline_count(const sw_pipeline *pl)
+{
+	return pl->n;
+}
+
+const sw_stage_proc *sw_pipeline_proc(const sw_pipeline *pl, int i)
+{
+	return i >= 0 && i < pl->n ? &pl->p[i] : NULL;
+}
+
+static void note_pgid_(sw_pipeline *pl, pid_t pgid)
+{
+	if (pl->pgid)
+		*pl->pgid = pgid;
+}
+
+/* In a child: die with the parent (checked, in case it died before the prctl). */
+static void die_with_(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+}
+
+static void *reap_(void *arg);
+
+/* A pipeline that could not be started whole: end and collect the stages that were. */
+static int unwind_(sw_pipeline *pl, pid_t pgid, int prev, int in_fd, int rc)
+{
+	if (prev != in_fd)
+		close(prev);
+	if (pgid)
+		kill(-pgid, SIGTERM);
+	reap_(pl);
+	return rc;
+}
+
+/* Start the stages as one process group, stdin of the first from in_fd. */
+static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[], int in_fd, sw_error *err)
+{
+	int prev = in_fd;
+	pid_t pgid = 0, self = getpid();
+	pl->n = 0;
+	fflush(NULL);
+	for (int i = 0; i < n; i++) {
+		int fds[2];
+		if (pipe2(fds, O_CLOEXEC))
+			return unwind_(pl, pgid, prev, in_fd, sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(errno)));
+		sw_stage_proc *p = &pl->p[i];
+		memset(p, 0, sizeof *p);
+		p->stage = stages[i];
+		p->cmd = cmds[stages[i]];
+		p->t0 = sw_run_now();
+		pid_t pid = fork();
+		if (pid < 0) {
+			int e = errno;
+			close(fds[0]), close(fds[1]);
+			return unwind_(pl, pgid, prev, in_fd,
+			               sw_fail(err, SW_EIO, "cannot start stage '%s': %s", sw_stage_name(p->stage), strerror(e)));
+		}
+		if (pid == 0) {
+			die_with_(self);
+			setpgid(0, pgid);
+			signal(SIGPIPE, SIG_DFL);
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			if (dup2(prev, 0) < 0 || dup2(fds[1], 1) < 0)
+				_exit(127);
+			execl("/bin/sh", "sh", "-c", p->cmd, (char *)NULL);
+			_exit(127);
+		}
+		if (!pgid)
+			pgid = pid;
+		setpgid(pid, pgid);
+		p->pid = pid;
+		pl->n++;
+		if (prev != in_fd)
+			close(prev);
+		close(fds[1]);
+		prev = fds[0];
+	}
+	note_pgid_(pl, pgid);
+	pl->out = prev;
+	return 0;
+}
+
+/* The reaper: waits for the stages one by one as they end; it ends when every one has been collected. */
+static void *reap_(void *arg)
+{
+	sw_pipeline *pl = arg;
+	for (int left = pl->n; left > 0;) {
+		struct rusage ru;
+		int status;
+		pid_t r = wait4(-(pid_t)pl->p[0].pid, &status, 0, &ru);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* ECHILD: nothing left to wait for */
+		}
+		double t = sw_run_now();
+		for (int i = 0; i < pl->n; i++) {
+			sw_stage_proc *p = &pl->p[i];
+			if (p->pid != r || p->done)
+				continue;
+			p->done = 1;
+			p->status = status;
+			p->t1 = t;
+			p->cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+			         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+			p->rss_mb = (double)ru.ru_maxrss / 1024; /* KiB on Linux */
+			left--;
+		}
+	}
+	note_pgid_(pl, 0);
+	return NULL;
+}
+
+const sw_stage_proc *sw_pipeline_failed(const sw_pipeline *pl)
+{
+	const sw_stage_proc *pipe_victim = NULL;
+	for (int i = 0; i < pl->n; i++) {
+		const sw_stage_proc *p = &pl->p[i];
+		if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0)
+			continue;
+		/* killed by SIGPIPE, or a shell reporting that of its command (128 + 13) */
+		if ((WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGPIPE) ||
+		    (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 128 + SIGPIPE)) {
+			if (!pipe_victim)
+				pipe_victim = p;
+			continue;
+		}
+		return p;
+	}
+	return pipe_victim;
+}
+
+void sw_status_describe(int status, char *buf, size_t n)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, n, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, n, "ended oddly (status 0x%x)", status);
+}
+
+int sw_status_code(int status)
+{
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int sw_pipeline_run(sw_pipeline *pl, const int *stages, int n, char *const cmds[SW_NSTAGE], int in_fd,
+                    const char *samples, sw_tally *t, sw_error *err)
+{
+	sw_error e = { 0 };
+	sw_writer_opts wo = { SW_FMT_MSGPACK, 3 };
+	char tmp[SW_RUN_PATH_MAX], final[SW_RUN_PATH_MAX];
+	const char *last = sw_stage_name(stages[n - 1]);
+	int rc = sw_run_path(tmp, sizeof tmp, err, "%s.part", samples);
+	if (rc)
+		return rc;
+	sw_writer *w = sw_writer_open(tmp, &wo, &e);
+	if (!w)
+		return sw_fail(err, SW_EIO, "cannot write '%s': %s", tmp, e.msg);
+	sw_rec *rec = sw_rec_new();
+	if (!rec) {
+		sw_writer_free(w);
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	}
+	if ((rc = spawn_(pl, stages, n, cmds, in_fd, err))) {
+		sw_writer_free(w);
+		sw_rec_free(rec);
+		return rc;
+	}
+	pthread_t reaper;
+	sw_reader *rd = sw_reader_fdopen(pl->out, last, &e);
+	if (!rd || pthread_create(&reaper, NULL, reap_, pl)) {
+		rc = rd ? sw_fail(err, SW_EIO, "cannot start a thread: %s", strerror(errno))
+		        : sw_fail(err, SW_EIO, "cannot read the pipeline: %s", e.msg);
+		sw_reader_free(rd);
+		unwind_(pl, (pid_t)pl->p[0].pid, pl->out, -1, 0);
+		sw_writer_free(w);
+		sw_rec_free(rec);
+		return rc;
+	}
+	int got;
+	while ((got = sw_reader_next(rd, rec)) == 1) {
+		if (t)
+			sw_tally_add(t, rec);
+		if (!rc && sw_writer_put(w, rec))
+			rc = sw_fail(err, SW_EIO, "%s: %s", tmp, sw_writer_error(w)->msg);
+		if (rc)
+			break;
+	}
+	char msg[400] = "";
+	if (got < 0)
+		sw_error_str(sw_reader_error(rd), msg, sizeof msg);
+	sw_reader_free(rd);
+	close(pl->out);
+	pl->out = -1;
+	pthread_join(reaper, NULL);
+	sw_rec_free(rec);
+	if (sw_writer_close(w) && !rc)
+		rc = sw_fail(err, SW_EIO, "%s: %s", tmp, sw_writer_error(w)->msg);
+	sw_writer_free(w);
+	if (rc)
+		return rc;
+	const sw_stage_proc *bad = sw_pipeline_failed(pl);
+	if (!bad && got < 0)
+		return sw_fail(err, SW_EFORMAT, "the output of stage '%s' is not a stream: %s", last, msg);
+	/* the samples so far are kept either way; a failed iteration's under their own name */
+	if ((rc = sw_run_path(final, sizeof final, err, "%s%s", samples, bad ? ".failed" : "")))
+		return rc;
+	if (rename(tmp, final))
+		return sw_fail(err, SW_EIO, "cannot rename '%s': %s", tmp, strerror(errno));
+	return 0;
+}
+
+int sw_run_program(char *const argv[], char *why, size_t n)
+{
+	fflush(NULL);
+	pid_t self = getpid(), pid = fork();
+	if (pid < 0) {
+		snprintf(why, n, "cannot start it: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		die_with_(self);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			snprintf(why, n, "cannot wait for it: %s", strerror(errno));
+			return -1;
+		}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	sw_status_describe(st, why, n);
+	return -1;
+}

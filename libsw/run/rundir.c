@@ -1,0 +1,149 @@
+/*
+ * rundir.c - the run directory: making one, the HALT file a monitor
+ * leaves, and the small file work the run room shares (paths, whole-file
+ * copies and writes through the atomic file, removing a temporary tree).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "run/run_internal.h"
+
+int sw_run_path(char *buf, size_t size, sw_error *err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size)
+		return sw_fail(err, SW_ERANGE, "a path in the run is too long: '%.80s...'", buf);
+	return 0;
+}
+
+double sw_run_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int sw_run_put_file(const char *path, const void *data, size_t n, sw_error *err)
+{
+	sw_afile f;
+	int rc = sw_afile_open(&f, path, err);
+	if (!rc && ((rc = sw_afile_write(&f, data, n, err)) || (rc = sw_afile_commit(&f, err))))
+		sw_afile_abort(&f);
+	return rc;
+}
+
+int sw_run_copy_file(const char *from, const char *to, sw_error *err)
+{
+	FILE *in = fopen(from, "rb");
+	if (!in) {
+		int e = errno;
+		sw_fail(err, SW_EIO, "cannot open '%s': %s", from, strerror(e));
+		if (err)
+			err->sys_errno = e;
+		return SW_EIO;
+	}
+	sw_afile f;
+	int rc = sw_afile_open(&f, to, err);
+	char buf[1 << 16];
+	size_t got;
+	while (!rc && (got = fread(buf, 1, sizeof buf, in)))
+		rc = sw_afile_write(&f, buf, got, err);
+	if (!rc && ferror(in)) {
+		int e = errno;
+		rc = sw_fail(err, SW_EIO, "cannot read '%s': %s", from, strerror(e));
+		if (err)
+			err->sys_errno = e;
+	}
+	if (!rc)
+		rc = sw_afile_commit(&f, err);
+	if (rc)
+		sw_afile_abort(&f);
+	fclose(in);
+	return rc;
+}
+
+void sw_run_rmtree(const char *path)
+{
+	DIR *d = opendir(path);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			char p[SW_RUN_PATH_MAX];
+			struct stat st;
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+			    sw_run_path(p, sizeof p, NULL, "%s/%s", path, e->d_name))
+				continue;
+			if (!lstat(p, &st) && S_ISDIR(st.st_mode))
+				sw_run_rmtree(p);
+			else
+				unlink(p);
+		}
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+static int mkdir_(const char *path, sw_error *err)
+{
+	if (mkdir(path, 0755) && errno != EEXIST) {
+		int e = errno;
+		sw_fail(err, SW_EIO, "cannot create '%s': %s", path, strerror(e));
+		if (err)
+			err->sys_errno = e;
+		return SW_EIO;
+	}
+	return 0;
+}
+
+int sw_rundir_create(const char *dir, sw_error *err)
+{
+	struct stat st;
+	if (!stat(dir, &st)) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		int empty = 1;
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				empty = 0;
+		if (d)
+			closedir(d);
+		if (!empty)
+			return sw_fail(err, SW_EINVAL, "'%s' exists and is not empty (continue a run there with --resume %s)",
+			               dir, dir);
+	}
+	int rc = mkdir_(dir, err);
+	static const char *const sub[] = { "samples", "ckpt", "tmp" };
+	for (int i = 0; !rc && i < 3; i++) {
+		char p[SW_RUN_PATH_MAX];
+		if (!(rc = sw_run_path(p, sizeof p, err, "%s/%s", dir, sub[i])))
+			rc = mkdir_(p, err);
+	}
+	return rc;
+}
+
+int sw_rundir_halt(const char *dir, uint64_t iter, const char *reason, sw_error *err)
+{
+	char p[SW_RUN_PATH_MAX], *text;
+	int rc = sw_run_path(p, sizeof p, err, "%s/HALT", dir);
+	if (rc)
+		return rc;
+	if (asprintf(&text, "iteration %llu: %s\n", (unsigned long long)iter, reason) < 0)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	sw_error e = { 0 };
+	if ((rc = sw_run_put_file(p, text, strlen(text), &e))) {
+		sw_fail(err, rc, "cannot write '%s': %s", p, e.sys_errno ? strerror(e.sys_errno) : e.msg);
+		if (err)
+			err->sys_errno = e.sys_errno;
+	}
+	free(text);
+	return rc;
+}

@@ -1,0 +1,295 @@
+/*
+ * sw/run.h - the pieces of a training run's loop (sw-run(1)): the
+ * experiment file, the tally of an iteration's samples and what the
+ * monitors see of it, the pipeline of stage processes, the metrics
+ * records, the run directory and its checkpoints.
+ *
+ * A run directory holds config (the resolved experiment), pool, state (the
+ * name of the latest whole checkpoint), metrics.jsonl, audit.log, samples/,
+ * ckpt/iter-NNNN/ and tmp/; HALT when a monitor stopped the run.  A
+ * checkpoint is a model directory (config.json, model.safetensors, the
+ * start model's tokenizer files) plus optimizer.bin (the optimiser store's
+ * floats, raw), pool and state.json (the loop's own state).
+ *
+ * Nothing here prints or exits: errors come back as SW_E* codes with a
+ * message in sw_error, written to be printed after "PROG: ".
+ *
+ * Ownership: an experiment owns its strings (sw_experiment_release frees
+ * them); a pipeline is the caller's to sw_pipeline_free (NULL is a no-op)
+ * and the stage records it hands out live as long as it; records built
+ * here are the caller's.
+ */
+#ifndef SW_RUN_H
+#define SW_RUN_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+#include "monitor.h"
+#include "record.h"
+#include "store.h"
+#include "audit.h"
+
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
+/* ---- the experiment ---------------------------------------------------------------- */
+
+/* The stages, in the order of sw-run's options; the tap (a copy of the verified samples) is not replaceable. */
+enum {
+	SW_STAGE_SELECT, SW_STAGE_SORT, SW_STAGE_ROLLOUT, SW_STAGE_VERIFY, SW_STAGE_BALANCE, SW_STAGE_TRAIN,
+	SW_STAGE_EVAL_ROLLOUT, SW_STAGE_TAP, SW_NSTAGE
+};
+/* "select", "sort", ..., "eval-rollout", "tap"; NULL out of range. */
+const char *sw_stage_name(int stage);
+
+typedef struct sw_experiment {
+	char *model, *prompts, *out, *eval, *accuracy;   /* NULL: not given */
+	uint64_t iters, batch, group, seed, eval_every, ckpt_every;
+	int ref, keep;
+	char *cmd[SW_NSTAGE];                            /* NULL until given or sw_experiment_check */
+	char **monitor;                                  /* "NAME=W,D,H" specs in the order given */
+	size_t nmonitor;
+} sw_experiment;
+
+/* The defaults of sw-run(1): 10 iterations of 16 prompts, 8 responses each, seed 1, ... */
+void sw_experiment_init(sw_experiment *x);
+void sw_experiment_release(sw_experiment *x);
+
+/*
+ * One setting: name is one of sw-run's long options that an experiment may
+ * hold ("iters", "rollout", "ref", ...), value its argument (NULL or "" for
+ * a flag).  SW_EINVAL with a message for an unknown name, a bad number, an
+ * empty command or a monitor spec sw_monitor_set refuses.
+ */
+int sw_experiment_set(sw_experiment *x, const char *name, const char *value, sw_error *err);
+
+/*
+ * Read an experiment file: "NAME VALUE" a line (NAME with or without its
+ * dashes, VALUE the rest of the line, a command keeps its spaces and
+ * quotes), a flag alone, '#' starts a comment line.  A setting that is
+ * wrong is SW_EINVAL naming "PATH: line N" (a bad number names the
+ * option); a file that cannot be read is SW_EIO.
+ */
+int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err);
+
+/* Fill in the default stage commands, then check that model, prompts and the run directory are there. */
+int sw_experiment_check(sw_experiment *x, sw_error *err);
+
+/* Write the resolved experiment in the file format, atomically, so that `sw-run -c PATH` repeats it. */
+int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err);
+
+/* ---- the tally of an iteration's samples ------------------------------------------------ */
+
+#define SW_TALLY_MAX_COMP 16
+
+typedef struct sw_tally {
+	uint64_t n;                     /* samples */
+	uint64_t rewarded;              /* with a finite reward */
+	uint64_t violations;            /* with a non-empty violations array */
+	uint64_t errors;                /* with a verifier_error */
+	uint64_t acc_n, correct;        /* scored by the accuracy verifier, and of those its full score */
+	uint64_t prompt_tokens, response_tokens;
+	uint64_t nonfinite;             /* NaN or Inf rewards and verifier scores */
+	double reward_sum;
+	struct { char name[64]; double sum, sumsq; uint64_t n; } comp[SW_TALLY_MAX_COMP]; /* per verifier */
+	int ncomp;
+	char acc[64];                   /* the verifier whose full score is "correct" */
+	double secs;                    /* time spent tallying: part of the monitoring overhead */
+} sw_tally;
+
+/* accuracy: the verifier that counts as correct; NULL: the first one the samples show. */
+void sw_tally_init(sw_tally *t, const char *accuracy);
+void sw_tally_add(sw_tally *t, sw_rec *sample);
+
+/* a / b, or NAN when b is not positive (a figure with nothing to measure). */
+double sw_ratio(double a, double b);
+double sw_tally_accuracy(const sw_tally *t);
+/*
+ * The largest share of one verifier in the reward's spread: each
+ * verifier's variance over the samples, over their sum; NAN when fewer
+ * than two verifiers vary.
+ */
+double sw_tally_dominance(const sw_tally *t);
+/* What the monitors see of the samples; kl, entropy and eval_accuracy are NAN. */
+sw_mon_obs sw_tally_obs(const sw_tally *t);
+/* Add the trainer's figures (its last metrics record, NULL: none): kl, entropy, and non-finite numbers. */
+void sw_tally_train_obs(sw_mon_obs *o, sw_rec *train);
+
+/*
+ * Tally the samples of the file tap and copy them to samples (zstd
+ * msgpack).  With failed set (a stage failed) a missing or cut tap is no
+ * error: what was whole is kept.
+ */
+int sw_tally_file(sw_tally *t, const char *tap, const char *samples, int failed, sw_error *err);
+
+/* ---- the pipeline of stage processes ------------------------------------------------------ */
+
+/* One stage process of a pipeline. */
+typedef struct sw_stage_proc {
+	int stage;              /* SW_STAGE_* */
+	const char *cmd;        /* its shell command line */
+	long pid;
+	double t0, t1;          /* started, ended (monotonic seconds) */
+	double cpu;             /* user + system seconds, its children included */
+	double rss_mb;          /* peak resident memory of its largest process, MB */
+	int status;             /* wait status */
+	int done;
+} sw_stage_proc;
+
+typedef struct sw_pipeline sw_pipeline;
+
+/*
+ * A pipeline.  While its stages run, their process group is kept in
+ * *pgid (may be NULL), 0 otherwise, so that a signal handler can end them.
+ */
+sw_pipeline *sw_pipeline_new(volatile sig_atomic_t *pgid);
+void sw_pipeline_free(sw_pipeline *pl);
+
+/*
+ * Run the stages (each cmds[stages[i]] under /bin/sh) connected by pipes,
+ * the first reading in_fd, as one process group; every stage dies with the
+ * caller (PR_SET_PDEATHSIG).  What the last stage prints is written to
+ * samples.part (zstd msgpack) and tallied into t (NULL: not), then renamed
+ * to samples, or samples.failed when a stage failed.  0 when the pipeline
+ * ran (sw_pipeline_failed then says whether a stage failed); an error
+ * when its output could not be kept or was no stream.
+ */
+int sw_pipeline_run(sw_pipeline *pl, const int *stages, int n, char *const cmds[SW_NSTAGE], int in_fd,
+                    const char *samples, sw_tally *t, sw_error *err);
+int sw_pipeline_count(const sw_pipeline *pl);
+const sw_stage_proc *sw_pipeline_proc(const sw_pipeline *pl, int i);
+/* The stage that made the last run fail, or NULL; a stage killed by SIGPIPE only saw a later one go first. */
+const sw_stage_proc *sw_pipeline_failed(const sw_pipeline *pl);
+
+/* "exited with status 4", "was killed by signal 6 (Aborted)", ... */
+void sw_status_describe(int status, char *buf, size_t n);
+/* An exit code for a wait status: the status, or 128 + the signal. */
+int sw_status_code(int status);
+
+/*
+ * Run a program to its end without a shell (paths pass as they are); it
+ * dies with the caller.  0 when it succeeded, else -1 and what happened in why.
+ */
+int sw_run_program(char *const argv[], char *why, size_t n);
+
+/* ---- metrics records ------------------------------------------------------------------------- */
+
+/* Append one record to a JSON Lines file (metrics.jsonl), synced. */
+int sw_metrics_append(const char *path, sw_rec *rec, sw_error *err);
+/*
+ * The last record of a JSON Lines or msgpack file a stage wrote; NULL when
+ * there is none or the file cannot be opened.  A stream broken after some
+ * records gives the last whole one, with err set.
+ */
+sw_rec *sw_metrics_last(const char *path, sw_error *err);
+/* Keep only the records whose iter is at most iter (a resumed run writes the rest again); tmp: a scratch path. */
+int sw_metrics_trim(const char *path, const char *tmp, uint64_t iter, sw_error *err);
+
+/* An iteration's figures, for its metrics.jsonl record. */
+typedef struct sw_iter_figures {
+	uint64_t iter;
+	const sw_tally *tally;
+	const sw_mon_obs *obs;          /* the monitors' view (sw_tally_obs, sw_tally_train_obs) */
+	sw_rec *train;                  /* the trainer's last metrics record, or NULL */
+	sw_rec *balance;                /* the balancer's --stats record, or NULL */
+	const sw_pipeline *pl;          /* the stages' time, CPU and memory */
+	double pool_update_s, wall_s;
+	double eval_s;                  /* NAN: no evaluation after this iteration */
+	double monitor_s;               /* time spent on figures and monitors */
+	uint64_t weight_version;
+	double lr_scale;
+	const sw_mon_event *ev;         /* the tripped monitors */
+	size_t nev;
+} sw_iter_figures;
+
+/* The fields of an iteration's metrics record, in the order sw-run(1) documents. */
+int sw_metrics_iteration(sw_rec *m, const sw_iter_figures *f);
+/* An evaluation's record: held-out accuracy, violation rate, reward, length, samples, time. */
+int sw_metrics_eval(sw_rec *m, uint64_t iter, const sw_tally *t, double secs);
+/* The record of an iteration a hard monitor halted while a stage had failed. */
+int sw_metrics_halted(sw_rec *m, uint64_t iter, const sw_tally *t, const sw_mon_obs *o, const char *monitor,
+                      const char *failed_stage);
+
+/* ---- the run directory and its checkpoints ------------------------------------------------------ */
+
+/* Make a run directory with samples/, ckpt/ and tmp/; one that exists must be empty. */
+int sw_rundir_create(const char *dir, sw_error *err);
+/* Write DIR/HALT: "iteration N: reason". */
+int sw_rundir_halt(const char *dir, uint64_t iter, const char *reason, sw_error *err);
+
+/* What a checkpoint restores of the loop itself (state.json). */
+typedef struct sw_ckpt_state {
+	uint64_t iter;                  /* the last iteration completed */
+	double lr_scale;
+	uint64_t weight_version;        /* of the weights saved */
+	uint64_t opt_version;           /* of the optimiser state saved */
+	uint64_t opt_floats;            /* its size; 0: the trainer had not yet made it */
+	sw_mon_history history;
+} sw_ckpt_state;
+
+/*
+ * Save rundir/ckpt/iter-NNNN (NNNN: st->iter): the weights w as a model
+ * directory with the tokenizer files of model, the optimiser store opt
+ * (NULL: none yet), rundir/pool, and st (its versions and size taken from
+ * the stores).  Made in a temporary directory and renamed into place, so
+ * a checkpoint is whole or absent; then rundir/state names it.  name gets
+ * "ckpt/iter-NNNN".
+ */
+int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_store *opt,
+                       const sw_ckpt_state *st, char *name, size_t size, sw_error *err);
+/* The latest whole checkpoint of a run, from rundir/state: "ckpt/iter-NNNN". */
+int sw_checkpoint_latest(const char *rundir, char *name, size_t size, sw_error *err);
+/* Read a checkpoint's state.json (ckdir: the checkpoint directory). */
+int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err);
+/*
+ * Put back what a checkpoint holds besides the weights (which the caller
+ * loaded from ckdir into w): the optimiser state into opt (a store of
+ * st->opt_floats floats; NULL when st->opt_floats is 0) and the pool into
+ * rundir/pool.  The weights' version must be the checkpoint's.
+ */
+int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_state *st, sw_store *w,
+                          sw_store *opt, sw_error *err);
+
+/* ---- the run's audit records --------------------------------------------------------------------- */
+
+/*
+ * The audit log of a run directory (sw/audit.h) and the records sw-run
+ * writes to it, each with its iteration.  An error's message names the
+ * log or the file whose digest failed.
+ */
+typedef struct sw_runlog sw_runlog;
+sw_runlog *sw_runlog_open(const char *rundir, sw_error *err);
+void sw_runlog_close(sw_runlog *l);
+const char *sw_runlog_head(const sw_runlog *l);
+
+/* What run_start and resume record besides the config's digest. */
+typedef struct sw_run_start {
+	int argc;
+	char *const *argv;
+	const char *model;              /* the start model (its directory's digest is taken) */
+	const char *weights;            /* the weight store's spec */
+	uint64_t iter;
+	const sw_monitor *mon;          /* the monitors' settings, or NULL */
+} sw_run_start;
+int sw_runlog_start(sw_runlog *l, const char *event, const sw_run_start *s, sw_error *err);
+/* A "stage" record for each stage of the pipeline's last run; of: "iteration" or "eval". */
+int sw_runlog_stages(sw_runlog *l, const sw_pipeline *pl, uint64_t it, const char *of, sw_error *err);
+int sw_runlog_failure(sw_runlog *l, uint64_t it, const sw_stage_proc *bad, const char *why, sw_error *err);
+int sw_runlog_eval(sw_runlog *l, uint64_t it, const sw_tally *t, const char *samples, sw_error *err);
+/* The iteration (its samples' and weights' digests), then a "monitor" record per tripped monitor. */
+int sw_runlog_iteration(sw_runlog *l, uint64_t it, const char *samples, uint64_t version_before, sw_store *w,
+                        const sw_mon_event *ev, size_t nev, sw_error *err);
+/* name: the checkpoint's path in the run ("ckpt/iter-0003"), its digest and files recorded. */
+int sw_runlog_checkpoint(sw_runlog *l, uint64_t it, const char *why, uint64_t weight_version, const char *name,
+                         double wall_s, sw_error *err);
+/* A record with one string field (key NULL: none): "halt" with its "reason", ... */
+int sw_runlog_event(sw_runlog *l, const char *event, uint64_t it, const char *key, const char *value,
+                    sw_error *err);
+int sw_runlog_end(sw_runlog *l, uint64_t it, uint64_t weight_version, sw_error *err);
+
+#pragma GCC visibility pop
+
+#endif
