@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
@@ -80,7 +79,6 @@ static const cli_prog prog = {
  * may only unlink() and kill(), so the /dev/shm paths of the run's stores
  * and the process group of the running stages wait here for it.
  */
-static char store_spec_[SW_STORE_NAME_MAX + 16];
 static char store_path_[3][SW_STORE_NAME_MAX + 32];
 static int nstore_path_;
 static volatile sig_atomic_t child_pgid_;
@@ -112,11 +110,10 @@ static void note_store_(const char *spec)
 typedef struct run_ {
 	sw_experiment x;
 	char *dir;                 /* the run directory */
-	sw_store *w, *opt, *ref;   /* weights, optimiser state, frozen reference */
-	char opt_spec[SW_STORE_NAME_MAX + 32], ref_spec[SW_STORE_NAME_MAX + 32];
+	sw_run_stores s;           /* weights, optimiser state, frozen reference */
 	sw_runlog *log;            /* audit.log */
 	sw_monitor *mon;
-	sw_pipeline *pl;           /* the iteration's stages (an evaluation runs its own) */
+	sw_pipeline *pl, *eval_pl; /* the stages of an iteration, of an evaluation */
 	double lr_scale;           /* halved by each degrade */
 	double last_eval_accuracy; /* of an evaluation run after the current iteration, else NAN */
 	uint64_t iter;             /* the last iteration completed */
@@ -183,48 +180,24 @@ static sw_rec *last_record_(const char *path)
 	return rec;
 }
 
-static void setenv_num_(const char *name, uint64_t v)
-{
-	char buf[32];
-	snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-	setenv(name, buf, 1);
-}
-
 /* What every stage finds in its environment for iteration it. */
 static void stage_env_(run_ *r, uint64_t it)
 {
-	char buf[64];
-	setenv("SW_WEIGHTS", store_spec_, 1);
-	setenv("SW_OPT", r->opt_spec, 1);
-	if (r->ref)
-		setenv("SW_REF", r->ref_spec, 1);
-	else
-		unsetenv("SW_REF");
-	setenv("SW_RUN", r->dir, 1);
-	setenv_num_("SW_ITER", it);
-	/* one seed per iteration, so a resumed run draws what the original drew */
-	setenv_num_("SW_SEED", (r->x.seed * 1000003ull + it) & 0xffffffffull);
-	setenv_num_("SW_GROUP", r->x.group);
-	setenv_num_("SW_BATCH", r->x.batch);
-	static const char *const files[][2] = {
-		{ "SW_POOL", "pool" },
-		{ "SW_BALANCE_STATS", "tmp/balance-stats.json" },
-		{ "SW_TRAIN_METRICS", "tmp/train-metrics.jsonl" },
-	};
-	for (int i = 0; i < 3; i++) {
-		char *p = path_(r->dir, "%s", files[i][1]);
-		setenv(files[i][0], p, 1);
-		free(p);
-	}
-	snprintf(buf, sizeof buf, "%.17g", r->lr_scale);
-	setenv("SW_LR_SCALE", buf, 1);
-	/*
-	 * Stages share the cores: a thread that spins waiting for its team
-	 * burns the time another stage (or its own team-mate) needs.  Measured
-	 * on two cores with a neighbour busy: a small training step took 16 s
-	 * spinning, 0.4 s passive.  A user's own setting wins.
-	 */
-	setenv("OMP_WAIT_POLICY", "passive", 0);
+	sw_error err = { 0 };
+	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir,
+	                   it, r->x.seed, r->x.group, r->x.batch, r->lr_scale };
+	if (sw_stage_env_set(&e, &err))
+		cli_die("%s", err.msg);
+}
+
+/* sw-pool VERB RUNDIR/pool FILE, or what went wrong in why. */
+static int pool_(run_ *r, const char *verb, const char *file, char *why, size_t n)
+{
+	char *pool = path_(r->dir, "pool");
+	char *av[] = { "sw-pool", (char *)verb, pool, (char *)file, NULL };
+	int rc = sw_run_program(av, why, n);
+	free(pool);
+	return rc;
 }
 
 /* Run stages over in_fd into samples; the stage that failed, or NULL. */
@@ -275,15 +248,12 @@ static void evaluate_(run_ *r, uint64_t it)
 	stage_env_(r, it);
 	double t0 = now_();
 	char *samples = path_(r->dir, "samples/eval-%04llu.msgpack.zst", (unsigned long long)it);
-	sw_pipeline *pl = sw_pipeline_new(&child_pgid_);
-	if (!pl)
-		cli_die("out of memory");
+	sw_pipeline *pl = r->eval_pl;
 	const sw_stage_proc *bad = run_stages_(r, pl, stages, 2, fd, samples, &t);
 	close(fd);
 	if (bad)
 		stage_failed_(r, pl, bad, it, "eval");
 	audit_stages_(r, pl, it, "eval");
-	sw_pipeline_free(pl);
 	sw_rec *m = rec_new_();
 	metrics_(r, m, sw_metrics_eval(m, it, &t, now_() - t0));
 
@@ -299,14 +269,6 @@ static void evaluate_(run_ *r, uint64_t it)
 
 /* ---- checkpoints ---------------------------------------------------------------------------- */
 
-/* The optimiser store, opened when the trainer has made it (it knows its size). */
-static void open_opt_(run_ *r)
-{
-	sw_error err = { 0 };
-	if (!r->opt && (r->opt = sw_store_open(r->opt_spec, true, &err)))
-		note_store_(r->opt_spec);
-}
-
 static void checkpoint_(run_ *r, const char *why)
 {
 	sw_error err = { 0 };
@@ -314,10 +276,9 @@ static void checkpoint_(run_ *r, const char *why)
 	char name[64];
 	sw_ckpt_state st = { .iter = r->iter, .lr_scale = r->lr_scale };
 	sw_monitor_get_history(r->mon, &st.history);
-	open_opt_(r);
-	if (sw_checkpoint_save(r->dir, r->x.model, r->w, r->opt, &st, name, sizeof name, &err))
+	if (sw_checkpoint_save(r->dir, r->x.model, r->s.w, sw_run_stores_opt(&r->s), &st, name, sizeof name, &err))
 		cli_die("%s", err.msg);
-	logged_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->w), name, now_() - t0, &err), &err);
+	logged_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, &err), &err);
 }
 
 static void halt_(run_ *r, uint64_t it, const char *reason)
@@ -338,7 +299,6 @@ static noreturn void iteration_failed_(run_ *r, uint64_t it, const sw_tally *t, 
 	sw_mon_event ev[8];
 	size_t nev;
 	const char *stage = sw_stage_name(bad->stage);
-	r->iter = it;
 	if (sw_monitor_check(r->mon, &ob, ev, 8, &nev) == SW_MON_HARD) {
 		char why[300];
 		sw_rec *m = rec_new_();
@@ -346,11 +306,9 @@ static noreturn void iteration_failed_(run_ *r, uint64_t it, const sw_tally *t, 
 		audit_stages_(r, r->pl, it, "iteration");
 		snprintf(why, sizeof why, "monitor '%s' at %.4g, past its hard threshold %.4g (and stage '%s' failed)",
 		         ev[0].name, ev[0].value, ev[0].threshold, stage);
-		r->iter = it - 1;
 		halt_(r, it, why);
 		cli_exit(EXIT_HALT);
 	}
-	r->iter = it - 1;
 	stage_failed_(r, r->pl, bad, it, "iteration");
 }
 
@@ -369,7 +327,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	unlink(stats);
 	unlink(tm);
 	unlink(tap);
-	uint64_t v0 = sw_store_version(r->w);
+	uint64_t v0 = sw_store_version(r->s.w);
 	double t0 = now_();
 	char *samples = path_(r->dir, "samples/iter-%04llu.msgpack.zst", (unsigned long long)it);
 	char *trained = path_(r->dir, "samples/iter-%04llu.train.msgpack.zst", (unsigned long long)it);
@@ -378,12 +336,8 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	const sw_stage_proc *bad = run_stages_(r, r->pl, stages, 7, devnull, trained, NULL);
 	close(devnull);
 	double wall = now_() - t0;
-	char *kept;
-	if (asprintf(&kept, "%s%s", samples, bad ? ".failed" : "") < 0)
-		cli_die("out of memory");
-	if (sw_tally_file(&t, tap, kept, bad != NULL, &err))
+	if (sw_tally_file(&t, tap, samples, bad != NULL, &err))
 		cli_die("%s", err.msg);
-	free(kept);
 	unlink(tap);
 	free(tap);
 	if (bad)
@@ -391,11 +345,9 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 
 	/* the pool learns which prompts still teach something */
 	double tp = now_();
-	char why[160], *pool = path_(r->dir, "pool");
-	char *av[] = { "sw-pool", "update", pool, samples, NULL };
-	if (sw_run_program(av, why, sizeof why))
-		cli_die("iteration %llu: sw-pool update %s %s %s", (unsigned long long)it, pool, samples, why);
-	free(pool);
+	char why[160];
+	if (pool_(r, "update", samples, why, sizeof why))
+		cli_die("iteration %llu: sw-pool update %s/pool %s %s", (unsigned long long)it, r->dir, samples, why);
 	tp = now_() - tp;
 	r->iter = it;
 
@@ -422,14 +374,14 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		.pool_update_s = tp, .wall_s = wall,
 		.eval_s = r->x.eval && !isnan(r->last_eval_accuracy) ? te : NAN,
 		.monitor_s = t.secs + (now_() - tm0) - te,
-		.weight_version = sw_store_version(r->w), .lr_scale = r->lr_scale, .ev = ev, .nev = nev,
+		.weight_version = sw_store_version(r->s.w), .lr_scale = r->lr_scale, .ev = ev, .nev = nev,
 	};
 	sw_rec *m = rec_new_();
 	metrics_(r, m, sw_metrics_iteration(m, &f));
 
 	/* the audit trail of the iteration */
 	audit_stages_(r, r->pl, it, "iteration");
-	logged_(sw_runlog_iteration(r->log, it, samples, v0, r->w, ev, nev, &err), &err);
+	logged_(sw_runlog_iteration(r->log, it, samples, v0, r->s.w, ev, nev, &err), &err);
 
 	if (progress_on_()) {
 		fprintf(stderr, "sw-run: iter %llu/%llu: reward %.3f, accuracy %.1f%%, violations %.1f%%, kl %.4f, "
@@ -466,37 +418,28 @@ static void cleanup_(void)
 		return;
 	if (child_pgid_ > 0)
 		kill(-child_pgid_, SIGTERM);
-	sw_store_close(r->w);
-	sw_store_close(r->opt);
-	sw_store_close(r->ref);
-	r->w = r->opt = r->ref = NULL;
-	if (!r->x.keep)
-		forget_stores_();
+	sw_run_stores_release(&r->s, r->x.keep);
 	sw_runlog_close(r->log);
 	r->log = NULL;
 }
 
+/* Named first, so that a signal removes what loading them made. */
 static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
 {
 	sw_error err = { 0 };
-	if (sw_store_name_random("sw-run", store_spec_, sizeof store_spec_, &err))
-		cli_die("cannot name a store: %s", err.msg);
-	snprintf(r->opt_spec, sizeof r->opt_spec, "%s.opt", store_spec_);
-	snprintf(r->ref_spec, sizeof r->ref_spec, "%s.ref", store_spec_);
-	note_store_(store_spec_);
-	if (!(r->w = sw_store_create_from_model(store_spec_, weights_from, version, &err)))
-		cli_die("cannot load '%s' into a weight store: %s", weights_from, err.msg);
-	if (r->x.ref) {
-		note_store_(r->ref_spec);
-		if (!(r->ref = sw_store_create_from_model(r->ref_spec, r->x.model, 0, &err)))
-			cli_die("cannot load '%s' into the reference store: %s", r->x.model, err.msg);
-	}
+	if (sw_run_stores_name(&r->s, "sw-run", &err))
+		cli_die("%s", err.msg);
+	note_store_(r->s.spec);
+	note_store_(r->s.opt_spec);
+	note_store_(r->s.ref_spec);
+	if (sw_run_stores_load(&r->s, weights_from, version, r->x.ref ? r->x.model : NULL, &err))
+		cli_die("%s", err.msg);
 }
 
 static void audit_start_(run_ *r, const char *event)
 {
 	sw_error err = { 0 };
-	sw_run_start st = { r->argc, r->argv, r->x.model, store_spec_, r->iter, r->mon };
+	sw_run_start st = { r->argc, r->argv, r->x.model, r->s.spec, r->iter, r->mon };
 	logged_(sw_runlog_start(r->log, event, &st, &err), &err);
 }
 
@@ -521,11 +464,8 @@ static void start_(run_ *r)
 	audit_start_(r, "run_start");
 
 	char why[160];
-	char *pool = path_(r->dir, "pool");
-	char *av[] = { "sw-pool", "add", pool, r->x.prompts, NULL };
-	if (sw_run_program(av, why, sizeof why))
-		cli_die("sw-pool add %s %s %s", pool, r->x.prompts, why);
-	free(pool);
+	if (pool_(r, "add", r->x.prompts, why, sizeof why))
+		cli_die("sw-pool add %s/pool %s %s", r->dir, r->x.prompts, why);
 	r->iter = 0;
 	checkpoint_(r, "start");
 	evaluate_(r, 0);
@@ -539,10 +479,6 @@ static void resume_(run_ *r)
 	sw_ckpt_state st;
 	if (sw_checkpoint_latest(r->dir, name, sizeof name, &err))
 		cli_die("%s", err.msg);
-	char *tmp = path_(r->dir, "tmp");
-	if (mkdir(tmp, 0755) && errno != EEXIST)
-		cli_die("cannot create '%s': %s", tmp, strerror(errno));
-	free(tmp);
 	open_audit_(r);
 	char *ck = path_(r->dir, "%s", name);
 	if (sw_checkpoint_state(ck, &st, &err))
@@ -551,28 +487,12 @@ static void resume_(run_ *r)
 	r->iter = st.iter;
 	r->lr_scale = st.lr_scale;
 	sw_monitor_set_history(r->mon, &st.history);
-	open_opt_(r);
-	if (st.opt_floats && !r->opt) {
-		if (!(r->opt = sw_store_create(r->opt_spec, NULL, st.opt_floats, &err)))
-			cli_die("restoring '%s/optimizer.bin': %s", ck, err.msg);
-		note_store_(r->opt_spec);
-	} else if (!st.opt_floats && r->opt) {
-		/* a checkpoint from before the first step: the trainer starts afresh */
-		sw_store_close(r->opt);
-		r->opt = NULL;
-		sw_store_unlink(r->opt_spec, NULL);
-	}
-	if (sw_checkpoint_restore(ck, r->dir, &st, r->w, r->opt, &err))
+	sw_run_stores_opt(&r->s);
+	if (sw_checkpoint_restore(ck, r->dir, &st, r->s.w, &r->s.opt, r->s.opt_spec, &err))
 		cli_die("%s", err.msg);
-	char *metrics = path_(r->dir, "metrics.jsonl"), *mtmp = path_(r->dir, "tmp/metrics.jsonl");
-	if (sw_metrics_trim(metrics, mtmp, r->iter, &err))
+	if (sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
-	char *halt = path_(r->dir, "HALT");
-	unlink(halt);
 	audit_start_(r, "resume");
-	free(halt);
-	free(metrics);
-	free(mtmp);
 	free(ck);
 }
 
@@ -624,7 +544,8 @@ int main(int argc, char **argv)
 		cli_die("%s", err.msg);
 	free(cfg);
 	r->dir = x->out;
-	if (!(r->mon = sw_monitor_new()) || !(r->pl = sw_pipeline_new(&child_pgid_)))
+	if (!(r->mon = sw_monitor_new()) || !(r->pl = sw_pipeline_new(&child_pgid_)) ||
+	    !(r->eval_pl = sw_pipeline_new(&child_pgid_)))
 		cli_die("out of memory");
 	for (size_t i = 0; i < x->nmonitor; i++)
 		if (sw_monitor_set(r->mon, x->monitor[i], &err))
@@ -669,7 +590,7 @@ int main(int argc, char **argv)
 		if (it % x->ckpt_every == 0 || it == x->iters)
 			checkpoint_(r, "periodic");
 	}
-	logged_(sw_runlog_end(r->log, r->iter, sw_store_version(r->w), &err), &err);
+	logged_(sw_runlog_end(r->log, r->iter, sw_store_version(r->s.w), &err), &err);
 	if (cli_verbosity >= 0)
 		fprintf(stderr, "sw-run: %llu iterations done; the run is in %s (audit head %s)\n",
 		        (unsigned long long)r->iter, r->dir, sw_runlog_head(r->log));

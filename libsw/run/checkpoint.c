@@ -166,7 +166,7 @@ int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err)
 }
 
 int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_state *st, sw_store *w,
-                          sw_store *opt, sw_error *err)
+                          sw_store **optp, const char *opt_spec, sw_error *err)
 {
 	char from[SW_RUN_PATH_MAX], to[SW_RUN_PATH_MAX];
 	sw_error e = { 0 };
@@ -176,6 +176,15 @@ int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_s
 	int rc = sw_run_path(from, sizeof from, err, "%s/optimizer.bin", ckdir);
 	if (rc)
 		return rc;
+	if (st->opt_floats && !*optp && !(*optp = sw_store_create(opt_spec, NULL, st->opt_floats, &e)))
+		return sw_fail(err, e.code, "restoring '%s': %s", from, e.msg);
+	if (!st->opt_floats && *optp) {
+		/* a checkpoint from before the first step: the trainer starts afresh */
+		sw_store_close(*optp);
+		*optp = NULL;
+		sw_store_unlink(opt_spec, NULL);
+	}
+	sw_store *opt = *optp;
 	if (st->opt_floats) {
 		FILE *f = fopen(from, "rb");
 		size_t n = (size_t)st->opt_floats;

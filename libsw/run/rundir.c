@@ -147,3 +147,17 @@ int sw_rundir_halt(const char *dir, uint64_t iter, const char *reason, sw_error 
 	free(text);
 	return rc;
 }
+
+int sw_rundir_resume(const char *dir, uint64_t iter, sw_error *err)
+{
+	char tmp[SW_RUN_PATH_MAX], metrics[SW_RUN_PATH_MAX], scratch[SW_RUN_PATH_MAX], halt[SW_RUN_PATH_MAX];
+	int rc = sw_run_path(tmp, sizeof tmp, err, "%s/tmp", dir);
+	rc = rc ? rc : sw_run_path(metrics, sizeof metrics, err, "%s/metrics.jsonl", dir);
+	rc = rc ? rc : sw_run_path(scratch, sizeof scratch, err, "%s/tmp/metrics.jsonl", dir);
+	rc = rc ? rc : sw_run_path(halt, sizeof halt, err, "%s/HALT", dir);
+	rc = rc ? rc : mkdir_(tmp, err);
+	rc = rc ? rc : sw_metrics_trim(metrics, scratch, iter, err);
+	if (!rc)
+		unlink(halt);
+	return rc;
+}

@@ -158,12 +158,17 @@ int sw_tally_file(sw_tally *t, const char *tap, const char *samples, int failed,
 {
 	sw_error e = { 0 };
 	sw_writer_opts wo = { SW_FMT_MSGPACK, 3 };
+	char path[SW_RUN_PATH_MAX];
+	int rc = sw_run_path(path, sizeof path, err, "%s%s", samples, failed ? ".failed" : "");
+	if (rc)
+		return rc;
+	samples = path;
 	sw_writer *w = sw_writer_open(samples, &wo, &e);
 	if (!w)
 		return sw_fail(err, SW_EIO, "cannot write '%s': %s", samples, e.msg);
 	sw_reader *rd = sw_reader_open(tap, &e);
 	sw_rec *rec = sw_rec_new();
-	int rc = 0, got = 0;
+	int got = 0;
 	if (!rd && !failed)
 		rc = sw_fail(err, SW_EIO, "cannot open '%s': %s", tap, strerror(e.sys_errno));
 	else if (!rec)

@@ -120,8 +120,8 @@ void sw_tally_train_obs(sw_mon_obs *o, sw_rec *train);
 
 /*
  * Tally the samples of the file tap and copy them to samples (zstd
- * msgpack).  With failed set (a stage failed) a missing or cut tap is no
- * error: what was whole is kept.
+ * msgpack), or to samples.failed when a stage failed (failed set): then a
+ * missing or cut tap is no error, what was whole is kept.
  */
 int sw_tally_file(sw_tally *t, const char *tap, const char *samples, int failed, sw_error *err);
 
@@ -163,6 +163,17 @@ int sw_pipeline_count(const sw_pipeline *pl);
 const sw_stage_proc *sw_pipeline_proc(const sw_pipeline *pl, int i);
 /* The stage that made the last run fail, or NULL; a stage killed by SIGPIPE only saw a later one go first. */
 const sw_stage_proc *sw_pipeline_failed(const sw_pipeline *pl);
+
+/* What every stage finds in its environment for an iteration (sw-run(1), ENVIRONMENT). */
+typedef struct sw_stage_env {
+	const char *weights, *opt;      /* the stores' specs */
+	const char *ref;                /* the reference store's, NULL: none */
+	const char *rundir;
+	uint64_t iter, seed, group, batch; /* seed: the run's; SW_SEED is the iteration's own */
+	double lr_scale;
+} sw_stage_env;
+/* Set it in this process's environment, which the stages inherit (OMP_WAIT_POLICY only if unset). */
+int sw_stage_env_set(const sw_stage_env *e, sw_error *err);
 
 /* "exited with status 4", "was killed by signal 6 (Aborted)", ... */
 void sw_status_describe(int status, char *buf, size_t n);
@@ -217,8 +228,25 @@ int sw_metrics_halted(sw_rec *m, uint64_t iter, const sw_tally *t, const sw_mon_
 
 /* Make a run directory with samples/, ckpt/ and tmp/; one that exists must be empty. */
 int sw_rundir_create(const char *dir, sw_error *err);
+/* Make a run directory ready to go on after iteration iter: its tmp/, metrics.jsonl trimmed to iter, no HALT. */
+int sw_rundir_resume(const char *dir, uint64_t iter, sw_error *err);
 /* Write DIR/HALT: "iteration N: reason". */
 int sw_rundir_halt(const char *dir, uint64_t iter, const char *reason, sw_error *err);
+
+/* The stores of a run: weights, optimiser state, frozen reference (sw/store.h). */
+typedef struct sw_run_stores {
+	sw_store *w, *opt, *ref;        /* NULL until loaded (opt: until the trainer has made it) */
+	char spec[SW_STORE_NAME_MAX + 16], opt_spec[SW_STORE_NAME_MAX + 32], ref_spec[SW_STORE_NAME_MAX + 32];
+} sw_run_stores;
+/* Name them at random: PREFIX-..., and .opt, .ref beside it. */
+int sw_run_stores_name(sw_run_stores *s, const char *prefix, sw_error *err);
+/* Load the weights from a model directory at version; the reference from ref_model (NULL: none). */
+int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t version, const char *ref_model,
+                       sw_error *err);
+/* The optimiser store, opened once the trainer has made it (it knows its size); NULL before. */
+sw_store *sw_run_stores_opt(sw_run_stores *s);
+/* Close the stores, and remove them unless keep. */
+void sw_run_stores_release(sw_run_stores *s, int keep);
 
 /* What a checkpoint restores of the loop itself (state.json). */
 typedef struct sw_ckpt_state {
@@ -246,12 +274,13 @@ int sw_checkpoint_latest(const char *rundir, char *name, size_t size, sw_error *
 int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err);
 /*
  * Put back what a checkpoint holds besides the weights (which the caller
- * loaded from ckdir into w): the optimiser state into opt (a store of
- * st->opt_floats floats; NULL when st->opt_floats is 0) and the pool into
+ * loaded from ckdir into w): the optimiser state into *opt, created as
+ * opt_spec when *opt is NULL, or removed when the checkpoint has none (it
+ * was made before the trainer's first step); and the pool into
  * rundir/pool.  The weights' version must be the checkpoint's.
  */
 int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_state *st, sw_store *w,
-                          sw_store *opt, sw_error *err);
+                          sw_store **opt, const char *opt_spec, sw_error *err);
 
 /* ---- the run's audit records --------------------------------------------------------------------- */
 

@@ -1,0 +1,52 @@
+/*
+ * stores.c - the shared-memory stores of a run and their lifetime: the
+ * weights (loaded from the model or a checkpoint), the optimiser state
+ * (made by the trainer at its first step, opened here when it exists) and
+ * the frozen reference.  Named first and loaded after, so that a caller
+ * can tell its signal handler what to remove before anything exists.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "run/run_internal.h"
+
+int sw_run_stores_name(sw_run_stores *s, const char *prefix, sw_error *err)
+{
+	memset(s, 0, sizeof *s);
+	sw_error e = { 0 };
+	if (sw_store_name_random(prefix, s->spec, sizeof s->spec, &e))
+		return sw_fail(err, e.code, "cannot name a store: %s", e.msg);
+	snprintf(s->opt_spec, sizeof s->opt_spec, "%s.opt", s->spec);
+	snprintf(s->ref_spec, sizeof s->ref_spec, "%s.ref", s->spec);
+	return 0;
+}
+
+int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t version, const char *ref_model,
+                       sw_error *err)
+{
+	sw_error e = { 0 };
+	if (!(s->w = sw_store_create_from_model(s->spec, weights_from, version, &e)))
+		return sw_fail(err, e.code, "cannot load '%s' into a weight store: %s", weights_from, e.msg);
+	if (ref_model && !(s->ref = sw_store_create_from_model(s->ref_spec, ref_model, 0, &e)))
+		return sw_fail(err, e.code, "cannot load '%s' into the reference store: %s", ref_model, e.msg);
+	return 0;
+}
+
+sw_store *sw_run_stores_opt(sw_run_stores *s)
+{
+	if (!s->opt)
+		s->opt = sw_store_open(s->opt_spec, true, NULL);
+	return s->opt;
+}
+
+void sw_run_stores_release(sw_run_stores *s, int keep)
+{
+	sw_store_close(s->w);
+	sw_store_close(s->opt);
+	sw_store_close(s->ref);
+	s->w = s->opt = s->ref = NULL;
+	if (!keep && s->spec[0]) {
+		sw_store_unlink(s->spec, NULL);
+		sw_store_unlink(s->opt_spec, NULL);
+		sw_store_unlink(s->ref_spec, NULL);
+	}
+}
