@@ -1,0 +1,165 @@
+/*
+ * test_experiment.c - the experiment file of sw-run(1): a good file read,
+ * each kind of bad line an error naming the file and line (a bad number
+ * names the option, as on the command line), the defaults and the checks,
+ * and a resolved experiment written and read back unchanged.
+ */
+#define _DEFAULT_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "sw/sw.h"
+#include "tap.h"
+
+static char dir_[256];
+
+static const char *file_(const char *name, const char *text)
+{
+	static char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir_, name);
+	FILE *f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		abort();
+	return path;
+}
+
+static char *slurp_(const char *path)
+{
+	static char buf[8192];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	buf[n] = 0;
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+static void test_good_(void)
+{
+	sw_experiment x;
+	sw_error e = { 0 };
+	sw_experiment_init(&x);
+	is_int(x.iters, 10, "default iters");
+	is_int(x.group, 8, "default group");
+	const char *p = file_("good", "# a comment\n"
+	                              "\n"
+	                              "model m\n"
+	                              "--prompts  p.jsonl \n"
+	                              "iters=3\n"
+	                              "group 2\n"
+	                              "ref\n"
+	                              "rollout sw-rollout -n \"$SW_GROUP\" --temperature 0.7\n"
+	                              "monitor kl=1,2,3\n"
+	                              "monitor entropy=off\n");
+	is_int(sw_experiment_read(&x, p, &e), 0, "a good file reads: %s", e.msg);
+	ok(x.model && !strcmp(x.model, "m"), "model");
+	ok(x.prompts && !strcmp(x.prompts, "p.jsonl"), "dashes and trailing blanks go");
+	is_int(x.iters, 3, "NAME=VALUE");
+	is_int(x.group, 2, "group");
+	is_int(x.ref, 1, "a flag");
+	ok(x.cmd[SW_STAGE_ROLLOUT] && !strcmp(x.cmd[SW_STAGE_ROLLOUT], "sw-rollout -n \"$SW_GROUP\" --temperature 0.7"),
+	   "a command keeps its spaces and quotes");
+	is_int(x.nmonitor, 2, "monitors in order");
+	ok(!x.out && !x.cmd[SW_STAGE_TRAIN], "what was not given is not there yet");
+	is_int(sw_experiment_check(&x, &e), SW_EINVAL, "no run directory");
+	ok(!strcmp(e.msg, "no run directory: give --out DIR"), "it says so: %s", e.msg);
+	ok(x.cmd[SW_STAGE_TRAIN] && strstr(x.cmd[SW_STAGE_TRAIN], "sw-train"), "the default stages are filled in");
+	is_int(sw_experiment_set(&x, "out", "run", &e), 0, "a setting from the command line");
+	is_int(sw_experiment_check(&x, &e), 0, "then it checks");
+	is_int(sw_experiment_set(&x, "config", "x", &e), SW_EINVAL, "config is no setting of an experiment");
+	is_int(sw_experiment_set(&x, "iters", "0", &e), SW_EINVAL, "iters 0 refused");
+	ok(!strcmp(e.msg, "option '--iters' wants a whole number from 1 to 1000000, not '0'"), "%s", e.msg);
+	is_int(sw_experiment_set(&x, "train", "", &e), SW_EINVAL, "an empty command");
+	ok(!strcmp(e.msg, "--train: the command is empty"), "%s", e.msg);
+	sw_experiment_release(&x);
+	sw_experiment_release(&x); /* a released experiment releases again */
+}
+
+static void test_bad_(void)
+{
+	static const struct { const char *text, *want; int code; } bad[] = {
+		{ "model m\nbogus 1\n", "%s: line 2: unknown setting 'bogus'", SW_EINVAL },
+		{ "ref yes\n", "%s: line 1: 'ref' takes no value", SW_EINVAL },
+		{ "# c\n\nmodel\n", "%s: line 3: 'model' needs a value", SW_EINVAL },
+		{ "config other\n", "%s: line 1: unknown setting 'config'", SW_EINVAL },
+		{ "resume r\n", "%s: line 1: unknown setting 'resume'", SW_EINVAL },
+		{ "iters three\n", "option '--iters' wants a whole number from 1 to 1000000, not 'three'", SW_EINVAL },
+		{ "group 70000\n", "option '--group' wants a whole number from 1 to 65536, not '70000'", SW_EINVAL },
+		{ "monitor kl=3,2,1\n", "%s: line 1: monitor 'kl=3,2,1': the levels must rise from warn to hard", SW_EINVAL },
+		{ "monitor nope=1,2,3\n", "%s: line 1: no monitor named 'nope'", SW_EINVAL },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		sw_experiment x;
+		sw_error e = { 0 };
+		char want[600];
+		sw_experiment_init(&x);
+		const char *p = file_("bad", bad[i].text);
+		snprintf(want, sizeof want, bad[i].want, p);
+		is_int(sw_experiment_read(&x, p, &e), bad[i].code, "bad file %zu refused", i);
+		ok(!strcmp(e.msg, want), "it says: %s", e.msg);
+		sw_experiment_release(&x);
+	}
+	sw_experiment x;
+	sw_error e = { 0 };
+	char want[600];
+	sw_experiment_init(&x);
+	snprintf(want, sizeof want, "cannot open '%s/none': No such file or directory", dir_);
+	char path[512];
+	snprintf(path, sizeof path, "%s/none", dir_);
+	is_int(sw_experiment_read(&x, path, &e), SW_EIO, "a missing file is SW_EIO");
+	ok(!strcmp(e.msg, want), "%s", e.msg);
+	sw_experiment_release(&x);
+}
+
+static void test_round_trip_(void)
+{
+	sw_experiment a, b;
+	sw_error e = { 0 };
+	char p1[512], p2[512], first[8192];
+	sw_experiment_init(&a);
+	sw_experiment_init(&b);
+	const char *p = file_("full", "model m\nprompts p\nout o\neval e.jsonl\niters 7\nbatch 3\nseed 0\n"
+	                              "eval-every 2\nckpt-every 4\nref\naccuracy fmt\ntrain sw-cat\nsort sort -r\n"
+	                              "monitor kl=1,2,3\n");
+	ok(!sw_experiment_read(&a, p, &e) && !sw_experiment_check(&a, &e), "read: %s", e.msg);
+	snprintf(p1, sizeof p1, "%s/config1", dir_);
+	snprintf(p2, sizeof p2, "%s/config2", dir_);
+	is_int(sw_experiment_write(&a, p1, &e), 0, "written: %s", e.msg);
+	snprintf(first, sizeof first, "%s", slurp_(p1));
+	ok(!strncmp(first, "# the resolved experiment of this run (sw-run -c reads it back)\nmodel m\nprompts p\n"
+	                   "eval e.jsonl\niters 7\nbatch 3\ngroup 8\nseed 0\neval-every 2\nckpt-every 4\nref\n"
+	                   "accuracy fmt\nselect sw-pool take",
+	            strlen("# the resolved experiment of this run (sw-run -c reads it back)\nmodel m\nprompts p\n"
+	                   "eval e.jsonl\niters 7\nbatch 3\ngroup 8\nseed 0\neval-every 2\nckpt-every 4\nref\n"
+	                   "accuracy fmt\nselect sw-pool take")),
+	   "the resolved form");
+	ok(strstr(first, "\ntrain sw-cat\n") && strstr(first, "\nmonitor kl=1,2,3\n") && !strstr(first, "tap"),
+	   "commands and monitors written, the tap not");
+	ok(!sw_experiment_read(&b, p1, &e), "read back: %s", e.msg);
+	ok(!sw_experiment_set(&b, "out", "o", &e) && !sw_experiment_check(&b, &e), "checks");
+	is_int(sw_experiment_write(&b, p2, &e), 0, "written again");
+	ok(!strcmp(first, slurp_(p2)), "the same bytes");
+	ok(b.iters == a.iters && b.seed == 0 && b.ref && !strcmp(b.accuracy, "fmt") && !strcmp(b.eval, "e.jsonl"),
+	   "the same settings");
+	for (int s = 0; s < SW_NSTAGE; s++)
+		ok(!strcmp(a.cmd[s], b.cmd[s]), "stage %s the same", sw_stage_name(s));
+	sw_experiment_release(&a);
+	sw_experiment_release(&b);
+	ok(sw_stage_name(SW_NSTAGE) == NULL && !strcmp(sw_stage_name(SW_STAGE_EVAL_ROLLOUT), "eval-rollout"),
+	   "stage names");
+}
+
+int main(void)
+{
+	snprintf(dir_, sizeof dir_, "%s/sw-test-exp.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir_))
+		return 1;
+	test_good_();
+	test_bad_();
+	test_round_trip_();
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
+	if (system(cmd))
+		printf("# cannot remove %s\n", dir_);
+	return tap_done();
+}
