@@ -2,8 +2,9 @@
  * sw-pool - the central task pool: add prompts, take the ones with the most
  * learning signal, update their history from scored samples.
  *
- * The pool logic, the lock and the atomic rewrite are libsw's (sw/pool.h);
- * this program reads the streams, reports, and turns errors into messages.
+ * The pool logic, the lock and the atomic rewrite (through libsw's one
+ * atomic file) are libsw's (sw/pool.h); this program reads the streams,
+ * reports, and turns errors into messages.
  * A bad record anywhere leaves the pool as it was: nothing is committed
  * until every input has been read.
  */
@@ -194,10 +195,10 @@ int main(int argc, char **argv)
 			cli_usage("'take' reads no files, only the pool");
 		sw_pool *p = open_(path, 0);
 		size_t total = sw_pool_count(p), want = have_n && count < total ? (size_t)count : total;
-		size_t *idx = malloc((want ? want : 1) * sizeof *idx);
+		size_t *idx = cli_calloc(want, sizeof *idx);
 		sw_rec *rec = sw_rec_new();
 		sw_error err = { 0 };
-		if (!idx || !rec)
+		if (!rec)
 			cli_die("out of memory");
 		cli_output_format(out, &wo, fmt_set, force);
 		sw_writer *w = sw_writer_open(out, &wo, &err);

@@ -379,27 +379,19 @@ int sw_pool_commit(sw_pool *p, sw_error *err)
 {
 	if (!p->write)
 		return sw_fail(err, SW_EINVAL, "the pool was opened for reading");
-	size_t n = strlen(p->path);
-	char *tmp = malloc(n + 16);
-	if (!tmp)
-		return sw_fail(err, SW_ENOMEM, "out of memory");
-	snprintf(tmp, n + 16, "%s.tmp.XXXXXX", p->path);
-	int fd = mkstemp(tmp), rc = 0;
-	if (fd < 0) {
-		if (err)
-			err->sys_errno = errno;
-		rc = sw_fail(err, SW_EIO, "cannot create '%s': %s", tmp, strerror(errno));
-		free(tmp);
+	/* written beside the pool and renamed over it (common/afile.c): the old pool or the new, never a part */
+	sw_afile f;
+	int rc = sw_afile_open(&f, p->path, err);
+	if (rc)
 		return rc;
-	}
-	/* mkstemp makes it 0600: keep the old pool's mode, or the usual 0644 */
+	/* keep the old pool's mode, or the usual 0644 */
 	struct stat old;
-	if (fchmod(fd, stat(p->path, &old) == 0 ? old.st_mode & 07777 : 0644)) {
+	if (fchmod(f.fd, stat(p->path, &old) == 0 ? old.st_mode & 07777 : 0644)) {
 		/* not fatal: the pool is then private to its owner */
 	}
 	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
 	sw_error e = { 0 };
-	sw_writer *w = sw_writer_fdopen(fd, tmp, &wo, &e);
+	sw_writer *w = sw_writer_fdopen(f.fd, f.tmp, &wo, &e); /* the writer leaves the fd to the afile */
 	sw_rec *rec = sw_rec_new();
 	if (!w || !rec) {
 		rc = sw_fail(err, SW_ENOMEM, "out of memory");
@@ -415,41 +407,19 @@ int sw_pool_commit(sw_pool *p, sw_error *err)
 	}
 	if (rc || (rc = sw_writer_close(w))) {
 		e = *sw_writer_error(w);
+		rc = sw_fail(err, SW_EIO, "cannot write '%s': %s", f.tmp, e.sys_errno ? strerror(e.sys_errno) : e.msg);
 		if (err)
 			err->sys_errno = e.sys_errno;
-		rc = sw_fail(err, SW_EIO, "cannot write '%s': %s", tmp, e.sys_errno ? strerror(e.sys_errno) : e.msg);
 		goto fail;
 	}
+	if ((rc = sw_afile_commit(&f, err)))
+		goto fail;
 	sw_writer_free(w);
-	w = NULL;
-	/* on disk before it is the pool, and the rename on disk before we say done */
-	if (fsync(fd) || close(fd)) {
-		fd = -1;
-		rc = sw_fail(err, SW_EIO, "cannot write '%s': %s", tmp, strerror(errno));
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, p->path)) {
-		rc = sw_fail(err, SW_EIO, "cannot rename '%s' to '%s': %s", tmp, p->path, strerror(errno));
-		goto fail;
-	}
-	char *slash = strrchr(p->path, '/');
-	char *dir = slash ? strndup(p->path, (size_t)(slash - p->path) + (slash == p->path)) : strdup(".");
-	int dfd = dir ? open(dir, O_RDONLY | O_CLOEXEC) : -1;
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	free(dir);
-	free(tmp);
 	sw_rec_free(rec);
 	return 0;
 fail:
 	sw_writer_free(w);
 	sw_rec_free(rec);
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	free(tmp);
+	sw_afile_abort(&f);
 	return rc;
 }
