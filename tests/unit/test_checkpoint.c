@@ -12,26 +12,9 @@
 #include <unistd.h>
 #include "sw/sw.h"
 #include "tap.h"
+#include "tmpfiles.h"
 
-static char dir_[256];
-
-static sw_model_config small_cfg_(void)
-{
-	sw_model_config c = { 0 };
-	strcpy(c.model_type, "llama");
-	c.vocab_size = 256;
-	c.hidden_size = 64;
-	c.intermediate_size = 128;
-	c.num_hidden_layers = 2;
-	c.num_attention_heads = 4;
-	c.num_key_value_heads = 2;
-	c.head_dim = 16;
-	c.max_position_embeddings = 128;
-	c.rms_norm_eps = 1e-5f;
-	c.rope_theta = 10000.0f;
-	c.bos_token_id = -1;
-	return c;
-}
+#define dir_ tmp_dir_
 
 static void spec_(char *buf, size_t n)
 {
@@ -40,34 +23,15 @@ static void spec_(char *buf, size_t n)
 		abort();
 }
 
-static void put_(const char *path, const void *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(p, 1, n, f) != n || fclose(f))
-		abort();
-}
-
-static size_t get_(const char *path, void *p, size_t cap)
-{
-	FILE *f = fopen(path, "rb");
-	size_t n = f ? fread(p, 1, cap, f) : 0;
-	if (f)
-		fclose(f);
-	return n;
-}
-
 int main(void)
 {
-	snprintf(dir_, sizeof dir_, "%s/sw-test-ckpt.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(dir_))
+	if (tmp_open("ckpt"))
 		return 1;
 	char run[512], model[512], p[800], q[800], name[64], ck[600];
 	sw_error e = { 0 };
 	snprintf(run, sizeof run, "%s/run", dir_);
-	snprintf(model, sizeof model, "%s/model", dir_);
-	mkdir(model, 0755);
-	snprintf(p, sizeof p, "%s/tokenizer.json", model);
-	put_(p, "{\"tok\":1}", 9);
+	const char *top = getenv("SW_TOP");
+	snprintf(model, sizeof model, "%s/tests/fixtures/models/tiny-llama", top ? top : ".");
 
 	is_int(sw_rundir_create(run, &e), 0, "a run directory: %s", e.msg);
 	snprintf(p, sizeof p, "%s/samples", run);
@@ -76,29 +40,26 @@ int main(void)
 	mkdir(p, 0755);
 	is_int(sw_rundir_create(p, &e), 0, "an empty directory may be one");
 	snprintf(p, sizeof p, "%s/pool", run);
-	put_(p, "pool bytes", 10);
+	tmp_put(p, "pool bytes", 10);
 	is_int(sw_rundir_create(run, &e), SW_EINVAL, "one that holds something may not");
 	ok(strstr(e.msg, "exists and is not empty") != NULL, "%s", e.msg);
 
 	/* the stores of a run after some steps */
 	char ws[128], os[128], ws2[128], os2[128];
 	spec_(ws, sizeof ws), spec_(os, sizeof os), spec_(ws2, sizeof ws2), spec_(os2, sizeof os2);
-	sw_model_config cfg = small_cfg_();
-	sw_store *w = sw_store_create(ws, &cfg, 0, &e), *opt = sw_store_create(os, NULL, 1000, &e);
+	sw_store *w = sw_store_create_from_model(ws, model, 3, &e), *opt = sw_store_create(os, NULL, 1000, &e);
 	ok(w && opt, "stores made: %s", e.msg);
 	if (!w || !opt)
 		return tap_done();
-	for (size_t i = 0; i < sw_store_nfloats(w); i++)
-		sw_store_arena(w)[i] = (float)sin((double)i);
 	for (size_t i = 0; i < 1000; i++)
 		sw_store_arena(opt)[i] = (float)i * 0.25f;
-	ok(!sw_store_publish(w, 3, &e) && !sw_store_publish(opt, 5, &e), "published");
+	ok(!sw_store_publish(opt, 5, &e), "published");
 
 	sw_ckpt_state st = { .iter = 2, .lr_scale = 0.5, .history = { 12, NAN, 0.75 } };
 	is_int(sw_checkpoint_save(run, model, w, opt, &st, name, sizeof name, &e), 0, "saved: %s", e.msg);
 	ok(!strcmp(name, "ckpt/iter-0002"), "named %s", name);
-	static const char *const files[] = { "config.json", "model.safetensors", "tokenizer.json", "optimizer.bin",
-	                                     "pool", "state.json" };
+	static const char *const files[] = { "config.json", "model.safetensors", "generation_config.json",
+	                                     "optimizer.bin", "pool", "state.json" };
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
 		snprintf(p, sizeof p, "%s/%s/%s", run, name, files[i]);
 		ok(access(p, F_OK) == 0, "it holds %s", files[i]);
@@ -118,7 +79,7 @@ int main(void)
 	ok(got.history.first_len == 12 && isnan(got.history.eval_reward) && got.history.eval_accuracy == 0.75,
 	   "the monitors' history, NaN as none");
 	snprintf(p, sizeof p, "%s/pool", run);
-	put_(p, "changed since", 13);
+	tmp_put(p, "changed since", 13);
 	sw_store *w2 = sw_store_create_from_model(ws2, ck, got.weight_version, &e), *opt2 = NULL;
 	ok(w2 != NULL, "weights loaded from it: %s", e.msg);
 	is_int(sw_checkpoint_restore(ck, run, &got, w2, &opt2, os2, &e), 0, "restored: %s", e.msg);
@@ -128,7 +89,9 @@ int main(void)
 	   !memcmp(sw_store_arena(opt2), sw_store_arena(opt), 1000 * sizeof(float)),
 	   "the same optimiser bytes and version");
 	char buf[64] = "";
-	ok(get_(p, buf, sizeof buf) == 10 && !memcmp(buf, "pool bytes", 10), "the pool as it was");
+	size_t n = 0;
+	tmp_get(p, buf, sizeof buf, &n);
+	ok(n == 10 && !memcmp(buf, "pool bytes", 10), "the pool as it was");
 
 	/* damage */
 	got.weight_version = 4;
@@ -144,10 +107,10 @@ int main(void)
 		abort();
 	is_int(sw_checkpoint_restore(ck, run, &got, w2, &opt2, os2, &e), SW_EFORMAT, "a padded one");
 	snprintf(q, sizeof q, "%s/state.json", ck);
-	put_(q, "{\"iter\":2,\"lr_scale\":1}\n", 24);
+	tmp_put(q, "{\"iter\":2,\"lr_scale\":1}\n", 24);
 	is_int(sw_checkpoint_state(ck, &got, &e), SW_EFORMAT, "a state.json without its versions");
 	ok(strstr(e.msg, q) && strstr(e.msg, "a field is missing"), "names it: %s", e.msg);
-	put_(q, "{\"iter\":", 8);
+	tmp_put(q, "{\"iter\":", 8);
 	is_int(sw_checkpoint_state(ck, &got, &e), SW_EIO, "a cut state.json");
 	ok(strstr(e.msg, q) != NULL, "names it: %s", e.msg);
 
@@ -168,17 +131,13 @@ int main(void)
 
 	is_int(sw_rundir_halt(run, 3, "monitor 'kl' at 9", &e), 0, "a HALT");
 	snprintf(p, sizeof p, "%s/HALT", run);
-	memset(buf, 0, sizeof buf);
-	get_(p, buf, sizeof buf - 1);
+	tmp_get(p, buf, sizeof buf, NULL);
 	ok(!strcmp(buf, "iteration 3: monitor 'kl' at 9\n"), "saying why: %s", buf);
 	is_int(sw_rundir_resume(run, 2, &e), 0, "ready to resume");
 	ok(access(p, F_OK) != 0, "HALT gone");
 
 	sw_store_close(w), sw_store_close(opt), sw_store_close(w2), sw_store_close(opt2);
 	sw_store_unlink(ws, NULL), sw_store_unlink(os, NULL), sw_store_unlink(ws2, NULL), sw_store_unlink(os2, NULL);
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
-	if (system(cmd))
-		printf("# cannot remove %s\n", dir_);
+	tmp_close();
 	return tap_done();
 }

@@ -10,28 +10,22 @@
 #include <unistd.h>
 #include "sw/sw.h"
 #include "tap.h"
+#include "tmpfiles.h"
 
-static char dir_[256];
+#define dir_ tmp_dir_
 
 static const char *file_(const char *name, const char *text)
 {
 	static char path[512];
 	snprintf(path, sizeof path, "%s/%s", dir_, name);
-	FILE *f = fopen(path, "w");
-	if (!f || fputs(text, f) < 0 || fclose(f))
-		abort();
+	tmp_put(path, text, strlen(text));
 	return path;
 }
 
 static char *slurp_(const char *path)
 {
 	static char buf[8192];
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	buf[n] = 0;
-	if (f)
-		fclose(f);
-	return buf;
+	return tmp_get(path, buf, sizeof buf, NULL);
 }
 
 static void test_good_(void)
@@ -151,15 +145,11 @@ static void test_round_trip_(void)
 
 int main(void)
 {
-	snprintf(dir_, sizeof dir_, "%s/sw-test-exp.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(dir_))
+	if (tmp_open("exp"))
 		return 1;
 	test_good_();
 	test_bad_();
 	test_round_trip_();
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
-	if (system(cmd))
-		printf("# cannot remove %s\n", dir_);
+	tmp_close();
 	return tap_done();
 }

@@ -13,8 +13,9 @@
 #include <unistd.h>
 #include "sw/sw.h"
 #include "tap.h"
+#include "tmpfiles.h"
 
-static char dir_[256];
+#define dir_ tmp_dir_
 
 #define near(a, b) (fabs((a) - (b)) < 1e-9)
 
@@ -105,17 +106,6 @@ static void test_tally_(void)
 	ok(isnan(sw_tally_obs(&u).reward_mean) && isnan(sw_tally_accuracy(&u)), "nothing tallied: nothing measured");
 }
 
-static char *slurp_(const char *path)
-{
-	static char buf[8192];
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	buf[n] = 0;
-	if (f)
-		fclose(f);
-	return buf;
-}
-
 static void test_metrics_(void)
 {
 	sw_tally t;
@@ -133,7 +123,8 @@ static void test_metrics_(void)
 	is_int(sw_metrics_eval(v, 2, &t, 1.5), 0, "an evaluation's record");
 	snprintf(path, sizeof path, "%s/metrics.jsonl", dir_);
 	ok(!sw_metrics_append(path, m, &e) && !sw_metrics_append(path, v, &e), "appended: %s", e.msg);
-	const char *text = slurp_(path);
+	char textbuf[8192];
+	const char *text = tmp_get(path, textbuf, sizeof textbuf, NULL);
 	ok(!strncmp(text, "{\"iter\":1,\"reward_mean\":0.5", 27), "the iteration first: %.60s", text);
 	static const char *const order[] = { "\"rewards\":{\"math\":0.66", "\"fmt\":0.66", "\"accuracy\":0.66",
 	                                     "\"violation_rate\":0.25", "\"verifier_error_rate\":0.25", "\"kl\":null",
@@ -205,9 +196,8 @@ static void test_pipeline_(void)
 	volatile sig_atomic_t pgid = -1;
 	snprintf(in, sizeof in, "%s/in.jsonl", dir_);
 	snprintf(samples, sizeof samples, "%s/out.msgpack.zst", dir_);
-	FILE *f = fopen(in, "w");
-	fputs("{\"id\":\"a\",\"reward\":1}\n{\"id\":\"b\",\"reward\":0}\n{\"id\":\"c\",\"reward\":1}\n", f);
-	fclose(f);
+	const char *three = "{\"id\":\"a\",\"reward\":1}\n{\"id\":\"b\",\"reward\":0}\n{\"id\":\"c\",\"reward\":1}\n";
+	tmp_put(in, three, strlen(three));
 	char *cmds[SW_NSTAGE] = { 0 };
 	cmds[SW_STAGE_SORT] = "cat";
 	cmds[SW_STAGE_VERIFY] = "sed -n '1,2p'";
@@ -254,8 +244,7 @@ static void test_pipeline_(void)
 
 int main(void)
 {
-	snprintf(dir_, sizeof dir_, "%s/sw-test-tally.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(dir_))
+	if (tmp_open("tally"))
 		return 1;
 	make_samples_();
 	test_tally_();
@@ -264,9 +253,6 @@ int main(void)
 	test_pipeline_();
 	for (int i = 0; i < 4; i++)
 		sw_rec_free(samples_[i]);
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
-	if (system(cmd))
-		printf("# cannot remove %s\n", dir_);
+	tmp_close();
 	return tap_done();
 }
