@@ -15,9 +15,9 @@
  * that never stopped (every stage is seeded by the iteration).
  *
  * The pieces are libsw's (sw/run.h): the experiment file, the tally of the
- * samples, the pipeline of stage processes, the metrics records and the
- * checkpoints.  This program turns options into an experiment, runs the
- * loop over those pieces, keeps the audit trail and says what happened.
+ * samples, the pipeline of stage processes, the stores, the metrics and
+ * audit records, the checkpoints.  This program turns options into an
+ * experiment, runs the loop over those pieces and says what happened.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -156,6 +156,7 @@ static sw_rec *rec_new_(void)
 	return m;
 }
 
+/* Append m, built with result rc, to metrics.jsonl; m is freed. */
 static void metrics_(run_ *r, sw_rec *m, int rc)
 {
 	sw_error err = { 0 };
@@ -173,8 +174,6 @@ static sw_rec *last_record_(const char *path)
 {
 	sw_error err = { 0 };
 	sw_rec *rec = sw_metrics_last(path, &err);
-	if (err.code == SW_ENOMEM)
-		cli_die("out of memory");
 	if (err.code)
 		cli_warn("%s (its figures are left out)", err.msg);
 	return rec;
@@ -210,18 +209,12 @@ static const sw_stage_proc *run_stages_(run_ *r, sw_pipeline *pl, const int *sta
 	return sw_pipeline_failed(pl);
 }
 
-static void audit_stages_(run_ *r, const sw_pipeline *pl, uint64_t it, const char *what)
-{
-	sw_error err = { 0 };
-	logged_(sw_runlog_stages(r->log, pl, it, what, &err), &err);
-}
-
 static noreturn void stage_failed_(run_ *r, const sw_pipeline *pl, const sw_stage_proc *bad, uint64_t it, const char *what)
 {
 	char why[160];
-	sw_status_describe(bad->status, why, sizeof why);
 	sw_error err = { 0 };
-	audit_stages_(r, pl, it, what);
+	sw_status_describe(bad->status, why, sizeof why);
+	logged_(sw_runlog_stages(r->log, pl, it, what, &err), &err);
 	logged_(sw_runlog_failure(r->log, it, bad, why, &err), &err);
 	cli_die("iteration %llu: stage '%s' %s (%s); the samples so far are in %s/samples, the weights are "
 	        "those of the last checkpoint; continue with sw-run --resume %s",
@@ -253,7 +246,7 @@ static void evaluate_(run_ *r, uint64_t it)
 	close(fd);
 	if (bad)
 		stage_failed_(r, pl, bad, it, "eval");
-	audit_stages_(r, pl, it, "eval");
+	logged_(sw_runlog_stages(r->log, pl, it, "eval", &err), &err);
 	sw_rec *m = rec_new_();
 	metrics_(r, m, sw_metrics_eval(m, it, &t, now_() - t0));
 
@@ -303,7 +296,8 @@ static noreturn void iteration_failed_(run_ *r, uint64_t it, const sw_tally *t, 
 		char why[300];
 		sw_rec *m = rec_new_();
 		metrics_(r, m, sw_metrics_halted(m, it, t, &ob, ev[0].name, stage));
-		audit_stages_(r, r->pl, it, "iteration");
+		sw_error err = { 0 };
+		logged_(sw_runlog_stages(r->log, r->pl, it, "iteration", &err), &err);
 		snprintf(why, sizeof why, "monitor '%s' at %.4g, past its hard threshold %.4g (and stage '%s' failed)",
 		         ev[0].name, ev[0].value, ev[0].threshold, stage);
 		halt_(r, it, why);
@@ -380,7 +374,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	metrics_(r, m, sw_metrics_iteration(m, &f));
 
 	/* the audit trail of the iteration */
-	audit_stages_(r, r->pl, it, "iteration");
+	logged_(sw_runlog_stages(r->log, r->pl, it, "iteration", &err), &err);
 	logged_(sw_runlog_iteration(r->log, it, samples, v0, r->s.w, ev, nev, &err), &err);
 
 	if (progress_on_()) {
