@@ -246,7 +246,7 @@ static sw_writer *w_;
 static const char *out_name_ = "stdout";
 static sw_rec *in_;
 static qitem_ cur_;                  /* the record in in_ */
-static uint64_t written_, skipped_;
+static uint64_t written_;
 static char fatal_[640];             /* why the run fails once the samples before are out */
 static bool halted_;                 /* an invalid record ended the reading */
 
@@ -309,7 +309,6 @@ static void invalid_(void *ctx, const char *msg)
 	char bad[512];
 	snprintf(bad, sizeof bad, "%s: record %llu: %s", cur_.name, (unsigned long long)cur_.recno, msg);
 	if (o_.rc.skip_invalid) {
-		skipped_++;
 		if (cli_verbosity >= 0)
 			cli_warn("%s (skipped)", bad);
 		return;
@@ -476,8 +475,9 @@ int main(int argc, char **argv)
 	if (fatal_[0])
 		cli_die("%s", fatal_);
 	cli_summary(written_, bytes_in, sw_writer_bytes_out(w_));
-	if (skipped_ && cli_verbosity >= 0)
-		cli_warn("skipped %llu invalid record%s", (unsigned long long)skipped_, skipped_ == 1 ? "" : "s");
+	uint64_t skipped = sw_rollout_skipped(ro);
+	if (skipped && cli_verbosity >= 0)
+		cli_warn("skipped %llu invalid record%s", (unsigned long long)skipped, skipped == 1 ? "" : "s");
 	sw_rollout_free(ro);
 	sw_writer_free(w_);
 	sw_rec_free(in_);

@@ -45,6 +45,8 @@ struct sw_rollout {
 	bool halted;               /* an invalid record ended the reading */
 	char halt_msg[sizeof ((sw_error *)0)->msg];
 	bool started, done;
+	int failed;                /* the SW_E* code of a failed step, or 0 */
+	char fail_msg[sizeof ((sw_error *)0)->msg];
 
 	/* generation (scheduler.c) */
 	sw_rollout_order *order;

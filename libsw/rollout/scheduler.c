@@ -845,13 +845,18 @@ static int gen_step_(sw_rollout *r, const sw_rollout_io *io, sw_error *err)
 
 int sw_rollout_step(sw_rollout *r, const sw_rollout_io *io, sw_error *err)
 {
+	if (r->failed)
+		return sw_fail(err, r->failed, "%s", r->fail_msg);
 	if (r->done)
 		return r->halted ? sw_fail(err, SW_EFORMAT, "%s", r->halt_msg) : 0;
 	int rc = r->c.score ? sw_rollout_score_step(r, io, err) : gen_step_(r, io, err);
-	if (rc < 0)
-		r->done = true, r->halted = false;
-	else if (rc == 0 && r->halted)
+	if (rc < 0) {
+		/* the state is of no use after a failure: every later step says so */
+		r->failed = rc;
+		snprintf(r->fail_msg, sizeof r->fail_msg, "%s", err ? err->msg : sw_strerror(rc));
+	} else if (rc == 0 && r->halted) {
 		rc = sw_fail(err, SW_EFORMAT, "%s", r->halt_msg);
+	}
 	return rc;
 }
 

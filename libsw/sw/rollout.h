@@ -104,7 +104,8 @@ void sw_rollout_free(sw_rollout *r);
  * One step: take in what input there is room for, decode (or score) one
  * batch, hand out what finished.  1 while there is more to do, 0 when the
  * input has ended and every sample is out, a negative SW_E* code on
- * failure (err says why; the output is then incomplete).  When an invalid
+ * failure (err says why; the output is then incomplete, and every later
+ * step fails the same).  When an invalid
  * record stopped the reading (skip_invalid false), the samples before it
  * are finished and handed out, and the last step returns SW_EFORMAT.
  */
