@@ -134,7 +134,8 @@ int sw_rollout_order_drain(sw_rollout_order *o, const sw_rollout_io *io, sw_erro
 		rc = emit_(o, io, &o->held[i], err);
 		free(o->held[i++].p);
 	}
-	memmove(o->held, o->held + i, sizeof *o->held * (o->nheld - i));
+	if (i && i < o->nheld)
+		memmove(o->held, o->held + i, sizeof *o->held * (o->nheld - i));
 	o->nheld -= i;
 	return rc;
 }
