@@ -487,6 +487,11 @@ static void resume_(run_ *r)
 	if (sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
 	audit_start_(r, "resume");
+	/* killed during the evaluation before the first iteration: it is what comes next */
+	char *metrics = path_(r->dir, "metrics.jsonl");
+	if (!r->iter && !sw_metrics_has_eval(metrics, 0))
+		evaluate_(r, 0);
+	free(metrics);
 	free(ck);
 }
 

@@ -257,6 +257,13 @@ killed() {
 	resume_matches_reference run
 }
 
+@test "sw-run killed during the evaluation before the first iteration: --resume evaluates, then reaches the same weights" {
+	killed eval-rollout "$(hook 0) exec sw-rollout --temperature 0 --max-new-tokens 8" ckpt/iter-0000
+	[ ! -e run/samples/eval-0000.msgpack.zst ]
+	resume_matches_reference run
+	cmp <(sw-cat -f json run/samples/eval-0000.msgpack.zst) <(sw-cat -f json "$FIX/ref/samples/eval-0000.msgpack.zst")
+}
+
 @test "sw-run killed at random moments, twice over: --resume reaches the same weights each time" {
 	wall=$(cat "$FIX/ref.wall")
 	for k in 1 2; do

@@ -194,3 +194,18 @@ int sw_metrics_halted(sw_rec *m, uint64_t iter, const sw_tally *t, const sw_mon_
 	rc |= sw_rec_set_str(m, "failed", failed_stage, strlen(failed_stage));
 	return rc ? SW_ENOMEM : 0;
 }
+
+int sw_metrics_has_eval(const char *path, uint64_t iter)
+{
+	sw_reader *rd = sw_reader_open(path, NULL);
+	sw_rec *rec = sw_rec_new();
+	uint64_t it;
+	sw_val v;
+	int found = 0;
+	while (rd && rec && !found && sw_reader_next(rd, rec) == 1)
+		found = !sw_rec_get_u64(rec, "iter", &it) && it == iter && !sw_rec_get(rec, "eval", &v) &&
+		        v.type == SW_T_BOOL && v.v.b;
+	sw_rec_free(rec);
+	sw_reader_free(rd);
+	return found;
+}

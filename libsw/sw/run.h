@@ -199,6 +199,9 @@ sw_rec *sw_metrics_last(const char *path, sw_error *err);
 /* Keep only the records whose iter is at most iter (a resumed run writes the rest again); tmp: a scratch path. */
 int sw_metrics_trim(const char *path, const char *tmp, uint64_t iter, sw_error *err);
 
+/* Whether the file holds the record of an evaluation after iteration iter. */
+int sw_metrics_has_eval(const char *path, uint64_t iter);
+
 /* An iteration's figures, for its metrics.jsonl record. */
 typedef struct sw_iter_figures {
 	uint64_t iter;

@@ -142,6 +142,7 @@ static void test_metrics_(void)
 			at = p;
 	}
 	ok(!strstr(text, "\"eval\":null") && !strstr(strstr(text, "time_s"), "\"eval\":0"), "no eval time without one");
+	ok(sw_metrics_has_eval(path, 2) && !sw_metrics_has_eval(path, 1), "the evaluation after 2 is there, none after 1");
 	sw_rec *last = sw_metrics_last(path, &e);
 	uint64_t it = 0;
 	ok(last && !sw_rec_get_u64(last, "iter", &it) && it == 2 && !e.code, "the last record is the evaluation's");
