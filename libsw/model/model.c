@@ -590,35 +590,47 @@ size_t sw_model_config_nparams(const sw_model_config *c)
 	return layout_(c, NULL, NULL);
 }
 
-static sw_model *make_(const sw_model_config *c, float *arena, bool own, bool zero, sw_error *err)
+static sw_model *make_(const sw_backend *be, const sw_model_config *c, float *arena, bool own,
+                       bool zero, sw_error *err)
 {
 	int rc = sw_model_config_check(c, err);
 	if (rc)
 		return NULL;
+	if (!be)
+		be = sw_backend_cpu();
 	sw_model *m = calloc(1, sizeof *m);
 	if (!m) {
 		sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
 	}
 	m->cfg = *c;
+	m->backend = be;
 	m->nparams = layout_(c, NULL, NULL);
 	m->ntensors = 0;
 	layout_(c, m, NULL); /* counts the tensors */
-	size_t nt = m->ntensors;
+	size_t nt = m->ntensors, bytes = m->nparams * sizeof(float);
 	m->tensors = calloc(nt, sizeof *m->tensors);
 	m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
 	if (!m->tensors || !m->layers)
 		goto oom;
 	if (own) {
-		size_t bytes = (m->nparams * sizeof(float) + 63) & ~(size_t)63;
-		arena = aligned_alloc(64, bytes);
-		if (!arena)
-			goto oom;
-		if (zero)
-			memset(arena, 0, bytes);
+		if (!(arena = be->alloc(bytes, err))) {
+			sw_model_free(m);
+			return NULL;
+		}
+		m->arena = arena;
+		m->owns_arena = true;
+		if (zero && be->memset(arena, 0, bytes, err)) {
+			sw_model_free(m);
+			return NULL;
+		}
+	} else {
+		/* host memory lent to the backend (the identity on the CPU) */
+		if (!(m->arena = be->borrow(arena, bytes, err))) {
+			sw_model_free(m);
+			return NULL;
+		}
 	}
-	m->arena = arena;
-	m->owns_arena = own;
 	layout_(c, m, m->tensors);
 	return m;
 oom:
@@ -627,34 +639,118 @@ oom:
 	return NULL;
 }
 
-sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err)
+sw_model *sw_model_view_on(const sw_backend *be, const sw_model_config *c, float *arena,
+                           sw_error *err)
 {
 	if (!arena) {
 		sw_fail(err, SW_EINVAL, "no arena to view");
 		return NULL;
 	}
-	return make_(c, arena, false, false, err);
+	return make_(be, c, arena, false, false, err);
+}
+
+sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err)
+{
+	return sw_model_view_on(NULL, c, arena, err);
+}
+
+sw_model *sw_model_new_on(const sw_backend *be, const sw_model_config *c, sw_error *err)
+{
+	return make_(be, c, NULL, true, true, err);
 }
 
 sw_model *sw_model_new(const sw_model_config *c, sw_error *err)
 {
-	return make_(c, NULL, true, true, err);
+	return make_(NULL, c, NULL, true, true, err);
 }
 
-sw_model *sw_model_new_uninit(const sw_model_config *c, sw_error *err)
+sw_model *sw_model_new_uninit(const sw_backend *be, const sw_model_config *c, sw_error *err)
 {
-	return make_(c, NULL, true, false, err);
+	return make_(be, c, NULL, true, false, err);
 }
 
 void sw_model_free(sw_model *m)
 {
 	if (!m)
 		return;
-	if (m->owns_arena)
-		free(m->arena);
+	if (m->arena && m->owns_arena)
+		m->backend->free(m->arena);
+	else if (m->arena)
+		m->backend->unborrow(m->arena);
 	free(m->tensors);
 	free(m->layers);
 	free(m);
+}
+
+float *sw_model_host_begin(const sw_model *m, bool download, sw_error *err)
+{
+	const sw_backend *be = m->backend;
+	float *h = (float *)be->host_view(m->arena);
+	if (h)
+		return h;
+	if (!(h = malloc(m->nparams * sizeof(float) + 1))) {
+		sw_fail(err, SW_ENOMEM, "out of memory for a host copy of %zu parameters", m->nparams);
+		return NULL;
+	}
+	if (download && be->download(h, m->arena, m->nparams * sizeof(float), err)) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+int sw_model_host_end(const sw_model *m, float *host, bool upload, sw_error *err)
+{
+	if (!host || host == m->backend->host_view(m->arena))
+		return SW_OK;
+	int rc = upload ? m->backend->upload(m->arena, host, m->nparams * sizeof(float), err) : SW_OK;
+	free(host);
+	return rc;
+}
+
+static int same_shape_(const sw_model *a, const sw_model *b, sw_error *err)
+{
+	if (!a || !b || a->nparams != b->nparams || a->ntensors != b->ntensors)
+		return sw_fail(err, SW_EINVAL, "the two models do not have the same parameters");
+	return SW_OK;
+}
+
+int sw_model_zero(sw_model *m, sw_error *err)
+{
+	if (!m)
+		return sw_fail(err, SW_EINVAL, "no model");
+	return m->backend->memset(m->arena, 0, m->nparams * sizeof(float), err);
+}
+
+int sw_model_read(const sw_model *m, float *host, sw_error *err)
+{
+	if (!m || !host)
+		return sw_fail(err, SW_EINVAL, "no model or buffer");
+	return m->backend->download(host, m->arena, m->nparams * sizeof(float), err);
+}
+
+int sw_model_write(sw_model *m, const float *host, sw_error *err)
+{
+	if (!m || !host)
+		return sw_fail(err, SW_EINVAL, "no model or buffer");
+	return m->backend->upload(m->arena, host, m->nparams * sizeof(float), err);
+}
+
+int sw_model_copy(sw_model *dst, const sw_model *src, sw_error *err)
+{
+	int rc = same_shape_(dst, src, err);
+	if (rc)
+		return rc;
+	size_t bytes = src->nparams * sizeof(float);
+	if (dst->backend == src->backend)
+		return src->backend->copy(dst->arena, src->arena, bytes, err);
+	/* between backends, through the host */
+	float *h = sw_model_host_begin(src, true, err);
+	if (!h)
+		return err ? err->code : SW_ENOMEM;
+	rc = sw_model_write(dst, h, err);
+	sw_model_host_end(src, h, false, NULL);
+	return rc;
 }
 
 const sw_tensor *sw_model_tensor(const sw_model *m, const char *name)
@@ -683,17 +779,21 @@ static bool ends_with_(const char *s, const char *suffix)
 
 #define CHUNK_ 4096 /* each chunk its own stream, so threads do not change the numbers */
 
-void sw_model_init_random(sw_model *m, uint64_t seed, float std)
+int sw_model_init_random(sw_model *m, uint64_t seed, float std)
 {
+	float *host = sw_model_host_begin(m, false, NULL);
+	if (!host)
+		return SW_ENOMEM;
 	for (size_t i = 0; i < m->ntensors; i++) {
-		sw_tensor *t = &m->tensors[i];
+		const sw_tensor *t = &m->tensors[i];
+		float *data = host + t->offset;
 		if (ends_with_(t->name, "norm.weight")) {
 			for (size_t j = 0; j < t->numel; j++)
-				t->data[j] = 1.0f;
+				data[j] = 1.0f;
 			continue;
 		}
 		if (ends_with_(t->name, ".bias")) {
-			memset(t->data, 0, t->numel * sizeof(float));
+			memset(data, 0, t->numel * sizeof(float));
 			continue;
 		}
 		size_t nchunks = (t->numel + CHUNK_ - 1) / CHUNK_;
@@ -707,10 +807,11 @@ void sw_model_init_random(sw_model *m, uint64_t seed, float std)
 				double u1 = ((double)(splitmix_(&s) >> 11) + 1.0) * 0x1p-53;
 				double u2 = (double)(splitmix_(&s) >> 11) * 0x1p-53;
 				double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
-				t->data[j] = (float)(r * cos(a)) * std;
+				data[j] = (float)(r * cos(a)) * std;
 				if (j + 1 < hi)
-					t->data[j + 1] = (float)(r * sin(a)) * std;
+					data[j + 1] = (float)(r * sin(a)) * std;
 			}
 		}
 	}
+	return sw_model_host_end(m, host, true, NULL);
 }

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "common/internal.h"
+#include "compute/backend.h"
 #include "sw/model.h"
 
 /* config.json from memory; path only names it in messages. */
@@ -19,8 +20,18 @@ int sw_model_config_text(const sw_model_config *c, const char *path, const char 
 int sw_model_config_write(const sw_model_config *c, const char *path, const char *torch_dtype,
                            sw_error *err);
 
-/* sw_model_new() without zeroing the arena, for a caller that fills all of it. */
-sw_model *sw_model_new_uninit(const sw_model_config *c, sw_error *err);
+/* sw_model_new_on() without zeroing the arena, for a caller that fills all of it. */
+sw_model *sw_model_new_uninit(const sw_backend *be, const sw_model_config *c, sw_error *err);
+
+/*
+ * m's arena as the host reads and writes it: the arena itself where the
+ * backend's memory is host memory (cpu), else a host copy of nparams floats
+ * (downloaded first when download).  sw_model_host_end() gives it back,
+ * uploading it first when upload; NULL host is a no-op.  This is how the
+ * host-side model functions (load, save, init_random) reach a device model.
+ */
+float *sw_model_host_begin(const sw_model *m, bool download, sw_error *err);
+int sw_model_host_end(const sw_model *m, float *host, bool upload, sw_error *err);
 
 /* The shortest decimal that reads back as x, with ".0" when it looks like an integer. */
 void sw_fmt_float(char *buf, size_t size, float x);

@@ -391,6 +391,7 @@ static int derived_(const char *name)
 
 typedef struct load_ctx_ {
 	sw_model *m;
+	float *host;           /* the arena as the host writes it (sw_model_host_begin) */
 	unsigned char *seen;   /* per model tensor: from which file (1-based), 0 not yet */
 	float *tied_lm;        /* lm_head.weight found in a tied checkpoint */
 	char tied_lm_file[256];
@@ -444,7 +445,7 @@ static int load_st_(load_ctx_ *x, const sw_st_file *fp, const char *path, int fi
 				break;
 			}
 			x->seen[k] = (unsigned char)fileno_;
-			dst = mt->data;
+			dst = x->host + mt->offset;
 		}
 		int same = t->ndim == mt->ndim;
 		for (int d = 0; same && d < t->ndim; d++)
@@ -485,7 +486,7 @@ static int load_done_(load_ctx_ *x, const char *where, sw_error *err)
 	for (size_t i = 0; i < m->ntensors; i++)
 		if (!x->seen[i])
 			return sw_fail(err, SW_EFORMAT, "%s: tensor '%.80s' is missing", where, m->tensors[i].name);
-	if (x->tied_lm && memcmp(x->tied_lm, m->embed, m->tensors[0].numel * sizeof(float)))
+	if (x->tied_lm && memcmp(x->tied_lm, x->host, m->tensors[0].numel * sizeof(float)))
 		return sw_fail(err, SW_EFORMAT,
 		               "%s: tensor 'lm_head.weight' differs from model.embed_tokens.weight, "
 		               "but config.json ties them",
@@ -495,10 +496,18 @@ static int load_done_(load_ctx_ *x, const char *where, sw_error *err)
 
 int sw_st_load_into(sw_model *m, const sw_st_file *f, sw_error *err)
 {
-	load_ctx_ x = { m, calloc(m->ntensors + 1, 1), NULL, "" };
-	int rc = x.seen ? load_st_(&x, f, f->path, 1, NULL, 0, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	load_ctx_ x = { m, NULL, calloc(m->ntensors + 1, 1), NULL, "" };
+	int rc = x.seen ? 0 : sw_fail(err, SW_ENOMEM, "out of memory");
+	if (!rc && !(x.host = sw_model_host_begin(m, false, err)))
+		rc = err ? err->code : SW_ENOMEM;
+	if (!rc)
+		rc = load_st_(&x, f, f->path, 1, NULL, 0, err);
 	if (!rc)
 		rc = load_done_(&x, f->path, err);
+	if (x.host) {
+		int rc2 = sw_model_host_end(m, x.host, !rc, rc ? NULL : err);
+		rc = rc ? rc : rc2;
+	}
 	free(x.tied_lm);
 	free(x.seen);
 	return rc;
@@ -607,10 +616,15 @@ out:
 int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err)
 {
 	char *single = join_(dir, "model.safetensors"), *index = join_(dir, "model.safetensors.index.json");
-	load_ctx_ x = { m, calloc(m->ntensors + 1, 1), NULL, "" };
+	load_ctx_ x = { m, NULL, calloc(m->ntensors + 1, 1), NULL, "" };
 	int rc = 0;
 	if (!single || !index || !x.seen) {
 		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* on a device, the files are read into a host copy and uploaded whole */
+	if (!(x.host = sw_model_host_begin(m, false, err))) {
+		rc = err ? err->code : SW_ENOMEM;
 		goto out;
 	}
 	/* as transformers: the single file first, then the index */
@@ -627,6 +641,10 @@ int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err)
 	if (!rc)
 		rc = load_done_(&x, exists_(single) ? single : index, err);
 out:
+	if (x.host) {
+		int rc2 = sw_model_host_end(m, x.host, !rc, rc ? NULL : err);
+		rc = rc ? rc : rc2;
+	}
 	free(x.tied_lm);
 	free(x.seen);
 	free(single);
@@ -635,6 +653,11 @@ out:
 }
 
 sw_model *sw_model_load(const char *dir, sw_error *err)
+{
+	return sw_model_load_on(NULL, dir, err);
+}
+
+sw_model *sw_model_load_on(const sw_backend *be, const char *dir, sw_error *err)
 {
 	char *cfg = join_(dir, "config.json");
 	sw_model_config c;
@@ -647,7 +670,7 @@ sw_model *sw_model_load(const char *dir, sw_error *err)
 	if (rc)
 		return NULL;
 	/* every float will be written or the model freed: no need to zero the arena first */
-	sw_model *m = sw_model_new_uninit(&c, err);
+	sw_model *m = sw_model_new_uninit(be, &c, err);
 	if (!m)
 		return NULL;
 	if (sw_model_load_weights(m, dir, err)) {
@@ -683,6 +706,12 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	int rc = 0;
 	if (!order)
 		return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+	/* the arena as the host reads it: itself on the CPU, a copy from a device */
+	float *host = sw_model_host_begin(m, true, err);
+	if (!host) {
+		free(order);
+		return err ? err->code : SW_ENOMEM;
+	}
 	for (size_t i = 0; i < m->ntensors; i++)
 		order[i] = &m->tensors[i];
 	qsort(order, m->ntensors, sizeof *order, cmp_tensor_name_);
@@ -723,13 +752,13 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const sw_tensor *t = order[i];
 		if (dt == SW_DT_F32) {
-			rc = sw_afile_write(&f, t->data, t->numel * sizeof(float), err);
+			rc = sw_afile_write(&f, host + t->offset, t->numel * sizeof(float), err);
 			continue;
 		}
 		for (size_t j = 0; j < t->numel && !rc; j += 8192) {
 			size_t k = t->numel - j < 8192 ? t->numel - j : 8192;
 			for (size_t q = 0; q < k; q++)
-				buf[q] = to_bf16_(t->data[j + q]);
+				buf[q] = to_bf16_(host[t->offset + j + q]);
 			rc = sw_afile_write(&f, buf, k * 2, err);
 		}
 	}
@@ -738,6 +767,7 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	if (rc)
 		sw_afile_abort(&f);
 out:
+	sw_model_host_end(m, host, false, NULL);
 	free(order);
 	sw_buf_release(&h);
 	return rc;
