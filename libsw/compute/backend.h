@@ -42,6 +42,14 @@
  *    take no handle, and what a backend keeps (guard's regions, a stream)
  *    is its own, behind a lock.  sw_backend_get() hands out the one
  *    instance of each.
+ *  - Scratch.  attn_scratch/attn_paged_scratch may depend on the backend's
+ *    parallelism (the CPU's threads); the engine sizes scratch at the
+ *    forward and refuses a backward that would need more.
+ *
+ * Adding a backend (cuda/, say): implement every entry below in
+ * compute/NAME/, name it in sw_backend_get() (backend.c), and run
+ * tests/unit/test_backend.c's whole-model checks against the CPU's results
+ * (bit for bit where the arithmetic is the CPU's, else with a tolerance).
  */
 #ifndef SW_BACKEND_H
 #define SW_BACKEND_H

@@ -81,13 +81,18 @@ static void protect_(int open)
 			fail_("guard: cannot %s a region: %s", open ? "open" : "close", errno);
 }
 
-/* Lock, check the pointers an entry got (NULL is "none"), open the regions. */
-static bool enter_(const char *what, const void *const *p, size_t n)
+/*
+ * Lock, check the pointers an entry got (NULL is "none"), open the regions.
+ * A foreign pointer is kept for sync (an op), or, where the entry returns
+ * its own error (a copy: direct), only reported there.
+ */
+static bool enter_(const char *what, const void *const *p, size_t n, bool direct)
 {
 	pthread_mutex_lock(&g_.lock);
 	for (size_t i = 0; i < n; i++)
 		if (p[i] && !find_(p[i])) {
-			fail_("guard: %s got a pointer that is not guard memory%s", what, 0);
+			if (!direct)
+				fail_("guard: %s got a pointer that is not guard memory%s", what, 0);
 			pthread_mutex_unlock(&g_.lock);
 			return false;
 		}
@@ -103,7 +108,7 @@ static void leave_(void)
 
 #define ENTER_(what, ...) \
 	const void *ps_[] = { __VA_ARGS__ }; \
-	if (!enter_(what, ps_, sizeof ps_ / sizeof *ps_))
+	if (!enter_(what, ps_, sizeof ps_ / sizeof *ps_, false))
 
 static int add_region_(char *base, size_t len, size_t bytes, int prot, bool borrowed)
 {
@@ -213,7 +218,8 @@ static void unborrow_(void *p)
 static int copy_entry_(const char *what, void *dst, const void *src, int byte, size_t n,
                        const void *mine1, const void *mine2, sw_error *err)
 {
-	ENTER_(what, mine1, mine2)
+	const void *ps_[] = { mine1, mine2 };
+	if (!enter_(what, ps_, 2, true))
 		return sw_fail(err, SW_EINVAL, "guard: %s got a pointer that is not guard memory", what);
 	if (src)
 		memmove(dst, src, n);
