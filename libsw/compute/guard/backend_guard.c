@@ -7,11 +7,16 @@
  * a copy, a memset) takes the guard's lock, checks that each pointer it was
  * given lies in one of its regions (a host pointer passed to an op is the
  * bug a CUDA backend would crash on: here it is reported by sync), opens
- * every region read-write, runs the CPU code from the calling thread
- * (OpenMP threads inside it see the regions open: mprotect is
- * process-wide), and closes them again before it returns.  Any other touch
- * of a tensor - a memcpy in the engine, a read of sw_tensor.data - faults.
- * The arithmetic is the CPU's, so the bits are the CPU backend's.
+ * those regions - only those, so an op reaching beyond its arguments
+ * faults too - runs the CPU code from the calling thread (OpenMP threads
+ * inside it see the regions open: mprotect is process-wide), and closes
+ * them again before it returns.  Any other touch of a tensor - a memcpy in
+ * the engine, a read of sw_tensor.data - faults.  The arithmetic is the
+ * CPU's, so the bits are the CPU backend's.
+ *
+ * mprotect's cost grows with the pages it changes, so regions of 2 MiB and
+ * more are 2 MiB-aligned and asked for transparent huge pages: a 400 MB
+ * arena is then 200 page-table entries to flip, not 100,000.
  *
  * Borrowed host memory (a store's arena) is protected the same way while
  * borrowed (its whole pages: a tail that shares a page with other data is
@@ -42,14 +47,19 @@ typedef struct region_ {
 	int refs;                  /* borrowers of the same host memory */
 } region_;
 
+#define MAXOPEN_ 16            /* pointers an entry gets, at most */
+#define HUGE_ ((size_t)2 << 20)
+
 typedef struct dev_ {
 	pthread_mutex_t lock;
 	region_ *r;
 	size_t n, cap;
+	region_ *open[MAXOPEN_];   /* the regions the entry running now opened */
+	int nopen;
 	sw_error pending;          /* the first failure since the last sync */
 } dev_;
 
-static dev_ g_ = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, { 0 } };
+static dev_ g_ = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, { NULL }, 0, { 0 } };
 
 static size_t page_(void)
 {
@@ -74,11 +84,14 @@ static region_ *find_(const void *p)
 	return NULL;
 }
 
+/* Open or close the regions in g_.open (the lock is held). */
 static void protect_(int open)
 {
-	for (size_t i = 0; i < g_.n; i++)
-		if (g_.r[i].len && mprotect(g_.r[i].base, g_.r[i].len, open ? g_.r[i].open_prot : PROT_NONE))
+	for (int i = 0; i < g_.nopen; i++) {
+		region_ *r = g_.open[i];
+		if (r->len && mprotect(r->base, r->len, open ? r->open_prot : PROT_NONE))
 			fail_("guard: cannot %s a region: %s", open ? "open" : "close", errno);
+	}
 }
 
 /*
@@ -89,13 +102,21 @@ static void protect_(int open)
 static bool enter_(const char *what, const void *const *p, size_t n, bool direct)
 {
 	pthread_mutex_lock(&g_.lock);
-	for (size_t i = 0; i < n; i++)
-		if (p[i] && !find_(p[i])) {
+	g_.nopen = 0;
+	for (size_t i = 0; i < n; i++) {
+		region_ *r = p[i] ? find_(p[i]) : NULL;
+		if (p[i] && !r) {
 			if (!direct)
 				fail_("guard: %s got a pointer that is not guard memory%s", what, 0);
 			pthread_mutex_unlock(&g_.lock);
 			return false;
 		}
+		int k = 0;
+		while (k < g_.nopen && g_.open[k] != r)
+			k++;
+		if (r && k == g_.nopen && g_.nopen < MAXOPEN_)
+			g_.open[g_.nopen++] = r;
+	}
 	protect_(1);
 	return true;
 }
@@ -103,6 +124,7 @@ static bool enter_(const char *what, const void *const *p, size_t n, bool direct
 static void leave_(void)
 {
 	protect_(0);
+	g_.nopen = 0;
 	pthread_mutex_unlock(&g_.lock);
 }
 
@@ -132,13 +154,24 @@ static void drop_region_(region_ *r)
 
 static void *alloc_(size_t bytes, sw_error *err)
 {
-	size_t pg = page_(), len = (bytes + pg - 1) / pg * pg;
+	size_t pg = bytes >= HUGE_ ? HUGE_ : page_(), len = (bytes + pg - 1) / pg * pg;
 	if (!len)
 		len = pg;
-	void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED) {
+	/* Map one alignment more, and give back what is before and after the aligned run. */
+	size_t extra = pg > page_() ? pg : 0;
+	char *m = mmap(NULL, len + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
 		sw_fail(err, SW_ENOMEM, "guard: out of memory for %zu bytes", bytes);
 		return NULL;
+	}
+	char *p = m;
+	if (extra) {
+		p = (char *)(((uintptr_t)m + pg - 1) & ~(uintptr_t)(pg - 1));
+		if (p > m)
+			munmap(m, (size_t)(p - m));
+		if (m + extra > p)
+			munmap(p + len, (size_t)(m + extra - p));
+		madvise(p, len, MADV_HUGEPAGE); /* a hint: without it the guard is only slower */
 	}
 	pthread_mutex_lock(&g_.lock);
 	int rc = add_region_(p, len, bytes, PROT_READ | PROT_WRITE, false);
