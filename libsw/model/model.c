@@ -779,39 +779,54 @@ static bool ends_with_(const char *s, const char *suffix)
 
 #define CHUNK_ 4096 /* each chunk its own stream, so threads do not change the numbers */
 
-int sw_model_init_random(sw_model *m, uint64_t seed, float std)
+/* Tensor i of the arena's order into data (host memory). */
+static void fill_(const sw_tensor *t, size_t i, float *data, uint64_t seed, float std)
 {
-	float *host = sw_model_host_begin(m, false, NULL);
-	if (!host)
-		return SW_ENOMEM;
-	for (size_t i = 0; i < m->ntensors; i++) {
-		const sw_tensor *t = &m->tensors[i];
-		float *data = host + t->offset;
-		if (ends_with_(t->name, "norm.weight")) {
-			for (size_t j = 0; j < t->numel; j++)
-				data[j] = 1.0f;
-			continue;
-		}
-		if (ends_with_(t->name, ".bias")) {
-			memset(data, 0, t->numel * sizeof(float));
-			continue;
-		}
-		size_t nchunks = (t->numel + CHUNK_ - 1) / CHUNK_;
-		#pragma omp parallel for schedule(static)
-		for (size_t ch = 0; ch < nchunks; ch++) {
-			uint64_t s = seed ^ (0x51afd7ed558ccd1dull * (i + 1));
-			s = splitmix_(&s) ^ (0xd6e8feb86659fd93ull * (ch + 1));
-			size_t lo = ch * CHUNK_, hi = lo + CHUNK_ < t->numel ? lo + CHUNK_ : t->numel;
-			for (size_t j = lo; j < hi; j += 2) {
-				/* Box-Muller: u1 in (0, 1] so that the log is finite */
-				double u1 = ((double)(splitmix_(&s) >> 11) + 1.0) * 0x1p-53;
-				double u2 = (double)(splitmix_(&s) >> 11) * 0x1p-53;
-				double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
-				data[j] = (float)(r * cos(a)) * std;
-				if (j + 1 < hi)
-					data[j + 1] = (float)(r * sin(a)) * std;
-			}
+	if (ends_with_(t->name, "norm.weight")) {
+		for (size_t j = 0; j < t->numel; j++)
+			data[j] = 1.0f;
+		return;
+	}
+	if (ends_with_(t->name, ".bias")) {
+		memset(data, 0, t->numel * sizeof(float));
+		return;
+	}
+	size_t nchunks = (t->numel + CHUNK_ - 1) / CHUNK_;
+	#pragma omp parallel for schedule(static)
+	for (size_t ch = 0; ch < nchunks; ch++) {
+		uint64_t s = seed ^ (0x51afd7ed558ccd1dull * (i + 1));
+		s = splitmix_(&s) ^ (0xd6e8feb86659fd93ull * (ch + 1));
+		size_t lo = ch * CHUNK_, hi = lo + CHUNK_ < t->numel ? lo + CHUNK_ : t->numel;
+		for (size_t j = lo; j < hi; j += 2) {
+			/* Box-Muller: u1 in (0, 1] so that the log is finite */
+			double u1 = ((double)(splitmix_(&s) >> 11) + 1.0) * 0x1p-53;
+			double u2 = (double)(splitmix_(&s) >> 11) * 0x1p-53;
+			double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+			data[j] = (float)(r * cos(a)) * std;
+			if (j + 1 < hi)
+				data[j + 1] = (float)(r * sin(a)) * std;
 		}
 	}
-	return sw_model_host_end(m, host, true, NULL);
+}
+
+int sw_model_init_random(sw_model *m, uint64_t seed, float std)
+{
+	/* In place where the host reaches the arena; else tensor by tensor
+	 * through one host buffer (not a copy of the whole model). */
+	const sw_backend *be = m->backend;
+	float *direct = (float *)be->host_view(m->arena), *buf = NULL;
+	size_t most = 0;
+	for (size_t i = 0; i < m->ntensors; i++)
+		most = m->tensors[i].numel > most ? m->tensors[i].numel : most;
+	if (!direct && !(buf = malloc(most * sizeof(float) + 1)))
+		return SW_ENOMEM;
+	int rc = SW_OK;
+	for (size_t i = 0; i < m->ntensors && !rc; i++) {
+		const sw_tensor *t = &m->tensors[i];
+		fill_(t, i, direct ? direct + t->offset : buf, seed, std);
+		if (!direct)
+			rc = be->upload(t->data, buf, t->numel * sizeof(float), NULL);
+	}
+	free(buf);
+	return rc;
 }
