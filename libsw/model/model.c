@@ -682,30 +682,12 @@ void sw_model_free(sw_model *m)
 	free(m);
 }
 
-float *sw_model_host_begin(const sw_model *m, bool download, sw_error *err)
+size_t sw_model_max_numel(const sw_model *m)
 {
-	const sw_backend *be = m->backend;
-	float *h = (float *)be->host_view(m->arena);
-	if (h)
-		return h;
-	if (!(h = malloc(m->nparams * sizeof(float) + 1))) {
-		sw_fail(err, SW_ENOMEM, "out of memory for a host copy of %zu parameters", m->nparams);
-		return NULL;
-	}
-	if (download && be->download(h, m->arena, m->nparams * sizeof(float), err)) {
-		free(h);
-		return NULL;
-	}
-	return h;
-}
-
-int sw_model_host_end(const sw_model *m, float *host, bool upload, sw_error *err)
-{
-	if (!host || host == m->backend->host_view(m->arena))
-		return SW_OK;
-	int rc = upload ? m->backend->upload(m->arena, host, m->nparams * sizeof(float), err) : SW_OK;
-	free(host);
-	return rc;
+	size_t most = 0;
+	for (size_t i = 0; i < m->ntensors; i++)
+		most = m->tensors[i].numel > most ? m->tensors[i].numel : most;
+	return most;
 }
 
 static int same_shape_(const sw_model *a, const sw_model *b, sw_error *err)
@@ -744,12 +726,18 @@ int sw_model_copy(sw_model *dst, const sw_model *src, sw_error *err)
 	size_t bytes = src->nparams * sizeof(float);
 	if (dst->backend == src->backend)
 		return src->backend->copy(dst->arena, src->arena, bytes, err);
-	/* between backends, through the host */
-	float *h = sw_model_host_begin(src, true, err);
-	if (!h)
-		return err ? err->code : SW_ENOMEM;
-	rc = sw_model_write(dst, h, err);
-	sw_model_host_end(src, h, false, NULL);
+	/* between backends, through the host: in place where one side is host memory */
+	const float *sv = src->backend->host_view(src->arena);
+	float *dv = (float *)dst->backend->host_view(dst->arena), *h = NULL;
+	if (sv)
+		return sw_model_write(dst, sv, err);
+	if (dv)
+		return sw_model_read(src, dv, err);
+	if (!(h = malloc(bytes + 1)))
+		return sw_fail(err, SW_ENOMEM, "out of memory for a host copy of %zu parameters", src->nparams);
+	rc = sw_model_read(src, h, err);
+	rc = rc ? rc : sw_model_write(dst, h, err);
+	free(h);
 	return rc;
 }
 
@@ -815,10 +803,7 @@ int sw_model_init_random(sw_model *m, uint64_t seed, float std)
 	 * through one host buffer (not a copy of the whole model). */
 	const sw_backend *be = m->backend;
 	float *direct = (float *)be->host_view(m->arena), *buf = NULL;
-	size_t most = 0;
-	for (size_t i = 0; i < m->ntensors; i++)
-		most = m->tensors[i].numel > most ? m->tensors[i].numel : most;
-	if (!direct && !(buf = malloc(most * sizeof(float) + 1)))
+	if (!direct && !(buf = malloc(sw_model_max_numel(m) * sizeof(float) + 1)))
 		return SW_ENOMEM;
 	int rc = SW_OK;
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {

@@ -24,14 +24,12 @@ int sw_model_config_write(const sw_model_config *c, const char *path, const char
 sw_model *sw_model_new_uninit(const sw_backend *be, const sw_model_config *c, sw_error *err);
 
 /*
- * m's arena as the host reads and writes it: the arena itself where the
- * backend's memory is host memory (cpu), else a host copy of nparams floats
- * (downloaded first when download).  sw_model_host_end() gives it back,
- * uploading it first when upload; NULL host is a no-op.  This is how the
- * host-side model functions (load, save, init_random) reach a device model.
+ * The host-side model functions (load, save, init_random) reach a device
+ * model's arena in place where the backend's memory is host memory
+ * (host_view), else tensor by tensor through a buffer of the largest
+ * tensor's size, so a device model never costs a whole host copy.
  */
-float *sw_model_host_begin(const sw_model *m, bool download, sw_error *err);
-int sw_model_host_end(const sw_model *m, float *host, bool upload, sw_error *err);
+size_t sw_model_max_numel(const sw_model *m);
 
 /* The shortest decimal that reads back as x, with ".0" when it looks like an integer. */
 void sw_fmt_float(char *buf, size_t size, float x);

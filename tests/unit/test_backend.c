@@ -320,7 +320,17 @@ static void test_same_bits_(const char *what, sw_model_config c)
 		   "%s: a guard model saved, loaded on cpu and on guard: the same bits (%s)", what, err.msg);
 		sw_model *cp = sw_model_new(&c, &err);
 		ok(cp && sw_model_copy(cp, lg, &err) == 0 && same_model_(cp, a.m), "%s: sw_model_copy from guard to cpu", what);
-		sw_model_free(cp), sw_model_free(l), sw_model_free(lg);
+		sw_model *g2 = sw_model_new_on(sw_backend_guard(), &c, &err);
+		ok(g2 && sw_model_copy(g2, cp, &err) == 0 && same_model_(g2, a.m), "%s: and from cpu to guard", what);
+		sw_model *g3 = sw_model_new_on(sw_backend_guard(), &c, &err);
+		ok(g3 && sw_model_copy(g3, g2, &err) == 0 && same_model_(g3, a.m), "%s: and guard to guard", what);
+		sw_model_save(b.m, dir, SW_DT_BF16, &err);
+		sw_model_free(l);
+		l = sw_model_load_on(sw_backend_guard(), dir, &err);
+		sw_model *lc = sw_model_load(dir, &err);
+		ok(l && lc && same_model_(l, lc), "%s: bf16 from guard, loaded on guard and cpu alike", what);
+		sw_model_free(cp), sw_model_free(l), sw_model_free(lg), sw_model_free(g2), sw_model_free(g3),
+			sw_model_free(lc);
 		char path[300];
 		snprintf(path, sizeof path, "%s/model.safetensors", dir);
 		unlink(path);
