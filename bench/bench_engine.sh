@@ -7,7 +7,8 @@
 # transformers' generate() (one sequence), 32 sequences batched against our
 # one, and one sequence against the memory-bandwidth bound measured here;
 # peak RSS of training and of generation against their budgets; and a
-# model of Qwen2.5-0.5B's shapes written in bf16, loaded and decoded.
+# model of Qwen2.5-0.5B's shapes written in bf16, loaded and decoded; and
+# the training step and batched decoding on the guard backend beside cpu.
 #
 # The drivers are bench/engine_bench.c ($B/bench/engine_bench, made by
 # make bench) and bench/engine_torch.py; each measurement is its own
@@ -51,6 +52,14 @@ d32=$("$bin" decode 32 "$NEW")
 g1=
 [ $have_torch = 1 ] && g1=$(python3 "$top/bench/engine_torch.py" generate 1 "$NEW" 2>/dev/null)
 
+# The guard backend's cost (GUARD=0 skips it): the same step and batched
+# decoding with every tensor behind mprotect, opened around each op.
+trg= d32g=
+if [ "${GUARD:-1}" = 1 ]; then
+	trg=$(SW_DEVICE=guard "$bin" train "$STEPS")
+	d32g=$(SW_DEVICE=guard "$bin" decode 32 "$NEW")
+fi
+
 # A model of Qwen2.5-0.5B's shapes (random weights, written in bf16 by
 # sw-model init) loads and generates: QWEN05=0 skips it.
 q05=
@@ -93,6 +102,10 @@ for d in "$d1" "$d32"; do
 	budget=$(awk -v w="$wmb" -v k="$(field kv_mb "$d")" 'BEGIN { printf "%.0f", (w + k) * 1.1 }')
 	echo "| generation peak RSS, MiB, $(field nseq "$d") sequence(s) | $(field rss_mb "$d") | budget $budget ((weights + KV cache) x 1.1) | $(ratio "$(field rss_mb "$d")" "$budget") of budget |"
 done
+if [ -n "$trg" ]; then
+	echo "| guard backend: training step, s (median) | $(field step_s "$trg") | cpu $sw_step | $(ratio "$(field step_s "$trg")" "$sw_step")x the time |"
+	echo "| guard backend: 32 sequences, decode step s (median) | $(field step_s "$d32g") | cpu $(field step_s "$d32") | $(ratio "$(field step_s "$d32g")" "$(field step_s "$d32")")x the time |"
+fi
 if [ -n "$q05" ]; then
 	echo "| Qwen2.5-0.5B shapes ($(field params "$q05") parameters, bf16 file): load s, greedy tokens/s | $(field load_s "$q05") s, $(field tokens_per_s "$q05") tokens/s, logits finite: $(field finite "$q05") | - | - |"
 fi
@@ -102,5 +115,6 @@ echo "engine train: $tr_sw"
 [ -n "$tr_pt" ] && echo "torch train: $tr_pt"
 echo "engine decode: $d1 / $d32"
 [ -n "$g1" ] && echo "torch generate: $g1"
+[ -n "$trg" ] && echo "guard: train: $trg; decode: $d32g"
 [ -n "$q05" ] && echo "qwen2.5-0.5b shapes: $q05"
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -11,7 +11,9 @@
  *
  * The model: hidden 768, 12 layers, 12 heads, intermediate 2048, vocab
  * 32000, tied embeddings (109.5M parameters), random normal(0, 0.02)
- * weights; threads from $SW_THREADS, else every core.
+ * weights; threads from $SW_THREADS, else every core; models on the
+ * backend $SW_DEVICE names ("cpu" when unset; "guard" to time the seam's
+ * proof).
  */
 #define _DEFAULT_SOURCE
 #include <cblas.h>
@@ -22,8 +24,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include "sw/backend.h"
 #include "sw/engine.h"
 #include "sw/model.h"
+
+static const sw_backend *be_; /* from $SW_DEVICE */
 
 static double now_(void)
 {
@@ -97,11 +102,13 @@ static int train_(int steps)
 {
 	sw_model_config c = cfg_();
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&c, &err), *g = m ? sw_model_new(&c, &err) : NULL;
-	if (!g)
+	sw_model *m = sw_model_new_on(be_, &c, &err), *g = m ? sw_model_new_on(be_, &c, &err) : NULL;
+	/* AdamW's moments: zeroed arenas on the same backend */
+	sw_model *mo = g ? sw_model_new_on(be_, &c, &err) : NULL, *vo = mo ? sw_model_new_on(be_, &c, &err) : NULL;
+	if (!vo)
 		die_("model", &err);
 	sw_model_init_random(m, 1, 0.02f);
-	float *mm = calloc(m->nparams, sizeof(float)), *vv = calloc(m->nparams, sizeof(float));
+	float *mm = mo->arena, *vv = vo->arena;
 	enum { NSEQ = 4, LEN = 256, T = NSEQ * LEN };
 	int32_t *tok = malloc(sizeof(int32_t) * T), cu[NSEQ + 1];
 	for (int i = 0; i < T; i++)
@@ -116,8 +123,7 @@ static int train_(int steps)
 	double *ct = malloc(sizeof(double) * (size_t)(steps + 1));
 	for (int i = 0; i <= steps; i++) { /* step 0 warms up: first touch of every buffer */
 		double t0 = now_(), c0 = cpu_();
-		memset(g->arena, 0, sizeof(float) * g->nparams);
-		if (sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err) ||
+		if (sw_model_zero(g, &err) || sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err) ||
 		    sw_adamw_step(&oc, m, g, mm, vv, i, NULL, &err))
 			die_("train step", &err);
 		t[i] = now_() - t0;
@@ -140,8 +146,8 @@ static int train_(int steps)
 	printf("params=%zu tokens=%d step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f gflop=%.1f gflops=%.2f loss=%.4f rss_mb=%ld bound_mb=%.0f\n",
 	       m->nparams, T, med, cmed, T / med, flops / 1e9, flops / med / 1e9, loss, rss_mb_(), bound_mb);
 	sw_engine_free(e);
-	sw_model_free(m), sw_model_free(g);
-	free(mm), free(vv), free(tok), free(t), free(ct);
+	sw_model_free(m), sw_model_free(g), sw_model_free(mo), sw_model_free(vo);
+	free(tok), free(t), free(ct);
 	return 0;
 }
 
@@ -251,7 +257,7 @@ static int decode_(int nseq, int nnew)
 {
 	sw_model_config c = cfg_();
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&c, &err);
+	sw_model *m = sw_model_new_on(be_, &c, &err);
 	if (!m)
 		die_("model", &err);
 	sw_model_init_random(m, 1, 0.02f);
@@ -306,7 +312,7 @@ static int load_generate_(const char *dir, int nnew)
 {
 	sw_error err = { 0 };
 	double t0 = now_();
-	sw_model *m = sw_model_load(dir, &err);
+	sw_model *m = sw_model_load_on(be_, dir, &err);
 	if (!m)
 		die_("load", &err);
 	double tl = now_() - t0;
@@ -343,6 +349,9 @@ static int load_generate_(const char *dir, int nnew)
 
 int main(int argc, char **argv)
 {
+	sw_error err = { 0 };
+	if (!(be_ = sw_backend_get(getenv("SW_DEVICE"), &err)))
+		die_("SW_DEVICE", &err);
 	const char *th = getenv("SW_THREADS");
 	sw_engine_threads(th ? atoi(th) : 0);
 	if (argc >= 3 && !strcmp(argv[1], "train"))

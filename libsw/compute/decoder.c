@@ -1,5 +1,5 @@
 /*
- * generate.c - batched incremental decoding over a paged KV cache.
+ * decoder.c - batched incremental decoding over a paged KV cache.
  *
  * The cache is one block of fixed-size pages (PAGE tokens of every layer's
  * keys and values); a sequence owns a page table, so sequences of any
@@ -18,11 +18,16 @@
  * and every other op works row by row, so a sequence's logits have the
  * same bits whatever else shares the step: sampling with a seed gives the
  * same text at any batch size.
+ *
+ * The cache, the step's activations and the logits are the model's
+ * backend's memory (backend.h); the host keeps the bookkeeping (page
+ * tables, reference counts, pending tokens), uploads the step's indices and
+ * downloads the logits the caller reads.
  */
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
-#include "compute/ops.h"
+#include "compute/backend.h"
 #include "sw/engine.h"
 
 #define PAGE 16
@@ -40,7 +45,7 @@ typedef struct seq_ {
 
 struct sw_decoder {
 	const sw_model *m;
-	const sw_ops *ops;
+	const sw_backend *be;      /* the model's: kv, inv_freq, buf, ibuf, dlogits are its memory */
 	float *inv_freq;
 	int max_seqs;
 	seq_ *seqs;
@@ -53,12 +58,14 @@ struct sw_decoder {
 	/* Step buffers, grown to the largest step. */
 	float *buf;
 	size_t buf_floats;
-	int32_t *ibuf;
+	int32_t *ibuf, *h_ibuf;    /* a step's indices, built in h_ibuf and uploaded */
 	size_t ibuf_n;
 	int *ids, *rowend;
-	float *logits;
+	float *dlogits;            /* [rows, vocab] the step's logits on the device */
+	float *logits, *h_logits;  /* as the host reads them: host_view(dlogits), or h_logits */
 	size_t logits_rows;
 	float *x, *xl, *rl;        /* the last run's hidden states, carved from buf */
+	int32_t *last;             /* [nout] the last run's last row of each sequence (in ibuf) */
 	uint64_t stepno;
 };
 
@@ -91,17 +98,18 @@ sw_decoder *sw_decoder_new(const sw_model *m, int max_seqs, int64_t max_tokens, 
 	if (!d)
 		goto oom;
 	d->m = m;
-	d->ops = sw_ops_cpu();
+	d->be = m->backend;
 	d->max_seqs = max_seqs;
 	d->npages = (int)np;
 	d->seqs = calloc((size_t)max_seqs, sizeof *d->seqs);
-	d->inv_freq = malloc(sizeof(float) * (size_t)(c->head_dim / 2 + 1));
 	d->refs = calloc((size_t)np, sizeof *d->refs);
 	d->free_pages = malloc(sizeof *d->free_pages * (size_t)np);
-	d->kv = malloc(floats * sizeof(float));
-	if (!d->seqs || !d->inv_freq || !d->refs || !d->free_pages || !d->kv)
+	if (!d->seqs || !d->refs || !d->free_pages || !(d->kv = d->be->alloc(floats * sizeof(float), NULL)))
 		goto oom;
-	sw_rope_inv_freq(c, d->inv_freq);
+	if (!(d->inv_freq = sw_rope_upload(d->be, c, err))) {
+		sw_decoder_free(d);
+		return NULL;
+	}
 	/* Hand pages out from the low end first: the cache is touched in order. */
 	for (int i = 0; i < d->npages; i++)
 		d->free_pages[i] = d->npages - 1 - i;
@@ -122,15 +130,19 @@ void sw_decoder_free(sw_decoder *d)
 		for (int i = 0; i < d->max_seqs; i++)
 			free(d->seqs[i].pend), free(d->seqs[i].pages);
 	free(d->seqs);
-	free(d->inv_freq);
 	free(d->refs);
 	free(d->free_pages);
-	free(d->kv);
-	free(d->buf);
-	free(d->ibuf);
+	if (d->be) {
+		d->be->free(d->inv_freq);
+		d->be->free(d->kv);
+		d->be->free(d->buf);
+		d->be->free(d->ibuf);
+		d->be->free(d->dlogits);
+	}
+	free(d->h_ibuf);
 	free(d->ids);
 	free(d->rowend);
-	free(d->logits);
+	free(d->h_logits);
 	free(d);
 }
 
@@ -288,34 +300,44 @@ static int take_page_(sw_decoder *d)
 	return p;
 }
 
-static int grow_(sw_decoder *d, int ntok, int nout, sw_error *err)
+static int grow_(sw_decoder *d, int ntok, int nout, int ntab, sw_error *err)
 {
+	const sw_backend *be = d->be;
 	const sw_model_config *c = &d->m->cfg;
 	size_t n = (size_t)ntok, D = c->hidden_size, I = c->intermediate_size;
 	size_t QD = (size_t)c->num_attention_heads * c->head_dim, KD = kd_(c);
 	size_t H = c->num_attention_heads, KVH = c->num_key_value_heads;
 	size_t maxkeys = (size_t)c->max_position_embeddings;
 	size_t need = n * (2 * D + 3 * QD + 3 * KD + 3 * I + 1 + H + KVH) + (size_t)nout * D + nout +
-	              d->ops->attn_paged_scratch((int)maxkeys) + 64;
+	              be->attn_paged_scratch((int)maxkeys) + 64;
 	if (need > d->buf_floats) {
-		free(d->buf);
+		be->free(d->buf);
 		d->buf_floats = 0;
-		if (!(d->buf = malloc(need * sizeof(float))))
+		if (!(d->buf = be->alloc(need * sizeof(float), NULL)))
 			return sw_fail(err, SW_ENOMEM, "out of memory for a step of %d tokens", ntok);
 		d->buf_floats = need;
 	}
-	size_t ineed = 4 * n + (size_t)d->npages + 16;
+	/* tokens, positions, page-table offsets, key counts; the page tables (a
+	 * page shared by forks is in each one's table); the rows to gather */
+	size_t ineed = 4 * n + (size_t)ntab + (size_t)nout + 16;
 	if (ineed > d->ibuf_n) {
-		free(d->ibuf);
+		be->free(d->ibuf);
+		free(d->h_ibuf);
 		d->ibuf_n = 0;
-		if (!(d->ibuf = malloc(ineed * sizeof(int32_t))))
+		d->h_ibuf = malloc(ineed * sizeof(int32_t));
+		if (!(d->ibuf = be->alloc(ineed * sizeof(int32_t), NULL)) || !d->h_ibuf)
 			return sw_fail(err, SW_ENOMEM, "out of memory");
 		d->ibuf_n = ineed;
 	}
 	if ((size_t)nout > d->logits_rows) {
-		free(d->logits), free(d->ids), free(d->rowend);
+		be->free(d->dlogits), free(d->h_logits), free(d->ids), free(d->rowend);
+		d->h_logits = NULL;
 		d->logits_rows = 0;
-		d->logits = malloc(sizeof(float) * (size_t)nout * c->vocab_size);
+		size_t bytes = sizeof(float) * (size_t)nout * c->vocab_size;
+		d->dlogits = be->alloc(bytes, NULL);
+		d->logits = d->dlogits ? (float *)be->host_view(d->dlogits) : NULL;
+		if (d->dlogits && !d->logits)
+			d->logits = d->h_logits = malloc(bytes);
 		d->ids = malloc(sizeof(int) * (size_t)nout);
 		d->rowend = malloc(sizeof(int) * (size_t)nout);
 		if (!d->logits || !d->ids || !d->rowend)
@@ -336,8 +358,8 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 {
 	const sw_model *m = d->m;
 	const sw_model_config *c = &m->cfg;
-	const sw_ops *o = d->ops;
-	int ntok = 0, nout = 0, need = 0;
+	const sw_backend *o = d->be;
+	int ntok = 0, nout = 0, need = 0, ntab = 0;
 #define SEL_(s, i) ((s)->live && (s)->npend && (only < 0 || (i) == only))
 	for (int i = 0; i < d->max_seqs; i++) {
 		seq_ *s = &d->seqs[i];
@@ -348,6 +370,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		ntok += s->npend;
 		nout++;
 		need += pages_needed_(d, s);
+		ntab += (s->len + s->npend + PAGE - 1) / PAGE;
 	}
 	*ntok_p = ntok, *nout_p = nout;
 	if (nout == 0)
@@ -355,7 +378,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 	if (need > d->nfree)
 		return sw_fail(err, SW_ERANGE, "the KV cache is full: %d pages needed, %d free", need,
 		               d->nfree);
-	int rc = grow_(d, ntok, nout, err);
+	int rc = grow_(d, ntok, nout, ntab, err);
 	if (rc)
 		return rc;
 
@@ -363,8 +386,8 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
 	int QD = H * hd, KD = KVH * hd, nl = c->num_hidden_layers;
 	float eps = c->rms_norm_eps;
-	int32_t *tok = d->ibuf, *pos = tok + ntok, *poff = pos + ntok, *nkeys = poff + ntok;
-	int32_t *ptab = nkeys + ntok;
+	int32_t *tok = d->h_ibuf, *pos = tok + ntok, *poff = pos + ntok, *nkeys = poff + ntok;
+	int32_t *ptab = nkeys + ntok, *last = ptab + ntab;
 
 	/* Pages: copy shared last pages, add new ones; then lay out the rows. */
 	int t = 0, np = 0, r = 0;
@@ -375,10 +398,10 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		int want = (s->len + s->npend + PAGE - 1) / PAGE;
 		if (s->len % PAGE && d->refs[s->pages[s->len / PAGE]] > 1) {
 			int old = s->pages[s->len / PAGE], p = take_page_(d);
-			for (int l = 0; l < nl; l++)
-				for (int w = 0; w < 2; w++)
-					memcpy(page_ptr_(d, l, w, p), page_ptr_(d, l, w, old),
-					       sizeof(float) * (size_t)(s->len % PAGE) * KD);
+			for (int l = 0; l < nl && !rc; l++)
+				for (int w = 0; w < 2 && !rc; w++)
+					rc = o->copy(page_ptr_(d, l, w, p), page_ptr_(d, l, w, old),
+					             sizeof(float) * (size_t)(s->len % PAGE) * KD, err);
 			d->refs[old]--;
 			s->pages[s->len / PAGE] = p;
 		}
@@ -393,9 +416,16 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		}
 		np += s->npages;
 		d->ids[r] = i;
+		last[r] = t - 1;
 		d->rowend[r++] = t;
 	}
 #undef SEL_
+	/* The host's indices to the device, at the same offsets. */
+	if (rc || (rc = o->upload(d->ibuf, d->h_ibuf, sizeof(int32_t) * (size_t)(last + nout - tok), err)))
+		return rc;
+	d->last = d->ibuf + (last - tok);
+	tok = d->ibuf + (tok - d->h_ibuf), pos = tok + ntok, poff = pos + ntok, nkeys = poff + ntok;
+	ptab = nkeys + ntok;
 
 	size_t n = (size_t)ntok;
 	float *p = d->buf;
@@ -429,13 +459,8 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		}
 		o->rope(q, pos, ntok, H, hd, d->inv_freq, 0);
 		o->rope(k, pos, ntok, KVH, hd, d->inv_freq, 0);
-		for (int j = 0; j < ntok; j++) {
-			int pg = ptab[poff[j] + pos[j] / PAGE], slot = pos[j] % PAGE;
-			memcpy(page_ptr_(d, l, 0, pg) + (size_t)slot * KD, k + (size_t)j * KD,
-			       sizeof(float) * KD);
-			memcpy(page_ptr_(d, l, 1, pg) + (size_t)slot * KD, v + (size_t)j * KD,
-			       sizeof(float) * KD);
-		}
+		o->kv_write(page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), k, v, ntok, KD, PAGE, ptab,
+		            poff, pos);
 		sw_kv_view kv = { page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), PAGE, ptab, poff, nkeys };
 		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);
 		o->linear_rows(x, att, L->wo, ntok, D, QD, 1);
@@ -445,6 +470,8 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		o->swiglu_fwd(h, gate, up, n * I);
 		o->linear_rows(x, h, L->w_down, ntok, D, I, 1);
 	}
+	if ((rc = o->sync(err)))
+		return rc;
 	for (int j = 0; j < nout; j++) {
 		seq_ *s = &d->seqs[d->ids[j]];
 		s->len += s->npend;
@@ -463,23 +490,23 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 	if (rc || nout == 0)
 		return rc;
 	const sw_model *m = d->m;
+	const sw_backend *o = d->be;
 	int D = m->cfg.hidden_size, V = m->cfg.vocab_size;
 	/* Only each sequence's last row needs logits. */
-	for (int j = 0; j < nout; j++)
-		memcpy(d->xl + (size_t)j * D, d->x + (size_t)(d->rowend[j] - 1) * D, sizeof(float) * D);
+	o->rows_gather(d->xl, d->x, d->last, nout, D);
 	float *xn = d->x; /* the hidden states are not needed again */
-	d->ops->rmsnorm_fwd(xn, d->rl, d->xl, m->final_norm, nout, D, m->cfg.rms_norm_eps);
-	d->ops->linear_rows(d->logits, xn, m->lm_head, nout, V, D, 0);
+	o->rmsnorm_fwd(xn, d->rl, d->xl, m->final_norm, nout, D, m->cfg.rms_norm_eps);
+	o->linear_rows(d->dlogits, xn, m->lm_head, nout, V, D, 0);
 	d->stepno++;
+	if ((rc = o->sync(err)))
+		return rc;
 	/* Weights gone to NaN or Inf (a diverged update) must not be sampled from. */
-	for (int j = 0; j < nout; j++) {
-		const float *z = d->logits + (size_t)j * V;
-		float acc = 0;
-		for (int v = 0; v < V; v++)
-			acc += z[v] * 0.0f;
-		if (acc != 0.0f || acc != acc)
-			return sw_fail(err, SW_ERANGE, "the logits of sequence %d are not finite", d->ids[j]);
-	}
+	int bad = o->first_nonfinite(d->dlogits, nout, V);
+	if (bad >= 0)
+		return sw_fail(err, SW_ERANGE, "the logits of sequence %d are not finite", d->ids[bad]);
+	if (d->h_logits &&
+	    (rc = o->download(d->h_logits, d->dlogits, sizeof(float) * (size_t)nout * V, err)))
+		return rc;
 	for (int j = 0; j < nout; j++) {
 		seq_ *s = &d->seqs[d->ids[j]];
 		s->stamp = d->stepno;
@@ -503,23 +530,29 @@ int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, 
 		return id;
 	int ntok, nout, rc = run_(d, id, &ntok, &nout, err);
 	const sw_model *m = d->m;
+	const sw_backend *o = d->be;
 	int D = m->cfg.hidden_size, V = m->cfg.vocab_size;
 	enum { CH = 32 };
-	float *xn = NULL, *rstd = NULL, *lg = NULL;
-	if (!rc && (!(xn = malloc(sizeof(float) * CH * D)) || !(rstd = malloc(sizeof(float) * CH)) ||
-	            !(lg = malloc(sizeof(float) * CH * (size_t)V))))
+	size_t lgb = sizeof(float) * CH * (size_t)V;
+	float *xn = NULL, *rstd = NULL, *lg = NULL, *hlg = NULL, *hbuf = NULL;
+	if (!rc && (!(xn = o->alloc(sizeof(float) * CH * D, NULL)) ||
+	            !(rstd = o->alloc(sizeof(float) * CH, NULL)) || !(lg = o->alloc(lgb, NULL)) ||
+	            (!(hlg = (float *)o->host_view(lg)) && !(hlg = hbuf = malloc(lgb)))))
 		rc = sw_fail(err, SW_ENOMEM, "out of memory for scoring");
 	/* Row by row as a step computes the last row, in chunks to bound the logits. */
 	for (int r0 = 0; !rc && r0 < n; r0 += CH) {
 		int nr = n - r0 < CH ? n - r0 : CH;
-		d->ops->rmsnorm_fwd(xn, rstd, d->x + (size_t)r0 * D, m->final_norm, nr, D,
-		                    m->cfg.rms_norm_eps);
-		d->ops->linear_rows(lg, xn, m->lm_head, nr, V, D, 0);
-		rc = fn(ctx, r0, nr, lg);
+		o->rmsnorm_fwd(xn, rstd, d->x + (size_t)r0 * D, m->final_norm, nr, D,
+		               m->cfg.rms_norm_eps);
+		o->linear_rows(lg, xn, m->lm_head, nr, V, D, 0);
+		if ((rc = o->sync(err)) ||
+		    (hbuf && (rc = o->download(hbuf, lg, sizeof(float) * (size_t)nr * V, err))))
+			break;
+		rc = fn(ctx, r0, nr, hlg);
 		if (rc)
 			sw_fail(err, rc, "scoring stopped by its callback (%d)", rc);
 	}
-	free(xn), free(rstd), free(lg);
+	o->free(xn), o->free(rstd), o->free(lg), free(hbuf);
 	sw_decoder_remove(d, id);
 	return rc;
 }
@@ -537,7 +570,8 @@ static int score_rows_(void *p, int r0, int nr, const float *logits)
 	float lse[32];
 	for (int j = 0; j < nr; j++)
 		tgt[j] = r0 + j + 1 < c->n ? c->tokens[r0 + j + 1] : -1;
-	sw_ops_cpu()->logprob_fwd(c->lp + r0, c->ent ? c->ent + r0 : NULL, lse, logits, tgt, nr, c->V);
+	/* On the host, over the logits the caller would see: the CPU's arithmetic. */
+	sw_backend_cpu()->logprob_fwd(c->lp + r0, c->ent ? c->ent + r0 : NULL, lse, logits, tgt, nr, c->V);
 	return 0;
 }
 

@@ -1,7 +1,9 @@
 /*
  * engine.c - forward and backward of a Llama-family decoder over a packed
  * batch of variable-length sequences (no padding), for training and for
- * scoring.  Every computation goes through the op table (ops.h).
+ * scoring.  Every computation, and every touch of tensor memory, goes
+ * through the model's backend (backend.h): the host checks the batch,
+ * uploads its indices, and downloads what the caller asked for.
  *
  * Layer by layer, with T tokens, D hidden, I intermediate:
  *   xn1 = rmsnorm(res_l); q,k,v = xn1 W^T (+ bias); [q,k per-head rmsnorm];
@@ -13,11 +15,10 @@
  * from the batch's token count; scoring keeps one layer's worth.
  */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
-#include "compute/ops.h"
+#include "compute/backend.h"
 #include "sw/engine.h"
 
 /* One layer's saved activations (pointers into the activation block). */
@@ -35,23 +36,29 @@ typedef struct acts_ {
 
 struct sw_engine {
 	const sw_model *m;
-	const sw_ops *ops;
+	const sw_backend *be;      /* the model's; every pointer below but h_* is its memory */
 	float *inv_freq;
 	/* The activation block and what is carved from it. */
 	float *block;
 	size_t block_floats;
 	int T, nslots, nseq, maxlen;
-	int threads;               /* the attention scratch is sized for this many */
+	size_t scratch_floats;     /* the attention scratch carved (it depends on the threads) */
 	bool have_fwd, for_backward;
-	acts_ *acts;               /* [nslots] */
+	acts_ *acts;               /* [nslots] (host: the pointers) */
 	float *resL, *xf, *rstdf;  /* final norm input [T,D] and output */
 	float *logits, *lse, *ent; /* [lrows,V], [T], [T] */
+	float *lp;                 /* [T] the log-probs, until downloaded */
 	/* Rows of logits held at once in a training forward: a batch with more
 	 * keeps none (the backward computes them again, chunk by chunk). */
 	size_t logits_budget;      /* in floats */
 	int lrows;                 /* rows the last forward held (T: all of them) */
 	float *attn_scratch;
+	/* The batch's indices: built on the host (h_*), uploaded into idx. */
 	int32_t *tokens, *pos, *targets, *cu;
+	int32_t *idx, *h_idx;
+	size_t idx_n;
+	const int32_t *h_targets;  /* within h_idx */
+	float *h_logits;           /* sw_engine_logits' host copy where the backend needs one */
 	/* Backward scratch, carved on first use. */
 	float *bblock;
 	size_t bblock_floats;
@@ -78,9 +85,25 @@ void sw_rope_inv_freq(const struct sw_model_config *c, float *inv)
 	}
 }
 
+float *sw_rope_upload(const sw_backend *be, const struct sw_model_config *c, sw_error *err)
+{
+	size_t bytes = sizeof(float) * (size_t)(c->head_dim / 2 + 1);
+	float *h = malloc(bytes), *d = h ? be->alloc(bytes, err) : NULL;
+	if (!h)
+		sw_fail(err, SW_ENOMEM, "out of memory");
+	else if (d) {
+		h[c->head_dim / 2] = 0;
+		sw_rope_inv_freq(c, h);
+		if (be->upload(d, h, bytes, err))
+			be->free(d), d = NULL;
+	}
+	free(h);
+	return d;
+}
+
 void sw_engine_threads(int n)
 {
-	sw_ops_cpu_threads(n);
+	sw_backend_cpu_threads(n);
 }
 
 sw_engine *sw_engine_new(const sw_model *m, sw_error *err)
@@ -90,15 +113,17 @@ sw_engine *sw_engine_new(const sw_model *m, sw_error *err)
 		return NULL;
 	}
 	sw_engine *e = calloc(1, sizeof *e);
-	if (!e || !(e->inv_freq = malloc(sizeof(float) * (size_t)(m->cfg.head_dim / 2 + 1)))) {
-		free(e);
+	if (!e) {
 		sw_fail(err, SW_ENOMEM, "out of memory for the engine");
 		return NULL;
 	}
 	e->m = m;
-	e->ops = sw_ops_cpu();
+	e->be = m->backend;
 	e->logits_budget = (size_t)1 << 28; /* 1 GiB */
-	sw_rope_inv_freq(&m->cfg, e->inv_freq);
+	if (!(e->inv_freq = sw_rope_upload(e->be, &m->cfg, err))) {
+		free(e);
+		return NULL;
+	}
 	return e;
 }
 
@@ -106,14 +131,13 @@ void sw_engine_free(sw_engine *e)
 {
 	if (!e)
 		return;
-	free(e->inv_freq);
-	free(e->block);
-	free(e->bblock);
+	e->be->free(e->inv_freq);
+	e->be->free(e->block);
+	e->be->free(e->bblock);
+	e->be->free(e->idx);
 	free(e->acts);
-	free(e->tokens);
-	free(e->pos);
-	free(e->targets);
-	free(e->cu);
+	free(e->h_idx);
+	free(e->h_logits);
 	free(e);
 }
 
@@ -125,7 +149,21 @@ void sw_engine_logits_budget(sw_engine *e, size_t floats)
 
 const float *sw_engine_logits(const sw_engine *e)
 {
-	return e && e->have_fwd && e->lrows == e->T ? e->logits : NULL;
+	if (!e || !e->have_fwd || e->lrows != e->T)
+		return NULL;
+	const float *h = e->be->host_view(e->logits);
+	if (h)
+		return h;
+	/* A device's logits come down once, on demand (the engine is the
+	 * caller's, handed here as const only to promise the logits stay). */
+	sw_engine *w = (sw_engine *)e;
+	size_t bytes = (size_t)e->T * e->m->cfg.vocab_size * sizeof(float);
+	free(w->h_logits);
+	if (!(w->h_logits = malloc(bytes)) || e->be->download(w->h_logits, e->logits, bytes, NULL)) {
+		free(w->h_logits);
+		w->h_logits = NULL;
+	}
+	return w->h_logits;
 }
 
 /* Check the batch and copy its indices (the caller's arrays may go away
@@ -151,12 +189,20 @@ static int take_batch_(sw_engine *e, const sw_batch *b, sw_error *err)
 		maxlen = len > maxlen ? len : maxlen;
 	}
 	int T = b->cu_seqlens[b->nseq];
-	int32_t *tok = malloc(sizeof *tok * T), *pos = malloc(sizeof *pos * T),
-		*tgt = malloc(sizeof *tgt * T), *cu = malloc(sizeof *cu * (b->nseq + 1));
-	if (!tok || !pos || !tgt || !cu) {
-		free(tok), free(pos), free(tgt), free(cu);
-		return sw_fail(err, SW_ENOMEM, "out of memory for a batch of %d tokens", T);
+	size_t n = 3 * (size_t)T + (size_t)b->nseq + 1;
+	if (n > e->idx_n) {
+		e->be->free(e->idx);
+		free(e->h_idx);
+		e->idx_n = 0;
+		e->h_idx = malloc(sizeof *e->h_idx * n);
+		if (!(e->idx = e->be->alloc(sizeof *e->idx * n, err)) || !e->h_idx) {
+			free(e->h_idx);
+			e->h_idx = NULL;
+			return sw_fail(err, SW_ENOMEM, "out of memory for a batch of %d tokens", T);
+		}
+		e->idx_n = n;
 	}
+	int32_t *tok = e->h_idx, *pos = tok + T, *tgt = pos + T, *cu = tgt + T;
 	for (int s = 0; s < b->nseq; s++)
 		for (int t = b->cu_seqlens[s]; t < b->cu_seqlens[s + 1]; t++) {
 			int bad = -1;
@@ -164,11 +210,9 @@ static int take_batch_(sw_engine *e, const sw_batch *b, sw_error *err)
 				bad = b->tokens[t];
 			else if (b->targets && b->targets[t] >= c->vocab_size)
 				bad = b->targets[t];
-			if (bad != -1) {
-				free(tok), free(pos), free(tgt), free(cu);
+			if (bad != -1)
 				return sw_fail(err, SW_EINVAL, "token %d at %d is outside the vocabulary of %d",
 				               bad, t, c->vocab_size);
-			}
 			tok[t] = b->tokens[t];
 			pos[t] = t - b->cu_seqlens[s];
 			if (b->targets)
@@ -177,10 +221,11 @@ static int take_batch_(sw_engine *e, const sw_batch *b, sw_error *err)
 				tgt[t] = t + 1 < b->cu_seqlens[s + 1] ? b->tokens[t + 1] : -1;
 		}
 	memcpy(cu, b->cu_seqlens, sizeof *cu * (b->nseq + 1));
-	free(e->tokens), free(e->pos), free(e->targets), free(e->cu);
-	e->tokens = tok, e->pos = pos, e->targets = tgt, e->cu = cu;
+	e->tokens = e->idx, e->pos = e->idx + T, e->targets = e->idx + 2 * (size_t)T;
+	e->cu = e->idx + 3 * (size_t)T;
+	e->h_targets = tgt;
 	e->T = T, e->nseq = b->nseq, e->maxlen = maxlen;
-	return SW_OK;
+	return e->be->upload(e->idx, e->h_idx, sizeof *e->idx * n, err);
 }
 
 /* Carve (and grow when needed) the activation block for T tokens and nslots layers. */
@@ -191,12 +236,12 @@ static int carve_(sw_engine *e, int nslots, sw_error *err)
 	size_t H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
 	size_t QD = H * hd, KD = KVH * hd, qk = c->qk_norm ? 1 : 0;
 	size_t per = T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
-	size_t scratch = e->ops->attn_scratch(e->maxlen);
-	size_t need = per * nslots + T * (2 * D + 3) + (size_t)e->lrows * V + scratch + 64;
+	size_t scratch = e->be->attn_scratch(e->maxlen);
+	size_t need = per * nslots + T * (2 * D + 4) + (size_t)e->lrows * V + scratch + 64;
 	if (need > e->block_floats) {
-		free(e->block);
+		e->be->free(e->block);
 		e->block = NULL, e->block_floats = 0;
-		if (!(e->block = malloc(need * sizeof(float))))
+		if (!(e->block = e->be->alloc(need * sizeof(float), NULL)))
 			return sw_fail(err, SW_ENOMEM, "out of memory for the activations of %zu tokens",
 			               T);
 		e->block_floats = need;
@@ -224,8 +269,9 @@ static int carve_(sw_engine *e, int nslots, sw_error *err)
 	}
 	e->resL = TAKE_(T * D), e->xf = TAKE_(T * D), e->rstdf = TAKE_(T);
 	e->logits = TAKE_((size_t)e->lrows * V), e->lse = TAKE_(T), e->ent = TAKE_(T);
+	e->lp = TAKE_(T);
 	e->attn_scratch = TAKE_(scratch);
-	e->threads = omp_get_max_threads();
+	e->scratch_floats = scratch;
 #undef TAKE_
 	return SW_OK;
 }
@@ -234,7 +280,7 @@ static int carve_(sw_engine *e, int nslots, sw_error *err)
 static void qkv_(const sw_engine *e, const sw_layer *L, acts_ *a, const float *xn, int T,
                  const int32_t *pos)
 {
-	const sw_ops *o = e->ops;
+	const sw_backend *o = e->be;
 	const sw_model_config *c = &e->m->cfg;
 	int D = c->hidden_size, H = c->num_attention_heads, KVH = c->num_key_value_heads,
 	    hd = c->head_dim, QD = H * hd, KD = KVH * hd;
@@ -271,7 +317,7 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
 	}
 	if (rc || (rc = carve_(e, for_backward ? nl : 1, err)))
 		return rc;
-	const sw_ops *o = e->ops;
+	const sw_backend *o = e->be;
 	int T = e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
 	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
 	int QD = H * hd;
@@ -287,27 +333,33 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
 		qkv_(e, L, a, a->xn1, T, e->pos);
 		o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd,
 		            e->attn_scratch);
-		memcpy(a->mid, a->res, TD * sizeof(float));
+		if ((rc = o->copy(a->mid, a->res, TD * sizeof(float), err)))
+			return rc;
 		o->gemm(0, 1, T, D, QD, 1, a->att, QD, L->wo, QD, 1, a->mid, D);
 		o->rmsnorm_fwd(a->xn2, a->rstd2, a->mid, L->mlp_norm, T, D, eps);
 		o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_gate, D, 0, a->gate, I);
 		o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_up, D, 0, a->up, I);
 		o->swiglu_fwd(a->h, a->gate, a->up, (size_t)T * I);
-		memcpy(out, a->mid, TD * sizeof(float));
+		if ((rc = o->copy(out, a->mid, TD * sizeof(float), err)))
+			return rc;
 		o->gemm(0, 1, T, D, I, 1, a->h, I, L->w_down, I, 1, out, D);
 	}
 	o->rmsnorm_fwd(e->xf, e->rstdf, e->resL, m->final_norm, T, D, eps);
 	for (int r0 = 0; r0 < T; r0 += e->lrows) {
 		int nr = T - r0 < e->lrows ? T - r0 : e->lrows;
 		o->gemm(0, 1, nr, V, D, 1, e->xf + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
-		o->logprob_fwd(logprobs ? logprobs + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
+		o->logprob_fwd(logprobs ? e->lp + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
 		               e->targets + r0, nr, V);
 	}
-	for (int t = 0; t < T; t++)
-		if (!isfinite(e->lse[t]))
-			return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", t);
-	if (entropy)
-		memcpy(entropy, e->ent, (size_t)T * sizeof(float));
+	if ((rc = o->sync(err)))
+		return rc;
+	int bad = o->first_nonfinite(e->lse, T, 1);
+	if (bad >= 0)
+		return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", bad);
+	if (logprobs && (rc = o->download(logprobs, e->lp, (size_t)T * sizeof(float), err)))
+		return rc;
+	if (entropy && (rc = o->download(entropy, e->ent, (size_t)T * sizeof(float), err)))
+		return rc;
 	e->have_fwd = true;
 	e->for_backward = for_backward;
 	return SW_OK;
@@ -318,27 +370,39 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 {
 	if (!e || !e->have_fwd || !e->for_backward)
 		return sw_fail(err, SW_EINVAL, "backward without a forward that kept its activations");
-	if (omp_get_max_threads() > e->threads)
+	if (e->be->attn_scratch(e->maxlen) > e->scratch_floats)
 		return sw_fail(err, SW_EINVAL, "the thread count grew between forward and backward");
 	const sw_model *m = e->m;
 	const sw_model_config *c = &m->cfg;
 	if (!g || g->nparams != m->nparams || g->cfg.num_hidden_layers != c->num_hidden_layers)
 		return sw_fail(err, SW_EINVAL, "the gradient model does not match the model");
-	const sw_ops *o = e->ops;
+	if (g->backend != m->backend)
+		return sw_fail(err, SW_EINVAL, "the gradient model is on %s, the model on %s",
+		               g->backend->name, m->backend->name);
+	const sw_backend *o = e->be;
+	int rc;
 	int T = e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
 	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
 	int QD = H * hd, KD = KVH * hd, nl = c->num_hidden_layers;
 	size_t TD = (size_t)T * D;
 
-	size_t need = (size_t)T * (2 * D + 2 * QD + 3 * KD + 3 * I) + 64;
+	size_t need = (size_t)T * (2 * D + 2 * QD + 3 * KD + 3 * I + 2) + 64;
 	if (need > e->bblock_floats) {
-		free(e->bblock);
+		o->free(e->bblock);
 		e->bblock_floats = 0;
-		if (!(e->bblock = malloc(need * sizeof(float))))
+		if (!(e->bblock = o->alloc(need * sizeof(float), NULL)))
 			return sw_fail(err, SW_ENOMEM, "out of memory for the backward of %d tokens", T);
 		e->bblock_floats = need;
 	}
 	float *p = e->bblock;
+	/* d(loss)/d(logprobs) and d(loss)/d(entropy) come from the host. */
+	float *dlp = NULL, *dent = NULL;
+	if (dlogprob && (rc = o->upload(dlp = p + need - 2 * (size_t)T, dlogprob,
+	                                (size_t)T * sizeof(float), err)))
+		return rc;
+	if (dentropy && (rc = o->upload(dent = p + need - (size_t)T, dentropy,
+	                                (size_t)T * sizeof(float), err)))
+		return rc;
 	float *dres = p, *dxn = dres + TD, *datt = dxn + TD, *dq = datt + (size_t)T * QD;
 	float *dk = dq + (size_t)T * QD, *dv = dk + (size_t)T * KD, *dkn = dv + (size_t)T * KD;
 	float *dgate = dkn + (size_t)T * KD, *dup = dgate + (size_t)T * I, *dh = dup + (size_t)T * I;
@@ -351,13 +415,14 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		const float *xf = e->xf + (size_t)r0 * D;
 		if (e->lrows < T)
 			o->gemm(0, 1, nr, V, D, 1, xf, D, m->lm_head, D, 0, e->logits, V);
-		o->logprob_bwd(e->logits, e->lse + r0, e->ent + r0, dlogprob ? dlogprob + r0 : NULL,
-		               dentropy ? dentropy + r0 : NULL, e->targets + r0, nr, V);
+		o->logprob_bwd(e->logits, e->lse + r0, e->ent + r0, dlp ? dlp + r0 : NULL,
+		               dent ? dent + r0 : NULL, e->targets + r0, nr, V);
 		o->gemm(0, 0, nr, D, V, 1, e->logits, V, m->lm_head, D, 0, dxn + (size_t)r0 * D, D);
 		o->gemm(1, 0, V, D, nr, 1, e->logits, V, xf, D, 1, g->lm_head, D);
 	}
 	e->have_fwd = false;
-	memset(dres, 0, TD * sizeof(float));
+	if ((rc = o->memset(dres, 0, TD * sizeof(float), err)))
+		return rc;
 	o->rmsnorm_bwd(dres, g->final_norm, dxn, e->resL, m->final_norm, e->rstdf, T, D);
 
 	for (int l = nl - 1; l >= 0; l--) {
@@ -382,8 +447,9 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		o->rope(dk, e->pos, T, KVH, hd, e->inv_freq, 1);
 		float *gq = dq, *gk = dk;
 		if (c->qk_norm) {
-			memset(dqn, 0, (size_t)T * QD * sizeof(float));
-			memset(dkn, 0, (size_t)T * KD * sizeof(float));
+			if ((rc = o->memset(dqn, 0, (size_t)T * QD * sizeof(float), err)) ||
+			    (rc = o->memset(dkn, 0, (size_t)T * KD * sizeof(float), err)))
+				return rc;
 			o->rmsnorm_bwd(dqn, G->q_norm, dq, a->qpre, L->q_norm, a->qrstd, T * H, hd);
 			o->rmsnorm_bwd(dkn, G->k_norm, dk, a->kpre, L->k_norm, a->krstd, T * KVH, hd);
 			gq = dqn, gk = dkn;
@@ -402,7 +468,7 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		o->rmsnorm_bwd(dres, G->attn_norm, dxn, a->res, L->attn_norm, a->rstd1, T, D);
 	}
 	o->embed_bwd(g->embed, dres, e->tokens, T, D);
-	return SW_OK;
+	return o->sync(err);
 }
 
 int sw_engine_cross_entropy(sw_engine *e, const sw_batch *b, const float *weight, double norm,
@@ -421,7 +487,7 @@ int sw_engine_cross_entropy(sw_engine *e, const sw_batch *b, const float *weight
 	}
 	double sw = 0, s = 0;
 	for (int t = 0; t < T; t++) {
-		float w = e->targets[t] < 0 ? 0 : weight ? weight[t] : 1;
+		float w = e->h_targets[t] < 0 ? 0 : weight ? weight[t] : 1;
 		sw += w;
 		s += (double)w * lp[t];
 	}
@@ -437,7 +503,7 @@ int sw_engine_cross_entropy(sw_engine *e, const sw_batch *b, const float *weight
 		memcpy(logprobs, lp, sizeof *lp * T);
 	if (grad) {
 		for (int t = 0; t < T; t++)
-			lp[t] = e->targets[t] < 0 ? 0 : -(float)((weight ? weight[t] : 1) / norm);
+			lp[t] = e->h_targets[t] < 0 ? 0 : -(float)((weight ? weight[t] : 1) / norm);
 		rc = sw_engine_backward(e, lp, NULL, grad, err);
 	}
 	free(lp);
@@ -450,6 +516,6 @@ float sw_logprob_of(const float *z, int V, int token)
 	 * log-probabilities are the forward's to the last bit of the row sums. */
 	float lp, lse;
 	int32_t tgt = token;
-	sw_ops_cpu()->logprob_fwd(&lp, NULL, &lse, z, &tgt, 1, V);
+	sw_backend_cpu()->logprob_fwd(&lp, NULL, &lse, z, &tgt, 1, V);
 	return lp;
 }

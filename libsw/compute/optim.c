@@ -4,11 +4,12 @@
  * after a linear warm-up).  The optimiser's state is two arenas of the
  * model's size (m, v) that the caller owns, so a store can keep them with
  * the weights and a resumed run continues exactly.  The update itself is
- * the op table's adamw, tensor by tensor (1-D tensors may skip the decay).
+ * the backend's adamw, tensor by tensor (1-D tensors may skip the decay),
+ * on the parameters' backend: the host sees only the gradient's norm.
  */
 #include <math.h>
 #include "common/internal.h"
-#include "compute/ops.h"
+#include "compute/backend.h"
 #include "sw/engine.h"
 
 #define M_PI_ 3.14159265358979323846
@@ -58,8 +59,14 @@ int sw_adamw_step(const sw_adamw_config *c, sw_model *p, sw_model *g, float *m, 
 	if (!(c->lr >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) ||
 	    !(c->eps > 0) || !(c->weight_decay >= 0))
 		return sw_fail(err, SW_EINVAL, "adamw: bad hyper-parameters");
-	const sw_ops *o = sw_ops_cpu();
+	if (g->backend != p->backend)
+		return sw_fail(err, SW_EINVAL, "adamw: the gradient is on %s, the model on %s",
+		               g->backend->name, p->backend->name);
+	const sw_backend *o = p->backend;
 	double norm = sqrt(o->sumsq(g->arena, g->nparams));
+	int rc = o->sync(err);
+	if (rc)
+		return rc;
 	if (!isfinite(norm))
 		return sw_fail(err, SW_ERANGE, "adamw: the gradient is not finite (norm %g)", norm);
 	bool clipped = false;
@@ -79,6 +86,8 @@ int sw_adamw_step(const sw_adamw_config *c, sw_model *p, sw_model *g, float *m, 
 		o->adamw(p->arena + t->offset, g->arena + t->offset, gs, m + t->offset, v + t->offset,
 		         t->numel, lr, c->beta1, c->beta2, c->eps, wd, bc1, bc2);
 	}
+	if ((rc = o->sync(err)))
+		return rc;
 	if (stats) {
 		stats->grad_norm = norm;
 		stats->lr = lr;

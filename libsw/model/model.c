@@ -590,35 +590,47 @@ size_t sw_model_config_nparams(const sw_model_config *c)
 	return layout_(c, NULL, NULL);
 }
 
-static sw_model *make_(const sw_model_config *c, float *arena, bool own, bool zero, sw_error *err)
+static sw_model *make_(const sw_backend *be, const sw_model_config *c, float *arena, bool own,
+                       bool zero, sw_error *err)
 {
 	int rc = sw_model_config_check(c, err);
 	if (rc)
 		return NULL;
+	if (!be)
+		be = sw_backend_cpu();
 	sw_model *m = calloc(1, sizeof *m);
 	if (!m) {
 		sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
 	}
 	m->cfg = *c;
+	m->backend = be;
 	m->nparams = layout_(c, NULL, NULL);
 	m->ntensors = 0;
 	layout_(c, m, NULL); /* counts the tensors */
-	size_t nt = m->ntensors;
+	size_t nt = m->ntensors, bytes = m->nparams * sizeof(float);
 	m->tensors = calloc(nt, sizeof *m->tensors);
 	m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
 	if (!m->tensors || !m->layers)
 		goto oom;
 	if (own) {
-		size_t bytes = (m->nparams * sizeof(float) + 63) & ~(size_t)63;
-		arena = aligned_alloc(64, bytes);
-		if (!arena)
-			goto oom;
-		if (zero)
-			memset(arena, 0, bytes);
+		if (!(arena = be->alloc(bytes, err))) {
+			sw_model_free(m);
+			return NULL;
+		}
+		m->arena = arena;
+		m->owns_arena = true;
+		if (zero && be->memset(arena, 0, bytes, err)) {
+			sw_model_free(m);
+			return NULL;
+		}
+	} else {
+		/* host memory lent to the backend (the identity on the CPU) */
+		if (!(m->arena = be->borrow(arena, bytes, err))) {
+			sw_model_free(m);
+			return NULL;
+		}
 	}
-	m->arena = arena;
-	m->owns_arena = own;
 	layout_(c, m, m->tensors);
 	return m;
 oom:
@@ -627,34 +639,106 @@ oom:
 	return NULL;
 }
 
-sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err)
+sw_model *sw_model_view_on(const sw_backend *be, const sw_model_config *c, float *arena,
+                           sw_error *err)
 {
 	if (!arena) {
 		sw_fail(err, SW_EINVAL, "no arena to view");
 		return NULL;
 	}
-	return make_(c, arena, false, false, err);
+	return make_(be, c, arena, false, false, err);
+}
+
+sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err)
+{
+	return sw_model_view_on(NULL, c, arena, err);
+}
+
+sw_model *sw_model_new_on(const sw_backend *be, const sw_model_config *c, sw_error *err)
+{
+	return make_(be, c, NULL, true, true, err);
 }
 
 sw_model *sw_model_new(const sw_model_config *c, sw_error *err)
 {
-	return make_(c, NULL, true, true, err);
+	return make_(NULL, c, NULL, true, true, err);
 }
 
-sw_model *sw_model_new_uninit(const sw_model_config *c, sw_error *err)
+sw_model *sw_model_new_uninit(const sw_backend *be, const sw_model_config *c, sw_error *err)
 {
-	return make_(c, NULL, true, false, err);
+	return make_(be, c, NULL, true, false, err);
 }
 
 void sw_model_free(sw_model *m)
 {
 	if (!m)
 		return;
-	if (m->owns_arena)
-		free(m->arena);
+	if (m->arena && m->owns_arena)
+		m->backend->free(m->arena);
+	else if (m->arena)
+		m->backend->unborrow(m->arena);
 	free(m->tensors);
 	free(m->layers);
 	free(m);
+}
+
+size_t sw_model_max_numel(const sw_model *m)
+{
+	size_t most = 0;
+	for (size_t i = 0; i < m->ntensors; i++)
+		most = m->tensors[i].numel > most ? m->tensors[i].numel : most;
+	return most;
+}
+
+static int same_shape_(const sw_model *a, const sw_model *b, sw_error *err)
+{
+	if (!a || !b || a->nparams != b->nparams || a->ntensors != b->ntensors)
+		return sw_fail(err, SW_EINVAL, "the two models do not have the same parameters");
+	return SW_OK;
+}
+
+int sw_model_zero(sw_model *m, sw_error *err)
+{
+	if (!m)
+		return sw_fail(err, SW_EINVAL, "no model");
+	return m->backend->memset(m->arena, 0, m->nparams * sizeof(float), err);
+}
+
+int sw_model_read(const sw_model *m, float *host, sw_error *err)
+{
+	if (!m || !host)
+		return sw_fail(err, SW_EINVAL, "no model or buffer");
+	return m->backend->download(host, m->arena, m->nparams * sizeof(float), err);
+}
+
+int sw_model_write(sw_model *m, const float *host, sw_error *err)
+{
+	if (!m || !host)
+		return sw_fail(err, SW_EINVAL, "no model or buffer");
+	return m->backend->upload(m->arena, host, m->nparams * sizeof(float), err);
+}
+
+int sw_model_copy(sw_model *dst, const sw_model *src, sw_error *err)
+{
+	int rc = same_shape_(dst, src, err);
+	if (rc)
+		return rc;
+	size_t bytes = src->nparams * sizeof(float);
+	if (dst->backend == src->backend)
+		return src->backend->copy(dst->arena, src->arena, bytes, err);
+	/* between backends, through the host: in place where one side is host memory */
+	const float *sv = src->backend->host_view(src->arena);
+	float *dv = (float *)dst->backend->host_view(dst->arena), *h = NULL;
+	if (sv)
+		return sw_model_write(dst, sv, err);
+	if (dv)
+		return sw_model_read(src, dv, err);
+	if (!(h = malloc(bytes + 1)))
+		return sw_fail(err, SW_ENOMEM, "out of memory for a host copy of %zu parameters", src->nparams);
+	rc = sw_model_read(src, h, err);
+	rc = rc ? rc : sw_model_write(dst, h, err);
+	free(h);
+	return rc;
 }
 
 const sw_tensor *sw_model_tensor(const sw_model *m, const char *name)
@@ -683,34 +767,51 @@ static bool ends_with_(const char *s, const char *suffix)
 
 #define CHUNK_ 4096 /* each chunk its own stream, so threads do not change the numbers */
 
-void sw_model_init_random(sw_model *m, uint64_t seed, float std)
+/* Tensor i of the arena's order into data (host memory). */
+static void fill_(const sw_tensor *t, size_t i, float *data, uint64_t seed, float std)
 {
-	for (size_t i = 0; i < m->ntensors; i++) {
-		sw_tensor *t = &m->tensors[i];
-		if (ends_with_(t->name, "norm.weight")) {
-			for (size_t j = 0; j < t->numel; j++)
-				t->data[j] = 1.0f;
-			continue;
-		}
-		if (ends_with_(t->name, ".bias")) {
-			memset(t->data, 0, t->numel * sizeof(float));
-			continue;
-		}
-		size_t nchunks = (t->numel + CHUNK_ - 1) / CHUNK_;
-		#pragma omp parallel for schedule(static)
-		for (size_t ch = 0; ch < nchunks; ch++) {
-			uint64_t s = seed ^ (0x51afd7ed558ccd1dull * (i + 1));
-			s = splitmix_(&s) ^ (0xd6e8feb86659fd93ull * (ch + 1));
-			size_t lo = ch * CHUNK_, hi = lo + CHUNK_ < t->numel ? lo + CHUNK_ : t->numel;
-			for (size_t j = lo; j < hi; j += 2) {
-				/* Box-Muller: u1 in (0, 1] so that the log is finite */
-				double u1 = ((double)(splitmix_(&s) >> 11) + 1.0) * 0x1p-53;
-				double u2 = (double)(splitmix_(&s) >> 11) * 0x1p-53;
-				double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
-				t->data[j] = (float)(r * cos(a)) * std;
-				if (j + 1 < hi)
-					t->data[j + 1] = (float)(r * sin(a)) * std;
-			}
+	if (ends_with_(t->name, "norm.weight")) {
+		for (size_t j = 0; j < t->numel; j++)
+			data[j] = 1.0f;
+		return;
+	}
+	if (ends_with_(t->name, ".bias")) {
+		memset(data, 0, t->numel * sizeof(float));
+		return;
+	}
+	size_t nchunks = (t->numel + CHUNK_ - 1) / CHUNK_;
+	#pragma omp parallel for schedule(static)
+	for (size_t ch = 0; ch < nchunks; ch++) {
+		uint64_t s = seed ^ (0x51afd7ed558ccd1dull * (i + 1));
+		s = splitmix_(&s) ^ (0xd6e8feb86659fd93ull * (ch + 1));
+		size_t lo = ch * CHUNK_, hi = lo + CHUNK_ < t->numel ? lo + CHUNK_ : t->numel;
+		for (size_t j = lo; j < hi; j += 2) {
+			/* Box-Muller: u1 in (0, 1] so that the log is finite */
+			double u1 = ((double)(splitmix_(&s) >> 11) + 1.0) * 0x1p-53;
+			double u2 = (double)(splitmix_(&s) >> 11) * 0x1p-53;
+			double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+			data[j] = (float)(r * cos(a)) * std;
+			if (j + 1 < hi)
+				data[j + 1] = (float)(r * sin(a)) * std;
 		}
 	}
+}
+
+int sw_model_init_random(sw_model *m, uint64_t seed, float std)
+{
+	/* In place where the host reaches the arena; else tensor by tensor
+	 * through one host buffer (not a copy of the whole model). */
+	const sw_backend *be = m->backend;
+	float *direct = (float *)be->host_view(m->arena), *buf = NULL;
+	if (!direct && !(buf = malloc(sw_model_max_numel(m) * sizeof(float) + 1)))
+		return SW_ENOMEM;
+	int rc = SW_OK;
+	for (size_t i = 0; i < m->ntensors && !rc; i++) {
+		const sw_tensor *t = &m->tensors[i];
+		fill_(t, i, direct ? direct + t->offset : buf, seed, std);
+		if (!direct)
+			rc = be->upload(t->data, buf, t->numel * sizeof(float), NULL);
+	}
+	free(buf);
+	return rc;
 }

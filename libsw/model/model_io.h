@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "common/internal.h"
+#include "compute/backend.h"
 #include "sw/model.h"
 
 /* config.json from memory; path only names it in messages. */
@@ -19,8 +20,16 @@ int sw_model_config_text(const sw_model_config *c, const char *path, const char 
 int sw_model_config_write(const sw_model_config *c, const char *path, const char *torch_dtype,
                            sw_error *err);
 
-/* sw_model_new() without zeroing the arena, for a caller that fills all of it. */
-sw_model *sw_model_new_uninit(const sw_model_config *c, sw_error *err);
+/* sw_model_new_on() without zeroing the arena, for a caller that fills all of it. */
+sw_model *sw_model_new_uninit(const sw_backend *be, const sw_model_config *c, sw_error *err);
+
+/*
+ * The host-side model functions (load, save, init_random) reach a device
+ * model's arena in place where the backend's memory is host memory
+ * (host_view), else tensor by tensor through a buffer of the largest
+ * tensor's size, so a device model never costs a whole host copy.
+ */
+size_t sw_model_max_numel(const sw_model *m);
 
 /* The shortest decimal that reads back as x, with ".0" when it looks like an integer. */
 void sw_fmt_float(char *buf, size_t size, float x);

@@ -391,6 +391,8 @@ static int derived_(const char *name)
 
 typedef struct load_ctx_ {
 	sw_model *m;
+	float *host;           /* the arena where the host writes it in place (cpu), else NULL */
+	float *buf;            /* else one tensor's staging, uploaded when it is read */
 	unsigned char *seen;   /* per model tensor: from which file (1-based), 0 not yet */
 	float *tied_lm;        /* lm_head.weight found in a tied checkpoint */
 	char tied_lm_file[256];
@@ -444,7 +446,7 @@ static int load_st_(load_ctx_ *x, const sw_st_file *fp, const char *path, int fi
 				break;
 			}
 			x->seen[k] = (unsigned char)fileno_;
-			dst = mt->data;
+			dst = x->host ? x->host + mt->offset : x->buf;
 		}
 		int same = t->ndim == mt->ndim;
 		for (int d = 0; same && d < t->ndim; d++)
@@ -462,6 +464,8 @@ static int load_st_(load_ctx_ *x, const sw_st_file *fp, const char *path, int fi
 			break;
 		}
 		rc = sw_st_read_f32(&f, i, dst, err);
+		if (!rc && dst == x->buf)
+			rc = m->backend->upload(mt->data, dst, mt->numel * sizeof(float), err);
 	}
 	return rc;
 }
@@ -485,7 +489,14 @@ static int load_done_(load_ctx_ *x, const char *where, sw_error *err)
 	for (size_t i = 0; i < m->ntensors; i++)
 		if (!x->seen[i])
 			return sw_fail(err, SW_EFORMAT, "%s: tensor '%.80s' is missing", where, m->tensors[i].name);
-	if (x->tied_lm && memcmp(x->tied_lm, m->embed, m->tensors[0].numel * sizeof(float)))
+	const float *embed = x->host;
+	if (x->tied_lm && !embed) {
+		int rc = m->backend->download(x->buf, m->embed, m->tensors[0].numel * sizeof(float), err);
+		if (rc)
+			return rc;
+		embed = x->buf;
+	}
+	if (x->tied_lm && memcmp(x->tied_lm, embed, m->tensors[0].numel * sizeof(float)))
 		return sw_fail(err, SW_EFORMAT,
 		               "%s: tensor 'lm_head.weight' differs from model.embed_tokens.weight, "
 		               "but config.json ties them",
@@ -493,12 +504,26 @@ static int load_done_(load_ctx_ *x, const char *where, sw_error *err)
 	return 0;
 }
 
+/* Where the tensors go: the arena itself, or one tensor's staging on a device. */
+static int load_begin_(load_ctx_ *x, sw_error *err)
+{
+	sw_model *m = x->m;
+	if ((x->host = (float *)m->backend->host_view(m->arena)))
+		return SW_OK;
+	if (!(x->buf = malloc(sw_model_max_numel(m) * sizeof(float) + 1)))
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	return SW_OK;
+}
+
 int sw_st_load_into(sw_model *m, const sw_st_file *f, sw_error *err)
 {
-	load_ctx_ x = { m, calloc(m->ntensors + 1, 1), NULL, "" };
-	int rc = x.seen ? load_st_(&x, f, f->path, 1, NULL, 0, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	load_ctx_ x = { m, NULL, NULL, calloc(m->ntensors + 1, 1), NULL, "" };
+	int rc = x.seen ? load_begin_(&x, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	if (!rc)
+		rc = load_st_(&x, f, f->path, 1, NULL, 0, err);
 	if (!rc)
 		rc = load_done_(&x, f->path, err);
+	free(x.buf);
 	free(x.tied_lm);
 	free(x.seen);
 	return rc;
@@ -607,12 +632,14 @@ out:
 int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err)
 {
 	char *single = join_(dir, "model.safetensors"), *index = join_(dir, "model.safetensors.index.json");
-	load_ctx_ x = { m, calloc(m->ntensors + 1, 1), NULL, "" };
+	load_ctx_ x = { m, NULL, NULL, calloc(m->ntensors + 1, 1), NULL, "" };
 	int rc = 0;
 	if (!single || !index || !x.seen) {
 		rc = sw_fail(err, SW_ENOMEM, "out of memory");
 		goto out;
 	}
+	if ((rc = load_begin_(&x, err)))
+		goto out;
 	/* as transformers: the single file first, then the index */
 	if (exists_(single)) {
 		rc = load_file_(&x, single, 1, NULL, 0, err);
@@ -627,6 +654,7 @@ int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err)
 	if (!rc)
 		rc = load_done_(&x, exists_(single) ? single : index, err);
 out:
+	free(x.buf);
 	free(x.tied_lm);
 	free(x.seen);
 	free(single);
@@ -635,6 +663,11 @@ out:
 }
 
 sw_model *sw_model_load(const char *dir, sw_error *err)
+{
+	return sw_model_load_on(NULL, dir, err);
+}
+
+sw_model *sw_model_load_on(const sw_backend *be, const char *dir, sw_error *err)
 {
 	char *cfg = join_(dir, "config.json");
 	sw_model_config c;
@@ -647,7 +680,7 @@ sw_model *sw_model_load(const char *dir, sw_error *err)
 	if (rc)
 		return NULL;
 	/* every float will be written or the model freed: no need to zero the arena first */
-	sw_model *m = sw_model_new_uninit(&c, err);
+	sw_model *m = sw_model_new_uninit(be, &c, err);
 	if (!m)
 		return NULL;
 	if (sw_model_load_weights(m, dir, err)) {
@@ -683,6 +716,13 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	int rc = 0;
 	if (!order)
 		return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+	/* the arena where the host reads it in place (cpu), else one tensor at a time from the device */
+	const float *host = m->backend->host_view(m->arena);
+	float *tbuf = host ? NULL : malloc(sw_model_max_numel(m) * sizeof(float) + 1);
+	if (!host && !tbuf) {
+		free(order);
+		return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+	}
 	for (size_t i = 0; i < m->ntensors; i++)
 		order[i] = &m->tensors[i];
 	qsort(order, m->ntensors, sizeof *order, cmp_tensor_name_);
@@ -722,14 +762,17 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	uint16_t buf[8192];
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const sw_tensor *t = order[i];
+		const float *data = host ? host + t->offset : tbuf;
+		if (!host && (rc = m->backend->download(tbuf, t->data, t->numel * sizeof(float), err)))
+			break;
 		if (dt == SW_DT_F32) {
-			rc = sw_afile_write(&f, t->data, t->numel * sizeof(float), err);
+			rc = sw_afile_write(&f, data, t->numel * sizeof(float), err);
 			continue;
 		}
 		for (size_t j = 0; j < t->numel && !rc; j += 8192) {
 			size_t k = t->numel - j < 8192 ? t->numel - j : 8192;
 			for (size_t q = 0; q < k; q++)
-				buf[q] = to_bf16_(t->data[j + q]);
+				buf[q] = to_bf16_(data[j + q]);
 			rc = sw_afile_write(&f, buf, k * 2, err);
 		}
 	}
@@ -738,6 +781,7 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	if (rc)
 		sw_afile_abort(&f);
 out:
+	free(tbuf);
 	free(order);
 	sw_buf_release(&h);
 	return rc;

@@ -8,8 +8,11 @@
  * tokens to float rounding (~1e-6; tested to 1e-5), and sw_decoder_score
  * reproduces them exactly.  Decoding is batch-invariant: a sequence's
  * logits have the same bits whatever else is in the batch.  All compute
- * goes through an op table (libsw/compute/ops.h); the CPU table is used now and a
- * CUDA one can take its place without changing this interface.
+ * runs on the model's backend (sw/backend.h, sw_model.backend): the engine
+ * and the decoder keep their activations, KV cache and logits there, and
+ * every host array below (tokens, log-probs, logits returned) is copied to
+ * or from it, so the same calls work on any backend, bit for bit the same
+ * on "cpu" and "guard".
  *
  * Ownership: an engine or decoder borrows its model (and reads the weights
  * at every call, so weights updated in place are seen at once); everything
@@ -31,7 +34,7 @@
 #pragma GCC visibility push(default)
 
 /*
- * Threads for the compute; n <= 0: all cores.  One OpenMP pool runs
+ * Threads for the compute of the CPU backends (cpu, guard); n <= 0: all cores.  One OpenMP pool runs
  * everything (OpenBLAS single-threaded inside it).  On a machine shared
  * with other busy processes, OMP_WAIT_POLICY=passive in the environment
  * keeps idle threads from spinning on the cores the working ones need.
@@ -225,9 +228,12 @@ typedef struct sw_adamw_stats {
 
 /*
  * One AdamW step number step (0-based; state m and v have seen step
- * earlier ones) on params with grad (both models of one configuration);
- * m and v are arenas of params->nparams floats, zeroed before step 0, that
- * the caller keeps (a store can hold them beside the weights).  grad is
+ * earlier ones) on params with grad (both models of one configuration, on
+ * one backend); m and v are arenas of params->nparams floats in that
+ * backend's memory, zeroed before step 0, that the caller keeps: host
+ * memory on "cpu", else the arena of a model of the same configuration
+ * made by sw_model_new_on() or, over a store's arena,
+ * sw_model_view_on(params->backend, cfg, arena).  grad is
  * read, not changed (clipping scales it inside the update).  A non-finite
  * gradient norm is SW_ERANGE and leaves params, m and v untouched.
  */

@@ -10,8 +10,15 @@
  * (sw_model_view()).  Matrices keep Hugging Face's layout: a Linear of
  * in_features -> out_features is [out, in], row-major.
  *
- * Ownership: a model made by sw_model_view() borrows its arena; one made by
- * sw_model_new()/sw_model_load() owns it.  sw_model_free(NULL) is a no-op.
+ * A model lives on a backend (sw/backend.h): its arena, and every pointer
+ * into it (sw_tensor.data, sw_layer, embed, ...), is that backend's device
+ * memory.  sw_model_new(), _view() and _load() put it on the CPU backend,
+ * whose memory is host memory, so those pointers may be read and written
+ * directly; on any other backend the host reaches the parameters only
+ * through the functions here (sw_model_read/_write/_zero/_copy, save, load).
+ *
+ * Ownership: a model made by sw_model_view*() borrows its arena; one made by
+ * sw_model_new*()/sw_model_load*() owns it.  sw_model_free(NULL) is a no-op.
  */
 #ifndef SW_MODEL_H
 #define SW_MODEL_H
@@ -19,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "backend.h"
 #include "error.h"
 
 /* What this header declares is libsw's public API, exported from libsw.so
@@ -84,6 +92,7 @@ typedef struct sw_model {
 	sw_layer *layers;          /* [num_hidden_layers] */
 	float *final_norm;         /* model.norm.weight [hidden] */
 	float *lm_head;            /* lm_head.weight [vocab, hidden]; == embed when tied */
+	const sw_backend *backend; /* where the arena lives (never NULL) */
 } sw_model;
 
 /*
@@ -110,16 +119,36 @@ int sw_model_config_save(const sw_model_config *c, const char *path, sw_error *e
 /* The number of floats in the arena of a model of this configuration. */
 size_t sw_model_config_nparams(const sw_model_config *c);
 
-/* A model whose tensors view arena (nparams floats), which it borrows. */
+/* A model on the CPU backend whose tensors view arena (nparams floats), which it borrows. */
 sw_model *sw_model_view(const sw_model_config *c, float *arena, sw_error *err);
-/* A model that owns a zeroed, 64-byte-aligned arena. */
+/* A model on the CPU backend that owns a zeroed, 64-byte-aligned arena. */
 sw_model *sw_model_new(const sw_model_config *c, sw_error *err);
+/* The same on backend be (NULL: cpu): a zeroed arena of be's memory. */
+sw_model *sw_model_new_on(const sw_backend *be, const sw_model_config *c, sw_error *err);
+/*
+ * A model on be over host memory it borrows (a shared-memory store's arena,
+ * page-aligned): the backend's memory for as long as the model lives (on
+ * "guard", out of the host's reach until sw_model_free() gives it back).
+ * Only a backend whose memory is host memory can borrow (cpu, guard);
+ * another is SW_EINVAL.  A model of the same configuration viewing a second
+ * arena is how a gradient or an AdamW moment lives on a backend too.
+ */
+sw_model *sw_model_view_on(const sw_backend *be, const sw_model_config *c, float *arena,
+                           sw_error *err);
 /*
  * Fill the parameters: matrices (and the embedding) from normal(0, std),
  * RMSNorm weights 1, biases 0.  The same seed gives the same bits on every
- * machine (splitmix64 and Box-Muller, not rand()).
+ * machine (splitmix64 and Box-Muller, not rand()).  SW_OK, or an SW_E* code
+ * when a device model could not be written.
  */
-void sw_model_init_random(sw_model *m, uint64_t seed, float std);
+int sw_model_init_random(sw_model *m, uint64_t seed, float std);
+/* Every parameter set to 0 (a gradient before its first micro-batch). */
+int sw_model_zero(sw_model *m, sw_error *err);
+/* The whole arena (nparams floats) to host memory, or from it. */
+int sw_model_read(const sw_model *m, float *host, sw_error *err);
+int sw_model_write(sw_model *m, const float *host, sw_error *err);
+/* dst's parameters := src's (same configuration; the backends may differ). */
+int sw_model_copy(sw_model *dst, const sw_model *src, sw_error *err);
 /* The tensor of that Hugging Face name, or NULL. */
 const sw_tensor *sw_model_tensor(const sw_model *m, const char *name);
 void sw_model_free(sw_model *m);
@@ -136,7 +165,9 @@ void sw_model_free(sw_model *m);
  * tied model, an lm_head.weight equal to the embedding.
  */
 sw_model *sw_model_load(const char *dir, sw_error *err);
-/* Only the weights of dir, into m's arena (a view of a shared store, say). */
+/* The same onto backend be (NULL: cpu): the one call a program needs for --device. */
+sw_model *sw_model_load_on(const sw_backend *be, const char *dir, sw_error *err);
+/* Only the weights of dir, into m's arena (a view of a shared store, say), on any backend. */
 int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err);
 /*
  * Write dir/model.safetensors (dt SW_DT_F32 or SW_DT_BF16, names as Hugging

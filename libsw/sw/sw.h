@@ -5,6 +5,7 @@
 #include "record.h"
 #include "stream.h"
 #include "monitor.h"
+#include "backend.h"
 #include "model.h"
 #include "engine.h"
 #include "tokenizer.h"

@@ -4,17 +4,53 @@
  * not depend on its neighbours), the PyTorch + transformers references of
  * tests/fixtures/engine/ (made by tests/fixtures/make_engine_refs.py),
  * AdamW and its schedules, and batched decoding against the full forward.
+ * Every model is on the backend SW_TEST_DEVICE names ("cpu" when unset;
+ * tests/run runs this test again with "guard"), so the test reaches the
+ * parameters only through sw_model_read/_write: on guard a direct touch
+ * faults.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "sw/backend.h"
 #include "sw/engine.h"
 #include "sw/model.h"
 #include "tap.h"
 
 /* The fixtures, under $SW_TOP (the source tree; "." when unset). */
 static char fix_[256];
+/* The backend the models are on. */
+static const sw_backend *be_;
+
+static sw_model *new_(const sw_model_config *c, sw_error *err)
+{
+	return sw_model_new_on(be_, c, err);
+}
+
+static sw_model *load_(const char *dir, sw_error *err)
+{
+	return sw_model_load_on(be_, dir, err);
+}
+
+/* A host copy of m's parameters (the caller frees it). */
+static float *host_(const sw_model *m)
+{
+	float *h = malloc(sizeof(float) * m->nparams);
+	if (!h || sw_model_read(m, h, NULL)) {
+		fprintf(stderr, "test_engine: cannot read a model\n");
+		exit(1);
+	}
+	return h;
+}
+
+static void put_(sw_model *m, const float *h)
+{
+	if (sw_model_write(m, h, NULL)) {
+		fprintf(stderr, "test_engine: cannot write a model\n");
+		exit(1);
+	}
+}
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand_(void)
@@ -50,13 +86,16 @@ static sw_model_config small_cfg_(const char *type, bool bias, bool qk, bool tie
 /* Norm weights and biases moved off 1 and 0, so their gradients matter. */
 static void shake_(sw_model *m)
 {
+	float *h = host_(m);
 	for (size_t i = 0; i < m->ntensors; i++) {
 		sw_tensor *t = &m->tensors[i];
 		if (t->ndim != 1)
 			continue;
 		for (size_t j = 0; j < t->numel; j++)
-			t->data[j] += (float)(urand_() - 0.5) * 0.4f;
+			h[t->offset + j] += (float)(urand_() - 0.5) * 0.4f;
 	}
+	put_(m, h);
+	free(h);
 }
 
 /* ---- gradients of a whole model by finite differences ---------------------- */
@@ -81,7 +120,7 @@ static double fd_loss_(struct fd_ctx *x)
 static void test_fd_model_(const char *what, sw_model_config cfg)
 {
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&cfg, &err), *g = sw_model_new(&cfg, &err);
+	sw_model *m = new_(&cfg, &err), *g = new_(&cfg, &err);
 	ok(m && g, "%s: models made (%s)", what, err.msg);
 	if (!m || !g)
 		return;
@@ -100,26 +139,32 @@ static void test_fd_model_(const char *what, sw_model_config cfg)
 	/* Every tensor, a few entries each. */
 	double worst = 0;
 	const char *worst_name = "";
+	float *gh = host_(g), *mh = host_(m);
 	for (size_t i = 0; i < m->ntensors; i++) {
 		sw_tensor *t = &m->tensors[i];
-		const float *gt = g->arena + t->offset;
+		const float *gt = gh + t->offset;
+		float *td = mh + t->offset;
 		double gmax = 0;
 		for (size_t j = 0; j < t->numel; j++)
 			gmax = fabs(gt[j]) > gmax ? fabs(gt[j]) : gmax;
 		for (int k = 0; k < 6; k++) {
 			size_t j = (size_t)(urand_() * t->numel);
-			float x0 = t->data[j], h = 1e-2f;
-			t->data[j] = x0 + h;
+			float x0 = td[j], h = 1e-2f;
+			td[j] = x0 + h;
+			put_(m, mh);
 			double lpl = fd_loss_(&x);
-			t->data[j] = x0 - h;
+			td[j] = x0 - h;
+			put_(m, mh);
 			double lm = fd_loss_(&x);
-			t->data[j] = x0;
+			td[j] = x0;
+			put_(m, mh);
 			double num = (lpl - lm) / (2.0 * h);
 			double e = fabs(num - gt[j]) / (gmax > 1e-3 ? gmax : 1e-3);
 			if (e > worst)
 				worst = e, worst_name = t->name;
 		}
 	}
+	free(gh), free(mh);
 	ok(worst < 1e-2, "%s: every parameter's gradient by finite differences (worst rel err %.2g, %s)",
 	   what, worst, worst_name);
 
@@ -137,15 +182,15 @@ static void test_fd_model_(const char *what, sw_model_config cfg)
 	ok(same, "%s: a packed sequence's log-probs do not depend on its neighbours", what);
 
 	/* Backward accumulates: a second one doubles the gradient. */
-	float *g1 = malloc(sizeof(float) * g->nparams);
-	memcpy(g1, g->arena, sizeof(float) * g->nparams);
+	float *g1 = host_(g);
 	sw_engine_forward(x.e, &x.b, true, lp, ent, &err);
 	sw_engine_backward(x.e, a, c, g, &err);
+	float *g2 = host_(g);
 	double d = 0;
 	for (size_t i = 0; i < g->nparams; i++)
-		d = fmax(d, fabs(g->arena[i] - 2 * g1[i]));
+		d = fmax(d, fabs(g2[i] - 2 * g1[i]));
 	ok(d < 1e-5, "%s: backward accumulates into the gradient (err %.2g)", what, d);
-	free(g1);
+	free(g1), free(g2);
 	sw_engine_free(x.e);
 	sw_model_free(m);
 	sw_model_free(g);
@@ -193,7 +238,7 @@ static void test_reference_(const char *name)
 	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
 	snprintf(gdir, sizeof gdir, "%s/grad", dir);
 	sw_error err = { 0 };
-	sw_model *m = sw_model_load(mdir, &err);
+	sw_model *m = load_(mdir, &err);
 	sw_model *ref = sw_model_load(gdir, &err);
 	size_t ncu, T, nl, nlp, nent, nloss;
 	int32_t *cu = slurp_(dir, "cu.i32", 4, &ncu), *tok = slurp_(dir, "tokens.i32", 4, &T);
@@ -204,7 +249,7 @@ static void test_reference_(const char *name)
 	   name, err.msg);
 	if (!(m && ref && cu && tok && logits && rlp && rent && rloss))
 		goto out;
-	sw_model *g = sw_model_new(&m->cfg, &err);
+	sw_model *g = new_(&m->cfg, &err);
 	sw_engine *e = sw_engine_new(m, &err);
 	sw_batch b = { (int)ncu - 1, tok, cu, NULL };
 	float *lp = calloc(T, sizeof *lp), *ent = calloc(T, sizeof *ent);
@@ -223,21 +268,23 @@ static void test_reference_(const char *name)
 	double worst = 0;
 	const char *wn = "";
 	int nt = 0;
+	float *gh = host_(g);
 	for (size_t i = 0; i < g->ntensors; i++) {
 		const sw_tensor *t = &g->tensors[i], *r = sw_model_tensor(ref, t->name);
 		if (!r || r->numel != t->numel) {
 			worst = INFINITY, wn = t->name;
 			continue;
 		}
-		double x = relerr_(t->data, r->data, t->numel);
+		double x = relerr_(gh + t->offset, r->data, t->numel);
 		if (x > worst)
 			worst = x, wn = t->name;
 		nt++;
 	}
+	free(gh);
 	ok(worst < 1e-4, "%s: all %d parameters' gradients (worst rel err %.2g, %s)", name, nt, worst, wn);
 
 	/* Again with room for 5 rows of logits: the backward computes them again in chunks. */
-	sw_model *g2 = sw_model_new(&m->cfg, &err);
+	sw_model *g2 = new_(&m->cfg, &err);
 	float *lp2 = calloc(T, sizeof *lp2);
 	sw_engine_logits_budget(e, (size_t)5 * m->cfg.vocab_size);
 	double loss2 = 0;
@@ -246,10 +293,12 @@ static void test_reference_(const char *name)
 	   "%s: a training forward over its logits budget keeps none, log-probs the same", name);
 	rc = sw_engine_cross_entropy(e, &b, NULL, 0, g2, &loss2, NULL, &err);
 	double w2 = 0;
+	gh = host_(g2);
 	for (size_t i = 0; i < g2->ntensors; i++) {
 		const sw_tensor *t = &g2->tensors[i], *r = sw_model_tensor(ref, t->name);
-		w2 = fmax(w2, r ? relerr_(t->data, r->data, t->numel) : INFINITY);
+		w2 = fmax(w2, r ? relerr_(gh + t->offset, r->data, t->numel) : INFINITY);
 	}
+	free(gh);
 	ok(rc == 0 && fabs(loss2 - rloss[0]) < 1e-4 * fabs(rloss[0]) && w2 < 1e-4,
 	   "%s: loss and every gradient with the logits recomputed in chunks (worst rel err %.2g)", name, w2);
 	sw_engine_logits_budget(e, (size_t)1 << 28);
@@ -289,15 +338,17 @@ static void test_adamw_reference_(void)
 	snprintf(mdir, sizeof mdir, "%s/models/tiny-qwen2", fix_);
 	snprintf(adir, sizeof adir, "%s/adamw", dir);
 	sw_error err = { 0 };
-	sw_model *m = sw_model_load(mdir, &err), *ref = sw_model_load(adir, &err);
+	sw_model *m = load_(mdir, &err), *ref = sw_model_load(adir, &err);
 	size_t ncu, T, ns;
 	int32_t *cu = slurp_(dir, "cu.i32", 4, &ncu), *tok = slurp_(dir, "tokens.i32", 4, &T);
 	double *st = slurp_(dir, "adamw.f64", 8, &ns);
 	ok(m && ref && cu && tok && st && ns == 8, "adamw references load (%s)", err.msg);
 	if (!(m && ref && cu && tok && st && ns == 8))
 		goto out;
-	sw_model *g = sw_model_new(&m->cfg, &err);
-	float *mm = calloc(m->nparams, sizeof(float)), *vv = calloc(m->nparams, sizeof(float));
+	sw_model *g = new_(&m->cfg, &err);
+	/* The moments: arenas on the model's backend, zeroed. */
+	sw_model *mmod = new_(&m->cfg, &err), *vmod = new_(&m->cfg, &err);
+	float *mm = mmod->arena, *vv = vmod->arena;
 	sw_engine *e = sw_engine_new(m, &err);
 	sw_batch b = { (int)ncu - 1, tok, cu, NULL };
 	sw_adamw_config c = sw_adamw_defaults(1e-2f);
@@ -305,7 +356,7 @@ static void test_adamw_reference_(void)
 	c.schedule = SW_LR_COSINE, c.warmup_steps = 2, c.total_steps = 5, c.min_lr_ratio = 0.1f;
 	int good = 1;
 	for (int step = 0; step < 4; step++) {
-		memset(g->arena, 0, sizeof(float) * g->nparams);
+		sw_model_zero(g, NULL);
 		double loss;
 		sw_adamw_stats s;
 		int rc = sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err);
@@ -319,9 +370,10 @@ static void test_adamw_reference_(void)
 	ok(good, "each step's gradient norm, clipping and rate are torch's");
 	double worst = 0;
 	const char *wn = "";
+	float *mh = host_(m);
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const sw_tensor *t = &m->tensors[i], *r = sw_model_tensor(ref, t->name);
-		double x = r ? relerr_(t->data, r->data, t->numel) : INFINITY;
+		double x = r ? relerr_(mh + t->offset, r->data, t->numel) : INFINITY;
 		if (x > worst)
 			worst = x, wn = t->name;
 	}
@@ -330,11 +382,15 @@ static void test_adamw_reference_(void)
 	 * the trajectory gets a looser bound than one gradient's 1e-4. */
 	ok(worst < 5e-4, "parameters after 4 AdamW steps are torch's (worst rel err %.2g, %s)", worst, wn);
 	/* A NaN gradient is refused and changes nothing. */
-	float keep = m->arena[5];
-	g->arena[3] = NAN;
+	float keep = mh[5], *gh = host_(g);
+	gh[3] = NAN;
+	put_(g, gh);
 	is_int(sw_adamw_step(&c, m, g, mm, vv, 4, NULL, &err), SW_ERANGE, "a NaN gradient is refused: %s", err.msg);
-	ok(m->arena[5] == keep, "and the weights are untouched");
-	free(mm), free(vv);
+	free(mh);
+	mh = host_(m);
+	ok(mh[5] == keep, "and the weights are untouched");
+	free(mh), free(gh);
+	sw_model_free(mmod), sw_model_free(vmod);
 	sw_engine_free(e);
 	sw_model_free(g);
 out:
@@ -360,7 +416,7 @@ static void test_greedy_(const char *name)
 	snprintf(dir, sizeof dir, "%s/engine/%s", fix_, name);
 	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
 	sw_error err = { 0 };
-	sw_model *m = sw_model_load(mdir, &err);
+	sw_model *m = load_(mdir, &err);
 	size_t n;
 	int32_t *rec = slurp_(dir, "generate.i32", 4, &n);
 	ok(m && rec, "%s: model and generate() references load (%s)", name, err.msg);
@@ -431,7 +487,7 @@ static int rows_cb_(void *p, int r0, int nr, const float *lg)
 static void test_decode_vs_forward_(const char *what, sw_model_config cfg)
 {
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model *m = new_(&cfg, &err);
 	sw_model_init_random(m, 11, 0.3f);
 	shake_(m);
 	int V = cfg.vocab_size;
@@ -540,7 +596,7 @@ static void test_batch_invariance_(void)
 {
 	sw_model_config cfg = small_cfg_("qwen2", true, false, true);
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model *m = new_(&cfg, &err);
 	sw_model_init_random(m, 5, 0.3f);
 	int V = cfg.vocab_size;
 	int32_t p[9] = { 3, 1, 4, 1, 5, 9, 2, 6, 5 }, q[20];
@@ -584,7 +640,7 @@ static void test_decoder_limits_(void)
 {
 	sw_model_config cfg = small_cfg_("llama", false, false, false);
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model *m = new_(&cfg, &err);
 	sw_model_init_random(m, 3, 0.1f);
 	/* 32 tokens of room: 2 pages + 2 slack pages for 2 sequences. */
 	sw_decoder *d = sw_decoder_new(m, 2, 32, &err);
@@ -609,7 +665,10 @@ static void test_decoder_limits_(void)
 	is_int(sw_decoder_remove(d, 5), SW_EINVAL, "removing an unknown sequence is refused");
 	/* A NaN weight: the step says so instead of handing out NaN logits. */
 	sw_decoder_remove(d, a);
-	m->final_norm[3] = NAN;
+	float *mh = host_(m);
+	mh[sw_model_tensor(m, "model.norm.weight")->offset + 3] = NAN;
+	put_(m, mh);
+	free(mh);
 	int c = sw_decoder_add(d, p, 2, &err);
 	is_int(sw_decoder_step(d, &nout, &ids, &lg, &err), SW_ERANGE, "non-finite logits are refused: %s", err.msg);
 	(void)c;
@@ -622,7 +681,7 @@ static void test_bad_input_(void)
 {
 	sw_model_config cfg = small_cfg_("llama", false, false, false);
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&cfg, &err);
+	sw_model *m = new_(&cfg, &err);
 	sw_model_init_random(m, 1, 0.02f);
 	sw_engine *e = sw_engine_new(m, &err);
 	int32_t tok[] = { 1, 2, 37, 4 }, cu[] = { 0, 4 }, cu0[] = { 1, 4 }, cu2[] = { 0, 2, 2 };
@@ -647,6 +706,12 @@ static void test_bad_input_(void)
 
 int main(void)
 {
+	sw_error err = { 0 };
+	if (!(be_ = sw_backend_get(getenv("SW_TEST_DEVICE"), &err))) {
+		fprintf(stderr, "test_engine: %s\n", err.msg);
+		return 1;
+	}
+	printf("# on the %s backend\n", sw_backend_name(be_));
 	sw_engine_threads(2);
 	const char *top = getenv("SW_TOP");
 	snprintf(fix_, sizeof fix_, "%s/tests/fixtures", top ? top : ".");

@@ -1,15 +1,15 @@
 /*
- * test_ops.c - the CPU op table (libsw/compute/ops.h): each forward against a
+ * test_ops.c - the CPU op table (libsw/compute/backend.h): each forward against a
  * plain double-precision reference written out here, and each backward
  * against central finite differences of a scalar loss sum(R * out).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "compute/ops.h"
+#include "compute/backend.h"
 #include "tap.h"
 
-static const sw_ops *ops;
+static const sw_backend *ops;
 
 static uint64_t rng_ = 0x9E3779B97F4A7C15ull;
 static double urand_(void)
@@ -472,26 +472,26 @@ static void test_adamw_(void)
 
 int main(void)
 {
-	ops = sw_ops_cpu();
-	sw_ops_cpu_threads(2);
+	ops = sw_backend_cpu();
+	sw_backend_cpu_threads(2);
 	test_gemm_();
 	/* Every vector level this machine has, and portable = AVX2 bit for bit. */
-	int top = sw_ops_cpu_simd(-1);
+	int top = sw_backend_cpu_simd(-1);
 	for (int level = 0; level <= top; level++) {
-		sw_ops_cpu_simd(level);
+		sw_backend_cpu_simd(level);
 		test_linear_rows_(level);
 	}
 	if (top >= 1) {
 		int M = 6, N = 11, K = 45;
 		float *A = rnd_(M * K, 1), *W = rnd_(N * K, 1), *C0 = zeros_(M * N), *C1 = zeros_(M * N);
-		sw_ops_cpu_simd(0);
+		sw_backend_cpu_simd(0);
 		ops->linear_rows(C0, A, W, M, N, K, 0);
-		sw_ops_cpu_simd(1);
+		sw_backend_cpu_simd(1);
 		ops->linear_rows(C1, A, W, M, N, K, 0);
 		ok(memcmp(C0, C1, sizeof(float) * M * N) == 0, "linear_rows: portable and AVX2 give the same bits");
 		free(A), free(W), free(C0), free(C1);
 	}
-	sw_ops_cpu_simd(-1);
+	sw_backend_cpu_simd(-1);
 	test_embed_();
 	test_rmsnorm_();
 	test_rope_();

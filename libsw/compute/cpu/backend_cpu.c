@@ -1,5 +1,7 @@
 /*
- * ops_cpu.c - the CPU backend of the op table (ops.h): the reference.
+ * backend_cpu.c - the CPU backend (backend.h): the reference.  Its device
+ * memory is host memory (aligned_alloc), so copies are memcpy and a model's
+ * arena is read in place: nothing costs more than before the seam.
  *
  * GEMMs go to OpenBLAS (sgemv when the result has one row, the decoding
  * case); everything else is plain C parallelised with OpenMP.  There is one
@@ -14,8 +16,10 @@
 #include <math.h>
 #include <omp.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
-#include "compute/ops.h"
+#include "common/internal.h"
+#include "compute/backend.h"
 
 /* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
 #define QB 128
@@ -301,6 +305,84 @@ static void linear_rows_(float *C, const float *A, const float *W, int M, int N,
 		}
 	}
 }
+
+/* ---- memory: host memory ---- */
+
+static void *alloc_(size_t bytes, sw_error *err)
+{
+	void *p = aligned_alloc(64, ((bytes ? bytes : 1) + 63) & ~(size_t)63);
+	if (!p)
+		sw_fail(err, SW_ENOMEM, "cpu: out of memory for %zu bytes", bytes);
+	return p;
+}
+
+static void free_(void *p)
+{
+	free(p);
+}
+
+static void *borrow_(void *host, size_t bytes, sw_error *err)
+{
+	(void)bytes, (void)err;
+	return host;
+}
+
+static void unborrow_(void *p)
+{
+	(void)p;
+}
+
+static int memset_(void *dst, int byte, size_t n, sw_error *err)
+{
+	(void)err;
+	memset(dst, byte, n);
+	return SW_OK;
+}
+
+static int memcpy_(void *dst, const void *src, size_t n, sw_error *err)
+{
+	(void)err;
+	memcpy(dst, src, n);
+	return SW_OK;
+}
+
+static const void *host_view_(const void *p)
+{
+	return p;
+}
+
+static int sync_(sw_error *err)
+{
+	(void)err;
+	return SW_OK;
+}
+
+static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
+                      int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
+{
+	size_t per = (size_t)page * kd;
+	for (int j = 0; j < n; j++) {
+		size_t at = (size_t)ptab[poff[j] + pos[j] / page] * per + (size_t)(pos[j] % page) * kd;
+		memcpy(kpool + at, k + (size_t)j * kd, sizeof(float) * kd);
+		memcpy(vpool + at, v + (size_t)j * kd, sizeof(float) * kd);
+	}
+}
+
+static int first_nonfinite_(const float *x, int rows, int cols)
+{
+	for (int j = 0; j < rows; j++) {
+		/* 0 * Inf and anything * NaN are NaN: one multiply-add per element. */
+		const float *z = x + (size_t)j * cols;
+		float acc = 0;
+		for (int c = 0; c < cols; c++)
+			acc += z[c] * 0.0f;
+		if (acc != 0.0f || acc != acc)
+			return j;
+	}
+	return -1;
+}
+
+/* ---- ops ---- */
 
 static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T, int D)
 {
@@ -674,8 +756,22 @@ static void scale_(float *x, float s, size_t n)
 		x[i] *= s;
 }
 
-static const sw_ops cpu_ = {
+static const sw_backend cpu_ = {
 	.name = "cpu",
+	.host_memory = true,
+	.alloc = alloc_,
+	.free = free_,
+	.borrow = borrow_,
+	.unborrow = unborrow_,
+	.memset = memset_,
+	.upload = memcpy_,
+	.download = memcpy_,
+	.copy = memcpy_,
+	.host_view = host_view_,
+	.sync = sync_,
+	.kv_write = kv_write_,
+	.rows_gather = embed_fwd_,
+	.first_nonfinite = first_nonfinite_,
 	.gemm = gemm_,
 	.linear_rows = linear_rows_,
 	.embed_fwd = embed_fwd_,
@@ -700,7 +796,7 @@ static const sw_ops cpu_ = {
 	.scale = scale_,
 };
 
-const sw_ops *sw_ops_cpu(void)
+const sw_backend *sw_backend_cpu(void)
 {
 	/* OpenBLAS runs single-threaded inside our OpenMP blocks (see gemm_). */
 	static int once;
@@ -709,13 +805,13 @@ const sw_ops *sw_ops_cpu(void)
 	return &cpu_;
 }
 
-int sw_ops_cpu_simd(int level)
+int sw_backend_cpu_simd(int level)
 {
 	simd_cap_ = level;
 	return simd_level_();
 }
 
-void sw_ops_cpu_threads(int n)
+void sw_backend_cpu_threads(int n)
 {
 	if (n <= 0)
 		n = omp_get_num_procs();

@@ -1,0 +1,22 @@
+/*
+ * backend.c - the backends by name (sw/backend.h): the one place a program's
+ * --device word becomes a backend.
+ */
+#include <string.h>
+#include "common/internal.h"
+#include "compute/backend.h"
+
+const sw_backend *sw_backend_get(const char *name, sw_error *err)
+{
+	if (!name || !*name || !strcmp(name, "cpu"))
+		return sw_backend_cpu();
+	if (!strcmp(name, "guard"))
+		return sw_backend_guard();
+	sw_fail(err, SW_EINVAL, "unknown device '%s' (known: cpu, guard)", name);
+	return NULL;
+}
+
+const char *sw_backend_name(const sw_backend *be)
+{
+	return be ? be->name : "cpu";
+}

@@ -1,0 +1,36 @@
+/*
+ * sw/backend.h - the devices a model can live and compute on.
+ *
+ * A backend owns device memory and runs the compute on it; the engine, the
+ * decoder and the optimiser use the backend of their model.  "cpu" is the
+ * reference (its device memory is host memory, so a model on it is read and
+ * written as before); "guard" runs the CPU's arithmetic, bit for bit, over
+ * memory the host cannot touch (any direct access faults), which proves
+ * that nothing bypasses the backend.  A CUDA backend is to come.
+ *
+ * Backends are process-wide and never freed: sw_backend_get() returns the
+ * same object for a name every time.  Models are put on one with
+ * sw_model_new_on(), sw_model_view_on() and sw_model_load_on() (sw/model.h).
+ */
+#ifndef SW_BACKEND_PUBLIC_H
+#define SW_BACKEND_PUBLIC_H
+
+#include "error.h"
+
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
+typedef struct sw_backend sw_backend;
+
+/*
+ * The backend of that name: "cpu" or "guard"; NULL or "" is "cpu".  An
+ * unknown name is NULL with SW_EINVAL, the message listing the known ones.
+ */
+const sw_backend *sw_backend_get(const char *name, sw_error *err);
+/* Its name ("cpu", "guard"); "cpu" for NULL. */
+const char *sw_backend_name(const sw_backend *be);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * test_backend.c - the device seam (libsw/compute/backend.h): each memory
+ * entry and each op the model code used to do by hand, on cpu and on guard;
+ * guard memory faults when the host touches it (a forked child dies of
+ * SIGSEGV), borrowed host memory too until it is given back; and a whole
+ * model - forward and backward, decoding with forks, an AdamW step, save
+ * and load - gives the same bits on guard as on cpu.
+ */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "compute/backend.h"
+#include "sw/backend.h"
+#include "sw/engine.h"
+#include "sw/model.h"
+#include "tap.h"
+
+static sw_model_config cfg_(const char *type, bool bias, bool qk, bool tied)
+{
+	sw_model_config c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.model_type, sizeof c.model_type, "%s", type);
+	c.vocab_size = 41;
+	c.hidden_size = 32;
+	c.intermediate_size = 48;
+	c.num_hidden_layers = 2;
+	c.num_attention_heads = 4;
+	c.num_key_value_heads = 2;
+	c.head_dim = 8;
+	c.max_position_embeddings = 128;
+	c.rms_norm_eps = 1e-6f;
+	c.rope_theta = 10000;
+	c.tie_word_embeddings = tied;
+	c.attention_bias = bias;
+	c.qk_norm = qk;
+	c.bos_token_id = -1;
+	return c;
+}
+
+/*
+ * Run fn(p) in a child; true when the child died of SIGSEGV (under
+ * AddressSanitizer, which catches the signal to report it: when it failed).
+ */
+static bool faults_(void (*fn)(volatile float *), volatile float *p)
+{
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid == 0) {
+		freopen("/dev/null", "w", stderr);
+		signal(SIGSEGV, SIG_DFL);
+		fn(p);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+#ifdef __SANITIZE_ADDRESS__
+	if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+		return true;
+#endif
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+}
+
+static void read_(volatile float *p)
+{
+	float x = p[0];
+	(void)x;
+}
+
+static void write_(volatile float *p)
+{
+	p[1] = 1.0f;
+}
+
+/* ---- the names ---- */
+
+static void test_names_(void)
+{
+	sw_error err = { 0 };
+	ok(sw_backend_get(NULL, &err) == sw_backend_cpu() && sw_backend_get("", &err) == sw_backend_cpu() &&
+	   sw_backend_get("cpu", &err) == sw_backend_cpu(), "NULL, \"\" and \"cpu\" are the CPU backend");
+	ok(sw_backend_get("guard", &err) == sw_backend_guard(), "\"guard\" is the guard");
+	ok(!strcmp(sw_backend_name(sw_backend_guard()), "guard") && !strcmp(sw_backend_name(NULL), "cpu"),
+	   "sw_backend_name");
+	ok(sw_backend_get("cuda9", &err) == NULL && err.code == SW_EINVAL && strstr(err.msg, "cuda9") &&
+	   strstr(err.msg, "cpu") && strstr(err.msg, "guard"),
+	   "an unknown name is refused, the known ones listed: %s", err.msg);
+}
+
+/* ---- each entry, on one backend ---- */
+
+static void test_entries_(const sw_backend *be)
+{
+	const char *n = be->name;
+	sw_error err = { 0 };
+	enum { N = 64 };
+	float h[N], back[N];
+	for (int i = 0; i < N; i++)
+		h[i] = (float)i * 0.5f - 3;
+	float *a = be->alloc(sizeof h, &err), *b = be->alloc(sizeof h, &err);
+	ok(a && b && ((uintptr_t)a & 63) == 0, "%s: alloc gives aligned memory", n);
+	is_int(be->upload(a, h, sizeof h, &err), 0, "%s: upload", n);
+	memset(back, 0, sizeof back);
+	ok(be->download(back, a, sizeof h, &err) == 0 && !memcmp(back, h, sizeof h), "%s: download gives the upload back", n);
+	ok(be->copy(b, a, sizeof h, &err) == 0 && be->download(back, b, sizeof h, &err) == 0 &&
+	   !memcmp(back, h, sizeof h), "%s: device-to-device copy", n);
+	ok(be->memset(b + 8, 0, 8 * sizeof(float), &err) == 0 && be->download(back, b, sizeof h, &err) == 0 &&
+	   back[7] == h[7] && back[8] == 0 && back[15] == 0 && back[16] == h[16], "%s: memset of a range", n);
+	ok((be->host_view(a) != NULL) == !strcmp(n, "cpu"), "%s: host_view only where memory is host memory", n);
+
+	/* KV pages: two rows into page 2 slots 1, 2 and one into page 0 slot 3 (page of 4, kd 2). */
+	int32_t hi[] = { 0, 2, 1, 0, 0, 1, /* ptab */ 0, 0, 0, /* poff */ 5, 6, 3 /* pos */ };
+	int32_t *idx = be->alloc(sizeof hi, &err);
+	float *kp = be->alloc(3 * 4 * 2 * sizeof(float), &err), *vp = be->alloc(3 * 4 * 2 * sizeof(float), &err);
+	be->upload(idx, hi, sizeof hi, &err);
+	be->memset(kp, 0, 24 * sizeof(float), &err);
+	be->memset(vp, 0, 24 * sizeof(float), &err);
+	be->kv_write(kp, vp, a, a + 6, 3, 2, 4, idx, idx + 6, idx + 9);
+	float k[24], v[24];
+	be->download(k, kp, sizeof k, &err);
+	be->download(v, vp, sizeof v, &err);
+	/* row j: ptab[poff + pos/4] -> pos 5: ptab[1] = 2, slot 1; pos 6: page 2 slot 2; pos 3: ptab[0] = 0 slot 3 */
+	ok(k[2 * 4 * 2 + 1 * 2] == h[0] && k[2 * 4 * 2 + 1 * 2 + 1] == h[1] && k[2 * 8 + 2 * 2] == h[2] &&
+	   k[3 * 2] == h[4] && v[3 * 2 + 1] == h[6 + 5] && v[2 * 8 + 2 * 2 + 1] == h[6 + 3],
+	   "%s: kv_write puts each row in its page and slot", n);
+	/* Row gather: rows 3, 0 of a [8, 8]. */
+	int32_t hr[] = { 3, 0 };
+	int32_t *rows = be->alloc(sizeof hr, &err);
+	be->upload(rows, hr, sizeof hr, &err);
+	be->rows_gather(b, a, rows, 2, 8);
+	be->download(back, b, 16 * sizeof(float), &err);
+	ok(!memcmp(back, h + 24, 8 * sizeof(float)) && !memcmp(back + 8, h, 8 * sizeof(float)), "%s: rows_gather", n);
+	is_int(be->first_nonfinite(a, 8, 8), -1, "%s: first_nonfinite of finite rows is -1", n);
+	float inf = INFINITY, nan = NAN;
+	be->upload(a + 5 * 8 + 3, &inf, sizeof inf, &err);
+	be->upload(a + 6 * 8 + 1, &nan, sizeof nan, &err);
+	is_int(be->first_nonfinite(a, 8, 8), 5, "%s: first_nonfinite finds the row holding an Inf", n);
+	is_int(be->first_nonfinite(a + 48, 2, 8), 0, "%s: and a NaN", n);
+	ok(fabs(be->sumsq(b, 8) - 0) >= 0 && be->sumsq(rows == NULL ? b : b, 0) == 0, "%s: sumsq of nothing is 0", n);
+	is_int(be->sync(&err), 0, "%s: sync after all that is clean (%s)", n, err.msg);
+	be->free(a), be->free(b), be->free(idx), be->free(kp), be->free(vp), be->free(rows);
+	be->free(NULL);
+}
+
+/* ---- the guard's protection ---- */
+
+static void test_guard_faults_(void)
+{
+	const sw_backend *g = sw_backend_guard();
+	sw_error err = { 0 };
+	float *p = g->alloc(4096 * 3, &err);
+	ok(p != NULL, "guard: alloc");
+	ok(faults_(read_, p), "guard: a host read of its memory faults (the child died of SIGSEGV)");
+	ok(faults_(write_, p), "guard: so does a host write");
+	float one = 1;
+	ok(g->upload(p, &one, sizeof one, &err) == 0 && faults_(read_, p), "guard: closed again after an upload");
+
+	/* A host pointer given to an op is reported by sync, not ignored. */
+	float host[8] = { 0 };
+	g->scale(host, 2.0f, 8);
+	int rc = g->sync(&err);
+	ok(rc == SW_EINVAL && strstr(err.msg, "scale") && strstr(err.msg, "not guard memory"),
+	   "guard: an op given host memory is an error at sync: %s", err.msg);
+	is_int(g->sync(&err), 0, "guard: and the error is cleared once reported");
+	rc = g->download(host, host + 1, 4, &err);
+	ok(rc == SW_EINVAL, "guard: a download from host memory is refused: %s", err.msg);
+	g->free(p);
+
+	/* A model on guard: its arena faults; on cpu it does not. */
+	sw_model_config c = cfg_("llama", false, false, false);
+	sw_model *m = sw_model_new_on(g, &c, &err), *mc = sw_model_new(&c, &err);
+	ok(m && mc && m->backend == g && mc->backend == sw_backend_cpu(), "models on guard and on cpu");
+	ok(faults_(read_, m->arena) && faults_(read_, m->layers[1].w_down), "guard: a model's tensors fault when read");
+	ok(!faults_(read_, mc->arena), "cpu: they do not");
+	sw_model_free(m), sw_model_free(mc);
+
+	/* Borrowed host memory: protected while a model views it, given back after. */
+	size_t n = sw_model_config_nparams(&c), bytes = n * sizeof(float);
+	float *arena = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ok(arena != MAP_FAILED, "an arena of host memory");
+	arena[0] = 7;
+	m = sw_model_view_on(g, &c, arena, &err);
+	ok(m && m->arena == arena, "guard: a model views borrowed host memory (%s)", err.msg);
+	ok(faults_(read_, arena), "guard: the borrowed memory faults while the model uses it");
+	sw_model *m2 = sw_model_view_on(g, &c, arena, &err);
+	ok(m2 != NULL, "guard: a second view of the same memory");
+	sw_model_free(m2);
+	ok(faults_(read_, arena), "guard: still protected while the first view lives");
+	ok(sw_model_init_random(m, 9, 0.1f) == 0, "guard: init_random on a borrowed arena");
+	sw_model_free(m);
+	ok(!faults_(read_, arena) && arena[0] != 7, "guard: given back on free, with what the model wrote");
+	mc = sw_model_new(&c, &err);
+	sw_model_init_random(mc, 9, 0.1f);
+	ok(!memcmp(mc->arena, arena, bytes), "guard: init_random gives the CPU's bits");
+	sw_model_free(mc);
+	ok(sw_model_view_on(g, &c, arena + 1, &err) == NULL && err.code == SW_EINVAL,
+	   "guard: memory that is not page-aligned is refused: %s", err.msg);
+	munmap(arena, bytes);
+}
+
+/* ---- whole models, cpu against guard, bit for bit ---- */
+
+static bool same_model_(const sw_model *a, const sw_model *b)
+{
+	float *x = malloc(a->nparams * sizeof(float)), *y = malloc(b->nparams * sizeof(float));
+	bool same = x && y && a->nparams == b->nparams && !sw_model_read(a, x, NULL) &&
+	            !sw_model_read(b, y, NULL) && !memcmp(x, y, a->nparams * sizeof(float));
+	free(x), free(y);
+	return same;
+}
+
+typedef struct run_ {
+	sw_model *m, *g, *mo, *vo;
+	float lp[40], ent[40], *logits;
+	float dec[64][41];         /* every step's logits, in id order */
+	int ndec;
+	float score[20];
+	sw_adamw_stats st;
+	int rc;
+} run_;
+
+static void run_model_(const sw_backend *be, sw_model_config c, run_ *r)
+{
+	sw_error err = { 0 };
+	memset(r, 0, sizeof *r);
+	r->m = sw_model_new_on(be, &c, &err);
+	r->g = sw_model_new_on(be, &c, &err);
+	r->mo = sw_model_new_on(be, &c, &err);
+	r->vo = sw_model_new_on(be, &c, &err);
+	if (!r->m || !r->g || !r->mo || !r->vo) {
+		r->rc = -1;
+		return;
+	}
+	sw_model_init_random(r->m, 3, 0.2f);
+	int32_t tok[40], cu[] = { 0, 17, 18, 40 };
+	for (int i = 0; i < 40; i++)
+		tok[i] = (i * 7 + 3) % c.vocab_size;
+	float dlp[40], dent[40];
+	for (int i = 0; i < 40; i++)
+		dlp[i] = (float)((i % 5) - 2) * 0.1f, dent[i] = (float)((i % 3) - 1) * 0.05f;
+	sw_engine *e = sw_engine_new(r->m, &err);
+	sw_batch b = { 3, tok, cu, NULL };
+	r->rc |= sw_engine_forward(e, &b, true, r->lp, r->ent, &err);
+	const float *lg = sw_engine_logits(e);
+	if ((r->logits = malloc(sizeof(float) * 40 * c.vocab_size)) && lg)
+		memcpy(r->logits, lg, sizeof(float) * 40 * c.vocab_size);
+	r->rc |= sw_engine_backward(e, dlp, dent, r->g, &err);
+	sw_engine_free(e);
+
+	/* Decoding: a prompt, forked three ways, each fork its own tokens, one removed. */
+	sw_decoder *d = sw_decoder_new(r->m, 6, 400, &err);
+	int root = sw_decoder_add(d, tok, 19, &err), nout;
+	const int *ids;
+	const float *z;
+	r->rc |= sw_decoder_step(d, &nout, &ids, &z, &err);
+	int f[3];
+	for (int k = 0; k < 3; k++) {
+		f[k] = sw_decoder_fork(d, root, &err);
+		int32_t t = (int32_t)(k + 1);
+		r->rc |= sw_decoder_append(d, f[k], &t, 1, &err);
+	}
+	for (int it = 0; it < 12 && !r->rc; it++) {
+		if (it == 4)
+			sw_decoder_remove(d, f[1]);
+		r->rc |= sw_decoder_step(d, &nout, &ids, &z, &err);
+		for (int j = 0; j < nout && r->ndec < 64; j++) {
+			memcpy(r->dec[r->ndec++], z + (size_t)j * c.vocab_size, sizeof(float) * c.vocab_size);
+			int32_t t = (int32_t)((ids[j] * 5 + it) % c.vocab_size);
+			r->rc |= sw_decoder_append(d, ids[j], &t, 1, &err);
+		}
+	}
+	r->rc |= sw_decoder_score(d, tok + 18, 20, r->score, NULL, &err);
+	sw_decoder_free(d);
+
+	sw_adamw_config ac = sw_adamw_defaults(1e-2f);
+	ac.max_grad_norm = 0.5f;
+	r->rc |= sw_adamw_step(&ac, r->m, r->g, r->mo->arena, r->vo->arena, 0, &r->st, &err);
+	r->rc |= sw_adamw_step(&ac, r->m, r->g, r->mo->arena, r->vo->arena, 1, &r->st, &err);
+	if (r->rc)
+		printf("# %s: %s\n", be->name, err.msg);
+}
+
+static void free_run_(run_ *r)
+{
+	sw_model_free(r->m), sw_model_free(r->g), sw_model_free(r->mo), sw_model_free(r->vo);
+	free(r->logits);
+}
+
+static void test_same_bits_(const char *what, sw_model_config c)
+{
+	static run_ a, b;
+	run_model_(sw_backend_cpu(), c, &a);
+	run_model_(sw_backend_guard(), c, &b);
+	ok(a.rc == 0 && b.rc == 0, "%s: forward, backward, decoding and AdamW run on cpu and guard", what);
+	ok(!memcmp(a.lp, b.lp, sizeof a.lp) && !memcmp(a.ent, b.ent, sizeof a.ent),
+	   "%s: forward log-probs and entropies, bit for bit", what);
+	ok(a.logits && b.logits && !memcmp(a.logits, b.logits, sizeof(float) * 40 * c.vocab_size),
+	   "%s: sw_engine_logits, bit for bit", what);
+	ok(a.ndec == b.ndec && a.ndec > 20 && !memcmp(a.dec, b.dec, sizeof a.dec),
+	   "%s: %d rows of decoding logits with forks, bit for bit", what, a.ndec);
+	ok(!memcmp(a.score, b.score, sizeof a.score), "%s: sw_decoder_score, bit for bit", what);
+	ok(same_model_(a.g, b.g), "%s: gradients, bit for bit", what);
+	ok(a.st.grad_norm == b.st.grad_norm && a.st.clipped == b.st.clipped, "%s: AdamW's gradient norm", what);
+	ok(same_model_(a.m, b.m) && same_model_(a.mo, b.mo) && same_model_(a.vo, b.vo),
+	   "%s: parameters and both moments after two AdamW steps, bit for bit", what);
+
+	/* Save from guard, load on cpu and back on guard. */
+	char dir[] = "/tmp/sw-test-backend.XXXXXX";
+	sw_error err = { 0 };
+	if (mkdtemp(dir)) {
+		int rc = sw_model_save(b.m, dir, SW_DT_F32, &err);
+		sw_model *l = sw_model_load(dir, &err), *lg = sw_model_load_on(sw_backend_guard(), dir, &err);
+		ok(rc == 0 && l && lg && same_model_(l, a.m) && same_model_(lg, a.m) && lg->backend == sw_backend_guard(),
+		   "%s: a guard model saved, loaded on cpu and on guard: the same bits (%s)", what, err.msg);
+		sw_model *cp = sw_model_new(&c, &err);
+		ok(cp && sw_model_copy(cp, lg, &err) == 0 && same_model_(cp, a.m), "%s: sw_model_copy from guard to cpu", what);
+		sw_model *g2 = sw_model_new_on(sw_backend_guard(), &c, &err);
+		ok(g2 && sw_model_copy(g2, cp, &err) == 0 && same_model_(g2, a.m), "%s: and from cpu to guard", what);
+		sw_model *g3 = sw_model_new_on(sw_backend_guard(), &c, &err);
+		ok(g3 && sw_model_copy(g3, g2, &err) == 0 && same_model_(g3, a.m), "%s: and guard to guard", what);
+		sw_model_save(b.m, dir, SW_DT_BF16, &err);
+		sw_model_free(l);
+		l = sw_model_load_on(sw_backend_guard(), dir, &err);
+		sw_model *lc = sw_model_load(dir, &err);
+		ok(l && lc && same_model_(l, lc), "%s: bf16 from guard, loaded on guard and cpu alike", what);
+		sw_model_free(cp), sw_model_free(l), sw_model_free(lg), sw_model_free(g2), sw_model_free(g3),
+			sw_model_free(lc);
+		char path[300];
+		snprintf(path, sizeof path, "%s/model.safetensors", dir);
+		unlink(path);
+		snprintf(path, sizeof path, "%s/config.json", dir);
+		unlink(path);
+		rmdir(dir);
+	}
+	free_run_(&a), free_run_(&b);
+}
+
+int main(void)
+{
+	sw_engine_threads(2);
+	test_names_();
+	test_entries_(sw_backend_cpu());
+	test_entries_(sw_backend_guard());
+	test_guard_faults_();
+	test_same_bits_("llama", cfg_("llama", false, false, false));
+	test_same_bits_("qwen2 (bias, tied)", cfg_("qwen2", true, false, true));
+	test_same_bits_("qwen3 (q/k norm)", cfg_("qwen3", false, true, false));
+	return tap_done();
+}
