@@ -340,6 +340,61 @@ void cli_output_format(const char *out, sw_writer_opts *wo, int fmt_set, int for
 		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
 }
 
+int cli_output_opt(cli_output *o, int c, const char *arg)
+{
+	switch (c) {
+	case 'o':
+		o->path = arg;
+		return 1;
+	case 'f':
+		o->wo.format = cli_format(arg);
+		o->fmt_set = 1;
+		return 1;
+	case 'z':
+		if (!o->wo.zstd_level) /* a level chosen before stays */
+			o->wo.zstd_level = 3;
+		return 1;
+	case CLI_OPT_FORCE:
+		o->force = 1;
+		return 1;
+	}
+	return 0;
+}
+
+void cli_output_settle(cli_output *o)
+{
+	cli_output_format(o->path, &o->wo, o->fmt_set, o->force);
+}
+
+const char *cli_output_name(const char *path)
+{
+	return strcmp(path, "-") ? path : "stdout";
+}
+
+sw_writer *cli_output_open(const cli_output *o, const char *path)
+{
+	sw_error err = { 0 };
+	if (!strcmp(path, "-") && !cli_binary_ok(1, o->force) && (o->wo.format == SW_FMT_MSGPACK || o->wo.zstd_level))
+		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+	sw_writer *w = sw_writer_open(path, &o->wo, &err);
+	if (!w)
+		cli_die("cannot write '%s': %s", path, err.sys_errno ? strerror(err.sys_errno) : err.msg);
+	return w;
+}
+
+void cli_output_put(sw_writer *w, const char *path, sw_rec *rec)
+{
+	if (sw_writer_put(w, rec))
+		cli_die_stream(cli_output_name(path), sw_writer_error(w));
+}
+
+void cli_output_close(sw_writer *w, const char *path)
+{
+	if (sw_writer_close(w))
+		cli_die_stream(cli_output_name(path), sw_writer_error(w));
+	sw_writer_free(w);
+}
+
 void *cli_malloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);

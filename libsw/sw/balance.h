@@ -1,8 +1,10 @@
 /*
  * sw/balance.h - partition work across ranks and into micro-batches.
  *
- * Pure computation on arrays, no I/O: the programs (sw-balance, sw-sort)
+ * The partitioners are pure computation on arrays, no I/O: the programs
  * read the samples, price them with sw/cost.h, and hand the numbers here.
+ * The sorter (sw_sorter, below) orders whole records, spilling to
+ * temporary files when they outgrow memory.
  * An "item" is whatever must stay together: a sample, or a whole group of
  * them.
  *
@@ -13,15 +15,18 @@
  * equal, so Karmarkar-Karp and LPT balance "load + phantom" as they would
  * balance equal ranks.
  *
- * Ownership: every function writes only into the arrays the caller passes;
- * nothing is kept between calls.
+ * Ownership: the partitioners write only into the arrays the caller
+ * passes and keep nothing between calls; an object (sw_groups, sw_sorter)
+ * is the caller's from new to free, and free(NULL) is a no-op.
  */
 #ifndef SW_BALANCE_H
 #define SW_BALANCE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cost.h"
 #include "error.h"
+#include "record.h"
 
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
@@ -95,6 +100,52 @@ int sw_groups_find(const sw_groups *g, const char *name, size_t len, uint32_t *i
 size_t sw_groups_count(const sw_groups *g);
 /* The name numbered index (NUL-terminated, *len bytes), valid until the set is freed. */
 const char *sw_groups_name(const sw_groups *g, uint32_t index, size_t *len);
+
+/*
+ * The sorter: records in, the same records out in order of their key (the
+ * estimated cost, or a numeric or string field), each group (the field
+ * "group"; a record without one is a group of its own) kept together and
+ * placed by its total (or, for a string key, by its smallest key; largest
+ * with reverse).  Ties keep input order, so the output is the same whatever
+ * the memory: what does not fit is sorted into runs in unlinked temporary
+ * files (zstd msgpack) and merged, at most 64 at a time.
+ *
+ *   sw_sorter_add() each record; sw_sorter_finish(); sw_sorter_next()
+ *   until it returns 0.
+ */
+typedef struct sw_sorter sw_sorter;
+
+typedef struct sw_sort_opts {
+	const char *key;    /* the field to sort by; NULL: the cost, written into each record as "cost" (f32) */
+	const sw_cost_model *cost; /* prices the records when key is NULL; the caller's, read only */
+	int reverse;        /* largest first */
+	int no_group;       /* each record by its own key, groups ignored */
+	uint64_t memory;    /* bytes to sort in memory before spilling (0: 256M) */
+	const char *tmpdir; /* where runs go (NULL: $TMPDIR, else /tmp) */
+	size_t max_record;  /* the size limit when reading runs back (0: SW_MAX_RECORD_DEFAULT) */
+} sw_sort_opts;
+
+/* NULL and err when out of memory, or with neither a key nor a cost model (SW_EINVAL). */
+sw_sorter *sw_sorter_new(const sw_sort_opts *o, sw_error *err);
+void sw_sorter_free(sw_sorter *s);
+/*
+ * Take one record (its bytes are copied; with the cost as key, rec gains
+ * the field "cost").  A record that cannot be keyed is SW_ENOENT (no such
+ * field), SW_ETYPE or SW_EFORMAT (a bad key or group, a nan), or the cost
+ * model's error, with err->msg saying why and the caller naming the record;
+ * a run that cannot be spilled is SW_EIO, with err->msg naming the directory.
+ */
+int sw_sorter_add(sw_sorter *s, sw_rec *rec, sw_error *err);
+/* The input is complete: order the groups and merge what was spilled. */
+int sw_sorter_finish(sw_sorter *s, sw_error *err);
+/*
+ * The next record in order: 1 with its msgpack bytes in p[0..n) (valid
+ * until the next call) and *group its group's place in the output (without
+ * groups, the record's own place), 0 at the end, or an error.
+ */
+int sw_sorter_next(sw_sorter *s, const uint8_t **p, size_t *n, uint64_t *group, sw_error *err);
+/* The records added so far. */
+uint64_t sw_sorter_count(const sw_sorter *s);
 
 #pragma GCC visibility pop
 
