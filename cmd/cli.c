@@ -366,6 +366,32 @@ void cli_output_settle(cli_output *o)
 	cli_output_format(o->path, &o->wo, o->fmt_set, o->force);
 }
 
+int cli_output_pattern(const char *pattern, const char *what)
+{
+	int d = 0, other = 0;
+	for (const char *p = pattern; *p; p++) {
+		if (*p != '%')
+			continue;
+		if (p[1] == '%')
+			p++;
+		else if (p[1] == 'd')
+			d++, p++;
+		else
+			other++;
+	}
+	if (d > 1 || other)
+		cli_usage("option '-o' wants one %%d for the %s and no other %% conversion, not '%s'", what, pattern);
+	return d;
+}
+
+char *cli_output_nth(const char *pattern, uint64_t i)
+{
+	size_t n = strlen(pattern) + 24;
+	char *s = cli_malloc(n);
+	snprintf(s, n, pattern, (int)i); /* checked by cli_output_pattern: one %d, no other conversion */
+	return s;
+}
+
 const char *cli_output_name(const char *path)
 {
 	return strcmp(path, "-") ? path : "stdout";

@@ -104,6 +104,14 @@ sw_writer *cli_output_open(const cli_output *o, const char *path);
 void cli_output_put(sw_writer *w, const char *path, sw_rec *rec);
 /* Finish, check and free w, or die naming path. */
 void cli_output_close(sw_writer *w, const char *path);
+/*
+ * An output name that makes a file per part (bucket, rank): 1 when pattern
+ * holds one %d (and %% only besides), 0 when no %, else a usage error
+ * saying what the %d is for.
+ */
+int cli_output_pattern(const char *pattern, const char *what);
+/* The name of part i: the pattern with its %d filled in (malloc'd). */
+char *cli_output_nth(const char *pattern, uint64_t i);
 /* A file name as messages show it: "stdout" for "-". */
 const char *cli_output_name(const char *path);
 

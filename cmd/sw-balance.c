@@ -71,34 +71,6 @@ static double *parse_capacity_(const char *arg, size_t *n)
 	return cap;
 }
 
-/* The output name of rank r: the pattern with its %d filled in. */
-static char *rank_name_(const char *pattern, uint32_t r)
-{
-	size_t n = strlen(pattern) + 16;
-	char *s = cli_malloc(n);
-	snprintf(s, n, pattern, (int)r); /* checked by check_pattern_: one %d, no other conversion */
-	return s;
-}
-
-/* 1 when pattern holds one %d (and %% only besides), 0 when no %, else a usage error. */
-static int check_pattern_(const char *pattern)
-{
-	int d = 0, other = 0;
-	for (const char *p = pattern; *p; p++) {
-		if (*p != '%')
-			continue;
-		if (p[1] == '%')
-			p++;
-		else if (p[1] == 'd')
-			d++, p++;
-		else
-			other++;
-	}
-	if (d > 1 || other)
-		cli_usage("option '-o' wants one %%d for the rank and no other %% conversion, not '%s'", pattern);
-	return d;
-}
-
 static void set_(int rc)
 {
 	if (rc)
@@ -229,7 +201,7 @@ int main(int argc, char **argv)
 	if (!bo.ranks)
 		bo.ranks = cap ? ncap : 1;
 	bo.capacity = cap;
-	int per_rank = check_pattern_(o.path);
+	int per_rank = cli_output_pattern(o.path, "rank");
 	/* as sw-cat: JSON Lines on a terminal unless a format or compression is asked for */
 	cli_output_format(o.path, &o.wo, o.fmt_set, 1);
 
@@ -301,7 +273,7 @@ int main(int argc, char **argv)
 		w = cli_output_open(&o, o.path);
 	for (size_t r = 0, j = 0; r < (per_rank ? bo.ranks : 1); r++) {
 		if (per_rank) {
-			wname = rank_name_(o.path, (uint32_t)r);
+			wname = cli_output_nth(o.path, r);
 			w = cli_output_open(&o, wname);
 		}
 		for (; j < nk; j++) {

@@ -70,10 +70,8 @@ static void next_bucket_(out_ *o)
 	if (o->w)
 		close_out_(o);
 	o->bucket = o->bucket == UINT64_MAX ? 0 : o->bucket + 1;
-	size_t n = strlen(o->o.path) + 24;
 	free(o->wname);
-	o->wname = cli_malloc(n);
-	snprintf(o->wname, n, o->o.path, (int)o->bucket); /* checked: one %d and no other conversion */
+	o->wname = cli_output_nth(o->o.path, o->bucket);
 	o->w = cli_output_open(&o->o, o->wname);
 }
 
@@ -121,24 +119,6 @@ static uint64_t parse_size_(const char *s)
 	return x << shift;
 }
 
-static int check_pattern_(const char *pattern)
-{
-	int d = 0, other = 0;
-	for (const char *p = pattern; *p; p++) {
-		if (*p != '%')
-			continue;
-		if (p[1] == '%')
-			p++;
-		else if (p[1] == 'd')
-			d++, p++;
-		else
-			other++;
-	}
-	if (d > 1 || other)
-		cli_usage("option '-o' wants one %%d for the bucket and no other %% conversion, not '%s'", pattern);
-	return d;
-}
-
 int main(int argc, char **argv)
 {
 	const char *arg, *model = NULL;
@@ -178,7 +158,7 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	o.per_bucket = check_pattern_(o.o.path);
+	o.per_bucket = cli_output_pattern(o.o.path, "bucket");
 	if (o.per_bucket && !o.nbuckets)
 		cli_usage("a %%d in the output name needs --bucket");
 	sw_error err = { 0 };
