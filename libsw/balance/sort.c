@@ -75,6 +75,7 @@ struct sw_sorter {
 	uint64_t memory;
 	size_t max_record;
 	const sw_cost_model *cm;
+	sw_rec *scratch;    /* a record edited in memory, read again from its bytes */
 
 	sw_groups *groups;
 	double *gsum;       /* numeric keys: each group's total */
@@ -618,6 +619,7 @@ void sw_sorter_free(sw_sorter *s)
 	free(s->e);
 	free(s->key);
 	free(s->tmpdir);
+	sw_rec_free(s->scratch);
 	free(s);
 }
 
@@ -639,6 +641,12 @@ int sw_sorter_add(sw_sorter *s, sw_rec *rec, sw_error *err)
 		return rc;
 	if (sw_rec_bytes(rec, &p, &len) || len > UINT32_MAX)
 		return oom_(err);
+	if (str && ((const uint8_t *)str < p || (const uint8_t *)str + sn > p + len)) {
+		/* an edited record's bytes are put together anew: find the key in them */
+		if ((!s->scratch && !(s->scratch = sw_rec_new())) || sw_rec_load(s->scratch, p, len) ||
+		    sw_rec_get_str(s->scratch, s->key, &str, &sn))
+			return oom_(err);
+	}
 	size_t skey_off = str ? (size_t)((const uint8_t *)str - p) : 0;
 	if (str && skey_off + sn > len)
 		return sw_fail(err, SW_EINVAL, "internal error: key outside its record");
