@@ -10,6 +10,7 @@
 #include <string.h>
 #include "sw/sw.h"
 #include "sw/balance.h"
+#include "rec.h"
 #include "tap.h"
 
 static uint64_t rng_ = 0x9e3779b97f4a7c15ull;
@@ -331,19 +332,6 @@ static void test_groups(void)
 	sw_groups_free(NULL);
 }
 
-/* A record from one line of JSON. */
-static sw_rec *json_rec_(const char *json)
-{
-	sw_error e = { 0 };
-	sw_reader *r = sw_reader_memopen(json, strlen(json), "test", &e);
-	sw_rec *rec = sw_rec_new();
-	if (!r || sw_reader_next(r, rec) != 1)
-		printf("# bad test JSON: %s\n", json);
-	sw_rec_own(rec);
-	sw_reader_free(r);
-	return rec;
-}
-
 static void test_rules(void)
 {
 	static const struct {
@@ -370,7 +358,7 @@ static void test_rules(void)
 	};
 	sw_cost_model *cm = sw_cost_model_new();
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		sw_rec *r = json_rec_(cases[i].json);
+		sw_rec *r = json_rec(cases[i].json);
 		sw_sample_check c;
 		sw_drop got = sw_sample_check_rec(cm, r, 10, &c);
 		ok(got == cases[i].reason && c.reason == got, "%s: %s (%s)", cases[i].json, sw_drop_name(cases[i].reason),
@@ -403,7 +391,7 @@ static void test_balancer(void)
 	sw_balancer *b = sw_balancer_new(&o, &err);
 	ok(b != NULL, "a balancer of 2 ranks");
 	for (size_t i = 0; i < n; i++) {
-		sw_rec *r = json_rec_(lines[i]);
+		sw_rec *r = json_rec(lines[i]);
 		ok(sw_balancer_add(b, r, 7, i + 1, &err) == 0, "sample %zu taken", i);
 		sw_rec_free(r);
 	}

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "sw/sw.h"
 #include "sw/plot.h"
+#include "rec.h"
 #include "tap.h"
 
 static const char *metrics_[] = {
@@ -18,18 +19,6 @@ static const char *metrics_[] = {
 	"{\"iter\":1,\"reward_mean\":0.2,\"entropy\":{\"$f64\":\"nan\"}}",
 	"{\"iter\":2,\"eval\":true,\"accuracy\":0.5}",
 };
-
-static sw_rec *rec_(const char *json)
-{
-	sw_error e = { 0 };
-	sw_reader *r = sw_reader_memopen(json, strlen(json), "test", &e);
-	sw_rec *rec = sw_rec_new();
-	if (!r || sw_reader_next(r, rec) != 1)
-		printf("# bad test JSON: %s\n", json);
-	sw_rec_own(rec);
-	sw_reader_free(r);
-	return rec;
-}
 
 static size_t count_(const char *s, const char *what)
 {
@@ -46,7 +35,7 @@ static void test_svg(void)
 	ok(p && sw_plot_empty(p), "a new plot has nothing to draw");
 	ok(sw_plot_run(p, "runs/a&b", &err) == 0, "a run");
 	for (size_t i = 0; i < sizeof metrics_ / sizeof *metrics_; i++) {
-		sw_rec *r = rec_(metrics_[i]);
+		sw_rec *r = json_rec(metrics_[i]);
 		ok(sw_plot_add(p, r, &err) == 0, "record %zu (%s)", i + 1, err.msg);
 		sw_rec_free(r);
 	}
@@ -109,7 +98,7 @@ static void test_errors(void)
 	ok(sw_plot_add(p, NULL, &err) == SW_EINVAL, "no run yet: SW_EINVAL");
 	sw_plot_run(p, "x", &err);
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		sw_rec *r = rec_(cases[i].json);
+		sw_rec *r = json_rec(cases[i].json);
 		memset(&err, 0, sizeof err);
 		ok(sw_plot_add(p, r, &err) < 0 && !strcmp(err.msg, cases[i].msg), "%s: %s", cases[i].json, err.msg);
 		sw_rec_free(r);
