@@ -233,6 +233,16 @@ void cli_die_stream(const char *file, const sw_error *e)
 	cli_die("%s: %s", file, sw_error_str(e, buf, sizeof buf));
 }
 
+char **cli_inputs(int argc, char **argv, int first, int *n)
+{
+	static char *stdin_only[] = { "-", NULL };
+	*n = argc - first;
+	if (*n > 0)
+		return argv + first;
+	*n = 1;
+	return stdin_only;
+}
+
 uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
 	char *end;

@@ -51,6 +51,9 @@ char *cli_strndup(const char *s, size_t n);
 char *cli_strdup(const char *s);
 noreturn void cli_die_stream(const char *file, const sw_error *e);
 
+/* The operands from argv[first] (*n of them), or "-" alone (standard input) when there are none. */
+char **cli_inputs(int argc, char **argv, int first, int *n);
+
 /* Numbers from option arguments, or a usage error naming the option. */
 uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max);
 

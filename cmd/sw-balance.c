@@ -202,16 +202,12 @@ int main(int argc, char **argv)
 		bo.ranks = cap ? ncap : 1;
 	bo.capacity = cap;
 	int per_rank = cli_output_pattern(o.path, "rank");
-	/* as sw-cat: JSON Lines on a terminal unless a format or compression is asked for */
-	cli_output_format(o.path, &o.wo, o.fmt_set, 1);
+	/* as sw-cat: JSON Lines on a terminal unless a format or compression is
+	 * asked for; binary there is refused at once, before the batch is read */
+	cli_output_settle(&o);
 
-	char **files = argv + optind_;
-	int nfiles = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles == 0) {
-		files = stdin_only;
-		nfiles = 1;
-	}
+	int nfiles;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
 
 	sw_error err = { 0 };
 	sw_cost_model *cm = sw_cost_model_for(model, train, &err);

@@ -71,13 +71,8 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	char **files = argv + optind_;
-	int nfiles = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles == 0) {
-		files = stdin_only;
-		nfiles = 1;
-	}
+	int nfiles;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
 
 	sw_error err = { 0 };
 	sw_writer *w = NULL;

@@ -163,13 +163,8 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	char **files = argv + optind_;
-	int nfiles = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles == 0) {
-		files = stdin_only;
-		nfiles = 1;
-	}
+	int nfiles;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
 	size_t ol = strlen(out);
 	int png = ol > 4 && !strcasecmp(out + ol - 4, ".png");
 	if (strcmp(out, "-") && !png && !(ol > 4 && !strcasecmp(out + ol - 4, ".svg")))

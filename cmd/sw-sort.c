@@ -176,13 +176,8 @@ int main(int argc, char **argv)
 	 * inputs, as with sort(1) */
 	cli_output_settle(&o.o);
 
-	char **files = argv + optind_;
-	int nfiles = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles == 0) {
-		files = stdin_only;
-		nfiles = 1;
-	}
+	int nfiles;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
 	sw_rec *rec = sw_rec_new();
 	uint64_t bytes_in = 0;
 	if (!rec)

@@ -144,13 +144,8 @@ int main(int argc, char **argv)
 			cli_die("verifier '%s': %s", specs[i], err.msg);
 	}
 
-	char **files = argv + optind_;
-	int nfiles = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles == 0) {
-		files = stdin_only;
-		nfiles = 1;
-	}
+	int nfiles;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
 	cli_output_settle(&o);
 	if (!(w_ = sw_writer_open(o.path, &o.wo, &err)))
 		cli_die("cannot write '%s': %s", o.path, err.msg);

@@ -73,6 +73,28 @@ static uint32_t *order_(const double *d, const uint64_t *u, size_t n, int asc)
 }
 
 /*
+ * The rank at the top of a min-heap of k ranks by load (ties to the lower
+ * rank) has grown: sift it down.
+ */
+static void heap_down_(uint32_t *heap, size_t k, keys_ *load)
+{
+	uint32_t r = heap[0];
+	size_t i = 0;
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= k)
+			break;
+		if (c + 1 < k && cmp_keys_(&heap[c + 1], &heap[c], load) < 0)
+			c++;
+		if (cmp_keys_(&heap[c], &r, load) >= 0)
+			break;
+		heap[i] = heap[c];
+		i = c;
+	}
+	heap[i] = r;
+}
+
+/*
  * The phantom load of each rank, which makes the targets equal:
  * d_r = total * (cmax - c_r) / sum(c).  All zero for equal capacities.
  */
@@ -388,11 +410,11 @@ static int lpt_(const double *cost, size_t n, size_t k, const double *cap, uint3
 	}
 	phantoms_(cost, n, k, cap, load);
 	/* a min-heap of ranks by load (phantom included); ties to the lower rank */
-#define LESS_(a, b) (load[a] != load[b] ? load[a] < load[b] : (a) < (b))
+	keys_ by_load = { load, NULL, 1 };
 	for (size_t r = 0; r < k; r++) {
 		size_t i = r;
 		uint32_t x = (uint32_t)r;
-		while (i && LESS_(x, heap[(i - 1) / 2])) {
+		while (i && cmp_keys_(&x, &heap[(i - 1) / 2], &by_load) < 0) {
 			heap[i] = heap[(i - 1) / 2];
 			i = (i - 1) / 2;
 		}
@@ -402,21 +424,8 @@ static int lpt_(const double *cost, size_t n, size_t k, const double *cap, uint3
 		uint32_t r = heap[0];
 		part[it[j]] = r;
 		load[r] += cost[it[j]];
-		size_t i = 0;
-		for (;;) {
-			size_t c = 2 * i + 1;
-			if (c >= k)
-				break;
-			if (c + 1 < k && LESS_(heap[c + 1], heap[c]))
-				c++;
-			if (!LESS_(heap[c], r))
-				break;
-			heap[i] = heap[c];
-			i = c;
-		}
-		heap[i] = r;
+		heap_down_(heap, k, &by_load);
 	}
-#undef LESS_
 	free(it);
 	free(load);
 	free(heap);
@@ -595,7 +604,7 @@ int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t cou
 		nover += tokens[i] > budget;
 
 	/* first try: LPT into count batches, the most even split there is */
-#define LESS_(a, b) (load[a] != load[b] ? load[a] < load[b] : (a) < (b))
+	keys_ by_load = { NULL, load, 1 };
 	for (size_t r = 0; r < count; r++)
 		heap[r] = (uint32_t)r; /* all zero: already a heap */
 	for (size_t j = 0; j < n; j++) {
@@ -603,21 +612,8 @@ int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t cou
 		micro[it[j]] = r;
 		load[r] += tokens[it[j]];
 		items[r]++;
-		size_t i = 0;
-		for (;;) {
-			size_t c = 2 * i + 1;
-			if (c >= count)
-				break;
-			if (c + 1 < count && LESS_(heap[c + 1], heap[c]))
-				c++;
-			if (!LESS_(heap[c], r))
-				break;
-			heap[i] = heap[c];
-			i = c;
-		}
-		heap[i] = r;
+		heap_down_(heap, count, &by_load);
 	}
-#undef LESS_
 	int fits = 1;
 	for (size_t r = 0; r < count; r++)
 		if (load[r] > budget && items[r] > 1)
