@@ -1,0 +1,122 @@
+/*
+ * sw/rollout.h - the rollout scheduler: G responses per prompt generated
+ * with continuous batching over one sw_decoder, each with the per-token
+ * log-probabilities of the sampling policy; or, in score mode, those
+ * log-probabilities for responses already in the records.
+ *
+ * A prompt is prefilled once, as a "root" sequence that is never extended,
+ * and each of its G responses is a fork of the root (the prompt's KV pages
+ * are shared).  Every draw comes from the counter-based generator of
+ * sw/sampler.h keyed by (seed, the prompt's place in the input, k, step),
+ * so a sample does not depend on the batch size, on what shared its steps
+ * or on the order in which responses finish.  Samples are handed out in the
+ * order of the input (prompt by prompt, response k after k - 1) as soon as
+ * those before them are out.
+ *
+ * The program drives it: it reads the input and hands records over when the
+ * scheduler pulls them (sw_rollout_io.next), takes finished records in order
+ * (put), and hears of invalid records (invalid).  With a weight store, a
+ * write to the store while responses are in flight ends them as "abort" and
+ * prefills the waiting prompts again with the new weights.
+ *
+ * Ownership: sw_rollout_new borrows the model, the tokenizer and the store
+ * (they must outlive the scheduler) and copies the configuration, stop
+ * strings included.  sw_rollout_free(NULL) is a no-op.  A scheduler has no
+ * state outside its object: any number run in one process, each from one
+ * thread at a time.
+ */
+#ifndef SW_ROLLOUT_H
+#define SW_ROLLOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+#include "model.h"
+#include "record.h"
+#include "sampler.h"
+#include "store.h"
+#include "tokenizer.h"
+
+/* What this header declares is libsw's public API, exported from libsw.so
+ * (the library is compiled with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
+typedef struct sw_rollout_config {
+	int G;                     /* responses per prompt (>= 1) */
+	int batch;                 /* responses decoded at once; in score mode, records per forward */
+	int max_new;               /* longest response, in tokens */
+	sw_sampling sampling;      /* score mode uses only its temperature */
+	uint64_t seed;
+	const char *const *stops;  /* stop strings, nstops of them (non-empty) */
+	size_t nstops;
+	/* End tokens besides the model's eos_token_ids and the tokenizer's stop
+	 * tokens (both always count); ids outside the vocabulary are ignored. */
+	const int32_t *stop_ids;
+	int nstop_ids;
+	bool padded;               /* static batching: a batch waits for its longest response */
+	bool skip_invalid;         /* go on past an invalid record (else stop reading at it) */
+	bool score;                /* score the records' responses; generate nothing */
+	const char *score_field;   /* score mode: the field written (NULL: "logprobs") */
+	double kv_bytes;           /* the KV cache's budget; 0: 8 GiB or half the memory */
+	sw_store *store;           /* where the weights live, or NULL: they never change */
+	const char *store_name;    /* the store as messages name it */
+} sw_rollout_config;
+
+/* G 1, batch 64, max_new 256, sw_sampling_defaults(), score_field "logprobs". */
+sw_rollout_config sw_rollout_config_defaults(void);
+
+/* sw_rollout_io.next's answer when no record is there yet and it was told not to block. */
+enum { SW_ROLLOUT_WAIT = 2 };
+
+typedef struct sw_rollout_io {
+	void *ctx;
+	/*
+	 * The next input record into *rec (owned by the program, valid until the
+	 * next call): 1; 0 when there are no more (where the input failed the
+	 * program keeps the reason); SW_ROLLOUT_WAIT when none is there yet and
+	 * block is false; a negative SW_E* code stops the scheduler with it.
+	 * The scheduler blocks only when it has nothing else to do.
+	 */
+	int (*next)(void *ctx, bool block, sw_rec **rec);
+	/* One output record (msgpack bytes, borrowed for the call); non-zero stops the scheduler. */
+	int (*put)(void *ctx, const uint8_t *mp, size_t n);
+	/* Let what was put flow on downstream: called within 50 ms (and a step) of a put
+	 * while generating, after each scored batch; may be NULL. */
+	int (*flush)(void *ctx);
+	/* The record pulled last is invalid, and why (no location; the program knows
+	 * which record it is).  It is then skipped or ends the reading (skip_invalid). */
+	void (*invalid)(void *ctx, const char *msg);
+} sw_rollout_io;
+
+typedef struct sw_rollout sw_rollout;
+
+/*
+ * A scheduler for model m and tokenizer tok: NULL with err set when the
+ * configuration is out of range (SW_EINVAL; the sampling settings as
+ * sw_sampling_check names them) or the decoder cannot be made.
+ */
+sw_rollout *sw_rollout_new(const sw_model *m, const sw_tokenizer *tok, const sw_rollout_config *c,
+                           sw_error *err);
+void sw_rollout_free(sw_rollout *r);
+
+/*
+ * One step: take in what input there is room for, decode (or score) one
+ * batch, hand out what finished.  1 while there is more to do, 0 when the
+ * input has ended and every sample is out, a negative SW_E* code on
+ * failure (err says why; the output is then incomplete, and every later
+ * step fails the same).  When an invalid
+ * record stopped the reading (skip_invalid false), the samples before it
+ * are finished and handed out, and the last step returns SW_EFORMAT.
+ */
+int sw_rollout_step(sw_rollout *r, const sw_rollout_io *io, sw_error *err);
+/* Step until done: 0, or what the failing step returned. */
+int sw_rollout_run(sw_rollout *r, const sw_rollout_io *io, sw_error *err);
+
+/* Invalid records skipped, and response tokens generated, so far. */
+uint64_t sw_rollout_skipped(const sw_rollout *r);
+uint64_t sw_rollout_tokens(const sw_rollout *r);
+
+#pragma GCC visibility pop
+
+#endif
