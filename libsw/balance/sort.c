@@ -535,17 +535,21 @@ static int merge_to_(sw_sorter *s, size_t lo, size_t hi, run_ *to, sw_error *err
 		total += s->runs[i].n;
 	if (s->grouped && !(to->ord = malloc((total ? total : 1) * sizeof *to->ord)))
 		rc = oom_(err);
-	while (!rc && (rc = merge_next_(s, &m, &t, err)) == 1) {
+	while (!rc) {
 		const uint8_t *p;
 		size_t len;
-		if (sw_rec_bytes(t->rec, &p, &len))
+		int got = merge_next_(s, &m, &t, err);
+		if (got <= 0)
+			rc = got;
+		else if (sw_rec_bytes(t->rec, &p, &len))
 			rc = oom_(err);
 		else if (sw_writer_put_raw(w, p, len))
 			rc = run_write_fail_(s, w, err);
 		else if (to->ord)
 			to->ord[done] = t->ord[t->pos];
+		if (got <= 0)
+			break;
 		done++;
-		rc = rc == 1 ? 0 : rc;
 	}
 	merge_close_(s, &m);
 	to->n = done;
