@@ -1,12 +1,14 @@
 /*
- * sw/balance.h - partition work across ranks and into micro-batches.
+ * sw/balance.h - partition work across ranks and into micro-batches, and
+ * order samples by cost: sw-balance and sw-sort are these objects.
  *
- * The partitioners are pure computation on arrays, no I/O: the programs
- * read the samples, price them with sw/cost.h, and hand the numbers here.
- * The sorter (sw_sorter, below) orders whole records, spilling to
- * temporary files when they outgrow memory.
- * An "item" is whatever must stay together: a sample, or a whole group of
- * them.
+ * The partitioners are pure computation on arrays, no I/O: a caller prices
+ * the items with sw/cost.h and hands the numbers here.  The balancer
+ * (sw_balancer) does that for a whole batch of records: the abnormal-sample
+ * rules, the placement, the micro-batches, the summaries.  The sorter
+ * (sw_sorter) orders whole records, spilling to temporary files when they
+ * outgrow memory.  An "item" is whatever must stay together: a sample, or a
+ * whole group of them.
  *
  * Capacities are relative speeds: a rank of capacity 0.5 should get half the
  * work of a rank of capacity 1.  Every partitioner aims at the target
@@ -16,8 +18,9 @@
  * balance equal ranks.
  *
  * Ownership: the partitioners write only into the arrays the caller
- * passes and keep nothing between calls; an object (sw_groups, sw_sorter)
- * is the caller's from new to free, and free(NULL) is a no-op.
+ * passes and keep nothing between calls; an object (sw_groups,
+ * sw_balancer, sw_sorter) is the caller's from new to free, and free(NULL)
+ * is a no-op.
  */
 #ifndef SW_BALANCE_H
 #define SW_BALANCE_H
