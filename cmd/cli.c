@@ -233,6 +233,16 @@ void cli_die_stream(const char *file, const sw_error *e)
 	cli_die("%s: %s", file, sw_error_str(e, buf, sizeof buf));
 }
 
+char **cli_inputs(int argc, char **argv, int first, int *n)
+{
+	static char *stdin_only[] = { "-", NULL };
+	*n = argc - first;
+	if (*n > 0)
+		return argv + first;
+	*n = 1;
+	return stdin_only;
+}
+
 uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
 	char *end;
@@ -338,6 +348,87 @@ void cli_output_format(const char *out, sw_writer_opts *wo, int fmt_set, int for
 		wo->format = SW_FMT_JSON;
 	if (tty && (wo->format == SW_FMT_MSGPACK || wo->zstd_level) && !force)
 		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+}
+
+int cli_output_opt(cli_output *o, int c, const char *arg)
+{
+	switch (c) {
+	case 'o':
+		o->path = arg;
+		return 1;
+	case 'f':
+		o->wo.format = cli_format(arg);
+		o->fmt_set = 1;
+		return 1;
+	case 'z':
+		if (!o->wo.zstd_level) /* a level chosen before stays */
+			o->wo.zstd_level = 3;
+		return 1;
+	case CLI_OPT_FORCE:
+		o->force = 1;
+		return 1;
+	}
+	return 0;
+}
+
+void cli_output_settle(cli_output *o)
+{
+	cli_output_format(o->path, &o->wo, o->fmt_set, o->force);
+}
+
+int cli_output_pattern(const char *pattern, const char *what)
+{
+	int d = 0, other = 0;
+	for (const char *p = pattern; *p; p++) {
+		if (*p != '%')
+			continue;
+		if (p[1] == '%')
+			p++;
+		else if (p[1] == 'd')
+			d++, p++;
+		else
+			other++;
+	}
+	if (d > 1 || other)
+		cli_usage("option '-o' wants one %%d for the %s and no other %% conversion, not '%s'", what, pattern);
+	return d;
+}
+
+char *cli_output_nth(const char *pattern, uint64_t i)
+{
+	size_t n = strlen(pattern) + 24;
+	char *s = cli_malloc(n);
+	snprintf(s, n, pattern, (int)i); /* checked by cli_output_pattern: one %d, no other conversion */
+	return s;
+}
+
+const char *cli_output_name(const char *path)
+{
+	return strcmp(path, "-") ? path : "stdout";
+}
+
+sw_writer *cli_output_open(const cli_output *o, const char *path)
+{
+	sw_error err = { 0 };
+	if (!strcmp(path, "-") && !cli_binary_ok(1, o->force) && (o->wo.format == SW_FMT_MSGPACK || o->wo.zstd_level))
+		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
+	sw_writer *w = sw_writer_open(path, &o->wo, &err);
+	if (!w)
+		cli_die("cannot write '%s': %s", path, err.sys_errno ? strerror(err.sys_errno) : err.msg);
+	return w;
+}
+
+void cli_output_put(sw_writer *w, const char *path, sw_rec *rec)
+{
+	if (sw_writer_put(w, rec))
+		cli_die_stream(cli_output_name(path), sw_writer_error(w));
+}
+
+void cli_output_close(sw_writer *w, const char *path)
+{
+	if (sw_writer_close(w))
+		cli_die_stream(cli_output_name(path), sw_writer_error(w));
+	sw_writer_free(w);
 }
 
 void *cli_malloc(size_t n)

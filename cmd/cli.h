@@ -51,6 +51,9 @@ char *cli_strndup(const char *s, size_t n);
 char *cli_strdup(const char *s);
 noreturn void cli_die_stream(const char *file, const sw_error *e);
 
+/* The operands from argv[first] (*n of them), or "-" alone (standard input) when there are none. */
+char **cli_inputs(int argc, char **argv, int first, int *n);
+
 /* Numbers from option arguments, or a usage error naming the option. */
 uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max);
 
@@ -69,6 +72,51 @@ sw_format cli_format(const char *arg);
  * usage error unless forced.
  */
 void cli_output_format(const char *out, sw_writer_opts *wo, int fmt_set, int force);
+
+/*
+ * The output options the stream programs share: their table entries (in the
+ * order a program lists them) and their handling.  A program's -o help
+ * differs (what a %d in the name does), so CLI_OPT_OUTPUT takes it.
+ */
+enum { CLI_OPT_FORCE = 0x0f00 };
+#define CLI_OPT_OUTPUT(help) { 'o', 'o', "output", "file", "file", help }
+#define CLI_OPT_FORMAT { 'f', 'f', "format", "format", "msgpack|json", \
+	                 "write msgpack or json (JSON Lines); default msgpack, json on a terminal" }
+#define CLI_OPT_ZSTD { 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" }
+#define CLI_OPT_FORCE_ENTRY { CLI_OPT_FORCE, 0, "force", NULL, NULL, "write msgpack even to a terminal" }
+
+typedef struct cli_output {
+	const char *path;     /* -o; "-" (standard output) unless given */
+	sw_writer_opts wo;    /* -f and -z */
+	int fmt_set, force;   /* -f was given; --force */
+} cli_output;
+
+#define CLI_OUTPUT_INIT { "-", { SW_FMT_MSGPACK, 0 }, 0, 0 }
+
+/* Take option c (from cli_next) if it is -o, -f, -z or --force: 1, else 0. */
+int cli_output_opt(cli_output *o, int c, const char *arg);
+/* cli_output_format for o: JSON Lines on a terminal, binary refused there. */
+void cli_output_settle(cli_output *o);
+/*
+ * Open path (o->path, or a name made from it) with o's encoding; binary to
+ * a terminal is a usage error unless forced; "cannot write 'PATH': why"
+ * when it cannot be created.
+ */
+sw_writer *cli_output_open(const cli_output *o, const char *path);
+/* Put a record to w, named path in messages ("-": stdout), or die. */
+void cli_output_put(sw_writer *w, const char *path, sw_rec *rec);
+/* Finish, check and free w, or die naming path. */
+void cli_output_close(sw_writer *w, const char *path);
+/*
+ * An output name that makes a file per part (bucket, rank): 1 when pattern
+ * holds one %d (and %% only besides), 0 when no %, else a usage error
+ * saying what the %d is for.
+ */
+int cli_output_pattern(const char *pattern, const char *what);
+/* The name of part i: the pattern with its %d filled in (malloc'd). */
+char *cli_output_nth(const char *pattern, uint64_t i);
+/* A file name as messages show it: "stdout" for "-". */
+const char *cli_output_name(const char *path);
 
 /* Progress: a line on standard error, refreshed a few times a second, only
  * when it is a terminal (or -v); then a one-line summary. */

@@ -12,18 +12,15 @@
 #include <unistd.h>
 #include "cli.h"
 
-enum { OPT_FORCE = 0x100 };
-
 static const cli_opt opts[] = {
-	{ 'f', 'f', "format", "format", "msgpack|json",
-	  "write msgpack or json (JSON Lines); default msgpack, json on a terminal" },
-	{ 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" },
+	CLI_OPT_FORMAT,
+	CLI_OPT_ZSTD,
 	{ 'l', 'l', "level", "level", NULL, "zstd level, 1 to 19 (default 3); implies -z" },
 	{ 'k', 'k', "keep", "field,...", NULL, "keep only these fields (repeatable)" },
 	{ 'n', 'n', "head", "num", NULL, "stop after the first num records" },
 	{ 'c', 'c', "count", NULL, NULL, "print the number of records instead of the records" },
-	{ 'o', 'o', "output", "file", "file", "write to file instead of standard output" },
-	{ OPT_FORCE, 0, "force", NULL, NULL, "write msgpack even to a terminal" },
+	CLI_OPT_OUTPUT("write to file instead of standard output"),
+	CLI_OPT_FORCE_ENTRY,
 	{ 0, 0, NULL, NULL, NULL, NULL }
 };
 
@@ -41,34 +38,25 @@ static void flush_(void *w)
 
 int main(int argc, char **argv)
 {
-	const char *arg, *out = "-";
+	const char *arg;
 	const char **keep = NULL;
 	size_t nkeep = 0;
-	int c, optind_, force = 0, count = 0, fmt_set = 0;
+	int c, optind_, count = 0;
 	uint64_t head = UINT64_MAX;
-	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
+	cli_output o = CLI_OUTPUT_INIT;
 
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
+		if (cli_output_opt(&o, c, arg))
+			continue;
 		switch (c) {
-		case 'f':
-			wo.format = cli_format(arg);
-			fmt_set = 1;
-			break;
-		case 'z':
-			if (!wo.zstd_level)
-				wo.zstd_level = 3;
-			break;
 		case 'l':
-			wo.zstd_level = (int)cli_uint("-l", arg, 1, 19);
+			o.wo.zstd_level = (int)cli_uint("-l", arg, 1, 19);
 			break;
 		case 'k': {
 			/* split in place: the names then live as long as argv */
 			char *s = (char *)arg, *tok, *save;
 			for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-				const char **k = realloc(keep, (nkeep + 1) * sizeof *keep);
-				if (!k)
-					cli_die("out of memory");
-				keep = k;
+				keep = cli_realloc(keep, nkeep + 1, sizeof *keep);
 				keep[nkeep++] = tok;
 			}
 			if (!nkeep)
@@ -81,27 +69,17 @@ int main(int argc, char **argv)
 		case 'c':
 			count = 1;
 			break;
-		case 'o':
-			out = arg;
-			break;
-		case OPT_FORCE:
-			force = 1;
-			break;
 		}
 	}
-	char **files = argv + optind_;
-	int nfiles = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles == 0) {
-		files = stdin_only;
-		nfiles = 1;
-	}
+	int nfiles;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
 
 	sw_error err = { 0 };
 	sw_writer *w = NULL;
+	const char *out = o.path;
 	if (!count) {
-		cli_output_format(out, &wo, fmt_set, force);
-		if (!(w = sw_writer_open(out, &wo, &err)))
+		cli_output_settle(&o);
+		if (!(w = sw_writer_open(out, &o.wo, &err)))
 			cli_die("cannot write '%s': %s", out, err.msg);
 	}
 
@@ -128,8 +106,8 @@ int main(int argc, char **argv)
 				snprintf(err.msg, sizeof err.msg, "cannot select fields: %s", sw_strerror(rc));
 				break;
 			}
-			if (w && sw_writer_put(w, rec))
-				cli_die_stream(strcmp(out, "-") ? out : "stdout", sw_writer_error(w));
+			if (w)
+				cli_output_put(w, out, rec);
 			n++;
 			cli_progress(n, bytes_in + sw_reader_bytes_in(r));
 		}
@@ -149,10 +127,9 @@ int main(int argc, char **argv)
 	if (count) {
 		printf("%llu\n", (unsigned long long)n);
 	} else {
-		if (sw_writer_close(w))
-			cli_die_stream(strcmp(out, "-") ? out : "stdout", sw_writer_error(w));
-		cli_summary(n, bytes_in, sw_writer_bytes_out(w));
-		sw_writer_free(w);
+		uint64_t bytes_out = sw_writer_bytes_out(w);
+		cli_output_close(w, out);
+		cli_summary(n, bytes_in, bytes_out);
 	}
 	cli_exit(0);
 }

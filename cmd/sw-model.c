@@ -13,11 +13,13 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "yyjson/yyjson.h"
 #include "cli.h"
 
 enum { OPT_SEED = 0x100, OPT_DTYPE, OPT_JSON, OPT_BATCH, OPT_SEQ };
@@ -54,6 +56,41 @@ static const struct size_ {
 static void die_(const sw_error *e)
 {
 	cli_die("%s", e->msg[0] ? e->msg : sw_strerror(e->code));
+}
+
+/*
+ * JSON goes out through yyjson (escaping included).  Numbers whose text is
+ * chosen here go in raw: the shortest decimal of a float (g_), whole
+ * numbers of a double (%.0f), so the output keeps the bytes it always had.
+ */
+static yyjson_mut_val *raw_(yyjson_mut_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static yyjson_mut_val *raw_(yyjson_mut_doc *d, const char *fmt, ...)
+{
+	char buf[64];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	return yyjson_mut_rawcpy(d, buf);
+}
+
+static yyjson_mut_doc *doc_new_(yyjson_mut_val **root)
+{
+	yyjson_mut_doc *d = yyjson_mut_doc_new(NULL);
+	if (!d || !(*root = yyjson_mut_obj(d)))
+		cli_die("out of memory");
+	yyjson_mut_doc_set_root(d, *root);
+	return d;
+}
+
+/* The document as text (malloc'd), freed with it. */
+static char *doc_text_(yyjson_mut_doc *d, yyjson_write_flag flags)
+{
+	char *text = yyjson_mut_write(d, flags, NULL);
+	yyjson_mut_doc_free(d);
+	if (!text)
+		cli_die("out of memory");
+	return text;
 }
 
 static int exists_(const char *dir, const char *name)
@@ -154,14 +191,20 @@ static void init_(const char *dir, const char *size, const char *config, uint64_
 		die_(&err);
 	if (sw_tokenizer_save_byte(dir, &err))
 		die_(&err);
-	char text[512], eos[128] = "";
+	/* transformers' layout, but the stop ids on one line: [1, 2] */
+	char eos[128] = "";
 	for (int i = 0; i < c.n_eos; i++)
 		snprintf(eos + strlen(eos), sizeof eos - strlen(eos), "%s%d", i ? ", " : "", c.eos_token_ids[i]);
-	snprintf(text, sizeof text,
-	         "{\n  \"bos_token_id\": %d,\n  \"do_sample\": false,\n  \"eos_token_id\": %s%s%s,\n"
-	         "  \"pad_token_id\": %d\n}\n",
-	         c.bos_token_id, c.n_eos > 1 ? "[" : "", c.n_eos ? eos : "null", c.n_eos > 1 ? "]" : "", pad);
+	yyjson_mut_val *g;
+	yyjson_mut_doc *d = doc_new_(&g);
+	yyjson_mut_obj_add_int(d, g, "bos_token_id", c.bos_token_id);
+	yyjson_mut_obj_add_bool(d, g, "do_sample", false);
+	yyjson_mut_obj_add_val(d, g, "eos_token_id", raw_(d, "%s%s%s", c.n_eos > 1 ? "[" : "", c.n_eos ? eos : "null",
+	                                                  c.n_eos > 1 ? "]" : ""));
+	yyjson_mut_obj_add_int(d, g, "pad_token_id", pad);
+	char *text = doc_text_(d, YYJSON_WRITE_PRETTY_TWO_SPACES | YYJSON_WRITE_NEWLINE_AT_END);
 	write_text_(dir, "generation_config.json", text);
+	free(text);
 	if (cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2)))
 		fprintf(stderr, "sw-model: %s: %s, %zu parameters, %s, seed %llu\n", dir,
 		        config ? config : size, m->nparams, dt == SW_DT_F32 ? "f32" : "bf16",
@@ -223,37 +266,60 @@ static void info_(const char *dir, int json, uint64_t batch, uint64_t seq)
 	                   : !strcmp(c->model_type, "qwen2") ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
 	char eos[128] = "", f1[32], f2[32], f3[32], f4[32];
 	for (int i = 0; i < c->n_eos; i++)
-		snprintf(eos + strlen(eos), sizeof eos - strlen(eos), "%s%d", i ? (json ? "," : ", ") : "",
-		         c->eos_token_ids[i]);
+		snprintf(eos + strlen(eos), sizeof eos - strlen(eos), "%s%d", i ? ", " : "", c->eos_token_ids[i]);
 	if (json) {
-		printf("{\"model_type\":\"%s\",\"architecture\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
-		       "\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
-		       "\"num_key_value_heads\":%d,\"head_dim\":%d,\"max_position_embeddings\":%d,"
-		       "\"tie_word_embeddings\":%s,\"attention_bias\":%s,\"qk_norm\":%s,\"rope_theta\":%s,"
-		       "\"rope_scaling\":",
-		       c->model_type, arch, c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
-		       c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings,
-		       c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
-		       c->qk_norm ? "true" : "false", g_(c->rope_theta, f1, sizeof f1));
-		if (c->rope_factor > 0)
-			printf("{\"rope_type\":\"llama3\",\"factor\":%s,\"low_freq_factor\":%s,\"high_freq_factor\":%s,"
-			       "\"original_max_position_embeddings\":%d}",
-			       g_(c->rope_factor, f1, sizeof f1), g_(c->rope_low_freq_factor, f2, sizeof f2),
-			       g_(c->rope_high_freq_factor, f3, sizeof f3), c->rope_original_max_position);
-		else
-			printf("null");
-		printf(",\"rms_norm_eps\":%s,\"bos_token_id\":", g_(c->rms_norm_eps, f1, sizeof f1));
+		yyjson_mut_val *o, *x;
+		yyjson_mut_doc *j = doc_new_(&o);
+		yyjson_mut_obj_add_strcpy(j, o, "model_type", c->model_type);
+		yyjson_mut_obj_add_str(j, o, "architecture", arch);
+		yyjson_mut_obj_add_int(j, o, "vocab_size", c->vocab_size);
+		yyjson_mut_obj_add_int(j, o, "hidden_size", c->hidden_size);
+		yyjson_mut_obj_add_int(j, o, "intermediate_size", c->intermediate_size);
+		yyjson_mut_obj_add_int(j, o, "num_hidden_layers", c->num_hidden_layers);
+		yyjson_mut_obj_add_int(j, o, "num_attention_heads", c->num_attention_heads);
+		yyjson_mut_obj_add_int(j, o, "num_key_value_heads", c->num_key_value_heads);
+		yyjson_mut_obj_add_int(j, o, "head_dim", c->head_dim);
+		yyjson_mut_obj_add_int(j, o, "max_position_embeddings", c->max_position_embeddings);
+		yyjson_mut_obj_add_bool(j, o, "tie_word_embeddings", c->tie_word_embeddings);
+		yyjson_mut_obj_add_bool(j, o, "attention_bias", c->attention_bias);
+		yyjson_mut_obj_add_bool(j, o, "qk_norm", c->qk_norm);
+		yyjson_mut_obj_add_val(j, o, "rope_theta", raw_(j, "%s", g_(c->rope_theta, f1, sizeof f1)));
+		if (c->rope_factor > 0) {
+			x = yyjson_mut_obj_add_obj(j, o, "rope_scaling");
+			yyjson_mut_obj_add_str(j, x, "rope_type", "llama3");
+			yyjson_mut_obj_add_val(j, x, "factor", raw_(j, "%s", g_(c->rope_factor, f1, sizeof f1)));
+			yyjson_mut_obj_add_val(j, x, "low_freq_factor", raw_(j, "%s", g_(c->rope_low_freq_factor, f1, sizeof f1)));
+			yyjson_mut_obj_add_val(j, x, "high_freq_factor",
+			                       raw_(j, "%s", g_(c->rope_high_freq_factor, f1, sizeof f1)));
+			yyjson_mut_obj_add_int(j, x, "original_max_position_embeddings", c->rope_original_max_position);
+		} else {
+			yyjson_mut_obj_add_null(j, o, "rope_scaling");
+		}
+		yyjson_mut_obj_add_val(j, o, "rms_norm_eps", raw_(j, "%s", g_(c->rms_norm_eps, f1, sizeof f1)));
 		if (c->bos_token_id >= 0)
-			printf("%d", c->bos_token_id);
+			yyjson_mut_obj_add_int(j, o, "bos_token_id", c->bos_token_id);
 		else
-			printf("null");
-		printf(",\"eos_token_id\":[%s],\"parameters\":%.0f,\"weights_bytes\":%.0f,"
-		       "\"train\":{\"batch\":%llu,\"seq\":%llu,\"state_bytes\":%.0f,\"activation_bytes\":%.0f,"
-		       "\"total_bytes\":%.0f},"
-		       "\"generate\":{\"batch\":%llu,\"seq\":%llu,\"kv_bytes_per_token\":%.0f,\"kv_bytes\":%.0f,"
-		       "\"total_bytes\":%.0f}}\n",
-		       eos, P, 4 * P, (unsigned long long)batch, (unsigned long long)seq, state, act, state + act,
-		       (unsigned long long)batch, (unsigned long long)seq, kv_tok, kv, 4 * P + kv);
+			yyjson_mut_obj_add_null(j, o, "bos_token_id");
+		x = yyjson_mut_obj_add_arr(j, o, "eos_token_id");
+		for (int i = 0; i < c->n_eos; i++)
+			yyjson_mut_arr_add_int(j, x, c->eos_token_ids[i]);
+		yyjson_mut_obj_add_val(j, o, "parameters", raw_(j, "%.0f", P));
+		yyjson_mut_obj_add_val(j, o, "weights_bytes", raw_(j, "%.0f", 4 * P));
+		x = yyjson_mut_obj_add_obj(j, o, "train");
+		yyjson_mut_obj_add_uint(j, x, "batch", batch);
+		yyjson_mut_obj_add_uint(j, x, "seq", seq);
+		yyjson_mut_obj_add_val(j, x, "state_bytes", raw_(j, "%.0f", state));
+		yyjson_mut_obj_add_val(j, x, "activation_bytes", raw_(j, "%.0f", act));
+		yyjson_mut_obj_add_val(j, x, "total_bytes", raw_(j, "%.0f", state + act));
+		x = yyjson_mut_obj_add_obj(j, o, "generate");
+		yyjson_mut_obj_add_uint(j, x, "batch", batch);
+		yyjson_mut_obj_add_uint(j, x, "seq", seq);
+		yyjson_mut_obj_add_val(j, x, "kv_bytes_per_token", raw_(j, "%.0f", kv_tok));
+		yyjson_mut_obj_add_val(j, x, "kv_bytes", raw_(j, "%.0f", kv));
+		yyjson_mut_obj_add_val(j, x, "total_bytes", raw_(j, "%.0f", 4 * P + kv));
+		char *text = doc_text_(j, 0);
+		printf("%s\n", text);
+		free(text);
 	} else {
 		char a[32], b[32], d[32];
 		printf("%s\n", dir);

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include "cli.h"
 
-enum { OPT_FORCE = 0x100, OPT_LABEL, OPT_MAX_ERRORS, OPT_MIN_REWARD, OPT_WINDOW };
+enum { OPT_LABEL = 0x100, OPT_MAX_ERRORS, OPT_MIN_REWARD, OPT_WINDOW };
 
 static const cli_opt opts[] = {
 	{ 'r', 'r', "verifier", "spec", NULL,
@@ -28,11 +28,10 @@ static const cli_opt opts[] = {
 	{ OPT_MIN_REWARD, 0, "min-reward", "reward", NULL,
 	  "the reward of a sample that breaks a hard rule (default: the lowest possible)" },
 	{ OPT_WINDOW, 0, "window", "num", NULL, "samples in flight at most (default 4096)" },
-	{ 'f', 'f', "format", "format", "msgpack|json",
-	  "write msgpack or json (JSON Lines); default msgpack, json on a terminal" },
-	{ 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" },
-	{ 'o', 'o', "output", "file", "file", "write to file instead of standard output" },
-	{ OPT_FORCE, 0, "force", NULL, NULL, "write msgpack even to a terminal" },
+	CLI_OPT_FORMAT,
+	CLI_OPT_ZSTD,
+	CLI_OPT_OUTPUT("write to file instead of standard output"),
+	CLI_OPT_FORCE_ENTRY,
 	{ 0, 0, NULL, NULL, NULL, NULL }
 };
 
@@ -62,8 +61,7 @@ static void warn_(void *arg, const char *msg)
 
 static void put_(sw_rec *rec)
 {
-	if (sw_writer_put(w_, rec))
-		cli_die_stream(out_name_, sw_writer_error(w_));
+	cli_output_put(w_, out_name_, rec);
 }
 
 /* Finish every sample in flight and write it. */
@@ -96,25 +94,23 @@ static double fraction_(const char *opt, const char *s, double lo, double hi)
 
 int main(int argc, char **argv)
 {
-	const char *arg, *out = "-";
+	const char *arg;
 	const char **specs = NULL;
 	size_t nspecs = 0;
-	int c, optind_, force = 0, fmt_set = 0;
+	int c, optind_;
 	double max_errors = 0.01;
-	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
+	cli_output o = CLI_OUTPUT_INIT;
 	sw_verify_opts vo = { 0 };
 	vo.warn = warn_;
 
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
+		if (cli_output_opt(&o, c, arg))
+			continue;
 		switch (c) {
-		case 'r': {
-			const char **s = realloc(specs, (nspecs + 1) * sizeof *specs);
-			if (!s)
-				cli_die("out of memory");
-			specs = s;
+		case 'r':
+			specs = cli_realloc(specs, nspecs + 1, sizeof *specs);
 			specs[nspecs++] = arg;
 			break;
-		}
 		case OPT_LABEL:
 			if (!*arg)
 				cli_usage("option '--label-field' wants a field name");
@@ -129,19 +125,6 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WINDOW:
 			vo.window = (size_t)cli_uint("--window", arg, 1, 1 << 20);
-			break;
-		case 'f':
-			wo.format = cli_format(arg);
-			fmt_set = 1;
-			break;
-		case 'z':
-			wo.zstd_level = 3;
-			break;
-		case 'o':
-			out = arg;
-			break;
-		case OPT_FORCE:
-			force = 1;
 			break;
 		}
 	}
@@ -161,18 +144,12 @@ int main(int argc, char **argv)
 			cli_die("verifier '%s': %s", specs[i], err.msg);
 	}
 
-	char **files = argv + optind_;
-	int nfiles = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles == 0) {
-		files = stdin_only;
-		nfiles = 1;
-	}
-	cli_output_format(out, &wo, fmt_set, force);
-	if (!(w_ = sw_writer_open(out, &wo, &err)))
-		cli_die("cannot write '%s': %s", out, err.msg);
-	if (strcmp(out, "-"))
-		out_name_ = out;
+	int nfiles;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
+	cli_output_settle(&o);
+	if (!(w_ = sw_writer_open(o.path, &o.wo, &err)))
+		cli_die("cannot write '%s': %s", o.path, err.msg);
+	out_name_ = cli_output_name(o.path);
 
 	size_t max_record = cli_max_record();
 	sw_rec *rec = sw_rec_new(), *done;

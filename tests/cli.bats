@@ -126,3 +126,31 @@ man_usage() {
 	[ -f "$TOP/man/sw-stream.5" ]
 	[ -f "$TOP/man/sw.7" ]
 }
+
+@test "the shared output options (cli.h's CLI_OPT_*): the same words in every program that has them" {
+	want_f=$'f\tformat\tformat\tmsgpack|json\twrite msgpack or json (JSON Lines); default msgpack, json on a terminal'
+	want_z=$'z\tzstd\t-\t-\tcompress the output with zstd'
+	want_force=$'-\tforce\t-\t-\twrite msgpack even to a terminal'
+	for p in sw-cat sw-sort sw-balance sw-verify; do
+		t=$("$p" --completion-helper | awk -F'\t' '$1 == "option"' | cut -f2-)
+		f=$(grep -P '^f\tformat\t' <<<"$t" || true)
+		z=$(grep -P '^z\tzstd\t' <<<"$t" || true)
+		force=$(grep -P '^-\tforce\t' <<<"$t" || true)
+		[ "$f" = "$want_f" ] || { echo "$p: $f"; false; }
+		[ "$z" = "$want_z" ] || { echo "$p: $z"; false; }
+		[ "$force" = "$want_force" ] || { echo "$p: $force"; false; }
+		grep -qP '^o\toutput\tfile\tfile\t' <<<"$t" || { echo "$p: no -o FILE"; false; }
+	done
+}
+
+@test "the shared output options: binary refused on a terminal, JSON Lines there by default" {
+	command -v script >/dev/null || skip "script(1) is not installed"
+	sw-datagen -n 2 >d.msgpack
+	for p in sw-cat sw-sort sw-balance; do
+		run -0 script -qec "$p d.msgpack" /dev/null
+		[[ ${lines[0]} == '{"id":"p0/'* ]] || { echo "$p: ${lines[0]}"; false; }
+		run -2 script -qec "$p -z d.msgpack" /dev/null
+		[[ $output == "$p: refusing to write binary to a terminal"* ]] || { echo "$p: $output"; false; }
+		run -0 script -qec "$p -z --force d.msgpack" /dev/null
+	done
+}

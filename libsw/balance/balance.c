@@ -12,6 +12,7 @@
  * items instead of one per item (1M items on 64 ranks would otherwise take
  * a gigabyte).
  */
+#define _GNU_SOURCE /* qsort_r */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,29 +39,59 @@ const char *sw_part_method_name(sw_part_method m)
 	return m == SW_PART_KK ? "kk" : m == SW_PART_LPT ? "lpt" : m == SW_PART_SEQ ? "seq" : "?";
 }
 
-typedef struct item_ {
-	double c;
-	uint32_t i;
-} item_;
+/* The keys order_ sorts by: costs (d) or token counts (u), one of the two, or neither (all equal). */
+typedef struct keys_ {
+	const double *d;
+	const uint64_t *u;
+	int asc;
+} keys_;
 
-/* Largest cost first; equal costs in input order, so the result does not depend on qsort. */
-static int cmp_item_desc_(const void *a, const void *b)
+static int cmp_keys_(const void *a, const void *b, void *ctx)
 {
-	const item_ *x = a, *y = b;
-	if (x->c != y->c)
-		return x->c > y->c ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
+	const keys_ *k = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = k->d ? (k->d[x] > k->d[y]) - (k->d[x] < k->d[y]) : (k->u[x] > k->u[y]) - (k->u[x] < k->u[y]);
+	c = k->asc ? c : -c;
+	return c ? c : (x > y) - (x < y);
 }
 
-static item_ *sorted_(const double *cost, size_t n)
+/*
+ * The indices 0..n-1 in order of their keys, largest first (smallest with
+ * asc); equal keys in index order, so the result does not depend on qsort.
+ */
+static uint32_t *order_(const double *d, const uint64_t *u, size_t n, int asc)
 {
-	item_ *it = malloc((n ? n : 1) * sizeof *it);
-	if (!it)
+	keys_ k = { d, u, asc };
+	uint32_t *o = malloc((n ? n : 1) * sizeof *o);
+	if (!o)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		it[i] = (item_){ cost[i], (uint32_t)i };
-	qsort(it, n, sizeof *it, cmp_item_desc_);
-	return it;
+		o[i] = (uint32_t)i;
+	if (d || u)
+		qsort_r(o, n, sizeof *o, cmp_keys_, &k);
+	return o;
+}
+
+/*
+ * The rank at the top of a min-heap of k ranks by load (ties to the lower
+ * rank) has grown: sift it down.
+ */
+static void heap_down_(uint32_t *heap, size_t k, keys_ *load)
+{
+	uint32_t r = heap[0];
+	size_t i = 0;
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= k)
+			break;
+		if (c + 1 < k && cmp_keys_(&heap[c + 1], &heap[c], load) < 0)
+			c++;
+		if (cmp_keys_(&heap[c], &r, load) >= 0)
+			break;
+		heap[i] = heap[c];
+		i = c;
+	}
+	heap[i] = r;
 }
 
 /*
@@ -273,17 +304,14 @@ static void kk_free_(kk_ *s)
  */
 static int one_each_(const double *cost, size_t n, size_t k, const double *cap, uint32_t *part)
 {
-	item_ *it = sorted_(cost, n), *rk = malloc(k * sizeof *rk);
+	uint32_t *it = order_(cost, NULL, n, 0), *rk = order_(cap, NULL, k, 0);
 	if (!it || !rk) {
 		free(it);
 		free(rk);
 		return SW_ENOMEM;
 	}
-	for (size_t r = 0; r < k; r++)
-		rk[r] = (item_){ cap ? cap[r] : 1, (uint32_t)r };
-	qsort(rk, k, sizeof *rk, cmp_item_desc_);
 	for (size_t j = 0; j < n; j++)
-		part[it[j].i] = rk[j].i;
+		part[it[j]] = rk[j];
 	free(it);
 	free(rk);
 	return 0;
@@ -294,7 +322,7 @@ static int karmarkar_karp_(const double *cost, size_t n, size_t k, const double 
 	if (n <= k)
 		return one_each_(cost, n, k, cap, part);
 	kk_ s = { .k = k };
-	item_ *it = sorted_(cost, n);
+	uint32_t *it = order_(cost, NULL, n, 0);
 	double *d = malloc(k * sizeof *d);
 	s.next = malloc((n + k) * sizeof *s.next);
 	s.tmp = malloc(k * sizeof *s.tmp);
@@ -324,7 +352,7 @@ static int karmarkar_karp_(const double *cost, size_t n, size_t k, const double 
 		int is_item[2];
 		uint32_t id[2];
 		for (int w = 0; w < 2; w++) {
-			int use_item = si < n && (!s.nheap || it[si].c > spread_(&s, s.heap[0]));
+			int use_item = si < n && (!s.nheap || cost[it[si]] > spread_(&s, s.heap[0]));
 			is_item[w] = use_item;
 			id[w] = use_item ? (uint32_t)si++ : heap_pop_(&s);
 		}
@@ -332,12 +360,12 @@ static int karmarkar_karp_(const double *cost, size_t n, size_t k, const double 
 		if (is_item[0] && is_item[1]) {
 			if ((rc = tuple_new_(&s, &t)))
 				goto out;
-			add_item_(&s, t, it[id[0]].i, it[id[0]].c);
-			add_item_(&s, t, it[id[1]].i, it[id[1]].c);
+			add_item_(&s, t, it[id[0]], cost[it[id[0]]]);
+			add_item_(&s, t, it[id[1]], cost[it[id[1]]]);
 		} else if (is_item[0] || is_item[1]) {
 			int w = is_item[0] ? 0 : 1;
 			t = id[1 - w];
-			add_item_(&s, t, it[id[w]].i, it[id[w]].c);
+			add_item_(&s, t, it[id[w]], cost[it[id[w]]]);
 		} else {
 			t = id[0];
 			merge_(&s, t, id[1]);
@@ -357,7 +385,7 @@ static int karmarkar_karp_(const double *cost, size_t n, size_t k, const double 
 					part[x] = rank;
 		}
 	} else if (si < n) {
-		part[it[si].i] = 0; /* one item alone, all ranks equal */
+		part[it[si]] = 0; /* one item alone, all ranks equal */
 	}
 	rc = 0;
 out:
@@ -371,7 +399,7 @@ out:
 
 static int lpt_(const double *cost, size_t n, size_t k, const double *cap, uint32_t *part)
 {
-	item_ *it = sorted_(cost, n);
+	uint32_t *it = order_(cost, NULL, n, 0);
 	double *load = malloc(k * sizeof *load);
 	uint32_t *heap = malloc(k * sizeof *heap);
 	if (!it || !load || !heap) {
@@ -382,11 +410,11 @@ static int lpt_(const double *cost, size_t n, size_t k, const double *cap, uint3
 	}
 	phantoms_(cost, n, k, cap, load);
 	/* a min-heap of ranks by load (phantom included); ties to the lower rank */
-#define LESS_(a, b) (load[a] != load[b] ? load[a] < load[b] : (a) < (b))
+	keys_ by_load = { load, NULL, 1 };
 	for (size_t r = 0; r < k; r++) {
 		size_t i = r;
 		uint32_t x = (uint32_t)r;
-		while (i && LESS_(x, heap[(i - 1) / 2])) {
+		while (i && cmp_keys_(&x, &heap[(i - 1) / 2], &by_load) < 0) {
 			heap[i] = heap[(i - 1) / 2];
 			i = (i - 1) / 2;
 		}
@@ -394,23 +422,10 @@ static int lpt_(const double *cost, size_t n, size_t k, const double *cap, uint3
 	}
 	for (size_t j = 0; j < n; j++) {
 		uint32_t r = heap[0];
-		part[it[j].i] = r;
-		load[r] += it[j].c;
-		size_t i = 0;
-		for (;;) {
-			size_t c = 2 * i + 1;
-			if (c >= k)
-				break;
-			if (c + 1 < k && LESS_(heap[c + 1], heap[c]))
-				c++;
-			if (!LESS_(heap[c], r))
-				break;
-			heap[i] = heap[c];
-			i = c;
-		}
-		heap[i] = r;
+		part[it[j]] = r;
+		load[r] += cost[it[j]];
+		heap_down_(heap, k, &by_load);
 	}
-#undef LESS_
 	free(it);
 	free(load);
 	free(heap);
@@ -516,37 +531,13 @@ int sw_partition_stats(const double *cost, size_t n, size_t k, const double *cap
 
 /* ---- micro-batches ---- */
 
-typedef struct titem_ {
-	uint64_t t;
-	uint32_t i;
-} titem_;
-
-static int cmp_titem_desc_(const void *a, const void *b)
-{
-	const titem_ *x = a, *y = b;
-	if (x->t != y->t)
-		return x->t > y->t ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
-}
-
-static titem_ *tsorted_(const uint64_t *tokens, size_t n)
-{
-	titem_ *it = malloc((n ? n : 1) * sizeof *it);
-	if (!it)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		it[i] = (titem_){ tokens[i], (uint32_t)i };
-	qsort(it, n, sizeof *it, cmp_titem_desc_);
-	return it;
-}
-
 /*
- * First-fit decreasing: bin[it[j].i] for every item; returns the number of
+ * First-fit decreasing, items in the order it (largest first): bin[i] for every item; returns the number of
  * bins, or 0 with *oom set.  A segment tree over the bins' room finds the
  * leftmost bin with room for an item in O(log n); an item over budget gets
  * a fresh bin of its own, which then has no room.
  */
-static size_t ffd_(const titem_ *it, size_t n, uint64_t budget, uint32_t *bin, int *oom)
+static size_t ffd_(const uint32_t *it, const uint64_t *tokens, size_t n, uint64_t budget, uint32_t *bin, int *oom)
 {
 	size_t leaves = 1;
 	while (leaves < n)
@@ -561,7 +552,7 @@ static size_t ffd_(const titem_ *it, size_t n, uint64_t budget, uint32_t *bin, i
 		room[i] = budget;
 	size_t used = 0;
 	for (size_t j = 0; j < n; j++) {
-		uint64_t t = it[j].t;
+		uint64_t t = tokens[it[j]];
 		size_t node = 1;
 		if (t > budget) {
 			/* the leftmost bin never used is the first of the still-full ones past used */
@@ -572,7 +563,7 @@ static size_t ffd_(const titem_ *it, size_t n, uint64_t budget, uint32_t *bin, i
 				node = room[2 * node] >= t ? 2 * node : 2 * node + 1;
 		}
 		size_t b = node - leaves;
-		bin[it[j].i] = (uint32_t)b;
+		bin[it[j]] = (uint32_t)b;
 		if (b + 1 > used)
 			used = b + 1;
 		room[node] -= t;
@@ -587,22 +578,13 @@ size_t sw_micro_count(const uint64_t *tokens, size_t n, uint64_t budget)
 {
 	if (n == 0)
 		return 0;
-	titem_ *it = tsorted_(tokens, n);
+	uint32_t *it = order_(NULL, tokens, n, 0);
 	uint32_t *bin = malloc(n * sizeof *bin);
 	int oom = 1;
-	size_t m = it && bin ? ffd_(it, n, budget, bin, &oom) : 0;
+	size_t m = it && bin ? ffd_(it, tokens, n, budget, bin, &oom) : 0;
 	free(it);
 	free(bin);
 	return oom ? 0 : m;
-}
-
-/* Batches by tokens, smallest first; equal ones by number. */
-static int cmp_titem_asc_(const void *a, const void *b)
-{
-	const titem_ *x = a, *y = b;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
 }
 
 int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t count,
@@ -610,42 +592,28 @@ int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t cou
 {
 	if (count == 0 || count > UINT32_MAX || n > UINT32_MAX)
 		return sw_fail(err, SW_EINVAL, "cannot split %zu items into %zu micro-batches", n, count);
-	titem_ *it = tsorted_(tokens, n);
+	uint32_t *it = order_(NULL, tokens, n, 0), *order = NULL;
 	uint64_t *load = calloc(count, sizeof *load);
 	uint32_t *items = calloc(count, sizeof *items);
-	titem_ *order = malloc(count * sizeof *order);
 	uint32_t *heap = malloc(count * sizeof *heap);
 	int rc = SW_ENOMEM;
-	if (!it || !load || !items || !order || !heap)
+	if (!it || !load || !items || !heap)
 		goto out;
 	size_t nover = 0;
 	for (size_t i = 0; i < n; i++)
 		nover += tokens[i] > budget;
 
 	/* first try: LPT into count batches, the most even split there is */
-#define LESS_(a, b) (load[a] != load[b] ? load[a] < load[b] : (a) < (b))
+	keys_ by_load = { NULL, load, 1 };
 	for (size_t r = 0; r < count; r++)
 		heap[r] = (uint32_t)r; /* all zero: already a heap */
 	for (size_t j = 0; j < n; j++) {
 		uint32_t r = heap[0];
-		micro[it[j].i] = r;
-		load[r] += it[j].t;
+		micro[it[j]] = r;
+		load[r] += tokens[it[j]];
 		items[r]++;
-		size_t i = 0;
-		for (;;) {
-			size_t c = 2 * i + 1;
-			if (c >= count)
-				break;
-			if (c + 1 < count && LESS_(heap[c + 1], heap[c]))
-				c++;
-			if (!LESS_(heap[c], r))
-				break;
-			heap[i] = heap[c];
-			i = c;
-		}
-		heap[i] = r;
+		heap_down_(heap, count, &by_load);
 	}
-#undef LESS_
 	int fits = 1;
 	for (size_t r = 0; r < count; r++)
 		if (load[r] > budget && items[r] > 1)
@@ -655,7 +623,7 @@ int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t cou
 		/* LPT broke the budget: pack first-fit decreasing, then split the
 		 * fullest batches of several items in two until there are count */
 		int oom;
-		size_t m = ffd_(it, n, budget, micro, &oom);
+		size_t m = ffd_(it, tokens, n, budget, micro, &oom);
 		if (oom)
 			goto out;
 		if (m > count) {
@@ -682,15 +650,15 @@ int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t cou
 			load[best] = 0;
 			items[best] = 0;
 			for (size_t j = 0; j < n; j++) {
-				uint32_t x = it[j].i;
+				uint32_t x = it[j];
 				if (micro[x] != best)
 					continue;
 				if (l1 < l0) {
 					micro[x] = nb;
-					l1 += it[j].t;
+					l1 += tokens[x];
 					items[nb]++;
 				} else {
-					l0 += it[j].t;
+					l0 += tokens[x];
 					items[best]++;
 				}
 			}
@@ -699,15 +667,14 @@ int sw_micro_split(const uint64_t *tokens, size_t n, uint64_t budget, size_t cou
 		}
 	}
 
-	/* number the batches small, large, small, large... */
+	/* number the batches small, large, small, large... (by tokens, equal ones by number) */
 	size_t nempty = 0;
-	for (size_t r = 0; r < count; r++) {
-		order[r] = (titem_){ load[r], (uint32_t)r };
+	for (size_t r = 0; r < count; r++)
 		nempty += items[r] == 0;
-	}
-	qsort(order, count, sizeof *order, cmp_titem_asc_);
+	if (!(order = order_(NULL, load, count, 1)))
+		goto out;
 	for (size_t p = 0, lo = 0, hi = count; p < count; p++) {
-		uint32_t b = p % 2 == 0 ? order[lo++].i : order[--hi].i;
+		uint32_t b = p % 2 == 0 ? order[lo++] : order[--hi];
 		heap[b] = (uint32_t)p; /* heap is free now: it maps old number to new */
 	}
 	for (size_t i = 0; i < n; i++)

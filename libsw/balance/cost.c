@@ -109,6 +109,27 @@ void sw_cost_model_set_train(sw_cost_model *m, int train)
 	m->p.scale = train ? 3 : 1;
 }
 
+int sw_cost_stage_parse(const char *name, int *train)
+{
+	if (!strcmp(name, "train"))
+		*train = 1;
+	else if (!strcmp(name, "generate"))
+		*train = 0;
+	else
+		return SW_EINVAL;
+	return 0;
+}
+
+sw_cost_model *sw_cost_model_for(const char *dir, int train, sw_error *err)
+{
+	sw_cost_model *m = dir ? sw_cost_model_load(dir, err) : sw_cost_model_new();
+	if (m)
+		sw_cost_model_set_train(m, train);
+	else if (!dir)
+		sw_fail(err, SW_ENOMEM, "out of memory");
+	return m;
+}
+
 void sw_cost_model_params(const sw_cost_model *m, sw_cost_params *p)
 {
 	*p = m->p;

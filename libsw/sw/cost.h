@@ -76,6 +76,10 @@ void sw_cost_model_free(sw_cost_model *m);
 
 /* 1: training (s = 3), 0: generation or scoring (s = 1, the default). */
 void sw_cost_model_set_train(sw_cost_model *m, int train);
+/* A stage's name, "generate" (0) or "train" (1), into *train; SW_EINVAL for another. */
+int sw_cost_stage_parse(const char *name, int *train);
+/* The model of dir (NULL: the default one) priced for the stage: new or load, then set_train. */
+sw_cost_model *sw_cost_model_for(const char *dir, int train, sw_error *err);
 void sw_cost_model_params(const sw_cost_model *m, sw_cost_params *p);
 
 /*

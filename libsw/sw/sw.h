@@ -15,6 +15,7 @@
 #include "balance.h"
 #include "cost.h"
 #include "pool.h"
+#include "plot.h"
 #include "rl.h"
 #include "verify.h"
 #include "sampler.h"

@@ -2,12 +2,15 @@
  * test_balance.c - the partitioners and the micro-batch packer of
  * sw/balance.h: exact small cases, and properties checked on many random
  * inputs (every item placed once, capacities met, budgets kept, the
- * small-large order of micro-batches, determinism).
+ * small-large order of micro-batches, determinism); the abnormal-sample
+ * rules and their reasons, and the balancer that puts it all together.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "sw/sw.h"
 #include "sw/balance.h"
+#include "rec.h"
 #include "tap.h"
 
 static uint64_t rng_ = 0x9e3779b97f4a7c15ull;
@@ -329,6 +332,125 @@ static void test_groups(void)
 	sw_groups_free(NULL);
 }
 
+static void test_rules(void)
+{
+	static const struct {
+		const char *json;
+		sw_drop reason;
+		const char *detail;
+	} cases[] = {
+		{ "{\"prompt_tokens\":[1,2],\"response_tokens\":[3],\"reward\":1}", SW_DROP_KEPT, "" },
+		{ "{\"prompt_tokens\":[1,-2],\"response_tokens\":[3]}", SW_DROP_MALFORMED, NULL },
+		{ "{\"prompt_tokens\":[1],\"response_tokens\":[3],\"logprobs\":[-0.5,-1]}", SW_DROP_MALFORMED,
+		  "field 'logprobs' has 2 values, 'response_tokens' has 1" },
+		{ "{\"prompt_tokens\":[1],\"response_tokens\":[3],\"logprobs\":[{\"$f64\":\"nan\"}]}", SW_DROP_NON_FINITE,
+		  "field 'logprobs': value 0 is nan" },
+		{ "{\"prompt_tokens\":[1],\"response_tokens\":[3],\"reward\":\"high\"}", SW_DROP_MALFORMED,
+		  "field 'reward' is a str, not a number" },
+		{ "{\"prompt_tokens\":[1],\"response_tokens\":[3],\"rewards\":{\"math\":{\"$f64\":\"inf\"}}}",
+		  SW_DROP_NON_FINITE, "field 'rewards': 'math' is inf" },
+		{ "{\"prompt_tokens\":[1],\"response_tokens\":[3],\"verifier_error\":\"timeout\"}", SW_DROP_VERIFIER_ERROR,
+		  "timeout" },
+		{ "{\"prompt_tokens\":[1],\"response_tokens\":[]}", SW_DROP_EMPTY, "empty response" },
+		{ "{\"prompt\":\"\",\"response\":\"\"}", SW_DROP_EMPTY, "no tokens" },
+		{ "{\"prompt_tokens\":[1,2,3,4,5,6,7,8,9,10],\"response_tokens\":[3,4]}", SW_DROP_TOO_LONG,
+		  "12 tokens, more than --max-len 10" },
+	};
+	sw_cost_model *cm = sw_cost_model_new();
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		sw_rec *r = json_rec(cases[i].json);
+		sw_sample_check c;
+		sw_drop got = sw_sample_check_rec(cm, r, 10, &c);
+		ok(got == cases[i].reason && c.reason == got, "%s: %s (%s)", cases[i].json, sw_drop_name(cases[i].reason),
+		   c.detail);
+		if (cases[i].detail)
+			ok(!strcmp(c.detail, cases[i].detail), "  and says why: '%s'", c.detail);
+		sw_rec_free(r);
+	}
+	ok(!strcmp(sw_drop_name(SW_DROP_UNIFORM), "uniform_group") && !strcmp(sw_drop_name(SW_DROP_KEPT), "kept"),
+	   "the reasons' names are the output's");
+	sw_cost_model_free(cm);
+}
+
+static void test_balancer(void)
+{
+	const char *lines[] = {
+		"{\"group\":\"a\",\"prompt_tokens\":[1,2,3],\"response_tokens\":[4,5],\"reward\":1}",
+		"{\"group\":\"a\",\"prompt_tokens\":[1,2,3],\"response_tokens\":[4],\"reward\":0}",
+		"{\"group\":\"b\",\"prompt_tokens\":[1],\"response_tokens\":[4],\"reward\":1}",
+		"{\"group\":\"b\",\"prompt_tokens\":[1],\"response_tokens\":[5],\"reward\":1}",
+		"{\"group\":\"c\",\"prompt_tokens\":[1,2,3,4],\"response_tokens\":[7,8,9],\"reward\":0.5}",
+		"{\"group\":\"c\",\"prompt_tokens\":[1,2],\"response_tokens\":[],\"reward\":0}",
+		"{\"group\":\"d\",\"prompt_tokens\":[1,2],\"response_tokens\":[3]}",
+		"{\"group\":\"c\",\"prompt_tokens\":[1,2,3,4],\"response_tokens\":[5,6],\"reward\":0.25}",
+	};
+	size_t n = sizeof lines / sizeof *lines;
+	sw_error err = { 0 };
+	sw_cost_model *cm = sw_cost_model_new();
+	sw_balance_opts o = { .ranks = 2, .method = SW_PART_KK, .max_tokens = 8, .drop_uniform = 1, .cost = cm };
+	sw_balancer *b = sw_balancer_new(&o, &err);
+	ok(b != NULL, "a balancer of 2 ranks");
+	for (size_t i = 0; i < n; i++) {
+		sw_rec *r = json_rec(lines[i]);
+		ok(sw_balancer_add(b, r, 7, i + 1, &err) == 0, "sample %zu taken", i);
+		sw_rec_free(r);
+	}
+	ok(sw_balancer_run(b, &err) == 0, "run (%s)", err.msg);
+	sw_balance_summary su;
+	sw_balancer_summary(b, &su);
+	is_int(su.samples, n, "every sample counted");
+	is_int(su.drops[SW_DROP_UNIFORM], 2, "group b, all rewards 1, dropped as uniform");
+	is_int(su.drops[SW_DROP_NO_REWARD], 1, "the sample without a reward dropped as such");
+	is_int(su.drops[SW_DROP_EMPTY], 1, "the empty response dropped");
+	is_int(su.kept, 4, "the rest kept");
+	is_int(su.groups, 4, "four groups");
+	is_int(su.items, 2, "two items placed: the kept groups a and c");
+	ok(sw_balancer_kept(b) == su.kept, "as many in the output as kept");
+	sw_balance_sample x;
+	sw_balancer_sample(b, 6, &x);
+	ok(x.reason == SW_DROP_NO_REWARD && x.file == 7 && x.record == 7 && x.detail, "a dropped sample keeps where it "
+	   "came from and why: %s", x.detail);
+	/* the output: by rank, then micro-batch; a group on one rank; every micro-batch under budget */
+	uint32_t last_rank = 0, last_micro = 0, rank_of_a = 9, rank_of_c = 9;
+	uint64_t used[2][16] = { { 0 } };
+	int ordered = 1, whole = 1;
+	for (size_t j = 0; j < sw_balancer_kept(b); j++) {
+		size_t i = sw_balancer_at(b, j);
+		sw_balancer_sample(b, i, &x);
+		if (x.rank < last_rank || (x.rank == last_rank && x.micro < last_micro))
+			ordered = 0;
+		last_rank = x.rank;
+		last_micro = x.micro;
+		uint32_t *g = i < 2 ? &rank_of_a : &rank_of_c;
+		if (*g != 9 && *g != x.rank)
+			whole = 0;
+		*g = x.rank;
+		if (x.micro < 16)
+			used[x.rank][x.micro] += x.tokens;
+	}
+	ok(ordered, "kept samples come by rank, then micro-batch");
+	ok(whole && rank_of_a != rank_of_c, "each group whole on its own rank");
+	int under = 1;
+	for (int r = 0; r < 2; r++)
+		for (int m = 0; m < 16; m++)
+			under &= used[r][m] <= 8;
+	ok(under, "every micro-batch within the 8-token budget");
+	sw_rank_summary rs0, rs1;
+	sw_balancer_rank(b, 0, &rs0);
+	sw_balancer_rank(b, 1, &rs1);
+	ok(rs0.samples + rs1.samples == 4 && rs0.groups == 1 && rs1.groups == 1, "per rank: samples and groups");
+	ok(fabs(rs0.share + rs1.share - 1) < 1e-12 && rs0.capacity_share == 0.5, "shares add up");
+	size_t len;
+	char *json = sw_balancer_stats_json(b, &len, &err);
+	ok(json && len == strlen(json) && json[len - 1] == '\n' && strstr(json, "\"drops\":{\"malformed\":0,") &&
+	   strstr(json, "\"uniform_group\":2}") && strstr(json, "\"per_rank\":[{\"rank\":0,"),
+	   "the statistics as one line of JSON");
+	free(json);
+	sw_balancer_free(b);
+	sw_balancer_free(NULL);
+	sw_cost_model_free(cm);
+}
+
 int main(void)
 {
 	test_groups();
@@ -338,5 +460,7 @@ int main(void)
 	test_quality();
 	test_micro();
 	test_large();
+	test_rules();
+	test_balancer();
 	return tap_done();
 }
