@@ -16,6 +16,7 @@
 #include "rl.h"
 #include "verify.h"
 #include "sampler.h"
+#include "sample.h"
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
 #pragma GCC visibility push(default)
