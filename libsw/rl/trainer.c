@@ -311,13 +311,12 @@ static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 		rc = rec_fail_(err, s, rc, "%s", e2.msg);
 	if (rc)
 		goto out;
-	rc = SW_EINVAL;
 	if (np == 0) {
-		rec_fail_(err, s, rc, "the prompt is empty: the first response token needs a token before it");
+		rc = rec_fail_(err, s, SW_EINVAL, "the prompt is empty: the first response token needs a token before it");
 		goto out;
 	}
 	if (np + nr > (size_t)cfg->max_position_embeddings) {
-		rec_fail_(err, s, SW_ERANGE, "%zu prompt and %zu response tokens exceed the model's %d positions", np, nr,
+		rc = rec_fail_(err, s, SW_ERANGE, "%zu prompt and %zu response tokens exceed the model's %d positions", np, nr,
 		          cfg->max_position_embeddings);
 		goto out;
 	}
@@ -328,7 +327,7 @@ static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 	for (size_t i = 0; i < np + nr; i++) {
 		int32_t x = i < np ? p[i] : r[i - np];
 		if (x >= cfg->vocab_size) {
-			rec_fail_(err, s, SW_ERANGE, "field '%s' holds token %u, outside the model's vocabulary of %d",
+			rc = rec_fail_(err, s, SW_ERANGE, "field '%s' holds token %u, outside the model's vocabulary of %d",
 			          i < np ? "prompt_tokens" : "response_tokens", (unsigned)x, cfg->vocab_size);
 			goto out;
 		}
