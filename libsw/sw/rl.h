@@ -1,7 +1,8 @@
 /*
- * sw/rl.h - the RL post-training objective: advantages, the per-token policy
- * loss and its gradient, loss aggregation, and the statistics a trainer
- * reports.  Pure arithmetic on plain arrays; no model, no I/O.
+ * sw/rl.h - RL post-training: the objective (advantages, the per-token
+ * policy loss and its gradient, loss aggregation, the statistics a trainer
+ * reports: pure arithmetic on plain arrays, no model, no I/O), and at the
+ * end the trainer that runs a whole step with them (sw_trainer).
  *
  * The definitions follow verl (verl/trainer/ppo/core_algos.py: advantage
  * estimators, compute_policy_loss_vanilla, kl_penalty, agg_loss) and TRL
