@@ -1125,11 +1125,47 @@ static int num_(sw_rec *r, const char *key, double x)
 	return sw_rec_set_f64(r, key, strtod(b, NULL));
 }
 
+/* One field of the metrics record: a count (whole) or a measure; on 0 leaves it out. */
+typedef struct mfield_ {
+	const char *key;
+	double x;
+	int on, whole;
+} mfield_;
+
 int sw_trainer_metrics(const sw_trainer *t, const sw_trainer_stats *st, sw_rec *r, sw_error *err)
 {
 	const sw_trainer_config *c = &t->c;
-	int rl = c->algo != SW_RL_SFT, e = 0;
+	const sw_rl_adv_stats *a = &st->adv;
+	int rl = c->algo != SW_RL_SFT, tis = rl && c->loss.tis_cap > 0, grp = rl && c->algo != SW_RL_REINFORCE_PP;
+	int mis = st->mismatch_tokens > 0, e = 0;
 	const char *algo = sw_rl_algo_name(c->algo), *agg = sw_rl_agg_name(c->agg);
+	/* in the order sw-train has always written them */
+	const mfield_ f[] = {
+		{ "samples", (double)st->samples, 1, 1 }, { "trained", (double)st->trained, 1, 1 },
+		{ "masked", (double)st->masked, 1, 1 }, { "updates", (double)st->updates, 1, 1 },
+		{ "tokens", (double)st->tokens, 1, 1 }, { "loss", st->loss, 1, 0 }, { "pg_loss", st->pg_loss, 1, 0 },
+		{ "kl_loss", st->kl_loss, c->loss.kl_coef && !c->kl_in_reward, 0 },
+		{ "entropy_loss", st->entropy_loss, 1, 0 }, { "kl", st->kl, c->ref || c->kl_in_reward, 0 },
+		{ "entropy", st->entropy, 1, 0 }, { "token_accuracy", st->token_accuracy, 1, 0 },
+		{ "clip_frac_low", st->clip_frac_low, rl, 0 }, { "clip_frac_high", st->clip_frac_high, rl, 0 },
+		{ "clip_frac", st->clip_frac, rl, 0 }, { "clip_frac_dual", st->clip_frac_dual, rl && c->loss.clip_dual, 0 },
+		{ "ratio_mean", st->ratio_mean, rl, 0 }, { "ratio_max", st->ratio_max, rl, 0 },
+		{ "ppo_kl", st->ppo_kl, rl, 0 }, { "off_policy_samples", (double)st->off_policy_samples, tis, 1 },
+		{ "tis_mean", st->tis_mean, tis, 0 }, { "tis_truncated_frac", st->tis_truncated_frac, tis, 0 },
+		{ "grad_norm", st->grad_norm, 1, 0 }, { "grad_norm_max", st->grad_norm_max, 1, 0 },
+		{ "grad_clipped", (double)st->grad_clipped, 1, 1 }, { "lr", st->lr, 1, 0 },
+		{ "reward_mean", a->reward_mean, rl, 0 }, { "reward_std", a->reward_std, rl, 0 },
+		{ "reward_min", a->reward_min, rl, 0 }, { "reward_max", a->reward_max, rl, 0 },
+		{ "adv_mean", a->adv_mean, rl, 0 }, { "adv_std", a->adv_std, rl, 0 }, { "adv_min", a->adv_min, rl, 0 },
+		{ "adv_max", a->adv_max, rl, 0 }, { "groups", (double)a->groups, grp, 1 },
+		{ "zero_std_groups", (double)a->zero_std_groups, grp, 1 },
+		{ "singleton_groups", (double)a->singleton_groups, grp, 1 },
+		{ "response_len_mean", st->response_len_mean, 1, 0 },
+		{ "response_len_min", (double)st->response_len_min, 1, 1 },
+		{ "response_len_max", (double)st->response_len_max, 1, 1 },
+		{ "logprob_mismatch_mean", st->mismatch_mean, mis, 0 }, { "logprob_mismatch_max", st->mismatch_max, mis, 0 },
+		{ "logprob_mismatch_kl", st->mismatch_kl, mis, 0 }, { "tokens_per_s", st->tokens_per_s, 1, 0 },
+	};
 	sw_rec *tm = sw_rec_new();
 	if (!tm)
 		return oom_(err);
@@ -1137,64 +1173,9 @@ int sw_trainer_metrics(const sw_trainer *t, const sw_trainer_stats *st, sw_rec *
 	e |= sw_rec_set_u64(r, "step", st->step);
 	e |= sw_rec_set_str(r, "algo", algo, strlen(algo));
 	e |= sw_rec_set_str(r, "loss_agg", agg, strlen(agg));
-	e |= sw_rec_set_u64(r, "samples", st->samples);
-	e |= sw_rec_set_u64(r, "trained", st->trained);
-	e |= sw_rec_set_u64(r, "masked", st->masked);
-	e |= sw_rec_set_u64(r, "updates", st->updates);
-	e |= sw_rec_set_u64(r, "tokens", st->tokens);
-	e |= num_(r, "loss", st->loss);
-	e |= num_(r, "pg_loss", st->pg_loss);
-	if (c->loss.kl_coef && !c->kl_in_reward)
-		e |= num_(r, "kl_loss", st->kl_loss);
-	e |= num_(r, "entropy_loss", st->entropy_loss);
-	if ((c->ref && !c->kl_in_reward) || c->kl_in_reward)
-		e |= num_(r, "kl", st->kl);
-	e |= num_(r, "entropy", st->entropy);
-	e |= num_(r, "token_accuracy", st->token_accuracy);
-	if (rl) {
-		e |= num_(r, "clip_frac_low", st->clip_frac_low);
-		e |= num_(r, "clip_frac_high", st->clip_frac_high);
-		e |= num_(r, "clip_frac", st->clip_frac);
-		if (c->loss.clip_dual)
-			e |= num_(r, "clip_frac_dual", st->clip_frac_dual);
-		e |= num_(r, "ratio_mean", st->ratio_mean);
-		e |= num_(r, "ratio_max", st->ratio_max);
-		e |= num_(r, "ppo_kl", st->ppo_kl);
-		if (c->loss.tis_cap > 0) {
-			e |= sw_rec_set_u64(r, "off_policy_samples", st->off_policy_samples);
-			e |= num_(r, "tis_mean", st->tis_mean);
-			e |= num_(r, "tis_truncated_frac", st->tis_truncated_frac);
-		}
-	}
-	e |= num_(r, "grad_norm", st->grad_norm);
-	e |= num_(r, "grad_norm_max", st->grad_norm_max);
-	e |= sw_rec_set_u64(r, "grad_clipped", st->grad_clipped);
-	e |= num_(r, "lr", st->lr);
-	if (rl) {
-		const sw_rl_adv_stats *a = &st->adv;
-		e |= num_(r, "reward_mean", a->reward_mean);
-		e |= num_(r, "reward_std", a->reward_std);
-		e |= num_(r, "reward_min", a->reward_min);
-		e |= num_(r, "reward_max", a->reward_max);
-		e |= num_(r, "adv_mean", a->adv_mean);
-		e |= num_(r, "adv_std", a->adv_std);
-		e |= num_(r, "adv_min", a->adv_min);
-		e |= num_(r, "adv_max", a->adv_max);
-		if (c->algo != SW_RL_REINFORCE_PP) {
-			e |= sw_rec_set_u64(r, "groups", a->groups);
-			e |= sw_rec_set_u64(r, "zero_std_groups", a->zero_std_groups);
-			e |= sw_rec_set_u64(r, "singleton_groups", a->singleton_groups);
-		}
-	}
-	e |= num_(r, "response_len_mean", st->response_len_mean);
-	e |= sw_rec_set_u64(r, "response_len_min", st->response_len_min);
-	e |= sw_rec_set_u64(r, "response_len_max", st->response_len_max);
-	if (st->mismatch_tokens) {
-		e |= num_(r, "logprob_mismatch_mean", st->mismatch_mean);
-		e |= num_(r, "logprob_mismatch_max", st->mismatch_max);
-		e |= num_(r, "logprob_mismatch_kl", st->mismatch_kl);
-	}
-	e |= num_(r, "tokens_per_s", st->tokens_per_s);
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+		if (f[i].on)
+			e |= f[i].whole ? sw_rec_set_u64(r, f[i].key, (uint64_t)f[i].x) : num_(r, f[i].key, f[i].x);
 	/* seconds to the microsecond, as before */
 	const char *tk[] = { "read", "old_logprobs", "ref_logprobs", "advantages", "train", "write", "total" };
 	const double tv[] = { st->time_read, st->time_old, st->time_ref, st->time_adv, st->time_train,
