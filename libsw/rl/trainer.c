@@ -287,6 +287,21 @@ static int group_(const sw_trainer *t, tsample *s, sw_error *err)
 	return (s->group = strdup(num)) ? 0 : oom_(err);
 }
 
+/*
+ * An error of the sample accessor, prefixed with the sample.  Text in a
+ * sample trained on a store (no model directory, no tokenizer) is said as
+ * sw-train has always said it.
+ */
+static int text_fail_(const sw_trainer *t, const tsample *s, int rc, sw_error *e2, sw_error *err)
+{
+	static const char none[] = " is text, and there is no tokenizer: give token ids";
+	size_t n = strlen(e2->msg), k = sizeof none - 1;
+	if (!t->tok_dir && n > k && !strcmp(e2->msg + n - k, none))
+		return rec_fail_(err, s, rc, "%.*s is text, and a store has no tokenizer: give token ids", (int)(n - k),
+		                 e2->msg);
+	return rec_fail_(err, s, rc, "%s", e2->msg);
+}
+
 /* The prompt and the response as one token sequence, checked against the model. */
 static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 {
@@ -301,14 +316,14 @@ static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 	         (rc = sw_sample_prompt(s->rec, t->tok, cfg->vocab_size, &p, &np, &e2)) != 0)
 		rc = rc == SW_ENOENT ? rec_fail_(err, s, rc, "no prompt: the record has no 'prompt_tokens', 'messages' "
 		                                             "or 'prompt' field")
-		                     : rec_fail_(err, s, rc, "%s", e2.msg);
+		                     : text_fail_(t, s, rc, &e2, err);
 	if (rc)
 		goto out;
 	if (!sw_sample_response_is_text(s->rec))
 		rc = tokens_(s, "response_tokens", &r, &nr, err);
 	else if ((rc = tokenizer_(t, err)) == 0 &&
 	         (rc = sw_sample_response(s->rec, t->tok, cfg->vocab_size, &r, &nr, &e2)) != 0)
-		rc = rec_fail_(err, s, rc, "%s", e2.msg);
+		rc = text_fail_(t, s, rc, &e2, err);
 	if (rc)
 		goto out;
 	if (np == 0) {

@@ -253,12 +253,14 @@ int sw_rl_mismatch(const float *behav, const float *old, size_t n, double *mean_
  *    (sw_store_write_begin: readers wait, and a reader that overlapped
  *    discards what it read), and commit publishes them as the next
  *    version.  A step that fails or is killed after that point leaves
- *    both stores inside an open update of a writer that is gone: readers
- *    are told so (SW_EFORMAT) and never take the half-updated weights for
- *    a version, and the weights must be restored from a checkpoint before
- *    training goes on (sw-run --resume does it).  A step that fails
- *    before its first update (a bad sample, a bad reference) leaves the
- *    stores untouched.
+ *    both stores inside an open update: readers wait while the process
+ *    lives and are told the writer died (SW_EFORMAT) once it has gone, so
+ *    they never take the half-updated weights for a version; the weights
+ *    must be restored from a checkpoint before training goes on (sw-run
+ *    --resume does it).  A step that fails before its first update (a bad
+ *    sample, a bad reference) leaves the stores untouched.  No part of the
+ *    step is copied: what must not be seen before the publish is hidden
+ *    by the seqlock, not by a private copy.
  *  - sw_trainer_attach(): arenas the caller owns (a model, its moments)
  *    and their state; commit then only advances the state.  This is the
  *    seam for weights that live elsewhere (a compute device).

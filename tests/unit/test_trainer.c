@@ -204,6 +204,16 @@ static void test_three_ways_(sw_rl_algo algo, const char *name)
 	   !strcmp(e2.msg, "masked.jsonl: every one of the 16 samples is masked out by its 'verifier_error'"),
 	   "%s: a step with nothing to train fails: %s", name, e2.msg);
 	sw_trainer_free(t);
+	/* text needs a tokenizer, which a store has not */
+	t = sw_trainer_new(&c, &err);
+	sw_rec *tx = sw_rec_new();
+	uint32_t q[2] = { 3, 4 };
+	sw_rec_set_str(tx, "prompt", "2+2=", 4);
+	sw_rec_set_u32s(tx, "response_tokens", q, 2);
+	ok(t && !sw_trainer_open_store(t, spec, opt, &err) && sw_trainer_add(t, tx, "text.jsonl", 1, &e2) == SW_EINVAL &&
+	   !strcmp(e2.msg, "text.jsonl: record 1: field 'prompt' is text, and a store has no tokenizer: give token ids"),
+	   "%s: a text prompt on a store: %s", name, e2.msg);
+	sw_trainer_free(t);
 	sw_store_digest(w, after, &err);
 	ok(sw_store_version(w) == 2 && !strcmp(before, after), "%s: the store is as it was, version 2", name);
 	sw_store_close(w);
