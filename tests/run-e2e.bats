@@ -305,3 +305,24 @@ killed() {
 	resume_matches_reference run
 	[ "$(digest run/ckpt/iter-0001/model.safetensors)" = "$(digest "$FIX/ref/ckpt/iter-0001/model.safetensors")" ]
 }
+
+@test "sw-train killed (SIGKILL) inside its in-place update: readers refuse the torn weights; --resume reaches the same weights" {
+	# iteration 2's trainer, once: a long step (many updates) killed while it updates the store in place;
+	# then a reader (sw-rollout --weights) tries the store, and the stage fails
+	# (one line: sw-run keeps the command in the run's config, which --resume reads)
+	kill='[ "$SW_ITER" = 2 ] && [ ! -e "$SW_RUN/killed" ] && { touch "$SW_RUN/killed"; cat >"$SW_RUN/in.mp";'
+	kill+=' ( sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --epochs 1000 --minibatches 2 <"$SW_RUN/in.mp" >/dev/null & p=$!;'
+	kill+=' sleep 2; kill -KILL $p; wait $p; echo $? >"$SW_RUN/train.status" ) 2>"$SW_RUN/train.err";'
+	kill+=' sw-rollout --weights "$SW_WEIGHTS" --max-new-tokens 2 <"'"$FIX"'/eval.jsonl" >/dev/null 2>"$SW_RUN/reader.err";'
+	kill+=' echo $? >"$SW_RUN/reader.status"; exit 1; }'
+	run -1 --separate-stderr sw-run -q -c "$FIX/exp" -o run \
+		--train "$kill; exec sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --metrics \"\$SW_TRAIN_METRICS\""
+	[ "$(cat run/train.status)" = 137 ]
+	[ "$(cat run/reader.status)" = 1 ]
+	grep -q "died while updating the weights; they are torn until a writer restores them" run/reader.err
+	[[ $stderr == "sw-run: iteration 2: stage 'train' exited with status 1 ("*"); the samples so far are in run/samples, the weights are those of the last checkpoint; continue with sw-run --resume run" ]]
+	[ "$(cat run/state)" = "ckpt/iter-0001" ]
+	[ "$(digest run/ckpt/iter-0001/model.safetensors)" = "$(digest "$FIX/ref/ckpt/iter-0001/model.safetensors")" ]
+	[ "$(left run)" = 0 ]
+	resume_matches_reference run
+}

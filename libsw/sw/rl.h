@@ -1,7 +1,8 @@
 /*
- * sw/rl.h - the RL post-training objective: advantages, the per-token policy
- * loss and its gradient, loss aggregation, and the statistics a trainer
- * reports.  Pure arithmetic on plain arrays; no model, no I/O.
+ * sw/rl.h - RL post-training: the objective (advantages, the per-token
+ * policy loss and its gradient, loss aggregation, the statistics a trainer
+ * reports: pure arithmetic on plain arrays, no model, no I/O), and at the
+ * end the trainer that runs a whole step with them (sw_trainer).
  *
  * The definitions follow verl (verl/trainer/ppo/core_algos.py: advantage
  * estimators, compute_policy_loss_vanilla, kl_penalty, agg_loss) and TRL
@@ -34,6 +35,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "error.h"
+#include "engine.h"
+#include "model.h"
+#include "record.h"
 
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
@@ -220,6 +224,126 @@ int sw_rl_loss(const sw_rl_loss_opts *o, const sw_rl_tokens *t, float *dlogp, fl
  */
 int sw_rl_mismatch(const float *behav, const float *old, size_t n, double *mean_abs,
                    double *max_abs, double *kl, sw_error *err);
+
+/* ---- the trainer: one optimisation step over a batch of sample records ------------ */
+
+/*
+ * sw_trainer runs sw-train's step as an object: the samples are added one
+ * record at a time (each checked as it comes, against the model), then
+ * sw_trainer_step() computes the old log-probabilities under the weights
+ * that start the step (and the reference's, when there is a KL term), the
+ * advantages over every sample, then epochs x minibatches AdamW updates,
+ * each accumulating gradients over micro batches (the samples' `micro`
+ * field from sw-balance, else sw_micro_split() under micro_tokens), and
+ * fills its statistics.  sw_trainer_commit() makes the result durable.
+ *
+ * Where the weights live, one of:
+ *  - sw_trainer_load_dir(): a model directory, loaded into memory the
+ *    trainer owns with its trainer state (trainer_state.json,
+ *    optimizer.bin); commit writes the model, its state and the files
+ *    beside it into out, replacing out in one rename.
+ *  - sw_trainer_open_store(): a weight store and its optimiser store
+ *    (shm:NAME and, by sw-run's convention, shm:NAME.opt), trained IN
+ *    PLACE: the engine computes on the store's arena and AdamW updates the
+ *    moments in the optimiser store; nothing is copied.  The old and
+ *    reference log-prob passes read the weights before the first update,
+ *    when they cannot change (the trainer is the store's one writer, and a
+ *    second is refused), so they need no copy either.  Just before the
+ *    first update the trainer opens an update on both stores
+ *    (sw_store_write_begin: readers wait, and a reader that overlapped
+ *    discards what it read), and commit publishes them as the next
+ *    version.  A step that fails or is killed after that point leaves
+ *    both stores inside an open update: readers wait while the process
+ *    lives and are told the writer died (SW_EFORMAT) once it has gone, so
+ *    they never take the half-updated weights for a version; the weights
+ *    must be restored from a checkpoint before training goes on (sw-run
+ *    --resume does it).  A step that fails before its first update (a bad
+ *    sample, a bad reference) leaves the stores untouched.  No part of the
+ *    step is copied: what must not be seen before the publish is hidden
+ *    by the seqlock, not by a private copy.
+ *  - sw_trainer_attach(): arenas the caller owns (a model, its moments)
+ *    and their state; commit then only advances the state.  This is the
+ *    seam for weights that live elsewhere (a compute device).
+ *
+ * Errors are SW_E* with sw_error's message as sw-train prints it after its
+ * name, a sample's prefixed "FILE: record N: ".  The library prints
+ * nothing; progress goes to the on_update callback.
+ *
+ * Ownership: the trainer copies the config's strings; sw_trainer_add takes
+ * the record, error or not; sw_trainer_sample lends it back (with
+ * `advantage` set after the step) until sw_trainer_free (NULL: a no-op).
+ */
+typedef struct sw_trainer sw_trainer;
+
+typedef struct sw_trainer_config {
+	sw_rl_algo algo;
+	sw_rl_agg agg;               /* resolved by the caller: sw_rl_algo_default_agg() */
+	sw_adamw_config adam;
+	sw_rl_loss_opts loss;        /* loss.algo is set from algo */
+	int kl_in_reward;            /* charge the KL as a reward penalty */
+	int train_all;               /* SFT learns the prompt too */
+	double max_len;              /* seq-mean-token-sum-norm's constant; 0: the longest response */
+	double adv_eps, gamma;       /* sw_rl_adv_opts */
+	long epochs, minibatches;
+	size_t micro_tokens;         /* budget of a micro batch of samples without `micro` */
+	long long rank;              /* train only this rank's samples; -1: all */
+	uint64_t seed;               /* the shuffle's seed for weights without trainer state */
+	const char *ref;             /* reference model for the KL: a directory or a store; NULL: none */
+	/* called after each update (may be NULL): the update's number, its loss statistics and AdamW's */
+	void (*on_update)(void *ctx, uint64_t update, const sw_rl_stats *rs, const sw_adamw_stats *as);
+	void *ctx;
+} sw_trainer_config;
+
+typedef struct sw_trainer_stats {
+	uint64_t step;               /* the version the step makes (policy_version) */
+	size_t samples, trained, masked;
+	uint64_t updates, tokens;    /* tokens: loss tokens with weight */
+	size_t tokens_total;         /* prompt and response tokens of the trained samples */
+	double loss, pg_loss, kl_loss, entropy_loss; /* means over updates */
+	double kl, entropy, token_accuracy;
+	double clip_frac_low, clip_frac_high, clip_frac, clip_frac_dual, ratio_mean, ratio_max, ppo_kl;
+	uint64_t off_policy_samples;
+	double tis_mean, tis_truncated_frac;
+	double grad_norm, grad_norm_max, lr;
+	uint64_t grad_clipped;
+	sw_rl_adv_stats adv;
+	double response_len_mean;
+	size_t response_len_min, response_len_max;
+	uint64_t mismatch_tokens;    /* tokens with the rollout's log-probs */
+	double mismatch_mean, mismatch_max, mismatch_kl;
+	double tokens_per_s;
+	/* seconds: creation to the step (loading, reading), the passes, commit, creation to commit */
+	double time_read, time_old, time_ref, time_adv, time_train, time_write, time_total;
+} sw_trainer_stats;
+
+/* sw-train's defaults: grpo, lr 1e-6, max grad norm 1, clip 0.2, k3, one epoch
+ * and minibatch, 8192 micro tokens, every rank. */
+sw_trainer_config sw_trainer_defaults(void);
+sw_trainer *sw_trainer_new(const sw_trainer_config *c, sw_error *err);
+void sw_trainer_free(sw_trainer *t);
+
+/* out is checked first (a directory of plain files that is a model, or
+ * nothing yet); text samples are tokenised with model_dir's tokenizer. */
+int sw_trainer_load_dir(sw_trainer *t, const char *model_dir, const char *out, sw_error *err);
+int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err);
+/* Borrowed: model and m, v (model->nparams floats each); rng4 NULL seeds from c->seed. */
+int sw_trainer_attach(sw_trainer *t, sw_model *model, float *m, float *v, uint64_t version,
+                      uint64_t updates, const uint64_t *rng4, sw_error *err);
+/* The weights being trained (the store's arena in place), their version. */
+sw_model *sw_trainer_model(sw_trainer *t);
+uint64_t sw_trainer_version(const sw_trainer *t);
+
+/* Add one sample; file and recno (1-based) name it in messages. */
+int sw_trainer_add(sw_trainer *t, sw_rec *rec, const char *file, uint64_t recno, sw_error *err);
+size_t sw_trainer_nsamples(const sw_trainer *t);
+sw_rec *sw_trainer_sample(sw_trainer *t, size_t i);
+
+int sw_trainer_step(sw_trainer *t, sw_trainer_stats *st, sw_error *err);
+/* After the step: the directory written, or the stores published; st's
+ * write and total times are filled in. */
+int sw_trainer_commit(sw_trainer *t, sw_trainer_stats *st, sw_error *err);
+/* The metrics record of a step (sw-train --metrics), into rec (cleared). */
+int sw_trainer_metrics(const sw_trainer *t, const sw_trainer_stats *st, sw_rec *rec, sw_error *err);
 
 #pragma GCC visibility pop
 

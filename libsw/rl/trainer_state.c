@@ -1,0 +1,597 @@
+/*
+ * trainer_state.c - where a trainer's weights and optimiser state live, and
+ * how a step is made durable.
+ *
+ * A model directory carries trainer_state.json (one JSON record: the step
+ * count, the update count, the shuffle's random state, the optimiser file's
+ * BLAKE2b-256) and optimizer.bin (a 32-byte header, then AdamW's first and
+ * second moments as little-endian float32), so a state from another model or
+ * a damaged file is refused rather than trained on.  A step is committed by
+ * writing the new model, its state and the files beside it into OUT.tmp-PID,
+ * then putting that directory in OUT's place in one rename: OUT is always
+ * the old model or the new one, whole.
+ *
+ * A store pair is trained in place (rl.h says what that leaves when a step
+ * dies).  STORE.opt holds 16 floats of header (the bytes of "SWADAMW1", the
+ * parameter count, the updates made, the weights' version it belongs to, the
+ * random generator's 4 words), then the first and second moments; sw-run
+ * checkpoints it as raw floats and restores it on resume.
+ */
+#define _GNU_SOURCE /* renameat2(RENAME_EXCHANGE): swap two directories atomically */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rl/trainer_internal.h"
+
+#define OPT_MAGIC "SWADAMW1"
+#define OPT_HEADER 32
+#define OPT_STORE_HEADER 16
+
+static char *path_(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+static int oom_(sw_error *err)
+{
+	return sw_fail(err, SW_ENOMEM, "out of memory");
+}
+
+static int sys_(sw_error *err, const char *fmt, const char *a, const char *b)
+{
+	int e = errno;
+	char m[sizeof err->msg];
+	snprintf(m, sizeof m, fmt, a, b);
+	sw_fail(err, SW_EIO, "%s: %s", m, strerror(e));
+	if (err)
+		err->sys_errno = e;
+	return SW_EIO;
+}
+
+static void opt_hash_(const unsigned char *hdr, const float *m, const float *v, size_t nparams, char *hx)
+{
+	unsigned char h[32];
+	crypto_generichash_state hs;
+	crypto_generichash_init(&hs, NULL, 0, sizeof h);
+	crypto_generichash_update(&hs, hdr, OPT_HEADER);
+	crypto_generichash_update(&hs, (const unsigned char *)m, nparams * sizeof(float));
+	crypto_generichash_update(&hs, (const unsigned char *)v, nparams * sizeof(float));
+	crypto_generichash_final(&hs, h, sizeof h);
+	for (size_t i = 0; i < sizeof h; i++)
+		snprintf(hx + 2 * i, 3, "%02x", h[i]);
+}
+
+/* ---- a model directory ------------------------------------------------------------------ */
+
+static int read_json_state_(sw_trainer *t, const char *js, uint64_t *np, char *hash, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	sw_reader *r = sw_reader_open(js, &e2);
+	sw_rec *rec = sw_rec_new();
+	int rc = SW_EFORMAT;
+	const char *fmt, *h;
+	size_t fl, hl, n;
+	sw_val rv, e;
+	sw_iter it;
+	if (!r || !rec) {
+		rc = r ? oom_(err) : sw_fail(err, SW_EIO, "cannot open '%s': %s", js, strerror(e2.sys_errno));
+		goto out;
+	}
+	if (sw_reader_next(r, rec) != 1) {
+		sw_fail(err, rc, "%s: no trainer state in it", js);
+		goto out;
+	}
+	if (sw_rec_get_str(rec, "format", &fmt, &fl) || fl != 10 || memcmp(fmt, "sw-train 1", 10) ||
+	    sw_rec_get_u64(rec, "version", &t->version) || sw_rec_get_u64(rec, "updates", &t->updates) ||
+	    sw_rec_get_u64(rec, "nparams", np) || sw_rec_get_str(rec, "optimizer_blake2b", &h, &hl) || hl != 64) {
+		sw_fail(err, rc, "%s: not a trainer state of this version of sw-train", js);
+		goto out;
+	}
+	memcpy(hash, h, 64);
+	n = 0;
+	if (!sw_rec_get(rec, "rng", &rv) && rv.type == SW_T_ARRAY && rv.v.count == 4) {
+		sw_iter_init(&it, &rv);
+		for (; n < 4 && sw_iter_next(&it, &e) == 1 && e.type == SW_T_UINT; n++)
+			t->rng.s[n] = e.v.u;
+	}
+	if (n != 4) {
+		sw_fail(err, rc, "%s: field 'rng' is not 4 numbers", js);
+		goto out;
+	}
+	rc = 0;
+out:
+	sw_rec_free(rec);
+	sw_reader_free(r);
+	return rc;
+}
+
+int sw_trainer_state_load(sw_trainer *t, const char *dir, sw_error *err)
+{
+	size_t nparams = t->model->nparams;
+	char *js = path_(dir, "trainer_state.json"), *ob = path_(dir, "optimizer.bin");
+	struct stat sb;
+	int rc = 0;
+	FILE *f = NULL;
+	if (!js || !ob || !(t->m = calloc(nparams ? nparams : 1, sizeof(float))) ||
+	    !(t->v = calloc(nparams ? nparams : 1, sizeof(float)))) {
+		rc = oom_(err);
+		goto out;
+	}
+	t->own_mv = 1;
+	if (stat(js, &sb)) {
+		if (errno != ENOENT)
+			rc = sys_(err, "cannot read '%s'%s", js, "");
+		else if (!stat(ob, &sb))
+			rc = sw_fail(err, SW_EFORMAT, "'%s' is there but '%s' is not: a damaged trainer state", ob, js);
+		else
+			sw_rng_seed(&t->rng, t->c.seed);
+		goto out;
+	}
+	uint64_t np = 0;
+	char hash[64];
+	if ((rc = read_json_state_(t, js, &np, hash, err)))
+		goto out;
+	rc = SW_EFORMAT;
+	if (np != nparams) {
+		sw_fail(err, rc, "%s: the optimiser state is for %llu parameters, the model has %zu", js,
+		        (unsigned long long)np, nparams);
+		goto out;
+	}
+	if (!(f = fopen(ob, "rb"))) {
+		rc = sys_(err, "cannot open '%s'%s", ob, "");
+		goto out;
+	}
+	unsigned char hdr[OPT_HEADER];
+	char hx[65];
+	if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, OPT_MAGIC, 8) ||
+	    fread(t->m, sizeof(float), nparams, f) != nparams || fread(t->v, sizeof(float), nparams, f) != nparams ||
+	    fgetc(f) != EOF) {
+		sw_fail(err, rc, "%s: not an optimiser state of %zu parameters", ob, nparams);
+		goto out;
+	}
+	opt_hash_(hdr, t->m, t->v, nparams, hx);
+	if (memcmp(hx, hash, 64)) {
+		sw_fail(err, rc, "%s: its BLAKE2b does not match '%s': the trainer state is damaged", ob, js);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (f)
+		fclose(f);
+	free(js);
+	free(ob);
+	return rc;
+}
+
+static int afile_put_(const char *path, const void *a, size_t na, const void *b, size_t nb, const void *c,
+                      size_t nc, sw_error *err)
+{
+	sw_afile f;
+	int rc;
+	if ((rc = sw_afile_open(&f, path, err)))
+		return rc;
+	if ((rc = sw_afile_write(&f, a, na, err)) || (rc = sw_afile_write(&f, b, nb, err)) ||
+	    (rc = sw_afile_write(&f, c, nc, err)) || (rc = sw_afile_commit(&f, err))) {
+		sw_afile_abort(&f);
+		return rc;
+	}
+	return 0;
+}
+
+/* trainer_state.json, through the JSON library. */
+static int state_json_(const sw_trainer *t, const char *hx, sw_buf *out, sw_error *err)
+{
+	sw_rec *r = sw_rec_new();
+	sw_buf rng = { 0 };
+	const uint8_t *p;
+	size_t n;
+	int rc = SW_ENOMEM;
+	if (!r || sw_mp_put_array(&rng, 4))
+		goto out;
+	for (int i = 0; i < 4; i++)
+		if (sw_mp_put_u64(&rng, t->rng.s[i]))
+			goto out;
+	const char *algo = sw_rl_algo_name(t->c.algo);
+	if (sw_rec_set_str(r, "format", "sw-train 1", 10) || sw_rec_set_u64(r, "version", t->version) ||
+	    sw_rec_set_u64(r, "updates", t->updates) || sw_rec_set_u64(r, "nparams", t->model->nparams) ||
+	    sw_rec_set_raw(r, "rng", rng.p, rng.len) || sw_rec_set_str(r, "optimizer", "optimizer.bin", 13) ||
+	    sw_rec_set_str(r, "optimizer_blake2b", hx, 64) || sw_rec_set_str(r, "algo", algo, strlen(algo)) ||
+	    sw_rec_set_f32(r, "lr", t->c.adam.lr) || sw_rec_bytes(r, &p, &n))
+		goto out;
+	rc = sw_mp_to_json(p, n, out, err);
+out:
+	if (rc == SW_ENOMEM)
+		oom_(err);
+	sw_buf_release(&rng);
+	sw_rec_free(r);
+	return rc;
+}
+
+static int state_save_(const sw_trainer *t, const char *dir, sw_error *err)
+{
+	size_t nparams = t->model->nparams;
+	unsigned char hdr[OPT_HEADER] = { 0 };
+	char hx[65], *ob = path_(dir, "optimizer.bin"), *js = path_(dir, "trainer_state.json");
+	uint64_t np = nparams;
+	sw_buf j = { 0 };
+	int rc;
+	if (!ob || !js) {
+		rc = oom_(err);
+		goto out;
+	}
+	memcpy(hdr, OPT_MAGIC, 8);
+	memcpy(hdr + 8, &np, 8);
+	memcpy(hdr + 16, &t->updates, 8);
+	opt_hash_(hdr, t->m, t->v, nparams, hx);
+	if ((rc = afile_put_(ob, hdr, sizeof hdr, t->m, nparams * sizeof(float), t->v, nparams * sizeof(float), err)))
+		goto out;
+	if ((rc = state_json_(t, hx, &j, err)))
+		goto out;
+	rc = afile_put_(js, j.p, j.len, "", 0, "", 0, err);
+out:
+	sw_buf_release(&j);
+	free(ob);
+	free(js);
+	return rc;
+}
+
+static int skip_copy_(const char *name)
+{
+	size_t n = strlen(name);
+	return name[0] == '.' || !strcmp(name, "config.json") || !strcmp(name, "optimizer.bin") ||
+	       !strcmp(name, "trainer_state.json") || !strcmp(name, "model.safetensors.index.json") ||
+	       (n > 12 && !strcmp(name + n - 12, ".safetensors"));
+}
+
+/* The files of the model directory the trainer does not write itself
+ * (tokenizer, generation config, ...) go along into the new one. */
+static int copy_extras_(const char *src, const char *dst, sw_error *err)
+{
+	DIR *d = opendir(src);
+	struct dirent *de;
+	int rc = 0;
+	if (!d)
+		return sys_(err, "cannot read the directory '%s'%s", src, "");
+	while (!rc && (de = readdir(d))) {
+		if (skip_copy_(de->d_name))
+			continue;
+		char *from = path_(src, de->d_name), *to = path_(dst, de->d_name);
+		struct stat sb;
+		if (!from || !to)
+			rc = oom_(err);
+		else if (stat(from, &sb))
+			rc = sys_(err, "cannot read '%s'%s", from, "");
+		else if (S_ISREG(sb.st_mode)) {
+			int in = open(from, O_RDONLY | O_CLOEXEC);
+			sw_afile f;
+			char buf[65536];
+			ssize_t k = 0;
+			if (in < 0)
+				rc = sys_(err, "cannot copy '%s' to '%s'", from, to);
+			else if (!(rc = sw_afile_open(&f, to, err))) {
+				while (!rc && (k = read(in, buf, sizeof buf)) > 0)
+					rc = sw_afile_write(&f, buf, (size_t)k, err);
+				if (!rc && k < 0)
+					rc = sys_(err, "cannot copy '%s' to '%s'", from, to);
+				if (rc || (rc = sw_afile_commit(&f, err)))
+					sw_afile_abort(&f);
+			}
+			if (in >= 0)
+				close(in);
+		}
+		free(from);
+		free(to);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Remove a directory of plain files (ours: a model directory we replaced). */
+static int remove_flat_dir_(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int rc = 0;
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		char *p = path_(dir, de->d_name);
+		if (!p || unlink(p))
+			rc = -1;
+		free(p);
+	}
+	closedir(d);
+	return rmdir(dir) || rc ? -1 : 0;
+}
+
+static int fsync_dir_(const char *dir, sw_error *err)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd)) {
+		sys_(err, "cannot sync the directory '%s'%s", dir, "");
+		if (fd >= 0)
+			close(fd);
+		return SW_EIO;
+	}
+	close(fd);
+	return 0;
+}
+
+static char *parent_(const char *path)
+{
+	char *p = strdup(path), *s;
+	if (!p)
+		return NULL;
+	while ((s = strrchr(p, '/')) && s[1] == 0 && s != p)
+		*s = 0; /* trailing slashes */
+	s = strrchr(p, '/');
+	if (!s) {
+		free(p);
+		p = strdup(".");
+	} else if (s == p) {
+		s[1] = 0;
+	} else {
+		*s = 0;
+	}
+	return p;
+}
+
+/*
+ * --out may name a model directory that exists (it is replaced, whole, at
+ * the end) or nothing yet.  Check now, before any work, that replacing it
+ * loses nothing: it holds plain files only and is a model (config.json) or
+ * empty.  Also clear the temporary directories of earlier runs that died.
+ */
+int sw_trainer_check_out(const char *out, sw_error *err)
+{
+	struct stat sb;
+	if (stat(out, &sb)) {
+		if (errno != ENOENT)
+			return sys_(err, "cannot use '%s'%s", out, "");
+	} else {
+		if (!S_ISDIR(sb.st_mode))
+			return sw_fail(err, SW_EINVAL, "cannot write the model to '%s': it is not a directory", out);
+		DIR *d = opendir(out);
+		struct dirent *de;
+		int files = 0, config = 0, rc = 0;
+		if (!d)
+			return sys_(err, "cannot read the directory '%s'%s", out, "");
+		while (!rc && (de = readdir(d))) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			char *p = path_(out, de->d_name);
+			if (!p)
+				rc = oom_(err);
+			else if (lstat(p, &sb) || !S_ISREG(sb.st_mode))
+				rc = sw_fail(err, SW_EINVAL, "refusing to replace '%s': '%s' is not a plain file", out,
+				             de->d_name);
+			free(p);
+			files++;
+			config |= !strcmp(de->d_name, "config.json");
+		}
+		closedir(d);
+		if (rc)
+			return rc;
+		if (files && !config)
+			return sw_fail(err, SW_EINVAL, "refusing to replace '%s': it is not a model directory (no config.json)",
+			               out);
+	}
+	/* OUT.tmp-PID of a process that is gone */
+	char *par = parent_(out);
+	if (!par)
+		return oom_(err);
+	const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+	size_t bl = strlen(base);
+	DIR *d = opendir(par);
+	struct dirent *de;
+	while (d && bl && (de = readdir(d))) {
+		char *end;
+		if (strncmp(de->d_name, base, bl) || strncmp(de->d_name + bl, ".tmp-", 5))
+			continue;
+		long pid = strtol(de->d_name + bl + 5, &end, 10);
+		if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* not ours, or its writer is still at work */
+		char *p = path_(par, de->d_name);
+		if (p)
+			remove_flat_dir_(p);
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	free(par);
+	return 0;
+}
+
+int sw_trainer_commit_dir(sw_trainer *t, sw_error *err)
+{
+	char tmp[4096], old[4096];
+	char *out = strdup(t->out), *par = NULL;
+	int rc = 0;
+	if (!out)
+		return oom_(err);
+	size_t ol = strlen(out);
+	while (ol > 1 && out[ol - 1] == '/')
+		out[--ol] = 0;
+	if (ol + 32 > sizeof tmp) {
+		rc = sw_fail(err, SW_EINVAL, "the path '%s' is too long", out);
+		goto out;
+	}
+	snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
+	snprintf(old, sizeof old, "%s.old-%ld", out, (long)getpid());
+	remove_flat_dir_(tmp);
+	if (mkdir(tmp, 0755)) {
+		rc = sys_(err, "cannot create '%s'%s", tmp, "");
+		goto out;
+	}
+	sw_error e2 = { 0 };
+	if (sw_model_save(t->model, tmp, SW_DT_F32, &e2)) {
+		rc = sw_fail(err, e2.code, "cannot save the model: %s", e2.msg);
+		goto out;
+	}
+	if ((rc = copy_extras_(t->model_dir, tmp, err)) || (rc = state_save_(t, tmp, err)) ||
+	    (rc = fsync_dir_(tmp, err)))
+		goto out;
+	struct stat sb;
+	if (!stat(out, &sb)) {
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) == 0) {
+			remove_flat_dir_(tmp); /* the old model, now under the temporary name */
+		} else if (errno == EINVAL || errno == ENOSYS) {
+			/* a file system that cannot swap: two renames, the old kept until the new is in */
+			if (rename(out, old) || rename(tmp, out)) {
+				rc = sys_(err, "cannot replace '%s'%s", out, "");
+				goto out;
+			}
+			remove_flat_dir_(old);
+		} else {
+			rc = sys_(err, "cannot replace '%s'%s", out, "");
+			goto out;
+		}
+	} else if (rename(tmp, out)) {
+		rc = sys_(err, "cannot rename '%s' to '%s'", tmp, out);
+		goto out;
+	}
+	if (!(par = parent_(out)))
+		rc = oom_(err);
+	else
+		rc = fsync_dir_(par, err);
+out:
+	free(par);
+	free(out);
+	return rc;
+}
+
+/* ---- a pair of stores, in place -------------------------------------------------------------- */
+
+/*
+ * The optimiser store's moments, viewed in place: its header is checked
+ * against the weights, under its seqlock.  A missing store is the first
+ * step: it is made (zeroed) at the first update.
+ */
+static int opt_open_(sw_trainer *t, sw_error *err)
+{
+	size_t nparams = t->model->nparams;
+	sw_error e2 = { 0 };
+	uint64_t seq;
+	if (!(t->o = sw_store_open(t->o_spec, true, &e2))) {
+		if (e2.code == SW_EIO && e2.sys_errno == ENOENT) {
+			sw_rng_seed(&t->rng, t->c.seed);
+			return 0;
+		}
+		return sw_fail(err, e2.code, "cannot open the optimiser store '%s': %s", t->o_spec, e2.msg);
+	}
+	size_t n = sw_store_nfloats(t->o);
+	if (n != OPT_STORE_HEADER + 2 * nparams)
+		return sw_fail(err, SW_EFORMAT, "store '%s' holds %zu floats, not the optimiser state of %zu parameters",
+		               t->o_spec, n, nparams);
+	if (sw_store_read_begin(t->o, &seq, &e2))
+		return sw_fail(err, e2.code, "store '%s': %s", t->o_spec, e2.msg);
+	float *a = sw_store_arena(t->o);
+	unsigned char hdr[OPT_STORE_HEADER * sizeof(float)];
+	uint64_t np, ver;
+	memcpy(hdr, a, sizeof hdr);
+	if (sw_store_read_retry(t->o, seq))
+		return sw_fail(err, SW_EIO, "store '%s': it keeps changing while it is read (another writer?)", t->o_spec);
+	memcpy(&np, hdr + 8, 8);
+	memcpy(&t->updates, hdr + 16, 8);
+	memcpy(&ver, hdr + 24, 8);
+	memcpy(t->rng.s, hdr + 32, 32);
+	if (memcmp(hdr, OPT_MAGIC, 8) || np != nparams)
+		return sw_fail(err, SW_EFORMAT, "store '%s' does not hold an optimiser state of sw-train for %zu parameters",
+		               t->o_spec, nparams);
+	if (ver != t->version)
+		return sw_fail(err, SW_EFORMAT,
+		               "store '%s' holds the optimiser state of version %llu, the weights are at version %llu",
+		               t->o_spec, (unsigned long long)ver, (unsigned long long)t->version);
+	t->m = a + OPT_STORE_HEADER;
+	t->v = a + OPT_STORE_HEADER + nparams;
+	return 0;
+}
+
+int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	uint64_t seq;
+	if (t->model)
+		return sw_fail(err, SW_EINVAL, "the trainer has its weights already");
+	if (!(t->w_spec = strdup(weights)) || !(t->o_spec = strdup(opt)))
+		return oom_(err);
+	if (!(t->w = sw_store_open(weights, true, &e2)))
+		return sw_fail(err, e2.code, "cannot open the store '%s': %s", weights, e2.msg);
+	const sw_model_config *sc = sw_store_config(t->w);
+	if (!sc || sw_store_nfloats(t->w) < sw_model_config_nparams(sc))
+		return sw_fail(err, SW_EFORMAT, "store '%s' holds no model", weights);
+	/* a published version: not one a writer that died left half-written */
+	if (sw_store_read_begin(t->w, &seq, &e2))
+		return sw_fail(err, e2.code, "store '%s': %s", weights, e2.msg);
+	if (!(t->model = sw_model_view(sc, sw_store_arena(t->w), &e2)))
+		return sw_fail(err, e2.code, "store '%s': %s", weights, e2.msg);
+	t->own_model = 1; /* the view, not the arena */
+	t->start_version = t->version = sw_store_version(t->w);
+	return opt_open_(t, err);
+}
+
+/*
+ * Both stores enter an update before the first weight changes: a second
+ * writer is refused before anything changes, and readers wait from here to
+ * the publish.  A version that moved since the step began means another
+ * writer trained these weights meanwhile: nothing is written.
+ */
+int sw_trainer_store_begin(sw_trainer *t, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	size_t n = t->model->nparams;
+	if (t->updating)
+		return 0;
+	if (sw_store_version(t->w) != t->start_version)
+		return sw_fail(err, SW_EIO,
+		               "store '%s' went from version %llu to %llu during the step (another trainer?); nothing written",
+		               t->w_spec, (unsigned long long)t->start_version,
+		               (unsigned long long)sw_store_version(t->w));
+	if (!t->o) {
+		if (!(t->o = sw_store_create(t->o_spec, NULL, OPT_STORE_HEADER + 2 * n, &e2)))
+			return sw_fail(err, e2.code, "cannot create the optimiser store '%s': %s", t->o_spec, e2.msg);
+		t->m = sw_store_arena(t->o) + OPT_STORE_HEADER;
+		t->v = t->m + n;
+	} else if (sw_store_write_begin(t->o, &e2)) {
+		return sw_fail(err, e2.code, "store '%s': %s", t->o_spec, e2.msg);
+	}
+	if (sw_store_write_begin(t->w, &e2))
+		return sw_fail(err, e2.code, "store '%s': %s", t->w_spec, e2.msg);
+	t->updating = 1;
+	return 0;
+}
+
+int sw_trainer_commit_store(sw_trainer *t, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	int rc;
+	if ((rc = sw_trainer_store_begin(t, err))) /* a step of no update still moves the version */
+		return rc;
+	unsigned char hdr[OPT_STORE_HEADER * sizeof(float)] = { 0 };
+	uint64_t np = t->model->nparams;
+	memcpy(hdr, OPT_MAGIC, 8);
+	memcpy(hdr + 8, &np, 8);
+	memcpy(hdr + 16, &t->updates, 8);
+	memcpy(hdr + 24, &t->version, 8);
+	memcpy(hdr + 32, t->rng.s, 32);
+	memcpy(sw_store_arena(t->o), hdr, sizeof hdr);
+	if (sw_store_publish(t->w, t->version, &e2))
+		return sw_fail(err, e2.code, "store '%s': %s", t->w_spec, e2.msg);
+	if (sw_store_publish(t->o, t->version, &e2))
+		return sw_fail(err, e2.code, "store '%s': %s", t->o_spec, e2.msg);
+	t->updating = 0;
+	return 0;
+}
