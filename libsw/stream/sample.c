@@ -94,10 +94,11 @@ int sw_sample_encode(const sw_tokenizer *tok, const char *text, size_t len, cons
 	}
 	for (size_t i = 0; i < cnt; i++) {
 		if (vocab > 0 && u[i] >= (uint32_t)vocab) {
+			uint32_t bad = u[i];
 			free(u), free(out);
 			return sw_fail(err, SW_ERANGE,
 			               "%s: token %zu is %u, outside the model's vocabulary of %d (is the tokenizer the model's?)",
-			               what, i, u[i], vocab);
+			               what, i, bad, vocab);
 		}
 		out[i] = (int32_t)u[i];
 	}
