@@ -335,7 +335,8 @@ void sw_trainer_free(sw_trainer *t);
  * nothing yet); text samples are tokenised with model_dir's tokenizer. */
 int sw_trainer_load_dir(sw_trainer *t, const char *model_dir, const char *out, sw_error *err);
 int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err);
-/* Borrowed: model and m, v (model->nparams floats each); rng4 NULL seeds from c->seed. */
+/* Borrowed: model and m, v (model->nparams floats each, memory of the model's backend, which
+ * the trainer then computes on); rng4 NULL seeds from c->seed. */
 int sw_trainer_attach(sw_trainer *t, sw_model *model, float *m, float *v, uint64_t version,
                       uint64_t updates, const uint64_t *rng4, sw_error *err);
 /* The weights being trained (the store's arena in place), their version. */
