@@ -332,6 +332,17 @@ void cli_exit(int status)
 	exit(status);
 }
 
+const sw_backend *cli_device(const char *arg)
+{
+	sw_error err = { 0 };
+	const sw_backend *be = sw_backend_get(arg ? arg : getenv("SW_DEVICE"), &err);
+	if (!be && arg)
+		cli_usage("%s", err.msg);
+	if (!be)
+		cli_die("SW_DEVICE: %s", err.msg);
+	return be;
+}
+
 sw_format cli_format(const char *arg)
 {
 	if (!strcmp(arg, "msgpack"))

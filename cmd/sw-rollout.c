@@ -21,7 +21,7 @@
 
 enum {
 	OPT_FORCE = 0x100, OPT_WEIGHTS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_MAXNEW, OPT_STOP,
-	OPT_SEED, OPT_BATCH, OPT_STATIC, OPT_SKIP, OPT_SCORE, OPT_AS, OPT_THREADS
+	OPT_SEED, OPT_BATCH, OPT_STATIC, OPT_SKIP, OPT_SCORE, OPT_AS, OPT_THREADS, OPT_DEVICE
 };
 
 static const cli_opt opts[] = {
@@ -43,6 +43,7 @@ static const cli_opt opts[] = {
 	{ OPT_SCORE, 0, "score", NULL, NULL, "generate nothing: compute the log-probs of the responses given" },
 	{ OPT_AS, 0, "as", "field", NULL, "with --score, the field to write (default logprobs)" },
 	{ OPT_THREADS, 0, "threads", "num", NULL, "compute threads (default 0: every core)" },
+	CLI_OPT_DEVICE(OPT_DEVICE),
 	{ 'f', 'f', "format", "format", "msgpack|json",
 	  "write msgpack or json (JSON Lines); default msgpack, json on a terminal" },
 	{ 'z', 'z', "zstd", NULL, NULL, "compress the output with zstd" },
@@ -61,6 +62,7 @@ static const cli_prog prog = {
 
 static struct {
 	const char *model_dir, *store_spec;
+	const sw_backend *be;           /* --device */
 	int threads;
 	sw_rollout_config rc;
 	int32_t eos[64];                /* generation_config.json's end tokens */
@@ -140,10 +142,10 @@ static void load_model_(void)
 			if (!same_shape_(&dc, sc))
 				cli_die("store '%s' holds a model of another shape than '%s'", o_.store_spec, path);
 		}
-		if (!(m_ = sw_model_view(sc, sw_store_arena(store_), &err)))
+		if (!(m_ = sw_model_view_on(o_.be, sc, sw_store_arena(store_), &err)))
 			cli_die("store '%s': %s", o_.store_spec, err.msg);
 	} else {
-		if (!(m_ = sw_model_load(o_.model_dir, &err)))
+		if (!(m_ = sw_model_load_on(o_.be, o_.model_dir, &err)))
 			cli_die("%s", err.msg);
 	}
 	if (o_.model_dir) {
@@ -345,6 +347,9 @@ int main(int argc, char **argv)
 		case OPT_WEIGHTS:
 			o_.store_spec = arg;
 			break;
+		case OPT_DEVICE:
+			o_.be = cli_device(arg);
+			break;
 		case 'n':
 			o_.rc.G = (int)cli_uint("-n", arg, 1, 65536);
 			gen_only = "-n";
@@ -429,6 +434,8 @@ int main(int argc, char **argv)
 	}
 	if (!o_.model_dir && !o_.store_spec)
 		cli_usage("no model: give -m DIR or --weights STORE");
+	if (!o_.be)
+		o_.be = cli_device(NULL);
 
 	files_ = argv + optind_;
 	nfiles_ = argc - optind_;

@@ -35,7 +35,7 @@
 enum {
 	OPT_ITERS = 0x100, OPT_EVAL, OPT_EVAL_EVERY, OPT_CKPT_EVERY, OPT_SEED, OPT_REF, OPT_SELECT,
 	OPT_SORT, OPT_ROLLOUT, OPT_VERIFY, OPT_BALANCE, OPT_TRAIN, OPT_EVAL_ROLLOUT, OPT_MONITOR,
-	OPT_RESUME, OPT_ACCURACY, OPT_KEEP
+	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE
 };
 
 static const cli_opt opts[] = {
@@ -50,6 +50,7 @@ static const cli_opt opts[] = {
 	{ OPT_EVAL, 0, "eval", "file", "file", "held-out prompts scored by greedy generation" },
 	{ OPT_EVAL_EVERY, 0, "eval-every", "k", NULL, "evaluate every k iterations, and before the first and after the last (default 5)" },
 	{ OPT_CKPT_EVERY, 0, "ckpt-every", "k", NULL, "checkpoint every k iterations, and after the last (default 1)" },
+	CLI_OPT_DEVICE(OPT_DEVICE),
 	{ OPT_REF, 0, "ref", NULL, NULL, "keep a frozen copy of the start weights as the KL reference, $SW_REF" },
 	{ OPT_ACCURACY, 0, "accuracy", "verifier", NULL, "the verifier whose full score counts as correct (default: the first in 'rewards')" },
 	{ OPT_SELECT, 0, "select", "cmd", NULL, "the command that selects an iteration's prompts" },
@@ -184,20 +185,11 @@ static void stage_env_(run_ *r, uint64_t it)
 {
 	sw_error err = { 0 };
 	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir,
-	                   it, r->x.seed, r->x.group, r->x.batch, r->lr_scale };
+	                   it, r->x.seed, r->x.group, r->x.batch, r->lr_scale, r->x.device };
 	if (sw_stage_env_set(&e, &err))
 		cli_die("%s", err.msg);
 }
 
-/* sw-pool VERB RUNDIR/pool FILE, or what went wrong in why. */
-static int pool_(run_ *r, const char *verb, const char *file, char *why, size_t n)
-{
-	char *pool = path_(r->dir, "pool");
-	char *av[] = { "sw-pool", (char *)verb, pool, (char *)file, NULL };
-	int rc = sw_run_program(av, why, n);
-	free(pool);
-	return rc;
-}
 
 /* Run stages over in_fd into samples; the stage that failed, or NULL. */
 static const sw_stage_proc *run_stages_(run_ *r, sw_pipeline *pl, const int *stages, int n, int in_fd, const char *samples,
@@ -340,7 +332,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	/* the pool learns which prompts still teach something */
 	double tp = now_();
 	char why[160];
-	if (pool_(r, "update", samples, why, sizeof why))
+	if (sw_run_pool(r->dir, "update", samples, why, sizeof why))
 		cli_die("iteration %llu: sw-pool update %s/pool %s %s", (unsigned long long)it, r->dir, samples, why);
 	tp = now_() - tp;
 	r->iter = it;
@@ -458,7 +450,7 @@ static void start_(run_ *r)
 	audit_start_(r, "run_start");
 
 	char why[160];
-	if (pool_(r, "add", r->x.prompts, why, sizeof why))
+	if (sw_run_pool(r->dir, "add", r->x.prompts, why, sizeof why))
 		cli_die("sw-pool add %s/pool %s %s", r->dir, r->x.prompts, why);
 	r->iter = 0;
 	checkpoint_(r, "start");
@@ -535,6 +527,8 @@ int main(int argc, char **argv)
 		rc = sw_experiment_set(x, given[i].name, given[i].arg, &err);
 	if (!rc && resume)
 		rc = sw_experiment_set(x, "out", resume, &err);
+	if (!rc && !x->device) /* the config records the device the stages compute on */
+		rc = sw_experiment_set(x, "device", sw_backend_name(cli_device(NULL)), &err);
 	if (!rc)
 		rc = sw_experiment_check(x, &err);
 	if (rc == SW_EINVAL)

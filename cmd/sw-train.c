@@ -26,7 +26,8 @@ enum {
 	OPT_LR = 0x100, OPT_SCHEDULE, OPT_WARMUP, OPT_TOTAL, OPT_MIN_LR, OPT_WD, OPT_GRAD_NORM,
 	OPT_CLIP_LOW, OPT_CLIP_HIGH, OPT_CLIP_DUAL, OPT_KL_COEF, OPT_KL_EST, OPT_KL_REWARD, OPT_REF,
 	OPT_ENTROPY, OPT_TIS, OPT_EPOCHS, OPT_MINIBATCHES, OPT_MICRO_TOKENS, OPT_RANK, OPT_TRAIN_ON,
-	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE, OPT_WEIGHTS
+	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE, OPT_WEIGHTS,
+	OPT_DEVICE
 };
 
 static const cli_opt opts[] = {
@@ -66,6 +67,7 @@ static const cli_opt opts[] = {
 	{ OPT_GAMMA, 0, "gamma", "g", NULL, "discount of reinforce++ token rewards (default 1)" },
 	{ OPT_SEED, 0, "seed", "num", NULL, "seed of the minibatch shuffle for a model without trainer state" },
 	{ 'j', 'j', "threads", "num", NULL, "compute threads (default: every core)" },
+	CLI_OPT_DEVICE(OPT_DEVICE),
 	{ OPT_METRICS, 0, "metrics", "file", "file", "append one JSON record of the step's metrics to file" },
 	{ 'f', 'f', "format", "format", "msgpack|json", "write the samples as msgpack or json (default msgpack)" },
 	{ 'z', 'z', "zstd", NULL, NULL, "compress the samples written with zstd" },
@@ -223,6 +225,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_KL_REWARD: tc.kl_in_reward = 1; break;
 		case OPT_REF: tc.ref = arg; break;
+		case OPT_DEVICE: tc.backend = cli_device(arg); break;
 		case OPT_ENTROPY: tc.loss.entropy_coef = opt_num_("--entropy-coef", arg, 0, 1e6); break;
 		case OPT_TIS:
 			tc.loss.tis_cap = opt_num_("--tis-cap", arg, 0, 1e6);
@@ -265,6 +268,8 @@ int main(int argc, char **argv)
 	}
 	/* what sw-run hands every stage in the environment */
 	const char *env;
+	if (!tc.backend)
+		tc.backend = cli_device(NULL);
 	if (!model && !weights && (env = getenv("SW_WEIGHTS")) && *env)
 		weights = env;
 	if (!tc.ref && tc.loss.kl_coef > 0 && (env = getenv("SW_REF")) && *env)

@@ -235,6 +235,10 @@ _sw()
 			:
 			return
 			;;
+		--device)
+			COMPREPLY=($(compgen -W "cpu guard" -- "$cur"))
+			return
+			;;
 		-f|--format)
 			COMPREPLY=($(compgen -W "msgpack json" -- "$cur"))
 			return
@@ -245,7 +249,7 @@ _sw()
 			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-m --model --weights -n --samples --temperature --top-k --top-p --min-p --max-new-tokens --stop --seed --batch --static --skip-invalid --score --as --threads -f --format -z --zstd -o --output --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-m --model --weights -n --samples --temperature --top-k --top-p --min-p --max-new-tokens --stop --seed --batch --static --skip-invalid --score --as --threads --device -f --format -z --zstd -o --output --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		_filedir
@@ -296,6 +300,10 @@ _sw()
 			:
 			return
 			;;
+		--device)
+			COMPREPLY=($(compgen -W "cpu guard" -- "$cur"))
+			return
+			;;
 		--accuracy)
 			:
 			return
@@ -338,7 +346,7 @@ _sw()
 			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		;;
@@ -505,6 +513,10 @@ _sw()
 			:
 			return
 			;;
+		--device)
+			COMPREPLY=($(compgen -W "cpu guard" -- "$cur"))
+			return
+			;;
 		--metrics)
 			_filedir
 			return
@@ -515,7 +527,7 @@ _sw()
 			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-m --model -o --out --weights -a --algo --loss-agg --lr --schedule --warmup --total-updates --min-lr-ratio --weight-decay --max-grad-norm --clip-low --clip-high --clip-dual --kl-coef --kl-estimator --kl-in-reward --ref --entropy-coef --tis-cap --epochs --minibatches --micro-tokens --rank --train-on --max-len --adv-eps --gamma --seed -j --threads --metrics -f --format -z --zstd --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-m --model -o --out --weights -a --algo --loss-agg --lr --schedule --warmup --total-updates --min-lr-ratio --weight-decay --max-grad-norm --clip-low --clip-high --clip-dual --kl-coef --kl-estimator --kl-in-reward --ref --entropy-coef --tis-cap --epochs --minibatches --micro-tokens --rank --train-on --max-len --adv-eps --gamma --seed -j --threads --device --metrics -f --format -z --zstd --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		_filedir

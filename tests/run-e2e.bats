@@ -189,6 +189,19 @@ resume_matches_reference() {
 	[ "$(left "$r")" = 0 ]
 }
 
+@test "--device: a run on the other device reaches the reference's weights bit for bit; the config records it" {
+	d=guard
+	[ "${SW_DEVICE:-cpu}" = guard ] && d=cpu
+	grep -qx "device ${SW_DEVICE:-cpu}" "$FIX/ref/config"
+	run -0 --separate-stderr sw-run -q -c "$FIX/exp" -o run --iters 1 --device $d
+	[ "$stderr" = "" ]
+	grep -qx "device $d" run/config
+	for f in model.safetensors optimizer.bin; do
+		[ "$(digest run/ckpt/iter-0001/$f)" = "$(digest "$FIX/ref/ckpt/iter-0001/$f")" ]
+	done
+	[ "$(left run)" = 0 ]
+}
+
 @test "every stage is deterministic: the same input twice gives the same bytes, and a second run the same weights" {
 	r=$FIX/ref
 	p="$FIX/prompts.jsonl"

@@ -241,11 +241,16 @@ mkstore() {
 		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
 }
 
-@test "a weight store: the same samples as the files, policy_version from the store" {
+# A store of $M's weights as version 7, its spec in $spec.
+store_of_m() {
 	command -v cc >/dev/null || skip "no C compiler"
 	mkstore
 	./mkstore "$M" spec.txt
 	spec=$(cat spec.txt)
+}
+
+@test "a weight store: the same samples as the files, policy_version from the store" {
+	store_of_m
 	prompts 3 >in.jsonl
 	run -0 r '[.id, .response_tokens, .policy_version]' -m "$M" --weights "$spec" -n 2 --max-new-tokens 10 in.jsonl
 	mapfile -t st < <(printf '%s\n' "${lines[@]}" | sort)
@@ -259,6 +264,23 @@ mkstore() {
 		[ "${st[$i]}" = "$(jq -c '.[2] = 7' <<<"${files[$i]}")" ]
 		[ "${env_out[$i]}" = "${st[$i]}" ]
 	done
+}
+
+@test "--device guard: the same bytes as cpu, generating from a store with G > 1 and scoring" {
+	store_of_m
+	prompts 5 >in.jsonl
+	for d in cpu guard; do
+		sw-rollout --device $d -m "$M" --weights "$spec" -n 3 --max-new-tokens 12 --batch 4 --seed 3 in.jsonl >$d.gen
+		SW_DEVICE=$d sw-rollout -m "$M" -n 2 --max-new-tokens 12 --temperature 0.8 --top-k 40 in.jsonl >$d.dir
+		# (--batch 1: a scoring batch is what the input had sent when it paused, and the packed
+		# forward's bits depend on the batch, so only batches of one give the same bytes every run)
+		sw-rollout --device $d -m "$M" --score --batch 1 --temperature 0.7 --as ref_logprobs cpu.gen >$d.score
+	done
+	rm -f "/dev/shm/${spec#shm:}"
+	[ "$(sw-cat -f json cpu.gen | jq -s 'map(.policy_version) | [length, unique]' -c)" = '[15,[7]]' ]
+	cmp cpu.gen guard.gen
+	cmp cpu.dir guard.dir
+	cmp cpu.score guard.score
 }
 
 @test "weights updated during a rollout: responses in flight abort, later ones carry the new version" {
@@ -374,6 +396,11 @@ mkstore() {
 	[ "${stderr_lines[0]}" = "sw-rollout: option '-n' wants a whole number from 1 to 65536, not '0'" ]
 	run -2 --separate-stderr sw-rollout -m "$M" --stop ''
 	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop' wants a non-empty string" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --device tpu in.jsonl
+	[ "${stderr_lines[0]}" = "sw-rollout: unknown device 'tpu' (known: cpu, guard)" ]
+	[ "${#stderr_lines[@]}" = 2 ]
+	run -1 --separate-stderr env SW_DEVICE=tpu sw-rollout -m "$M" in.jsonl
+	[ "$stderr" = "sw-rollout: SW_DEVICE: unknown device 'tpu' (known: cpu, guard)" ]
 }
 
 @test "a closed pipe ends quietly; -z and -o write compressed and to a file" {

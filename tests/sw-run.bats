@@ -96,6 +96,12 @@ left() {
 	grep -qx "SW_OPT=$w.opt" run/env-1
 	# the store is gone with the run
 	[ ! -e "/dev/shm/${w#shm:}" ]
+	# the device: $SW_DEVICE's (else cpu), or --device's, passed on and kept in the config
+	grep -qx "SW_DEVICE=${SW_DEVICE:-cpu}" run/env-1
+	grep -qx "device ${SW_DEVICE:-cpu}" run/config
+	run -0 env SW_DEVICE=cpu sw-run -q -c exp -o run2 --iters 1 --device guard
+	grep -qx 'SW_DEVICE=guard' run2/env-1
+	grep -qx 'device guard' run2/config
 }
 
 @test "a stage that fails stops the run, names itself, keeps the samples; --resume goes on" {
@@ -196,4 +202,12 @@ left() {
 	[[ ${stderr_lines[0]} == "sw-run: cannot open 'nowhere/config': No such file or directory" ]]
 	run -2 --separate-stderr sw-run -c exp --resume run
 	[[ ${stderr_lines[0]} == "sw-run: --resume continues a run with its own config: give one of -c and --resume" ]]
+	run -2 --separate-stderr sw-run -c exp -o run --device tpu
+	[ "${stderr_lines[0]}" = "sw-run: unknown device 'tpu' (known: cpu, guard)" ]
+	printf 'device tpu\n' >bad
+	run -2 --separate-stderr sw-run -c bad -o run
+	[ "${stderr_lines[0]}" = "sw-run: bad: line 1: unknown device 'tpu' (known: cpu, guard)" ]
+	run -1 --separate-stderr env SW_DEVICE=tpu sw-run -c exp -o fresh
+	[ "$stderr" = "sw-run: SW_DEVICE: unknown device 'tpu' (known: cpu, guard)" ]
+	[ ! -e fresh ]
 }

@@ -250,6 +250,47 @@ mkstore() {
 	[ "$stderr" = "sw-train: store '$spec.opt' holds the optimiser state of version 2, the weights are at version 3" ]
 }
 
+@test "--device guard: the same samples, model files, trainer state and metrics as cpu" {
+	mkstore
+	grpo_set >grpo.jsonl
+	sft_set >sft.jsonl
+	for d in cpu guard; do
+		# GRPO with a reference, then an SFT step that reads the optimiser state back through the device
+		sw-train --device $d -a grpo --lr 1e-3 --kl-coef 0.1 --ref "$TINY" --epochs 2 --minibatches 2 \
+			-m "$TINY" -o $d -f json --metrics $d.jsonl grpo.jsonl >$d.grpo.jsonl
+		sw-train --device $d -a sft --lr 1e-3 -m $d -o $d -f json --metrics $d.jsonl sft.jsonl >$d.sft.jsonl
+		# a store trained in place twice (the optimiser store made, then read back), the reference a store
+		spec=$(./mkstore create "$TINY")
+		ref=$(./mkstore create "$TINY")
+		printf '%s\n' "$spec" "$ref" >>"$BATS_TEST_TMPDIR/stores"
+		SW_DEVICE=$d sw-train -a grpo --lr 1e-3 --kl-coef 0.1 --ref "$ref" --weights "$spec" \
+			--metrics $d.jsonl grpo.jsonl >/dev/null
+		SW_DEVICE=$d sw-train -a sft --lr 1e-3 --weights "$spec" --metrics $d.jsonl sft.jsonl >/dev/null
+		[ "$(./mkstore save "$spec" $d.store)" = 2 ]
+		cp "/dev/shm/${spec#shm:}.opt" $d.opt
+	done
+	cmp cpu.grpo.jsonl guard.grpo.jsonl
+	cmp cpu.sft.jsonl guard.sft.jsonl
+	for f in cpu/*; do cmp "$f" "guard/${f#cpu/}"; done
+	cmp cpu.store/model.safetensors guard.store/model.safetensors
+	cmp -i 4096 cpu.opt guard.opt # the arena: after the store's own header (its creator's pid, ...)
+	[ "$(wc -l <cpu.jsonl)" = 4 ]
+	cmp <(jq -c 'del(.time_s, .tokens_per_s)' cpu.jsonl) <(jq -c 'del(.time_s, .tokens_per_s)' guard.jsonl)
+}
+
+@test "an unknown device: a usage error with --device, an error in SW_DEVICE" {
+	sft_set >sft.jsonl
+	run -2 --separate-stderr sw-train --device x -m "$TINY" -o out sft.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: unknown device 'x' (known: cpu, guard)" ]
+	[[ ${stderr_lines[1]} == "usage: sw-train "* ]] && [ "${#stderr_lines[@]}" = 2 ]
+	run -1 --separate-stderr env SW_DEVICE=x sw-train -m "$TINY" -o out sft.jsonl
+	[ "$stderr" = "sw-train: SW_DEVICE: unknown device 'x' (known: cpu, guard)" ]
+	[ ! -e out ]
+	# --device wins over the environment
+	SW_DEVICE=x sw-train --device cpu -a sft -m "$TINY" -o out sft.jsonl >/dev/null
+	[ -s out/model.safetensors ]
+}
+
 @test "a killed step leaves the previous model whole" {
 	sft_set >sft.jsonl
 	cp -r "$TINY" m

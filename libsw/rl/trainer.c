@@ -105,6 +105,7 @@ sw_trainer *sw_trainer_new(const sw_trainer_config *c, sw_error *err)
 	}
 	t->c = *c;
 	t->c.ref = t->ref;
+	t->be = c->backend ? c->backend : sw_backend_get(NULL, NULL);
 	t->c.loss.algo = c->algo;
 	t->t0 = now_();
 	return t;
@@ -125,9 +126,11 @@ void sw_trainer_free(sw_trainer *t)
 	free(t->s);
 	sw_tokenizer_free(t->tok);
 	if (t->own_model)
-		sw_model_free(t->model);
-	if (t->own_mv)
-		free(t->m), free(t->v);
+		sw_model_free(t->model); /* gives the weight store's arena back first */
+	sw_model_free(t->mm);
+	sw_model_free(t->vm);
+	if (t->o_dev)
+		t->be->unborrow(t->o_dev);
 	sw_store_close(t->o);
 	sw_store_close(t->w);
 	free(t->ref), free(t->model_dir), free(t->out), free(t->tok_dir), free(t->w_spec), free(t->o_spec);
@@ -144,7 +147,7 @@ int sw_trainer_load_dir(sw_trainer *t, const char *model_dir, const char *out, s
 		return rc;
 	if (!(t->model_dir = strdup(model_dir)) || !(t->out = strdup(out)) || !(t->tok_dir = strdup(model_dir)))
 		return oom_(err);
-	if (!(t->model = sw_model_load(model_dir, &e2)))
+	if (!(t->model = sw_model_load_on(t->be, model_dir, &e2)))
 		return sw_fail(err, e2.code, "cannot load the model: %s", e2.msg);
 	t->own_model = 1;
 	return sw_trainer_state_load(t, model_dir, err);
@@ -158,6 +161,7 @@ int sw_trainer_attach(sw_trainer *t, sw_model *model, float *m, float *v, uint64
 	if (!model || !m || !v)
 		return sw_fail(err, SW_EINVAL, "trainer: no weights or moments to attach");
 	t->model = model;
+	t->be = model->backend; /* the moments are on it too */
 	t->m = m;
 	t->v = v;
 	t->version = version;
@@ -700,7 +704,7 @@ static int ref_pass_(step_ *k, sw_error *err)
 	uint64_t seq = 0;
 	int rc = 0;
 	if (strncmp(t->ref, "shm:", 4) && strncmp(t->ref, "cuda:", 5)) {
-		if (!(rm = sw_model_load(t->ref, &e2)))
+		if (!(rm = sw_model_load_on(t->be, t->ref, &e2)))
 			return sw_fail(err, e2.code, "cannot load the reference model: %s", e2.msg);
 	} else {
 		const sw_model_config *c;
@@ -708,7 +712,7 @@ static int ref_pass_(step_ *k, sw_error *err)
 			return sw_fail(err, e2.code, "cannot open the reference store '%s': %s", t->ref, e2.msg);
 		if (!(c = sw_store_config(rs)) || sw_store_nfloats(rs) < sw_model_config_nparams(c))
 			rc = sw_fail(err, SW_EFORMAT, "store '%s' holds no model", t->ref);
-		else if (sw_store_read_begin(rs, &seq, &e2) || !(rm = sw_model_view(c, sw_store_arena(rs), &e2)))
+		else if (sw_store_read_begin(rs, &seq, &e2) || !(rm = sw_model_view_on(t->be, c, sw_store_arena(rs), &e2)))
 			rc = sw_fail(err, e2.code, "store '%s': %s", t->ref, e2.msg);
 		if (rc)
 			goto out;
@@ -944,7 +948,8 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 		return sw_fail(err, e2.code, "loss weights: %s", e2.msg);
 	for (size_t i = 0; i < nm; i++)
 		k->wpos[M[i] - t->s] = k->moff[i];
-	memset(k->grad->arena, 0, k->grad->nparams * sizeof(float));
+	if (sw_model_zero(k->grad, &e2))
+		return sw_fail(err, e2.code, "cannot zero the gradients: %s", e2.msg);
 	sw_rl_stats rs = { 0 };
 	micro_list mm = { 0 };
 	rc = micro_split_(M, nm, k->by_micro, t->c.micro_tokens, &mm, err);
@@ -986,7 +991,7 @@ static int train_(step_ *k, sw_trainer_stats *st, sw_error *err)
 	if (t->c.agg == SW_RL_SEQ_MEAN_TOKEN_SUM_NORM && t->c.max_len && maxresp > t->c.max_len)
 		return sw_fail(err, SW_ERANGE, "a response of %zu tokens is longer than --max-len %.0f", maxresp,
 		               t->c.max_len);
-	if (!(k->grad = sw_model_new(&t->model->cfg, &e2)))
+	if (!(k->grad = sw_model_new_on(t->be, &t->model->cfg, &e2)))
 		return sw_fail(err, e2.code, "cannot allocate the gradients: %s", e2.msg);
 	if (!(k->moff = calloc(k->nT + 1, sizeof *k->moff)) || !(k->wpos = calloc(t->n, sizeof *k->wpos)))
 		return oom_(err);

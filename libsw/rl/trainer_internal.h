@@ -8,18 +8,22 @@
 
 #include "common/internal.h"
 #include "common/rng.h"
+#include "compute/backend.h"
 
 typedef struct tsample tsample;
 
 struct sw_trainer {
 	sw_trainer_config c;
+	const sw_backend *be;   /* c.backend, or cpu */
 	char *ref;
 	double t0;              /* creation: the step's time_s.read counts from here */
 
 	/* the weights and the optimiser state (see rl.h: a directory, a store or the caller's) */
 	sw_model *model;
-	float *m, *v;           /* AdamW moments; NULL in a store that has none yet (made at the first update) */
-	int own_model, own_mv;
+	float *m, *v;           /* AdamW moments, be's memory; NULL in a store that has none yet (made at the first update) */
+	sw_model *mm, *vm;      /* a model directory's moments: models on be that own them */
+	float *o_dev;           /* the optimiser store's arena, borrowed by be */
+	int own_model;
 	uint64_t version;       /* steps trained: the policy_version of these weights */
 	uint64_t updates;       /* AdamW's step and the schedule's position */
 	sw_rng rng;             /* the minibatch shuffle */

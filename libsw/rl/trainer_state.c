@@ -16,6 +16,10 @@
  * parameter count, the updates made, the weights' version it belongs to, the
  * random generator's 4 words), then the first and second moments; sw-run
  * checkpoints it as raw floats and restores it on resume.
+ *
+ * The moments are the backend's memory.  The files reach them through it:
+ * in place where device memory is host memory (the CPU: no copy), else a
+ * bounded piece at a time through a host buffer.
  */
 #define _GNU_SOURCE /* renameat2(RENAME_EXCHANGE): swap two directories atomically */
 #include <dirent.h>
@@ -59,17 +63,66 @@ static int sys_(sw_error *err, const char *fmt, const char *a, const char *b)
 	return SW_EIO;
 }
 
-static void opt_hash_(const unsigned char *hdr, const float *m, const float *v, size_t nparams, char *hx)
+/* ---- the moments through the backend ---------------------------------------------------- */
+
+#define PIECE_ ((size_t)1 << 20) /* floats a bounce buffer holds: 4 MiB */
+
+typedef int (*piece_fn_)(void *ctx, const void *p, size_t bytes, sw_error *err);
+
+/* n floats of device memory to fn, in order: in place if the host can read them, else in pieces. */
+static int dev_read_(const sw_backend *be, const float *dev, size_t n, piece_fn_ fn, void *ctx, sw_error *err)
+{
+	const void *hv = be->host_view(dev);
+	if (hv)
+		return fn(ctx, hv, n * sizeof(float), err);
+	float *buf = malloc((n < PIECE_ ? n : PIECE_) * sizeof(float) + 1);
+	int rc = buf ? 0 : oom_(err);
+	for (size_t i = 0; !rc && i < n; i += PIECE_) {
+		size_t k = n - i < PIECE_ ? n - i : PIECE_;
+		if (!(rc = be->download(buf, dev + i, k * sizeof(float), err)))
+			rc = fn(ctx, buf, k * sizeof(float), err);
+	}
+	free(buf);
+	return rc;
+}
+
+/* n floats from f into device memory: 1 if f is short, else 0 or an SW_E* code. */
+static int dev_fread_(const sw_backend *be, float *dev, size_t n, FILE *f, sw_error *err)
+{
+	float *hv = (float *)be->host_view(dev);
+	if (hv)
+		return fread(hv, sizeof(float), n, f) != n;
+	float *buf = malloc((n < PIECE_ ? n : PIECE_) * sizeof(float) + 1);
+	int rc = buf ? 0 : oom_(err);
+	for (size_t i = 0; !rc && i < n; i += PIECE_) {
+		size_t k = n - i < PIECE_ ? n - i : PIECE_;
+		rc = fread(buf, sizeof(float), k, f) != k ? 1 : be->upload(dev + i, buf, k * sizeof(float), err);
+	}
+	free(buf);
+	return rc;
+}
+
+static int hash_piece_(void *hs, const void *p, size_t bytes, sw_error *err)
+{
+	(void)err;
+	crypto_generichash_update(hs, p, bytes);
+	return 0;
+}
+
+static int opt_hash_(const sw_trainer *t, const unsigned char *hdr, char *hx, sw_error *err)
 {
 	unsigned char h[32];
 	crypto_generichash_state hs;
+	size_t n = t->model->nparams;
+	int rc;
 	crypto_generichash_init(&hs, NULL, 0, sizeof h);
 	crypto_generichash_update(&hs, hdr, OPT_HEADER);
-	crypto_generichash_update(&hs, (const unsigned char *)m, nparams * sizeof(float));
-	crypto_generichash_update(&hs, (const unsigned char *)v, nparams * sizeof(float));
+	if ((rc = dev_read_(t->be, t->m, n, hash_piece_, &hs, err)) || (rc = dev_read_(t->be, t->v, n, hash_piece_, &hs, err)))
+		return rc;
 	crypto_generichash_final(&hs, h, sizeof h);
 	for (size_t i = 0; i < sizeof h; i++)
 		snprintf(hx + 2 * i, 3, "%02x", h[i]);
+	return 0;
 }
 
 /* ---- a model directory ------------------------------------------------------------------ */
@@ -123,12 +176,18 @@ int sw_trainer_state_load(sw_trainer *t, const char *dir, sw_error *err)
 	struct stat sb;
 	int rc = 0;
 	FILE *f = NULL;
-	if (!js || !ob || !(t->m = calloc(nparams ? nparams : 1, sizeof(float))) ||
-	    !(t->v = calloc(nparams ? nparams : 1, sizeof(float)))) {
+	sw_error e2 = { 0 };
+	if (!js || !ob) {
 		rc = oom_(err);
 		goto out;
 	}
-	t->own_mv = 1;
+	if (!(t->mm = sw_model_new_on(t->be, &t->model->cfg, &e2)) ||
+	    !(t->vm = sw_model_new_on(t->be, &t->model->cfg, &e2))) {
+		rc = sw_fail(err, e2.code, "cannot allocate the optimiser state: %s", e2.msg);
+		goto out;
+	}
+	t->m = t->mm->arena;
+	t->v = t->vm->arena;
 	if (stat(js, &sb)) {
 		if (errno != ENOENT)
 			rc = sys_(err, "cannot read '%s'%s", js, "");
@@ -154,13 +213,17 @@ int sw_trainer_state_load(sw_trainer *t, const char *dir, sw_error *err)
 	}
 	unsigned char hdr[OPT_HEADER];
 	char hx[65];
-	if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, OPT_MAGIC, 8) ||
-	    fread(t->m, sizeof(float), nparams, f) != nparams || fread(t->v, sizeof(float), nparams, f) != nparams ||
-	    fgetc(f) != EOF) {
-		sw_fail(err, rc, "%s: not an optimiser state of %zu parameters", ob, nparams);
+	int r = 1;
+	if (fread(hdr, 1, sizeof hdr, f) == sizeof hdr && !memcmp(hdr, OPT_MAGIC, 8) &&
+	    !(r = dev_fread_(t->be, t->m, nparams, f, err)) && !(r = dev_fread_(t->be, t->v, nparams, f, err)))
+		r = fgetc(f) != EOF;
+	if (r) {
+		rc = r == 1 ? sw_fail(err, SW_EFORMAT, "%s: not an optimiser state of %zu parameters", ob, nparams) : r;
 		goto out;
 	}
-	opt_hash_(hdr, t->m, t->v, nparams, hx);
+	if ((rc = opt_hash_(t, hdr, hx, err)))
+		goto out;
+	rc = SW_EFORMAT;
 	if (memcmp(hx, hash, 64)) {
 		sw_fail(err, rc, "%s: its BLAKE2b does not match '%s': the trainer state is damaged", ob, js);
 		goto out;
@@ -174,15 +237,22 @@ out:
 	return rc;
 }
 
-static int afile_put_(const char *path, const void *a, size_t na, const void *b, size_t nb, const void *c,
-                      size_t nc, sw_error *err)
+static int write_piece_(void *f, const void *p, size_t bytes, sw_error *err)
+{
+	return sw_afile_write(f, p, bytes, err);
+}
+
+/* path := a (na bytes of host memory), then, where t is given, its moments. */
+static int afile_put_(const char *path, const void *a, size_t na, const sw_trainer *t, sw_error *err)
 {
 	sw_afile f;
 	int rc;
 	if ((rc = sw_afile_open(&f, path, err)))
 		return rc;
-	if ((rc = sw_afile_write(&f, a, na, err)) || (rc = sw_afile_write(&f, b, nb, err)) ||
-	    (rc = sw_afile_write(&f, c, nc, err)) || (rc = sw_afile_commit(&f, err))) {
+	if ((rc = sw_afile_write(&f, a, na, err)) ||
+	    (t && ((rc = dev_read_(t->be, t->m, t->model->nparams, write_piece_, &f, err)) ||
+	           (rc = dev_read_(t->be, t->v, t->model->nparams, write_piece_, &f, err)))) ||
+	    (rc = sw_afile_commit(&f, err))) {
 		sw_afile_abort(&f);
 		return rc;
 	}
@@ -233,12 +303,11 @@ static int state_save_(const sw_trainer *t, const char *dir, sw_error *err)
 	memcpy(hdr, OPT_MAGIC, 8);
 	memcpy(hdr + 8, &np, 8);
 	memcpy(hdr + 16, &t->updates, 8);
-	opt_hash_(hdr, t->m, t->v, nparams, hx);
-	if ((rc = afile_put_(ob, hdr, sizeof hdr, t->m, nparams * sizeof(float), t->v, nparams * sizeof(float), err)))
+	if ((rc = opt_hash_(t, hdr, hx, err)) || (rc = afile_put_(ob, hdr, sizeof hdr, t, err)))
 		goto out;
 	if ((rc = state_json_(t, hx, &j, err)))
 		goto out;
-	rc = afile_put_(js, j.p, j.len, "", 0, "", 0, err);
+	rc = afile_put_(js, j.p, j.len, NULL, err);
 out:
 	sw_buf_release(&j);
 	free(ob);
@@ -475,6 +544,18 @@ out:
 
 /* ---- a pair of stores, in place -------------------------------------------------------------- */
 
+/* The optimiser store's arena as the backend's memory (read before, written after through it). */
+static int opt_borrow_(sw_trainer *t, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	if (!(t->o_dev = t->be->borrow(sw_store_arena(t->o), sw_store_nfloats(t->o) * sizeof(float), &e2)))
+		return sw_fail(err, e2.code ? e2.code : SW_EINVAL, "store '%s': %s", t->o_spec,
+		               e2.code ? e2.msg : "the device cannot compute on it in place");
+	t->m = t->o_dev + OPT_STORE_HEADER;
+	t->v = t->m + t->model->nparams;
+	return 0;
+}
+
 /*
  * The optimiser store's moments, viewed in place: its header is checked
  * against the weights, under its seqlock.  A missing store is the first
@@ -515,9 +596,7 @@ static int opt_open_(sw_trainer *t, sw_error *err)
 		return sw_fail(err, SW_EFORMAT,
 		               "store '%s' holds the optimiser state of version %llu, the weights are at version %llu",
 		               t->o_spec, (unsigned long long)ver, (unsigned long long)t->version);
-	t->m = a + OPT_STORE_HEADER;
-	t->v = a + OPT_STORE_HEADER + nparams;
-	return 0;
+	return opt_borrow_(t, err);
 }
 
 int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err)
@@ -536,7 +615,7 @@ int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, s
 	/* a published version: not one a writer that died left half-written */
 	if (sw_store_read_begin(t->w, &seq, &e2))
 		return sw_fail(err, e2.code, "store '%s': %s", weights, e2.msg);
-	if (!(t->model = sw_model_view(sc, sw_store_arena(t->w), &e2)))
+	if (!(t->model = sw_model_view_on(t->be, sc, sw_store_arena(t->w), &e2)))
 		return sw_fail(err, e2.code, "store '%s': %s", weights, e2.msg);
 	t->own_model = 1; /* the view, not the arena */
 	t->start_version = t->version = sw_store_version(t->w);
@@ -561,10 +640,11 @@ int sw_trainer_store_begin(sw_trainer *t, sw_error *err)
 		               t->w_spec, (unsigned long long)t->start_version,
 		               (unsigned long long)sw_store_version(t->w));
 	if (!t->o) {
+		int rc;
 		if (!(t->o = sw_store_create(t->o_spec, NULL, OPT_STORE_HEADER + 2 * n, &e2)))
 			return sw_fail(err, e2.code, "cannot create the optimiser store '%s': %s", t->o_spec, e2.msg);
-		t->m = sw_store_arena(t->o) + OPT_STORE_HEADER;
-		t->v = t->m + n;
+		if ((rc = opt_borrow_(t, err)))
+			return rc;
 	} else if (sw_store_write_begin(t->o, &e2)) {
 		return sw_fail(err, e2.code, "store '%s': %s", t->o_spec, e2.msg);
 	}
@@ -587,7 +667,8 @@ int sw_trainer_commit_store(sw_trainer *t, sw_error *err)
 	memcpy(hdr + 16, &t->updates, 8);
 	memcpy(hdr + 24, &t->version, 8);
 	memcpy(hdr + 32, t->rng.s, 32);
-	memcpy(sw_store_arena(t->o), hdr, sizeof hdr);
+	if ((rc = t->be->upload(t->o_dev, hdr, sizeof hdr, err)))
+		return rc;
 	if (sw_store_publish(t->w, t->version, &e2))
 		return sw_fail(err, e2.code, "store '%s': %s", t->w_spec, e2.msg);
 	if (sw_store_publish(t->o, t->version, &e2))

@@ -44,8 +44,8 @@ const char *sw_stage_name(int stage)
 	return stage >= 0 && stage < SW_NSTAGE ? stage_name_[stage] : NULL;
 }
 
-/* What a setting is: a string, a whole number in a range, a flag, a stage command, a monitor spec. */
-enum { K_STR, K_NUM, K_FLAG, K_CMD, K_MON };
+/* What a setting is: a string, a whole number in a range, a flag, a stage command, a monitor spec, a device. */
+enum { K_STR, K_NUM, K_FLAG, K_CMD, K_MON, K_DEV };
 
 typedef struct key_ {
 	const char *name;
@@ -66,6 +66,7 @@ static const key_ keys_[] = {
 	{ "eval", K_STR, F_(eval), 0, 0 },
 	{ "eval-every", K_NUM, F_(eval_every), 1, 1000000 },
 	{ "ckpt-every", K_NUM, F_(ckpt_every), 1, 1000000 },
+	{ "device", K_DEV, F_(device), 0, 0 },
 	{ "ref", K_FLAG, F_(ref), 0, 0 },
 	{ "accuracy", K_STR, F_(accuracy), 0, 0 },
 	{ "select", K_CMD, F_(cmd[SW_STAGE_SELECT]), 0, 0 },
@@ -95,7 +96,7 @@ void sw_experiment_release(sw_experiment *x)
 {
 	if (!x)
 		return;
-	free(x->model), free(x->prompts), free(x->out), free(x->eval), free(x->accuracy);
+	free(x->model), free(x->prompts), free(x->out), free(x->eval), free(x->accuracy), free(x->device);
 	for (int s = 0; s < SW_NSTAGE; s++)
 		free(x->cmd[s]);
 	for (size_t i = 0; i < x->nmonitor; i++)
@@ -144,6 +145,12 @@ static int apply_(sw_experiment *x, const key_ *k, const char *v, const char *wh
 	case K_FLAG:
 		*(int *)field = 1;
 		return 0;
+	case K_DEV: { /* a name sw_backend_get knows */
+		sw_error e = { 0 };
+		if (!sw_backend_get(v, &e) || !*v)
+			return sw_fail(err, SW_EINVAL, "%s%s%s", w, sep, *v ? e.msg : "option '--device' wants a device: cpu or guard");
+		return set_str_(field, v, err);
+	}
 	case K_CMD:
 		if (!*v)
 			return sw_fail(err, SW_EINVAL, "%s%s--%s: the command is empty", w, sep, k->name);
@@ -275,6 +282,8 @@ int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err)
 	           (unsigned long long)x->iters, (unsigned long long)x->batch, (unsigned long long)x->group,
 	           (unsigned long long)x->seed, (unsigned long long)x->eval_every,
 	           (unsigned long long)x->ckpt_every);
+	if (x->device)
+		rc |= put_(&b, "device %s\n", x->device);
 	if (x->ref)
 		rc |= put_(&b, "ref\n");
 	if (x->accuracy)

@@ -289,6 +289,17 @@ int sw_run_program(char *const argv[], char *why, size_t n)
 	return -1;
 }
 
+int sw_run_pool(const char *rundir, const char *verb, const char *file, char *why, size_t n)
+{
+	char pool[SW_RUN_PATH_MAX];
+	if (sw_run_path(pool, sizeof pool, NULL, "%s/pool", rundir)) {
+		snprintf(why, n, "cannot start it: the run directory's name is too long");
+		return -1;
+	}
+	char *av[] = { "sw-pool", (char *)verb, pool, (char *)file, NULL };
+	return sw_run_program(av, why, n);
+}
+
 static int setenv_(const char *name, const char *value, sw_error *err)
 {
 	if (setenv(name, value, 1))
@@ -327,6 +338,8 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 			rc = setenv_(files[i][0], buf, err);
 	snprintf(buf, sizeof buf, "%.17g", e->lr_scale);
 	rc = rc ? rc : setenv_("SW_LR_SCALE", buf, err);
+	if (!rc && e->device)
+		rc = setenv_("SW_DEVICE", e->device, err);
 	/*
 	 * Stages share the cores: a thread that spins waiting for its team
 	 * burns the time another stage (or its own team-mate) needs.  Measured

@@ -261,9 +261,16 @@ int sw_rl_mismatch(const float *behav, const float *old, size_t n, double *mean_
  *    sample, a bad reference) leaves the stores untouched.  No part of the
  *    step is copied: what must not be seen before the publish is hidden
  *    by the seqlock, not by a private copy.
- *  - sw_trainer_attach(): arenas the caller owns (a model, its moments)
- *    and their state; commit then only advances the state.  This is the
- *    seam for weights that live elsewhere (a compute device).
+ *  - sw_trainer_attach(): arenas the caller owns (a model, its moments,
+ *    on the model's backend) and their state; commit then only advances
+ *    the state.
+ *
+ * Everything the step computes on lives on the config's backend: a model
+ * directory and the reference are loaded onto it, a store is borrowed by
+ * it (its arena is then device memory: on guard the process must not touch
+ * it while the trainer lives), the gradients and the moments are its
+ * memory.  The files of the trainer state are read and written through it
+ * (in place on the CPU, through a bounded host buffer elsewhere).
  *
  * Errors are SW_E* with sw_error's message as sw-train prints it after its
  * name, a sample's prefixed "FILE: record N: ".  The library prints
@@ -289,6 +296,8 @@ typedef struct sw_trainer_config {
 	long long rank;              /* train only this rank's samples; -1: all */
 	uint64_t seed;               /* the shuffle's seed for weights without trainer state */
 	const char *ref;             /* reference model for the KL: a directory or a store; NULL: none */
+	const sw_backend *backend;   /* where the model, the reference, the gradients and the moments live
+	                              * and compute (sw_backend_get()); NULL: cpu */
 	/* called after each update (may be NULL): the update's number, its loss statistics and AdamW's */
 	void (*on_update)(void *ctx, uint64_t update, const sw_rl_stats *rs, const sw_adamw_stats *as);
 	void *ctx;
@@ -326,7 +335,8 @@ void sw_trainer_free(sw_trainer *t);
  * nothing yet); text samples are tokenised with model_dir's tokenizer. */
 int sw_trainer_load_dir(sw_trainer *t, const char *model_dir, const char *out, sw_error *err);
 int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err);
-/* Borrowed: model and m, v (model->nparams floats each); rng4 NULL seeds from c->seed. */
+/* Borrowed: model and m, v (model->nparams floats each, memory of the model's backend, which
+ * the trainer then computes on); rng4 NULL seeds from c->seed. */
 int sw_trainer_attach(sw_trainer *t, sw_model *model, float *m, float *v, uint64_t version,
                       uint64_t updates, const uint64_t *rng4, sw_error *err);
 /* The weights being trained (the store's arena in place), their version. */

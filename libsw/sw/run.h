@@ -47,6 +47,7 @@ const char *sw_stage_name(int stage);
 
 typedef struct sw_experiment {
 	char *model, *prompts, *out, *eval, *accuracy;   /* NULL: not given */
+	char *device;                                    /* the stages' SW_DEVICE ("cpu", "guard"); NULL: not given */
 	uint64_t iters, batch, group, seed, eval_every, ckpt_every;
 	int ref, keep;
 	char *cmd[SW_NSTAGE];                            /* NULL until given or sw_experiment_check */
@@ -171,6 +172,7 @@ typedef struct sw_stage_env {
 	const char *rundir;
 	uint64_t iter, seed, group, batch; /* seed: the run's; SW_SEED is the iteration's own */
 	double lr_scale;
+	const char *device;             /* SW_DEVICE; NULL: as inherited */
 } sw_stage_env;
 /* Set it in this process's environment, which the stages inherit (OMP_WAIT_POLICY only if unset). */
 int sw_stage_env_set(const sw_stage_env *e, sw_error *err);
@@ -185,6 +187,8 @@ int sw_status_code(int status);
  * dies with the caller.  0 when it succeeded, else -1 and what happened in why.
  */
 int sw_run_program(char *const argv[], char *why, size_t n);
+/* The run's prompt pool between iterations: sw-pool VERB RUNDIR/pool FILE, as sw_run_program. */
+int sw_run_pool(const char *rundir, const char *verb, const char *file, char *why, size_t n);
 
 /* ---- metrics records ------------------------------------------------------------------------- */
 

@@ -259,14 +259,21 @@ static int child_(void *arg)
 		for (int cap = 0; cap < 64; cap++)
 			if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) && errno != EINVAL && errno != EPERM)
 				child_fail_(s, "cannot drop capabilities");
+		/*
+		 * The raw system calls, not glibc's wrappers: those change every
+		 * thread of the process (setxid), and a child cloned from a
+		 * threaded sw-verify inherits the list of its parent's threads,
+		 * which do not exist here - the wrapper then waits for them forever.
+		 */
 		if (s->level == SW_SANDBOX_USERNS) {
-			gid_t g = SANDBOX_UID_IN;
-			setgroups(0, NULL); /* refused (and moot) where setgroups is denied */
-			if (setresgid(g, g, g) || setresuid(SANDBOX_UID_IN, SANDBOX_UID_IN, SANDBOX_UID_IN))
+			long g = SANDBOX_UID_IN, u = SANDBOX_UID_IN;
+			syscall(SYS_setgroups, 0, NULL); /* refused (and moot) where setgroups is denied */
+			if (syscall(SYS_setresgid, g, g, g) || syscall(SYS_setresuid, u, u, u))
 				child_fail_(s, "cannot become the sandbox user");
 		} else if (s->d->own_uid) {
-			if (setgroups(0, NULL) || setresgid(s->d->uid, s->d->uid, s->d->uid) ||
-			    setresuid(s->d->uid, s->d->uid, s->d->uid))
+			long u = (long)s->d->uid;
+			if (syscall(SYS_setgroups, 0, NULL) || syscall(SYS_setresgid, u, u, u) ||
+			    syscall(SYS_setresuid, u, u, u))
 				child_fail_(s, "cannot become the sandbox user");
 		}
 	}

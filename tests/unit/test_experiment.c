@@ -81,6 +81,7 @@ static void test_bad_(void)
 		{ "group 70000\n", "option '--group' wants a whole number from 1 to 65536, not '70000'", SW_EINVAL },
 		{ "monitor kl=3,2,1\n", "%s: line 1: monitor 'kl=3,2,1': the levels must rise from warn to hard", SW_EINVAL },
 		{ "monitor nope=1,2,3\n", "%s: line 1: no monitor named 'nope'", SW_EINVAL },
+		{ "device tpu\n", "%s: line 1: unknown device 'tpu' (known: cpu, guard)", SW_EINVAL },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		sw_experiment x;
@@ -113,7 +114,7 @@ static void test_round_trip_(void)
 	sw_experiment_init(&a);
 	sw_experiment_init(&b);
 	const char *p = file_("full", "model m\nprompts p\nout o\neval e.jsonl\niters 7\nbatch 3\nseed 0\n"
-	                              "eval-every 2\nckpt-every 4\nref\naccuracy fmt\ntrain sw-cat\nsort sort -r\n"
+	                              "eval-every 2\nckpt-every 4\ndevice guard\nref\naccuracy fmt\ntrain sw-cat\nsort sort -r\n"
 	                              "monitor kl=1,2,3\n");
 	ok(!sw_experiment_read(&a, p, &e) && !sw_experiment_check(&a, &e), "read: %s", e.msg);
 	snprintf(p1, sizeof p1, "%s/config1", dir_);
@@ -121,10 +122,10 @@ static void test_round_trip_(void)
 	is_int(sw_experiment_write(&a, p1, &e), 0, "written: %s", e.msg);
 	snprintf(first, sizeof first, "%s", slurp_(p1));
 	ok(!strncmp(first, "# the resolved experiment of this run (sw-run -c reads it back)\nmodel m\nprompts p\n"
-	                   "eval e.jsonl\niters 7\nbatch 3\ngroup 8\nseed 0\neval-every 2\nckpt-every 4\nref\n"
+	                   "eval e.jsonl\niters 7\nbatch 3\ngroup 8\nseed 0\neval-every 2\nckpt-every 4\ndevice guard\nref\n"
 	                   "accuracy fmt\nselect sw-pool take",
 	            strlen("# the resolved experiment of this run (sw-run -c reads it back)\nmodel m\nprompts p\n"
-	                   "eval e.jsonl\niters 7\nbatch 3\ngroup 8\nseed 0\neval-every 2\nckpt-every 4\nref\n"
+	                   "eval e.jsonl\niters 7\nbatch 3\ngroup 8\nseed 0\neval-every 2\nckpt-every 4\ndevice guard\nref\n"
 	                   "accuracy fmt\nselect sw-pool take")),
 	   "the resolved form");
 	ok(strstr(first, "\ntrain sw-cat\n") && strstr(first, "\nmonitor kl=1,2,3\n") && !strstr(first, "tap"),
@@ -133,12 +134,19 @@ static void test_round_trip_(void)
 	ok(!sw_experiment_set(&b, "out", "o", &e) && !sw_experiment_check(&b, &e), "checks");
 	is_int(sw_experiment_write(&b, p2, &e), 0, "written again");
 	ok(!strcmp(first, slurp_(p2)), "the same bytes");
-	ok(b.iters == a.iters && b.seed == 0 && b.ref && !strcmp(b.accuracy, "fmt") && !strcmp(b.eval, "e.jsonl"),
+	ok(b.iters == a.iters && b.seed == 0 && b.ref && !strcmp(b.accuracy, "fmt") && !strcmp(b.eval, "e.jsonl") &&
+	   !strcmp(b.device, "guard"),
 	   "the same settings");
 	for (int s = 0; s < SW_NSTAGE; s++)
 		ok(!strcmp(a.cmd[s], b.cmd[s]), "stage %s the same", sw_stage_name(s));
 	sw_experiment_release(&a);
 	sw_experiment_release(&b);
+	sw_experiment_init(&a);
+	ok(sw_experiment_set(&a, "device", "tpu", &e) == SW_EINVAL &&
+	   !strcmp(e.msg, "unknown device 'tpu' (known: cpu, guard)") && !a.device, "an unknown device: %s", e.msg);
+	ok(sw_experiment_set(&a, "device", "", &e) == SW_EINVAL && !a.device, "no device: %s", e.msg);
+	ok(!sw_experiment_set(&a, "device", "cpu", &e) && !strcmp(a.device, "cpu"), "a device named");
+	sw_experiment_release(&a);
 	ok(sw_stage_name(SW_NSTAGE) == NULL && !strcmp(sw_stage_name(SW_STAGE_EVAL_ROLLOUT), "eval-rollout"),
 	   "stage names");
 }

@@ -18,6 +18,10 @@
 
 /* ---- a tiny model --------------------------------------------------------------- */
 
+/* Every model is on the backend SW_TEST_DEVICE names ("cpu" when unset): on
+ * guard, a scheduler that touched model memory itself would fault. */
+static const sw_backend *be_;
+
 static sw_model *model_(void)
 {
 	sw_model_config c;
@@ -37,7 +41,7 @@ static sw_model *model_(void)
 	c.n_eos = 1;
 	c.eos_token_ids[0] = 2;
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new(&c, &err);
+	sw_model *m = sw_model_new_on(be_, &c, &err);
 	if (m)
 		sw_model_init_random(m, 7, 0.5f);
 	return m;
@@ -363,9 +367,10 @@ static void test_weights_(sw_model *m, const sw_tokenizer *tok)
 		ok(0, "a store: %s", err.msg);
 		return;
 	}
-	memcpy(sw_store_arena(s), m->arena, m->nparams * sizeof(float));
+	sw_model_read(m, sw_store_arena(s), &err);
 	sw_store_publish(s, 7, &err);
-	sw_model *v = sw_model_view(&m->cfg, sw_store_arena(s), &err);
+	/* from here the store's arena is the backend's: written through the view only */
+	sw_model *v = sw_model_view_on(be_, &m->cfg, sw_store_arena(s), &err);
 
 	feed_ ref = { 0 }, f;
 	prompts_(&ref, 12);
@@ -381,7 +386,7 @@ static void test_weights_(sw_model *m, const sw_tokenizer *tok)
 		rc = sw_rollout_step(r, &io, &err);
 	/* the same weights published again: what is in flight was made by version 7 */
 	sw_store_write_begin(s, &err);
-	memcpy(sw_store_arena(s), m->arena, m->nparams * sizeof(float));
+	ok(!sw_model_copy(v, m, &err), "the weights written into the store in place (%s)", err.msg);
 	sw_store_publish(s, 8, &err);
 	while (rc == 1)
 		rc = sw_rollout_step(r, &io, &err);
@@ -472,6 +477,12 @@ static void test_score_(const sw_model *m, const sw_tokenizer *tok)
 
 int main(void)
 {
+	sw_error e0 = { 0 };
+	if (!(be_ = sw_backend_get(getenv("SW_TEST_DEVICE"), &e0))) {
+		fprintf(stderr, "test_rollout: %s\n", e0.msg);
+		return 1;
+	}
+	printf("# on the %s backend\n", sw_backend_name(be_));
 	sw_engine_threads(2);
 	sw_model *m = model_();
 	sw_tokenizer *tok = sw_tokenizer_byte();

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "sw/sw.h"
 #include "tap.h"
@@ -243,6 +245,35 @@ static void test_pipeline_(void)
 	is_int(sw_run_program(tru, why, sizeof why), 0, "one that succeeds");
 }
 
+/* The stages' environment (the device among it), and sw-pool run on the run's pool. */
+static void test_stage_env_(void)
+{
+	sw_error err = { 0 };
+	char bin[300], fake[350], args[350], got[600], path[1400], why[160];
+	snprintf(bin, sizeof bin, "%s/bin", dir_);
+	snprintf(fake, sizeof fake, "%s/sw-pool", bin);
+	snprintf(args, sizeof args, "%s/args", dir_);
+	snprintf(got, sizeof got, "#!/bin/sh\necho \"$*\" >'%s'\n", args);
+	if (mkdir(bin, 0755))
+		abort();
+	tmp_put(fake, got, strlen(got));
+	chmod(fake, 0755);
+	snprintf(path, sizeof path, "%s:%s", bin, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	setenv("PATH", path, 1);
+	is_int(sw_run_pool(dir_, "add", "p.jsonl", why, sizeof why), 0, "sw-pool runs");
+	char want[600];
+	snprintf(want, sizeof want, "add %s/pool p.jsonl\n", dir_);
+	ok(!strcmp(tmp_get(args, got, sizeof got, NULL), want), "on the run's pool: %s", got);
+	unlink(fake);
+
+	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard" };
+	unsetenv("SW_DEVICE");
+	ok(!sw_stage_env_set(&e, &err) && getenv("SW_DEVICE") && !strcmp(getenv("SW_DEVICE"), "guard"),
+	   "the stages' SW_DEVICE (%s)", err.msg);
+	e.device = NULL;
+	ok(!sw_stage_env_set(&e, &err) && !strcmp(getenv("SW_DEVICE"), "guard"), "none given: as inherited");
+}
+
 int main(void)
 {
 	if (tmp_open("tally"))
@@ -252,6 +283,7 @@ int main(void)
 	test_metrics_();
 	test_tally_file_();
 	test_pipeline_();
+	test_stage_env_();
 	for (int i = 0; i < 4; i++)
 		sw_rec_free(samples_[i]);
 	tmp_close();

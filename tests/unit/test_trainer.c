@@ -4,7 +4,10 @@
  * directory, trains a store in place or is handed the arenas; its state
  * round-trips through the directory and the optimiser store; a bad sample is
  * an error naming it; a step that fails before its first update leaves the
- * store as it was.
+ * store as it was.  Every trainer computes on the backend SW_TEST_DEVICE
+ * names ("cpu" when unset): on guard, a trainer that touched its tensors
+ * (weights, gradients, moments, the state files' reads and writes) itself
+ * would fault.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -16,6 +19,7 @@
 #include "tap.h"
 
 static char dir_[256];
+static const sw_backend *be_;
 
 static char *at_(const char *name)
 {
@@ -76,6 +80,7 @@ static sw_trainer_config config_(sw_rl_algo algo)
 	c.minibatches = 2;
 	c.micro_tokens = 24; /* several micro batches */
 	c.seed = 5;
+	c.backend = be_;
 	return c;
 }
 
@@ -125,6 +130,7 @@ static void test_three_ways_(sw_rl_algo algo, const char *name)
 	sw_error err = { 0 };
 	sw_trainer_stats st;
 	sw_trainer_config c = config_(algo);
+	sw_model_config c0 = cfg_();
 	char spec[64], opt[80], out1[64], out2[64];
 	snprintf(spec, sizeof spec, "shm:swtest-trainer-%ld-%s", (long)getpid(), name);
 	snprintf(opt, sizeof opt, "%s.opt", spec);
@@ -160,10 +166,13 @@ static void test_three_ways_(sw_rl_algo algo, const char *name)
 		ok(t && !sw_trainer_open_store(t, spec, opt, &err), "%s: the store opened for step %d (%s)", name, k + 1,
 		   err.msg);
 		/* in place: the trainer's weights are the store's memory, not a copy of it */
-		float *a = sw_store_arena(w), x = a[7];
+		/* (read through the backend: on guard the trainer's mapping of the store is device memory) */
+		float *a = sw_store_arena(w), x = a[7], *h = malloc(sw_model_config_nparams(&c0) * sizeof *h);
 		a[7] = x + 1;
-		ok(t && sw_trainer_model(t)->arena[7] == x + 1, "%s: the trainer computes on the store's arena", name);
+		ok(t && h && !sw_model_read(sw_trainer_model(t), h, &err) && h[7] == x + 1,
+		   "%s: the trainer computes on the store's arena", name);
 		a[7] = x;
+		free(h);
 		ok(t && !feed_step_(t, &st, &err), "%s: step %d in place on the store (%s)", name, k + 1, err.msg);
 		sw_trainer_free(t);
 		sw_model *d = load_(at_(k ? out2 : out1));
@@ -176,18 +185,22 @@ static void test_three_ways_(sw_rl_algo algo, const char *name)
 	}
 
 	/* the caller's arenas, state handed over */
-	sw_model *m = load_(at_("m0"));
-	float *mm = calloc(m ? m->nparams : 1, sizeof(float)), *vv = calloc(m ? m->nparams : 1, sizeof(float));
+	sw_model *m = sw_model_load_on(be_, at_("m0"), &err);
+	sw_model *mm = sw_model_new_on(be_, &c0, &err), *vv = sw_model_new_on(be_, &c0, &err);
+	float *h = malloc(sw_model_config_nparams(&c0) * sizeof *h);
 	t = sw_trainer_new(&c, &err);
-	ok(t && m && !sw_trainer_attach(t, m, mm, vv, 0, 0, NULL, &err) && !feed_step_(t, &st, &err),
+	ok(t && m && mm && vv && !sw_trainer_attach(t, m, mm->arena, vv->arena, 0, 0, NULL, &err) &&
+	   !feed_step_(t, &st, &err),
 	   "%s: a step on the caller's arenas (%s)", name, err.msg);
 	sw_trainer_free(t);
 	sw_model *d = load_(at_(out1));
-	ok(m && d && same_floats_(d->arena, m->arena, d->nparams), "%s: the caller's arenas get the same weights", name);
+	ok(m && d && h && !sw_model_read(m, h, &err) && same_floats_(d->arena, h, d->nparams),
+	   "%s: the caller's arenas get the same weights", name);
 	sw_model_free(d);
 	sw_model_free(m);
-	free(mm);
-	free(vv);
+	sw_model_free(mm);
+	sw_model_free(vv);
+	free(h);
 
 	/* a step that fails before its first update leaves the store as it was */
 	char before[65], after[65];
@@ -252,6 +265,12 @@ int main(void)
 	snprintf(dir_, sizeof dir_, "%s/sw-test-trainer-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir_))
 		return 1;
+	sw_error e0 = { 0 };
+	if (!(be_ = sw_backend_get(getenv("SW_TEST_DEVICE"), &e0))) {
+		fprintf(stderr, "test_trainer: %s\n", e0.msg);
+		return 1;
+	}
+	printf("# on the %s backend\n", sw_backend_name(be_));
 	sw_engine_threads(1);
 	sw_error err = { 0 };
 	sw_model_config cfg = cfg_();
