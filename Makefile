@@ -111,7 +111,7 @@ $(B)/plugin/%.so: examples/plugin/%.c libsw/sw/verifier.h
 	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -Ilibsw -o $@ $<
 
 # --- tests --------------------------------------------------------------------
-$(B)/tests/%: tests/unit/%.c tests/unit/tap.h $(B)/lib/libsw.a
+$(B)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -Ilibsw -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 $(B)/bin/sw-datagen: tests/datagen.c $(B)/lib/libsw.a

@@ -20,26 +20,14 @@
 #include "sw/engine.h"
 #include "sw/model.h"
 #include "tap.h"
+#include "tiny_model.h"
 
 static sw_model_config cfg_(const char *type, bool bias, bool qk, bool tied)
 {
-	sw_model_config c;
-	memset(&c, 0, sizeof c);
-	snprintf(c.model_type, sizeof c.model_type, "%s", type);
-	c.vocab_size = 41;
-	c.hidden_size = 32;
-	c.intermediate_size = 48;
-	c.num_hidden_layers = 2;
-	c.num_attention_heads = 4;
-	c.num_key_value_heads = 2;
-	c.head_dim = 8;
-	c.max_position_embeddings = 128;
-	c.rms_norm_eps = 1e-6f;
-	c.rope_theta = 10000;
+	sw_model_config c = tiny_config(type, 41, 32, 48, 8, 128);
 	c.tie_word_embeddings = tied;
 	c.attention_bias = bias;
 	c.qk_norm = qk;
-	c.bos_token_id = -1;
 	return c;
 }
 

@@ -17,6 +17,7 @@
 #include "sw/engine.h"
 #include "sw/model.h"
 #include "tap.h"
+#include "tiny_model.h"
 
 /* The fixtures, under $SW_TOP (the source tree; "." when unset). */
 static char fix_[256];
@@ -63,23 +64,10 @@ static double urand_(void)
 
 static sw_model_config small_cfg_(const char *type, bool bias, bool qk, bool tied)
 {
-	sw_model_config c;
-	memset(&c, 0, sizeof c);
-	snprintf(c.model_type, sizeof c.model_type, "%s", type);
-	c.vocab_size = 37;
-	c.hidden_size = 24;
-	c.intermediate_size = 40;
-	c.num_hidden_layers = 2;
-	c.num_attention_heads = 4;
-	c.num_key_value_heads = 2;
-	c.head_dim = 6;
-	c.max_position_embeddings = 64;
-	c.rms_norm_eps = 1e-6f;
-	c.rope_theta = 10000;
+	sw_model_config c = tiny_config(type, 37, 24, 40, 6, 64);
 	c.tie_word_embeddings = tied;
 	c.attention_bias = bias;
 	c.qk_norm = qk;
-	c.bos_token_id = -1;
 	return c;
 }
 

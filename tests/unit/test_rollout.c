@@ -15,6 +15,7 @@
 #include <string.h>
 #include "sw/sw.h"
 #include "tap.h"
+#include "tiny_model.h"
 
 /* ---- a tiny model --------------------------------------------------------------- */
 
@@ -24,20 +25,8 @@ static const sw_backend *be_;
 
 static sw_model *model_(void)
 {
-	sw_model_config c;
-	memset(&c, 0, sizeof c);
-	snprintf(c.model_type, sizeof c.model_type, "llama");
-	c.vocab_size = 300; /* the byte tokenizer's 261 and ids without text */
-	c.hidden_size = 32;
-	c.intermediate_size = 48;
-	c.num_hidden_layers = 2;
-	c.num_attention_heads = 4;
-	c.num_key_value_heads = 2;
-	c.head_dim = 8;
-	c.max_position_embeddings = 96;
-	c.rms_norm_eps = 1e-6f;
-	c.rope_theta = 10000;
-	c.bos_token_id = -1;
+	/* vocabulary: the byte tokenizer's 261 and ids without text */
+	sw_model_config c = tiny_config("llama", 300, 32, 48, 8, 96);
 	c.n_eos = 1;
 	c.eos_token_ids[0] = 2;
 	sw_error err = { 0 };

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "sw/sw.h"
 #include "tap.h"
+#include "tiny_model.h"
 
 static char dir_[256];
 static const sw_backend *be_;
@@ -32,21 +33,7 @@ static char *at_(const char *name)
 
 static sw_model_config cfg_(void)
 {
-	sw_model_config c;
-	memset(&c, 0, sizeof c);
-	snprintf(c.model_type, sizeof c.model_type, "llama");
-	c.vocab_size = 37;
-	c.hidden_size = 24;
-	c.intermediate_size = 40;
-	c.num_hidden_layers = 2;
-	c.num_attention_heads = 4;
-	c.num_key_value_heads = 2;
-	c.head_dim = 6;
-	c.max_position_embeddings = 64;
-	c.rms_norm_eps = 1e-6f;
-	c.rope_theta = 10000;
-	c.bos_token_id = -1;
-	return c;
+	return tiny_config("llama", 37, 24, 40, 6, 64);
 }
 
 /* Sample i of a set: 4 groups of 4, response lengths 2..7, reward 1 for one of each group. */
