@@ -135,7 +135,8 @@ resume_matches_reference() {
 		[ -s "$r/$f" ] || { echo "missing $f"; false; }
 	done
 	for i in 1 2 3; do
-		[ -s "$r/samples/iter-000$i.msgpack.zst" ] && [ -s "$r/samples/iter-000$i.train.msgpack.zst" ]
+		[ -s "$r/samples/iter-000$i.msgpack.zst" ]
+		[ -s "$r/samples/iter-000$i.train.msgpack.zst" ]
 	done
 	for i in 0 1 2 3; do
 		for f in config.json model.safetensors tokenizer.json state.json pool; do
@@ -143,7 +144,8 @@ resume_matches_reference() {
 		done
 	done
 	# the optimiser state exists from the first step on
-	[ ! -e "$r/ckpt/iter-0000/optimizer.bin" ] && [ -s "$r/ckpt/iter-0001/optimizer.bin" ]
+	[ ! -e "$r/ckpt/iter-0000/optimizer.bin" ]
+	[ -s "$r/ckpt/iter-0001/optimizer.bin" ]
 	[ "$(cat "$r/state")" = "ckpt/iter-0003" ]
 	[ ! -e "$r/HALT" ]
 	# figures of every stage: the trainer's kl, entropy and loss, balance's imbalance, verify's scores
@@ -179,7 +181,9 @@ resume_matches_reference() {
 	d1=$(digest "$r/ckpt/iter-0001/model.safetensors")
 	d2=$(digest "$r/ckpt/iter-0002/model.safetensors")
 	d3=$(digest "$r/ckpt/iter-0003/model.safetensors")
-	[ "$d0" != "$d1" ] && [ "$d1" != "$d2" ] && [ "$d2" != "$d3" ]
+	[ "$d0" != "$d1" ]
+	[ "$d1" != "$d2" ]
+	[ "$d2" != "$d3" ]
 	[ "$d0" = "$(digest "$FIX/m/model.safetensors")" ]
 	# a checkpoint is a model the programs load
 	run -0 sw-rollout -m "$r/ckpt/iter-0003" --temperature 0 --max-new-tokens 4 -f json "$FIX/eval.jsonl"
@@ -209,7 +213,7 @@ resume_matches_reference() {
 	sw-rollout -m "$FIX/m" -n 4 --seed 9 --max-new-tokens 8 "$p" >b.mp
 	cmp a.mp b.mp
 	sw-rollout -m "$FIX/m" -n 4 --seed 10 --max-new-tokens 8 "$p" >c.mp
-	! cmp -s a.mp c.mp
+	run ! cmp -s a.mp c.mp
 	for f in a b; do sw-verify -r math -r regex:[0-9] a.mp >v$f.mp; done
 	cmp va.mp vb.mp
 	for f in a b; do sw-balance -q -n 2 va.mp >bal$f.mp; done
@@ -226,7 +230,8 @@ resume_matches_reference() {
 	# and another seed, other weights
 	run -0 sw-run -q -c "$FIX/exp" -o other --seed 6 --iters 1
 	[ "$(digest other/ckpt/iter-0001/model.safetensors)" != "$(digest "$r/ckpt/iter-0001/model.safetensors")" ]
-	[ "$(left again)" = 0 ] && [ "$(left other)" = 0 ]
+	[ "$(left again)" = 0 ]
+	[ "$(left other)" = 0 ]
 }
 
 # A hook that kills sw-run ($PPID of a stage's shell) once, in iteration $1.

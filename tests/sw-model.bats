@@ -46,7 +46,8 @@ bad() {
 	[ "$output" = '{"bos_token_id":256,"do_sample":false,"eos_token_id":[257,260],"pad_token_id":258}' ]
 	# 854,400 parameters in f32 after an 8-byte length and the header
 	size=$(stat -c %s m/model.safetensors)
-	[ "$size" -gt $((854400 * 4)) ] && [ "$size" -lt $((854400 * 4 + 8192)) ]
+	[ "$size" -gt $((854400 * 4)) ]
+	[ "$size" -lt $((854400 * 4 + 8192)) ]
 	ls m | grep -v tmp
 	[ "$(ls m | grep -c tmp)" -eq 0 ]
 }
@@ -56,7 +57,7 @@ bad() {
 	sw-model init --seed 7 b
 	sw-model init --seed 8 c
 	cmp a/model.safetensors b/model.safetensors
-	! cmp -s a/model.safetensors c/model.safetensors
+	run ! cmp -s a/model.safetensors c/model.safetensors
 	cmp a/config.json c/config.json
 	# the threads split the work, never the numbers
 	OMP_NUM_THREADS=1 sw-model init --seed 7 one
@@ -74,7 +75,8 @@ bad() {
 	run -0 sw-model info --json s
 	[ "$(jq .parameters <<<"$output")" = 13181568 ]
 	size=$(stat -c %s s/model.safetensors)
-	[ "$size" -gt $((13181568 * 2)) ] && [ "$size" -lt $((13181568 * 2 + 8192)) ]
+	[ "$size" -gt $((13181568 * 2)) ]
+	[ "$size" -lt $((13181568 * 2 + 8192)) ]
 	# -q silences even -v's line
 	run -0 --separate-stderr sw-model init -q -s tiny t
 	[ "$stderr" = "" ]
@@ -147,7 +149,10 @@ bad() {
 		case $m in
 		tiny-llama*) [ "$p" = 112448 ] ;;
 		tiny-qwen2*) [ "$p" = 93504 ] ;;
-		tiny-qwen3) [ "$p" = 112512 ] && [ "$(jq .qk_norm <<<"$output")" = true ] ;;
+		tiny-qwen3)
+			[ "$p" = 112512 ]
+			[ "$(jq .qk_norm <<<"$output")" = true ]
+			;;
 		esac
 	done
 }

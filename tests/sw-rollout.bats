@@ -78,7 +78,7 @@ prompts() {
 	cmp l1.txt l64.txt
 	# another seed, other samples; both finish kinds occur on this data
 	r '[.id, .response_tokens, .response, .finish]' -m "$M" -n 3 --seed 10 --max-new-tokens 60 in.jsonl | sort >s10.txt
-	! cmp -s b1.txt s10.txt
+	run ! cmp -s b1.txt s10.txt
 	grep -q '"stop"\]$' b1.txt
 	grep -q '"length"\]$' b1.txt
 }
@@ -300,7 +300,7 @@ store_of_m() {
 	# aborted responses were made by version 7, and are a prefix of what the files give
 	grep -q '"abort",7' store.txt
 	grep -q '"length",8' store.txt
-	! grep -q '"abort",8' store.txt
+	run ! grep -q '"abort",8' store.txt
 	run -0 jq -s -c --slurpfile f files.txt '[., $f] | transpose | map(.[0] as $s | .[1] as $g |
 		if $s[1] == "abort" then ($g[3][:($s[3] | length)] == $s[3]) else ($s[1] == $g[1] and $s[3] == $g[3]) end) | all' store.txt
 	[ "$output" = true ]

@@ -160,7 +160,7 @@ left() {
 	[ "$(left run2)" -ge 1 ]
 	stage=$(cat run2/train.pid)
 	for i in $(seq 50); do kill -0 "$stage" 2>/dev/null || break; sleep 0.1; done
-	! kill -0 "$stage" 2>/dev/null
+	run ! kill -0 "$stage"
 	run -0 --separate-stderr sw-run -c exp -o run3 --iters 1
 	[[ $stderr == *"removed "*" weight store"*" a killed run left behind"* ]]
 	[ "$(left run2)" = 0 ]

@@ -172,7 +172,7 @@ near() {
 	mkdir fresh
 	cp s1/config.json s1/model.safetensors s1/generation_config.json fresh/
 	sw-train -a sft --lr 1e-3 --epochs 3 --minibatches 2 -m fresh -o c sft.jsonl >/dev/null
-	! cmp -s a/model.safetensors c/model.safetensors
+	run ! cmp -s a/model.safetensors c/model.safetensors
 	# the files beside the weights travel along
 	cmp "$TINY/generation_config.json" a/generation_config.json
 }
@@ -282,7 +282,8 @@ mkstore() {
 	sft_set >sft.jsonl
 	run -2 --separate-stderr sw-train --device x -m "$TINY" -o out sft.jsonl
 	[ "${stderr_lines[0]}" = "sw-train: unknown device 'x' (known: cpu, guard)" ]
-	[[ ${stderr_lines[1]} == "usage: sw-train "* ]] && [ "${#stderr_lines[@]}" = 2 ]
+	[[ ${stderr_lines[1]} == "usage: sw-train "* ]]
+	[ "${#stderr_lines[@]}" = 2 ]
 	run -1 --separate-stderr env SW_DEVICE=x sw-train -m "$TINY" -o out sft.jsonl
 	[ "$stderr" = "sw-train: SW_DEVICE: unknown device 'x' (known: cpu, guard)" ]
 	[ ! -e out ]
