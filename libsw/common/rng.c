@@ -22,12 +22,16 @@ uint64_t sw_rng_next(sw_rng *r)
 	return out;
 }
 
+uint64_t sw_splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 void sw_rng_seed(sw_rng *r, uint64_t seed)
 {
-	for (int i = 0; i < 4; i++) { /* splitmix64 */
-		uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		r->s[i] = z ^ (z >> 31);
-	}
+	for (int i = 0; i < 4; i++)
+		r->s[i] = sw_splitmix64(&seed);
 }

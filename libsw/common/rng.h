@@ -14,6 +14,9 @@ typedef struct sw_rng {
 	uint64_t s[4];
 } sw_rng;
 
+/* splitmix64 (Steele, Lea and Flood): the next value of the sequence *s walks; also
+ * the stream random init fills a model's tensors from (model.c). */
+uint64_t sw_splitmix64(uint64_t *s);
 /* The four words from splitmix64 of seed. */
 void sw_rng_seed(sw_rng *r, uint64_t seed);
 uint64_t sw_rng_next(sw_rng *r);

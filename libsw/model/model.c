@@ -17,6 +17,7 @@
 #include "yyjson/yyjson.h"
 #include "common/internal.h"
 #include "model/model_io.h"
+#include "common/rng.h"
 
 /* Sizes beyond any released Llama-family model, small enough that no count overflows. */
 #define MAX_VOCAB (1 << 24)
@@ -751,14 +752,6 @@ const sw_tensor *sw_model_tensor(const sw_model *m, const char *name)
 
 /* ---- random initialisation ---- */
 
-static uint64_t splitmix_(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static bool ends_with_(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
@@ -783,12 +776,12 @@ static void fill_(const sw_tensor *t, size_t i, float *data, uint64_t seed, floa
 	#pragma omp parallel for schedule(static)
 	for (size_t ch = 0; ch < nchunks; ch++) {
 		uint64_t s = seed ^ (0x51afd7ed558ccd1dull * (i + 1));
-		s = splitmix_(&s) ^ (0xd6e8feb86659fd93ull * (ch + 1));
+		s = sw_splitmix64(&s) ^ (0xd6e8feb86659fd93ull * (ch + 1));
 		size_t lo = ch * CHUNK_, hi = lo + CHUNK_ < t->numel ? lo + CHUNK_ : t->numel;
 		for (size_t j = lo; j < hi; j += 2) {
 			/* Box-Muller: u1 in (0, 1] so that the log is finite */
-			double u1 = ((double)(splitmix_(&s) >> 11) + 1.0) * 0x1p-53;
-			double u2 = (double)(splitmix_(&s) >> 11) * 0x1p-53;
+			double u1 = ((double)(sw_splitmix64(&s) >> 11) + 1.0) * 0x1p-53;
+			double u2 = (double)(sw_splitmix64(&s) >> 11) * 0x1p-53;
 			double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
 			data[j] = (float)(r * cos(a)) * std;
 			if (j + 1 < hi)
