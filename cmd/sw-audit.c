@@ -29,7 +29,7 @@ static const cli_prog prog = {
 	"sw-audit", "command [arg ...]", "file",
 	"Verify (verify RUNDIR), list (show RUNDIR) or extend (log RUNDIR EVENT [KEY=VALUE ...]) a run's audit\n"
 	"log, or print digests (digest PATH ...).",
-	opts
+	opts, "verify|show|log|digest"
 };
 
 /* "RUNDIR/audit.log" for a directory, else the path itself: what messages name. */
