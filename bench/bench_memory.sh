@@ -26,9 +26,12 @@ d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-memory.XXXXXX")
 trap 'rm -rf "$d"' EXIT
 export OMP_WAIT_POLICY=PASSIVE
 
-# peak RSS in MB of a command
+# peak RSS in MB of a command (its wall and CPU seconds left in $d/secs)
 peak() {
 	/usr/bin/time -v "$@" 2>"$d/time" >/dev/null || { cat "$d/time" >&2; exit 1; }
+	awk '/Elapsed/ { n = split($NF, p, ":"); w = 0; for (i = 1; i <= n; i++) w = w * 60 + p[i] }
+		/User time/ { c += $NF } /System time/ { c += $NF }
+		END { printf "%.1f %.1f\n", w, c }' "$d/time" >"$d/secs"
 	awk '/Maximum resident/ { printf "%.1f\n", $NF / 1024 }' "$d/time"
 }
 # a config.json: the base size's, with these fields changed
@@ -93,15 +96,15 @@ if echo "$PARTS" | grep -q train; then
 	tok=$(jq -s 'map(.prompt_tokens + .response_tokens | length) | add' "$d/samples.jsonl")
 	echo "Train: SmolLM2-135M shape, $np parameters, 64 samples ($tok tokens), GRPO with a reference, -j $TH."
 	echo
-	echo "| build | peak RSS | 16 B/param + 25% | ratio | (16 + 4 B/param) + 25% | ratio |"
-	echo "|---|---|---|---|---|---|"
+	echo "| build | peak RSS | 16 B/param + 25% | ratio | (16 + 4 B/param) + 25% | ratio | wall (CPU) s |"
+	echo "|---|---|---|---|---|---|---|"
 	for b in $bins; do
 		name=${b%%:*} dir=${b#*:}
 		rm -rf "$d/out"
 		rss=$(peak "$dir/sw-train" -q -j "$TH" -m "$d/policy" -o "$d/out" --ref "$d/ref" --kl-coef 0.04 \
 			"$d/samples.jsonl")
-		awk -v nm="$name" -v r="$rss" -v p="$np" 'BEGIN {
-			a = p * 16 * 1.25 / 1048576; b = p * 20 * 1.25 / 1048576
-			printf "| %s | %.0f MiB | %.0f MiB | %.2f | %.0f MiB | %.2f |\n", nm, r, a, r / a, b, r / b }'
+		awk -v nm="$name" -v r="$rss" -v p="$np" -v s="$(cat "$d/secs")" 'BEGIN {
+			a = p * 16 * 1.25 / 1048576; b = p * 20 * 1.25 / 1048576; split(s, t, " ")
+			printf "| %s | %.0f MiB | %.0f MiB | %.2f | %.0f MiB | %.2f | %.1f (%.1f) |\n", nm, r, a, r / a, b, r / b, t[1], t[2] }'
 	done
 fi
