@@ -430,6 +430,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 	size_t n = (size_t)ntok;
 	float *p = d->buf;
 #define TAKE_(k) (p += (k), p - (k))
+	/* q, k, v back to back, and gate, up: one row's products may be one */
 	float *x = TAKE_(n * D), *xn = TAKE_(n * D), *q = TAKE_(n * QD), *k = TAKE_(n * KD);
 	float *v = TAKE_(n * KD), *att = TAKE_(n * QD), *gate = TAKE_(n * I), *up = TAKE_(n * I);
 	float *h = TAKE_(n * I), *rstd = TAKE_(n), *qr = TAKE_(n * H), *kr = TAKE_(n * KVH);
@@ -445,9 +446,20 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		const sw_layer *L = &m->layers[l];
 		o->rmsnorm_fwd(xn, rstd, x, L->attn_norm, ntok, D, eps);
 		float *qq = c->qk_norm ? qpre : q, *kk = c->qk_norm ? kpre : k;
-		o->linear_rows(qq, xn, L->wq, ntok, QD, D, 0);
-		o->linear_rows(kk, xn, L->wk, ntok, KD, D, 0);
-		o->linear_rows(v, xn, L->wv, ntok, KD, D, 0);
+		/* One row (a sequence decoding alone) is bound by reading the
+		 * weights, and each product is a parallel region whose barrier
+		 * costs most where the cores are shared: where the arena has
+		 * q, k, v (and gate, up) back to back, as the buffers hold their
+		 * outputs at one row, they are one product (each element the
+		 * same arithmetic: the same bits). */
+		if (ntok == 1 && !c->qk_norm && L->wk == L->wq + (size_t)QD * D &&
+		    L->wv == L->wk + (size_t)KD * D) {
+			o->linear_rows(q, xn, L->wq, 1, QD + 2 * KD, D, 0);
+		} else {
+			o->linear_rows(qq, xn, L->wq, ntok, QD, D, 0);
+			o->linear_rows(kk, xn, L->wk, ntok, KD, D, 0);
+			o->linear_rows(v, xn, L->wv, ntok, KD, D, 0);
+		}
 		if (c->attention_bias) {
 			o->bias_fwd(qq, L->bq, ntok, QD);
 			o->bias_fwd(kk, L->bk, ntok, KD);
@@ -465,8 +477,12 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);
 		o->linear_rows(x, att, L->wo, ntok, D, QD, 1);
 		o->rmsnorm_fwd(xn, rstd, x, L->mlp_norm, ntok, D, eps);
-		o->linear_rows(gate, xn, L->w_gate, ntok, I, D, 0);
-		o->linear_rows(up, xn, L->w_up, ntok, I, D, 0);
+		if (ntok == 1 && L->w_up == L->w_gate + (size_t)I * D) {
+			o->linear_rows(gate, xn, L->w_gate, 1, 2 * I, D, 0);
+		} else {
+			o->linear_rows(gate, xn, L->w_gate, ntok, I, D, 0);
+			o->linear_rows(up, xn, L->w_up, ntok, I, D, 0);
+		}
 		o->swiglu_fwd(h, gate, up, n * I);
 		o->linear_rows(x, h, L->w_down, ntok, D, I, 1);
 	}

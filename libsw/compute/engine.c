@@ -12,7 +12,12 @@
  *   h = silu(xn2 Wg^T) * (xn2 Wu^T); res_{l+1} = mid + h Wd^T
  * then logits = rmsnorm(res_L) Wlm^T and per-token log-probs and entropy.
  * For backward the activations of every layer are kept in one block sized
- * from the batch's token count; scoring keeps one layer's worth.
+ * from the batch's token count; scoring keeps one layer's worth.  Under an
+ * activation budget (sw_engine_act_budget) a training forward keeps all of
+ * the first layers' activations that fit and only the input (res) of the
+ * rest; the backward runs each of those layers' forward again from its
+ * input before differentiating it (the same ops on the same inputs: the
+ * same bits), trading a forward of those layers for their memory.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -45,12 +50,20 @@ struct sw_engine {
 	size_t scratch_floats;     /* the attention scratch carved (it depends on the threads) */
 	bool have_fwd, for_backward;
 	acts_ *acts;               /* [nslots] (host: the pointers) */
+	/* Layers 0 .. nfull-1 keep their activations in acts[l]; the others
+	 * share acts[nfull], their inputs kept in ckres [nl - nfull][T, D]. */
+	int nfull;
+	float *ckres;
+	size_t act_budget;         /* in floats; SIZE_MAX: every layer kept */
 	float *resL, *xf, *rstdf;  /* final norm input [T,D] and output */
 	float *logits, *lse, *ent; /* [lrows,V], [T], [T] */
 	float *lp;                 /* [T] the log-probs, until downloaded */
 	/* Rows of logits held at once in a training forward: a batch with more
 	 * keeps none (the backward computes them again, chunk by chunk). */
 	size_t logits_budget;      /* in floats */
+	bool keep_logits;          /* a forward without backward keeps all its logits */
+	int32_t *h_argmax;         /* [T] a training forward's greedy token of each row (host) */
+	size_t argmax_n;
 	int lrows;                 /* rows the last forward held (T: all of them) */
 	float *attn_scratch;
 	/* The batch's indices: built on the host (h_*), uploaded into idx. */
@@ -120,6 +133,8 @@ sw_engine *sw_engine_new(const sw_model *m, sw_error *err)
 	e->m = m;
 	e->be = m->backend;
 	e->logits_budget = (size_t)1 << 28; /* 1 GiB */
+	e->act_budget = SIZE_MAX;
+	e->keep_logits = true;
 	if (!(e->inv_freq = sw_rope_upload(e->be, &m->cfg, err))) {
 		free(e);
 		return NULL;
@@ -138,6 +153,7 @@ void sw_engine_free(sw_engine *e)
 	free(e->acts);
 	free(e->h_idx);
 	free(e->h_logits);
+	free(e->h_argmax);
 	free(e);
 }
 
@@ -145,6 +161,53 @@ void sw_engine_logits_budget(sw_engine *e, size_t floats)
 {
 	if (e)
 		e->logits_budget = floats;
+}
+
+void sw_engine_keep_logits(sw_engine *e, bool all)
+{
+	if (e)
+		e->keep_logits = all;
+}
+
+const int32_t *sw_engine_argmax(const sw_engine *e)
+{
+	return e && e->have_fwd && e->for_backward ? e->h_argmax : NULL;
+}
+
+/*
+ * The greedy token of rows r0 .. r0+nr-1 from their logits (the first of
+ * equals, as greedy decoding takes it): the logits of a large batch are
+ * gone after the forward, so what the caller wants of them is taken here.
+ */
+static int argmax_(sw_engine *e, int r0, int nr, sw_error *err)
+{
+	int V = e->m->cfg.vocab_size;
+	const float *z = e->be->host_view(e->logits);
+	if (!z) {
+		size_t bytes = (size_t)nr * V * sizeof(float);
+		free(e->h_logits);
+		if (!(e->h_logits = malloc(bytes)))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		int rc = e->be->download(e->h_logits, e->logits, bytes, err);
+		if (rc)
+			return rc;
+		z = e->h_logits;
+	}
+	for (int j = 0; j < nr; j++) {
+		const float *row = z + (size_t)j * V;
+		int best = 0;
+		for (int k = 1; k < V; k++)
+			if (row[k] > row[best])
+				best = k;
+		e->h_argmax[r0 + j] = best;
+	}
+	return SW_OK;
+}
+
+void sw_engine_act_budget(sw_engine *e, size_t floats)
+{
+	if (e)
+		e->act_budget = floats;
 }
 
 const float *sw_engine_logits(const sw_engine *e)
@@ -228,16 +291,45 @@ static int take_batch_(sw_engine *e, const sw_batch *b, sw_error *err)
 	return e->be->upload(e->idx, e->h_idx, sizeof *e->idx * n, err);
 }
 
-/* Carve (and grow when needed) the activation block for T tokens and nslots layers. */
-static int carve_(sw_engine *e, int nslots, sw_error *err)
+/* Floats of one layer's saved activations for T tokens. */
+static size_t layer_floats_(const sw_model_config *c, size_t T)
+{
+	size_t D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
+	size_t KVH = c->num_key_value_heads, QD = H * c->head_dim, KD = KVH * c->head_dim;
+	size_t qk = c->qk_norm ? 1 : 0;
+	return T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
+}
+
+/*
+ * Layers whose activations a training forward keeps whole, under the
+ * budget: k whole layers, the inputs of the nl - k others and one shared
+ * layer's worth to run those again in.
+ */
+static int layers_kept_(const sw_engine *e)
+{
+	const sw_model_config *c = &e->m->cfg;
+	size_t per = layer_floats_(c, (size_t)e->T), in = (size_t)e->T * c->hidden_size;
+	int nl = c->num_hidden_layers;
+	if (e->act_budget == SIZE_MAX || per * nl <= e->act_budget)
+		return nl;
+	int k = nl - 1;
+	while (k > 0 && k * per + (nl - k) * in + per > e->act_budget)
+		k--;
+	return k;
+}
+
+/* Carve (and grow when needed) the activation block for T tokens, nslots
+ * layers of activations and nck layers' inputs. */
+static int carve_(sw_engine *e, int nslots, int nck, sw_error *err)
 {
 	const sw_model_config *c = &e->m->cfg;
 	size_t T = (size_t)e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
 	size_t H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
 	size_t QD = H * hd, KD = KVH * hd, qk = c->qk_norm ? 1 : 0;
-	size_t per = T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
+	size_t per = layer_floats_(c, T);
 	size_t scratch = e->be->attn_scratch(e->maxlen);
-	size_t need = per * nslots + T * (2 * D + 4) + (size_t)e->lrows * V + scratch + 64;
+	size_t need = per * nslots + T * D * (size_t)nck + T * (2 * D + 4) + (size_t)e->lrows * V +
+	              scratch + 64;
 	if (need > e->block_floats) {
 		e->be->free(e->block);
 		e->block = NULL, e->block_floats = 0;
@@ -267,6 +359,7 @@ static int carve_(sw_engine *e, int nslots, sw_error *err)
 			a->qpre = TAKE_(T * QD), a->kpre = TAKE_(T * KD), a->qrstd = TAKE_(T * H),
 			a->krstd = TAKE_(T * KVH);
 	}
+	e->ckres = nck ? TAKE_(T * D * (size_t)nck) : NULL;
 	e->resL = TAKE_(T * D), e->xf = TAKE_(T * D), e->rstdf = TAKE_(T);
 	e->logits = TAKE_((size_t)e->lrows * V), e->lse = TAKE_(T), e->ent = TAKE_(T);
 	e->lp = TAKE_(T);
@@ -301,6 +394,56 @@ static void qkv_(const sw_engine *e, const sw_layer *L, acts_ *a, const float *x
 	o->rope(a->k, pos, T, KVH, hd, e->inv_freq, 0);
 }
 
+/* Where layer l's input is kept (fb: a training forward's layout). */
+static float *input_(const sw_engine *e, int l, bool fb)
+{
+	if (!fb)
+		return e->acts[0].res;
+	if (l == e->m->cfg.num_hidden_layers)
+		return e->resL;
+	if (l < e->nfull)
+		return e->acts[l].res;
+	return e->ckres + (size_t)(l - e->nfull) * e->T * e->m->cfg.hidden_size;
+}
+
+/* The activations of layer l, their res pointed at its input. */
+static acts_ *slot_(sw_engine *e, int l, bool fb)
+{
+	acts_ *a = &e->acts[fb ? (l < e->nfull ? l : e->nfull) : 0];
+	a->res = input_(e, l, fb);
+	return a;
+}
+
+/* Layer l forward from a->res; out = its output (NULL: stop where the
+ * backward's needs end, before the down projection's output). */
+static int layer_fwd_(sw_engine *e, int l, acts_ *a, float *out, sw_error *err)
+{
+	const sw_backend *o = e->be;
+	const sw_model_config *c = &e->m->cfg;
+	const sw_layer *L = &e->m->layers[l];
+	int T = e->T, D = c->hidden_size, I = c->intermediate_size;
+	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim, QD = H * hd;
+	float eps = c->rms_norm_eps;
+	size_t TD = (size_t)T * D;
+	int rc;
+	o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, eps);
+	qkv_(e, L, a, a->xn1, T, e->pos);
+	o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd, e->attn_scratch);
+	if ((rc = o->copy(a->mid, a->res, TD * sizeof(float), err)))
+		return rc;
+	o->gemm(0, 1, T, D, QD, 1, a->att, QD, L->wo, QD, 1, a->mid, D);
+	o->rmsnorm_fwd(a->xn2, a->rstd2, a->mid, L->mlp_norm, T, D, eps);
+	o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_gate, D, 0, a->gate, I);
+	o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_up, D, 0, a->up, I);
+	o->swiglu_fwd(a->h, a->gate, a->up, (size_t)T * I);
+	if (!out)
+		return SW_OK;
+	if ((rc = o->copy(out, a->mid, TD * sizeof(float), err)))
+		return rc;
+	o->gemm(0, 1, T, D, I, 1, a->h, I, L->w_down, I, 1, out, D);
+	return SW_OK;
+}
+
 int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float *logprobs,
                       float *entropy, sw_error *err)
 {
@@ -313,36 +456,33 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
 	int nl = c->num_hidden_layers;
 	if (!rc) {
 		size_t fit = e->logits_budget / (size_t)c->vocab_size;
-		e->lrows = !for_backward || (size_t)e->T <= fit ? e->T : fit > 0 ? (int)fit : 1;
+		e->lrows = (!for_backward && e->keep_logits) || (size_t)e->T <= fit ? e->T
+		         : fit > 0                                                 ? (int)fit
+		                                                                   : 1;
+		if (for_backward && (size_t)e->T > e->argmax_n) {
+			free(e->h_argmax);
+			e->argmax_n = 0;
+			if (!(e->h_argmax = malloc(sizeof *e->h_argmax * (size_t)e->T)))
+				rc = sw_fail(err, SW_ENOMEM, "out of memory");
+			else
+				e->argmax_n = (size_t)e->T;
+		}
 	}
-	if (rc || (rc = carve_(e, for_backward ? nl : 1, err)))
+	if (!rc)
+		e->nfull = for_backward ? layers_kept_(e) : 1;
+	if (rc || (rc = carve_(e, !for_backward ? 1 : e->nfull < nl ? e->nfull + 1 : nl,
+	                       for_backward ? nl - e->nfull : 0, err)))
 		return rc;
 	const sw_backend *o = e->be;
-	int T = e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
-	int QD = H * hd;
+	int T = e->T, D = c->hidden_size, V = c->vocab_size;
 	float eps = c->rms_norm_eps;
-	size_t TD = (size_t)T * D;
 
-	o->embed_fwd(e->acts[0].res, m->embed, e->tokens, T, D);
+	o->embed_fwd(input_(e, 0, for_backward), m->embed, e->tokens, T, D);
 	for (int l = 0; l < nl; l++) {
-		const sw_layer *L = &m->layers[l];
-		acts_ *a = &e->acts[for_backward ? l : 0];
-		float *out = l + 1 == nl ? e->resL : for_backward ? e->acts[l + 1].res : a->res;
-		o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, eps);
-		qkv_(e, L, a, a->xn1, T, e->pos);
-		o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd,
-		            e->attn_scratch);
-		if ((rc = o->copy(a->mid, a->res, TD * sizeof(float), err)))
+		acts_ *a = slot_(e, l, for_backward);
+		float *out = l + 1 == nl ? e->resL : input_(e, l + 1, for_backward);
+		if ((rc = layer_fwd_(e, l, a, out, err)))
 			return rc;
-		o->gemm(0, 1, T, D, QD, 1, a->att, QD, L->wo, QD, 1, a->mid, D);
-		o->rmsnorm_fwd(a->xn2, a->rstd2, a->mid, L->mlp_norm, T, D, eps);
-		o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_gate, D, 0, a->gate, I);
-		o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_up, D, 0, a->up, I);
-		o->swiglu_fwd(a->h, a->gate, a->up, (size_t)T * I);
-		if ((rc = o->copy(out, a->mid, TD * sizeof(float), err)))
-			return rc;
-		o->gemm(0, 1, T, D, I, 1, a->h, I, L->w_down, I, 1, out, D);
 	}
 	o->rmsnorm_fwd(e->xf, e->rstdf, e->resL, m->final_norm, T, D, eps);
 	for (int r0 = 0; r0 < T; r0 += e->lrows) {
@@ -350,6 +490,8 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
 		o->gemm(0, 1, nr, V, D, 1, e->xf + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
 		o->logprob_fwd(logprobs ? e->lp + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
 		               e->targets + r0, nr, V);
+		if (for_backward && ((rc = o->sync(err)) || (rc = argmax_(e, r0, nr, err))))
+			return rc;
 	}
 	if ((rc = o->sync(err)))
 		return rc;
@@ -428,7 +570,11 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 	for (int l = nl - 1; l >= 0; l--) {
 		const sw_layer *L = &m->layers[l];
 		sw_layer *G = &g->layers[l];
-		acts_ *a = &e->acts[l];
+		acts_ *a = slot_(e, l, true);
+		/* A layer kept only by its input runs again (the last one's
+		 * activations are still in the shared slot from the forward). */
+		if (l >= e->nfull && l + 1 < nl && (rc = layer_fwd_(e, l, a, NULL, err)))
+			return rc;
 		/* MLP */
 		o->gemm(0, 0, T, I, D, 1, dres, D, L->w_down, I, 0, dh, I);
 		o->gemm(1, 0, D, I, T, 1, dres, D, a->h, I, 1, G->w_down, I);

@@ -241,10 +241,11 @@ int sw_sampler_pick(sw_sampler *s, const float *logits, double u, float *logprob
 			break;
 	}
 	if (logprob) {
-		if (s->par.temperature > 0)
-			*logprob = (float)((double)logits[tok] / s->par.temperature - m - log(z));
-		else
-			*logprob = sw_sampling_logprob(logits, s->vocab, 0, tok);
+		/* Greedy's log-prob is at T = 1, where support_() took m and z in
+		 * sw_sampling_logprob()'s order: the same bits, without a second
+		 * pass of exp over the vocabulary (a token's largest host cost). */
+		double t = s->par.temperature > 0 ? s->par.temperature : 1.0;
+		*logprob = (float)((double)logits[tok] / t - m - log(z));
 	}
 	return tok;
 }

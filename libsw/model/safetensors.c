@@ -13,7 +13,7 @@
  * by name, compact header padded with spaces to 8 bytes), so an f32 model
  * loaded and saved again is the same file byte for byte.
  */
-#define _DEFAULT_SOURCE /* MAP_POPULATE */
+#define _DEFAULT_SOURCE /* madvise */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -259,8 +259,14 @@ int sw_st_open_file(sw_st_file *f, const char *path, sw_error *err)
 	}
 	const void *p = NULL;
 	if (st.st_size > 0) {
-		/* populated at once: the whole file is read, and one call beats a fault a page */
-		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+		/*
+		 * Not populated: the mapped pages of a file count in the process's
+		 * resident set, so a file read whole into the map beside the arena
+		 * it is copied into made loading peak at twice the weights.
+		 * sw_st_read_f32() reads the map in order (read-ahead told so) and
+		 * drops each stretch once it is in the arena.
+		 */
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (p == MAP_FAILED) {
 			int e = errno;
 			close(fd);
@@ -271,6 +277,8 @@ int sw_st_open_file(sw_st_file *f, const char *path, sw_error *err)
 		}
 	}
 	close(fd);
+	if (p)
+		madvise((void *)p, (size_t)st.st_size, MADV_SEQUENTIAL);
 	int rc = sw_st_open_mem(f, p ? p : "", (size_t)st.st_size, path, err);
 	if (rc) {
 		if (p)
@@ -321,15 +329,40 @@ static float f16_(uint16_t h)
  */
 #define BLOCK_ 4096
 
+/* Stretches of a mapped file read before their pages are given back. */
+#define DROP_ ((size_t)4 << 20)
+
+/*
+ * Give back the pages of [a, b) of a mapped file (rounded out to whole
+ * pages: one shared with a neighbouring tensor faults back in from the
+ * page cache when read, the map is read-only), so that the file's pages
+ * and the arena are not resident together.
+ */
+static void drop_(const sw_st_file *f, const unsigned char *a, const unsigned char *b)
+{
+	if (!f->mapped || b <= a)
+		return;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)a & ~(pg - 1);
+	uintptr_t hi = ((uintptr_t)b + pg - 1) & ~(pg - 1), end = (uintptr_t)f->map + f->size;
+	if (hi > end)
+		hi = end;
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 int sw_st_read_f32(const sw_st_file *f, size_t i, float *dst, sw_error *err)
 {
 	const sw_st_tensor *t = &f->t[i];
-	const unsigned char *p = f->data + t->begin;
-	size_t n = (size_t)t->numel;
+	const unsigned char *p = f->data + t->begin, *kept = p;
+	size_t n = (size_t)t->numel, es = t->dtype == SW_DT_F32 ? 4 : 2;
 	for (size_t lo = 0; lo < n; lo += BLOCK_) {
+		if ((size_t)(p + lo * es - kept) >= DROP_) {
+			drop_(f, kept, p + lo * es);
+			kept = p + lo * es;
+		}
 		size_t k = n - lo < BLOCK_ ? n - lo : BLOCK_;
 		float *d = dst + lo;
-		const unsigned char *s = p + lo * (t->dtype == SW_DT_F32 ? 4 : 2);
+		const unsigned char *s = p + lo * es;
 		if (t->dtype == SW_DT_F32) {
 			memcpy(d, s, k * 4);
 		} else if (t->dtype == SW_DT_BF16) {
@@ -359,6 +392,7 @@ int sw_st_read_f32(const sw_st_file *f, size_t i, float *dst, sw_error *err)
 					return fail_t_(err, SW_EFORMAT, f, t->name, "element %zu is %s", lo + j,
 					               isnan(d[j]) ? "NaN" : "infinite");
 	}
+	drop_(f, kept, p + n * es);
 	return 0;
 }
 

@@ -602,6 +602,25 @@ static void micro_free_(micro_list *ml)
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
+/*
+ * An engine for m that holds, beside the 16 B a parameter of the weights,
+ * gradient and moments, about 4 B a parameter more (the goal: the step's
+ * peak within 16 B + 25%): logits at most nparams / 4 floats at once in any
+ * forward (no pass wants more than log-probs and the greedy tokens), and
+ * the activations nparams / 2 floats, over which layers are run again in
+ * the backward from their inputs (sw_engine_act_budget: the same bits).
+ */
+static sw_engine *engine_(const sw_model *m, sw_error *err)
+{
+	sw_engine *e = sw_engine_new(m, err);
+	if (e) {
+		sw_engine_keep_logits(e, false);
+		sw_engine_logits_budget(e, m->nparams / 4);
+		sw_engine_act_budget(e, m->nparams / 2);
+	}
+	return e;
+}
+
 typedef struct totals {
 	double loss, pg_loss, kl_loss, entropy_loss, grad_norm, grad_norm_max, lr;
 	sw_rl_stats rl;
@@ -620,20 +639,13 @@ typedef struct totals {
 static void accuracy_(const sw_trainer *t, const sw_engine *e, const packed *pk, tsample *const *v, size_t n,
                       totals *tot)
 {
-	const float *lg = sw_engine_logits(e);
-	int vocab = t->model->cfg.vocab_size;
-	if (!lg)
+	const int32_t *best = sw_engine_argmax(e);
+	if (!best)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		size_t r0 = (size_t)pk->cu[i] + first_row_(t, v[i]);
 		for (size_t j = 0; j < v[i]->nloss; j++) {
-			const float *row = lg + (r0 + j) * (size_t)vocab;
-			int32_t target = pk->tokens[r0 + j + 1];
-			int best = 0;
-			for (int k = 1; k < vocab; k++)
-				if (row[k] > row[best])
-					best = k;
-			tot->acc_right += best == target;
+			tot->acc_right += best[r0 + j] == pk->tokens[r0 + j + 1];
 			tot->acc_tokens++;
 		}
 	}
@@ -722,7 +734,7 @@ static int ref_pass_(step_ *k, sw_error *err)
 		             rm->cfg.vocab_size, t->model->cfg.vocab_size);
 		goto out;
 	}
-	if (!(re = sw_engine_new(rm, &e2))) {
+	if (!(re = engine_(rm, &e2))) {
 		rc = sw_fail(err, e2.code, "cannot start the engine: %s", e2.msg);
 		goto out;
 	}
@@ -792,7 +804,7 @@ static int before_training_(step_ *k, sw_trainer_stats *st, sw_error *err)
 	for (size_t i = 0; i < t->n; i++)
 		if (t->s[i].valid && t->s[i].nloss && (need_all || t->s[i].mine))
 			k->pre[npre++] = &t->s[i];
-	if (!(k->eng = sw_engine_new(t->model, &e2)))
+	if (!(k->eng = engine_(t->model, &e2)))
 		return sw_fail(err, e2.code, "cannot start the engine: %s", e2.msg);
 	if ((rc = micro_split_(k->pre, npre, 0, t->c.micro_tokens, &k->ml, err)))
 		return rc;

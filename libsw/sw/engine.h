@@ -86,9 +86,29 @@ const float *sw_engine_logits(const sw_engine *e);
  * (default 2^28, 1 GiB); a larger batch keeps only per-token log-sum-exps
  * and the backward computes the logits again in chunks, one more
  * vocabulary-sized GEMM for less memory.  A forward without backward
- * always keeps all of its logits.
+ * keeps all of its logits, unless sw_engine_keep_logits(e, false) said
+ * that the budget holds for it too (a scorer that wants only log-probs).
  */
 void sw_engine_logits_budget(sw_engine *e, size_t floats);
+void sw_engine_keep_logits(sw_engine *e, bool all);
+
+/*
+ * The greedy token (argmax of the logits, the first of equals) of every
+ * row of the last forward for backward, whatever the logits budget kept,
+ * or NULL (no such forward, or its backward has run).
+ */
+const int32_t *sw_engine_argmax(const sw_engine *e);
+
+/*
+ * At most about this many floats of activations are kept by a forward for
+ * backward (default SIZE_MAX: every layer's).  Over it, the first layers
+ * that fit keep theirs and the others only their input; the backward runs
+ * those layers' forward again, one at a time, before differentiating them.
+ * The gradients are the same bits either way; the cost is up to one more
+ * forward of the layers (not of the vocabulary's head).  0: the least
+ * memory (every layer's input and one layer's activations).
+ */
+void sw_engine_act_budget(sw_engine *e, size_t floats);
 
 /*
  * THE training interface.  After sw_engine_forward(..., for_backward =

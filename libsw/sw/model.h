@@ -157,7 +157,8 @@ void sw_model_free(sw_model *m);
  * A model directory in the Hugging Face layout: config.json and either
  * model.safetensors or model.safetensors.index.json with its shards (the
  * single file wins when both are there, as in transformers).  F32, F16 and
- * BF16 tensors are read through mmap and converted to float32.  Every
+ * BF16 tensors are read through mmap and converted to float32, the file's pages
+ * given back as they are copied (loading peaks at the arena, not twice it).  Every
  * tensor of the configuration must be there once, with its shape; a tensor
  * the model does not have, a NaN or Inf, a damaged header or truncated data
  * is an error naming the file and the tensor.  Two things are accepted and

@@ -246,6 +246,22 @@ static void test_reference_(const char *name)
 	double el = relerr_(sw_engine_logits(e), logits, nl);
 	ok(nl == T * (size_t)m->cfg.vocab_size && el < 1e-4, "%s: logits of a packed batch of %zu sequences (rel err %.2g)",
 	   name, ncu - 1, el);
+	/* the greedy token of every row, as the logits have it (the first of equals) */
+	const float *lg = sw_engine_logits(e);
+	const int32_t *am = sw_engine_argmax(e);
+	int amok = lg && am;
+	for (size_t t = 0; amok && t < T; t++) {
+		const float *row = lg + t * (size_t)m->cfg.vocab_size;
+		int best = 0;
+		for (int v = 1; v < m->cfg.vocab_size; v++)
+			if (row[v] > row[best])
+				best = v;
+		amok = am[t] == best;
+	}
+	ok(amok, "%s: sw_engine_argmax is the argmax of every row's logits", name);
+	int32_t *am1 = amok ? malloc(sizeof *am1 * T) : NULL;
+	if (am1)
+		memcpy(am1, am, sizeof *am1 * T);
 	double elp = relerr_(lp, rlp, T), eent = relerr_(ent, rent, T);
 	ok(elp < 1e-4, "%s: per-token log-probs (rel err %.2g)", name, elp);
 	ok(eent < 1e-4, "%s: per-token entropy (rel err %.2g)", name, eent);
@@ -279,6 +295,15 @@ static void test_reference_(const char *name)
 	rc = sw_engine_forward(e, &b, true, lp2, NULL, &err);
 	ok(rc == 0 && sw_engine_logits(e) == NULL && relerr_(lp2, rlp, T) < 1e-4,
 	   "%s: a training forward over its logits budget keeps none, log-probs the same", name);
+	ok(am1 && sw_engine_argmax(e) && !memcmp(am1, sw_engine_argmax(e), sizeof *am1 * T),
+	   "%s: and its argmax of every row is the same, taken chunk by chunk", name);
+	free(am1);
+	sw_engine_keep_logits(e, false);
+	rc = sw_engine_forward(e, &b, false, lp2, NULL, &err);
+	ok(rc == 0 && sw_engine_logits(e) == NULL && sw_engine_argmax(e) == NULL &&
+	   relerr_(lp2, rlp, T) < 1e-4,
+	   "%s: told so, a scoring forward keeps no more logits than the budget either", name);
+	sw_engine_keep_logits(e, true);
 	rc = sw_engine_cross_entropy(e, &b, NULL, 0, g2, &loss2, NULL, &err);
 	double w2 = 0;
 	gh = host_(g2);
@@ -292,6 +317,25 @@ static void test_reference_(const char *name)
 	sw_engine_logits_budget(e, (size_t)1 << 28);
 	free(lp2);
 	sw_model_free(g2);
+
+	/* Under activation budgets (the least memory, and one between) the
+	 * backward runs layers again from their inputs: the same bits. */
+	float *g1h = host_(g);
+	size_t budgets[2] = { 0, T * (size_t)m->cfg.hidden_size * 12 };
+	for (int k = 0; k < 2; k++) {
+		sw_model *g3 = new_(&m->cfg, &err);
+		double loss3 = 0;
+		sw_engine_act_budget(e, budgets[k]);
+		rc = sw_engine_cross_entropy(e, &b, NULL, 0, g3, &loss3, NULL, &err);
+		float *g3h = host_(g3);
+		ok(rc == 0 && loss3 == loss && !memcmp(g1h, g3h, g->nparams * sizeof(float)),
+		   "%s: activation budget %zu floats: loss and every gradient bit for bit (%s)", name,
+		   budgets[k], err.msg);
+		free(g3h);
+		sw_model_free(g3);
+	}
+	sw_engine_act_budget(e, SIZE_MAX);
+	free(g1h);
 	free(lp), free(ent);
 	sw_engine_free(e);
 	sw_model_free(g);

@@ -228,7 +228,22 @@ static void test_draws(void)
 	s = sw_sampler_new(V, &p, &err);
 	tok = sw_sampler_pick(s, l, 0.999, &lp, &err);
 	ok(tok == 3 && fabs(lp - log(0.4)) < 1e-6, "greedy ignores u; its logprob is at T = 1 (%g)", lp);
+	ok(lp == sw_sampling_logprob(l, V, 0, tok), "greedy: sw_sampling_logprob gives the same bits");
 	sw_sampler_free(s);
+	/* the same over a vocabulary of random logits, where the order of the sums shows */
+	enum { BV = 32000 };
+	float *bl = malloc(sizeof *bl * BV);
+	uint32_t h = 1;
+	for (int i = 0; i < BV && bl; i++) {
+		h = h * 1664525u + 1013904223u;
+		bl[i] = (float)((double)(h >> 8) / (1 << 24) * 20 - 10);
+	}
+	s = bl ? sw_sampler_new(BV, &p, &err) : NULL;
+	tok = s ? sw_sampler_pick(s, bl, 0.5, &lp, &err) : -1;
+	ok(tok >= 0 && lp == sw_sampling_logprob(bl, BV, 0, tok),
+	   "greedy over %d logits: its logprob is sw_sampling_logprob's, bit for bit", BV);
+	sw_sampler_free(s);
+	free(bl);
 	ok(isnan(sw_sampling_logprob(l, V, 1, V)), "logprob of an id outside the vocabulary is NaN");
 }
 

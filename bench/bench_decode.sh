@@ -1,0 +1,70 @@
+#!/bin/sh
+# bench/bench_decode.sh - greedy decoding against the memory-bandwidth bound
+# measured in the same process (bench/decode_bench.c), and batched decoding
+# against one sequence, with BEFORE=TREE the same driver built against that
+# tree's build/lib/libsw.a (a checkout built with make) in the same run.
+#
+# Models (random normal(0, 0.02), f32, tied, vocab 32000): the shapes of
+# llama2.c's stories15M (hidden 288, 6 layers, 6 heads, intermediate 768)
+# and stories110M (hidden 768, 12 layers, 12 heads, intermediate 2048).
+# Workloads: one sequence x 256 new tokens at both sizes; 32 sequences x 128
+# at 110M.  Figures: the median decode step (wall; CPU of every thread beside
+# it), tokens/s, and for one sequence the bound (weights / bandwidth: each
+# weight read once a token) as a share of the step and the step's time
+# beyond it (the fixed cost of a token).  Threads: SW_BENCH_THREADS (default
+# 2); OMP_WAIT_POLICY=PASSIVE (on a shared machine spinning threads take the
+# cores the working ones need).
+set -eu
+: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+top=$(cd "$(dirname "$0")/.." && pwd)
+TH=${SW_BENCH_THREADS:-2}
+d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-decode.XXXXXX")
+trap 'rm -rf "$d"' EXIT
+export OMP_WAIT_POLICY=PASSIVE SW_THREADS="$TH"
+case $B in /*) ;; *) B=$top/$B ;; esac
+drivers="now:$B/bench/decode_bench"
+if [ -n "${BEFORE:-}" ]; then
+	cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$BEFORE/libsw" -o "$d/before" \
+		"$top/bench/decode_bench.c" "$BEFORE/build/lib/libsw.a" \
+		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+	drivers="$drivers before:$d/before"
+fi
+
+sw-model init -q -s tiny "$d/t"
+mk() {
+	jq --argjson h "$2" --argjson l "$3" --argjson n "$4" --argjson i "$5" \
+		'.hidden_size = $h | .num_hidden_layers = $l | .num_attention_heads = $n |
+		.num_key_value_heads = $n | .head_dim = ($h / $n) | .intermediate_size = $i |
+		.vocab_size = 32000 | .tie_word_embeddings = true | .max_position_embeddings = 1024' \
+		"$d/t/config.json" >"$d/$1.json"
+	sw-model init -q -c "$d/$1.json" "$d/$1"
+}
+mk m15 288 6 6 768
+mk m110 768 12 12 2048
+
+echo "Threads $TH, load before: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+echo "| build | model | sequences x new tokens | step (CPU) | tokens/s | bandwidth | bound / step | fixed cost a token |"
+echo "|---|---|---|---|---|---|---|---|"
+for dr in $drivers; do
+	name=${dr%%:*} bin=${dr#*:}
+	for w in "m15 1 256" "m110 1 256" "m110 32 128"; do
+		set -- $w
+		"$bin" "$d/$1" "$2" "$3" >"$d/out"
+		awk -v nm="$name" -v m="$1" '{
+			for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+			one = v["nseq"] == 1
+			printf "| %s | %s (%s MiB) | %d x %d | %.2f ms (%.2f) | %.1f | %.2f GB/s | %s | %s |\n", nm, m,
+				v["weight_mb"], v["nseq"], v["new"], v["step_s"] * 1e3, v["step_cpu_s"] * 1e3,
+				v["tokens_per_s"], v["bandwidth_gbs"], one ? sprintf("%.2f", v["of_bound"]) : "-",
+				one ? sprintf("%.2f ms", v["fixed_ms"]) : "-"
+		}' "$d/out"
+		cat "$d/out" >>"$d/all"
+	done
+done
+echo
+echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg)."
+awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+	v["nseq"] == 1 && v["weight_mb"] > 100 { one[++n1] = v["tokens_per_s"] }
+	v["nseq"] == 32 { many[++n2] = v["tokens_per_s"] }
+	END { for (i = 1; i <= n2; i++) printf "32 sequences / 1 sequence at 110M (%s): %.2fx\n", i == 1 ? "now" : "before", many[i] / one[i] }' "$d/all"
