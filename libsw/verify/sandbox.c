@@ -1037,7 +1037,7 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 	free(cmd);
 	if (p < 0) {
 		snprintf(why, whylen, "%s (%s)",
-		         level == SW_SANDBOX_USERNS ? "no user namespace" : "no mount, network and pid namespaces",
+		         level == SW_SANDBOX_USERNS ? "no user namespace" : "no namespaces as root",
 		         strerror(e));
 		rc = level == SW_SANDBOX_OFF ? (sw_fail(err, SW_EIO, "cannot start: %s", strerror(e)), -1) : 1;
 		goto out;
@@ -1153,9 +1153,8 @@ int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, c
 		}
 		if (rc == 1)
 			rc = sw_fail(err, SW_EIO,
-			             "sandbox=strict cannot be had here: %s; %s; sandbox=basic runs it with what "
-			             "there is (seccomp, rlimits and its own directory, without namespaces), "
-			             "sandbox=none with no sandbox",
+			             "sandbox=strict cannot be had here: %s; %s; ask for less by name: "
+			             "sandbox=basic (seccomp, rlimits, its own directory) or sandbox=none",
 			             why[0], why[1]);
 	}
 	if (null >= 0)
