@@ -21,7 +21,8 @@ enum { OPT_LABEL = 0x100, OPT_MAX_ERRORS, OPT_MIN_REWARD, OPT_WINDOW };
 
 static const cli_opt opts[] = {
 	{ 'r', 'r', "verifier", "spec", NULL,
-	  "add a verifier, NAME[:ARG][,KEY=VALUE...] (repeatable; see sw-verify(1))" },
+	  "add a verifier, NAME[:ARG][,KEY=VALUE...] (repeatable; exec and code run in "
+	  "sandbox=strict unless the spec names basic or none; see sw-verify(1))" },
 	{ OPT_LABEL, 0, "label-field", "field", NULL, "the field holding the ground truth (default label)" },
 	{ OPT_MAX_ERRORS, 0, "max-errors", "fraction", NULL,
 	  "exit 1 when more than this fraction of samples fail (default 0.01)" },
