@@ -234,7 +234,8 @@ size_t sw_sandbox_files(const char *command, const char *cwd, char **out, size_t
 		char path[4096];
 		struct stat st;
 		if (t[0] == '-' || t[0] == '$' || !cwd || clean_path_(cwd, t, path, sizeof path) ||
-		    stat(path, &st) || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) || !strcmp(path, "/"))
+		    stat(path, &st) || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) || !strcmp(path, "/") ||
+		    !strcmp(path, "/tmp"))
 			continue;
 		/* what the box shows anyway, and what it must not be given */
 		int skip = 0;
@@ -626,6 +627,31 @@ static void write_in_(const spawn_ *s, const char *path, const char *text)
 	close(fd);
 }
 
+/*
+ * Give the box the binds (its own files): those outside /tmp (tmp 0) or
+ * those under it (tmp 1), which go into its own directory, where /tmp
+ * points.  A file its user could not read where it is is copied in.
+ */
+static void give_(const spawn_ *s, const char *r, int tmp)
+{
+	char p[4352];
+	size_t rl = strlen(r);
+	for (size_t i = 0; i < s->nbinds; i++) {
+		const sw_bind *b = &s->binds[i];
+		struct stat st;
+		int under = !strncmp(b->box, "/tmp/", 5);
+		if (under != tmp)
+			continue;
+		snprintf(p, sizeof p, "%s%s%s", r, under ? "/box" : "", b->box + (under ? 4 : 0));
+		if (stat(b->host, &st))
+			child_fail_(s, 'S', b->host);
+		if (S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH) && !b->rw)
+			copy_in_(s, b->host, p, rl, &st);
+		else
+			show_(s, b->host, p, rl, 1);
+	}
+}
+
 /* Build the box's root on d->path and make it the root. */
 static void build_root_(const spawn_ *s)
 {
@@ -639,19 +665,10 @@ static void build_root_(const spawn_ *s)
 	/*
 	 * The verifier's own files first, while the root holds nothing but the
 	 * directories leading to them (sw_sandbox_files keeps them out of
-	 * what the system binds below show, and apart from each other).
+	 * what the system binds below show, and apart from each other); those
+	 * under /tmp once its directory is there, /tmp pointing at it.
 	 */
-	for (size_t i = 0; i < s->nbinds; i++) {
-		const sw_bind *b = &s->binds[i];
-		struct stat st;
-		snprintf(p, sizeof p, "%s%s", r, b->box);
-		if (stat(b->host, &st))
-			child_fail_(s, 'S', b->host);
-		if (S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH) && !b->rw)
-			copy_in_(s, b->host, p, rl, &st);
-		else
-			show_(s, b->host, p, rl, 1);
-	}
+	give_(s, r, 0);
 	for (size_t i = 0; sys_dirs_[i]; i++) {
 		char src[64];
 		snprintf(src, sizeof src, "/%s", sys_dirs_[i]);
@@ -707,10 +724,11 @@ static void build_root_(const spawn_ *s)
 		snprintf(opt + n, sizeof opt - (size_t)n, ",size=%llu", (unsigned long long)s->sb->disk);
 	if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opt))
 		child_fail_(s, 'S', "cannot mount the box's directory (tmpfs)");
-	/* /tmp is its own directory too, unless a file of its lives in a /tmp of its own */
+	/* /tmp is its own directory too */
 	snprintf(p, sizeof p, "%s/tmp", r);
-	if (symlink("/box", p) && errno != EEXIST)
+	if (symlink("/box", p))
 		child_fail_(s, 'S', p);
+	give_(s, r, 1);
 	/* all read-only (and nosuid), but its own directory and what is bound rw */
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
 	if (syscall(SYS_mount_setattr, AT_FDCWD, r, AT_RECURSIVE, &ro, sizeof ro))
