@@ -114,8 +114,12 @@ int sw_sandbox_dir_make(sw_sandbox_dir *d, sw_error *err)
 	char p[300];
 	snprintf(p, sizeof p, "%s/root", d->path);
 	int bad = mkdir(p, 0700);
+	/* src: the box's user writes there (the compiler's output); not root, we
+	 * cannot give it to that user, who may be a subordinate id of ours: it
+	 * is open to all, inside a directory (0700) open to none but us */
 	snprintf(p, sizeof p, "%s/src", d->path);
-	bad = bad || mkdir(p, 0755) || (d->own_uid && chown(p, d->uid, d->uid));
+	bad = bad || mkdir(p, 0755) || (d->own_uid && chown(p, d->uid, d->uid)) ||
+	      (geteuid() != 0 && chmod(p, 0777));
 	if (bad) {
 		int e = errno;
 		sw_sandbox_dir_remove(d);
