@@ -87,7 +87,6 @@ struct sw_vpool {
 	unsigned dead_in_row;
 	int broken;
 	char broken_why[400];
-	int warned;
 	sw_buf json;
 	char names[NAMES_BYTES];
 };
@@ -125,7 +124,7 @@ static void worker_stop_(sw_vpool *p, worker_ *w, int *status)
 static int worker_start_(sw_vpool *p, worker_ *w, sw_error *err)
 {
 	int sv[2], ep[2] = { -1, -1 };
-	char warn[300];
+	char warn[300]; /* said once, when the verifier was added (sw_sandbox_check) */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return sw_fail(err, SW_EIO, "cannot make a socket pair: %s", strerror(errno));
 	if (p->errfd >= 0 && pipe2(ep, O_CLOEXEC)) {
@@ -146,7 +145,6 @@ static int worker_start_(sw_vpool *p, worker_ *w, sw_error *err)
 		sw_sandbox_reap(&w->dir);
 		return rc;
 	}
-	(void)warn; /* said once, when the verifier was added (sw_sandbox_check) */
 	w->efd = ep[0];
 	if (w->efd >= 0)
 		fcntl(w->efd, F_SETFL, fcntl(w->efd, F_GETFL) | O_NONBLOCK);
