@@ -8,7 +8,7 @@
 #                  flight, what a naive request/reply driver does) and vs the
 #                  same scoring done in-process by one Python loop over JSON
 #                  Lines (what a Python framework's reward function does).
-#   sandbox cost   the same pool with sandbox=no: the difference per sample,
+#   sandbox cost   the same pool with sandbox=none: the difference per sample,
 #                  and the start-up of a sandboxed worker (1-sample runs).
 #   built-ins      math + regex + blocklist + length on sw-datagen's realistic
 #                  samples (prompt, ~300 tokens, log-probs), vs the same four
@@ -137,11 +137,11 @@ py=$(t "$PY peer_echo.py <small.jsonl >/dev/null")
 echo "| exec pool, 1 worker, pipelined (peer: the same, lock-step, --window 1) | $(rate "$p1" "$n") | $(rate "$ls1" "$n") | $(ratio "$p1" "$ls1") |"
 echo "| exec pool, 2 workers, pipelined (peer: the same, lock-step) | $(rate "$p2" "$n") | $(rate "$ls1" "$n") | $(ratio "$p2" "$ls1") |"
 echo "| exec pool, 2 workers (peer: the scoring in-process, one Python loop over JSON Lines) | $(rate "$p2" "$n") | $(rate "$py" "$n") | $(ratio "$p2" "$py") |"
-u1=$(t "sw-verify -q -r \"exec:$EX,workers=1,sandbox=no\" small.msgpack >/dev/null")
+u1=$(t "sw-verify -q -r \"exec:$EX,workers=1,sandbox=none\" small.msgpack >/dev/null")
 s1=$(t "sw-verify -q -r \"exec:$EX\" one.jsonl >/dev/null")
-u0=$(t "sw-verify -q -r \"exec:$EX,sandbox=no\" one.jsonl >/dev/null")
-echo "| sandbox, 1 worker (peer: sandbox=no) | $(rate "$p1" "$n") | $(rate "$u1" "$n") | $(ratio "$p1" "$u1") |"
-echo "| start-up and 1 sample (peer: sandbox=no) | $(rate "$s1" 1) | $(rate "$u0" 1) | $(ratio "$s1" "$u0") |"
+u0=$(t "sw-verify -q -r \"exec:$EX,sandbox=none\" one.jsonl >/dev/null")
+echo "| sandbox, 1 worker (peer: sandbox=none) | $(rate "$p1" "$n") | $(rate "$u1" "$n") | $(ratio "$p1" "$u1") |"
+echo "| start-up and 1 sample (peer: sandbox=none) | $(rate "$s1" 1) | $(rate "$u0" 1) | $(ratio "$s1" "$u0") |"
 echo
 printf '%s %s %s %s\n' "$p1" "$u1" "$s1" "$u0" | awk -v n="$n" '{
 	printf "Sandbox cost: %+.2f us wall, %+.2f us cpu a sample in steady state (%+.1f%% of the sandboxed wall time); %+.1f ms wall, %+.1f ms cpu to start a worker (namespaces, mounts, seccomp).\n",

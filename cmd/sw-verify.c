@@ -21,7 +21,8 @@ enum { OPT_LABEL = 0x100, OPT_MAX_ERRORS, OPT_MIN_REWARD, OPT_WINDOW };
 
 static const cli_opt opts[] = {
 	{ 'r', 'r', "verifier", "spec", "@verifiers",
-	  "add a verifier, NAME[:ARG][,KEY=VALUE...] (repeatable; see sw-verify(1))" },
+	  "add a verifier, NAME[:ARG][,KEY=VALUE...] (repeatable; exec and code run in "
+	  "sandbox=strict unless the spec names basic or none; see sw-verify(1))" },
 	{ OPT_LABEL, 0, "label-field", "field", NULL, "the field holding the ground truth (default label)" },
 	{ OPT_MAX_ERRORS, 0, "max-errors", "fraction", NULL,
 	  "exit 1 when more than this fraction of samples fail (default 0.01)" },
@@ -57,6 +58,14 @@ static void warn_(void *arg, const char *msg)
 	(void)arg;
 	if (cli_verbosity >= 0)
 		cli_warn("warning: %s", msg);
+}
+
+/* A weaker sandbox the spec asked for is said even under -q; details with -v. */
+static void note_(void *arg, int level, const char *msg)
+{
+	(void)arg;
+	if (level >= 2 || cli_verbosity > 0)
+		cli_warn("%s: %s", level >= 2 ? "warning" : "note", msg);
 }
 
 static void put_(sw_rec *rec)
@@ -102,6 +111,7 @@ int main(int argc, char **argv)
 	cli_output o = CLI_OUTPUT_INIT;
 	sw_verify_opts vo = { 0 };
 	vo.warn = warn_;
+	vo.note = note_;
 
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		if (cli_output_opt(&o, c, arg))

@@ -7,17 +7,6 @@ load helpers
 V=$TOP/tests/verifiers
 PLUGIN=$SW_BIN/../plugin/keyword.so
 
-# Let the sandbox's own user into the test's directory (bats makes it 0700),
-# so that a verifier written there can be run and a command's relative paths work.
-share_tmp() {
-	local d=$BATS_TEST_TMPDIR top
-	top=$(dirname "$BATS_RUN_TMPDIR")
-	while [ "$d" != "$top" ] && [ "$d" != / ]; do
-		chmod a+rx "$d"
-		d=$(dirname "$d")
-	done
-}
-
 # jq over sw-verify's JSON output: v FILTER SW-VERIFY-ARGS...
 v() {
 	local f=$1
@@ -276,7 +265,6 @@ v() {
 	    else:
 	        print(json.dumps({"score": 0.25, "violations": ["pii", "toxicity"], "note": "ignored"}), flush=True)
 	EOF
-	share_tmp
 	printf '%s\n' '{"response":"x"}' '{"response":"?"}' >in.jsonl
 	run -0 --separate-stderr v '[.rewards, .violations, .verifier_error, .reward]' -r "exec:python3 v.py,as=judge" --max-errors 0.5 in.jsonl
 	[ "${lines[0]}" = '[{"judge":0.25},["pii","toxicity"],null,0.25]' ]
@@ -296,14 +284,14 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 }
 
 @test "sandbox: what the verifier sees of its box" {
-	share_tmp
 	echo '{"response":"x"}' >in.jsonl
 	run -0 v '.violations[]' -r "exec:python3 $V/probe.py,nproc=16,mem=512M,fsize=1M,cpu=60" in.jsonl
 	[ "${lines[0]}" = '"uid=1000"' ]
 	[ "${lines[1]}" = '"net=lo"' ]
 	[ "${lines[2]}" = '"root=ro:Read-only file system"' ]
-	[ "${lines[3]}" = '"tmp=ro:Read-only file system"' ]
-	[ "${lines[4]}" = '"cwd=ro:Read-only file system"' ]
+	# /tmp is its own directory; it works there (no file it names is in ours)
+	[ "${lines[3]}" = '"tmp=rw"' ]
+	[ "${lines[4]}" = '"cwd=rw"' ]
 	[ "${lines[5]}" = '"tmpdir=rw"' ]
 	[ "${lines[6]}" = '"home_is_tmpdir=True"' ]
 	[ "${lines[7]}" = '"ppid=1"' ]
@@ -318,7 +306,6 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	unshare -U -r true 2>/dev/null || skip "cannot make a user namespace to test in"
 	# no new processes in there: not even a python3 that is a shell script (pyenv's shims)
 	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
-	share_tmp
 	printf '%s\n' '{"id":"1","response":"ok"}' '{"id":"2","response":"attack"}' >in.jsonl
 	# a user namespace that maps only root and allows no more user namespaces: a rootless container
 	run -0 --separate-stderr unshare -U -r sh -c 'echo 0 >/proc/sys/user/max_user_namespaces &&
@@ -335,15 +322,17 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	hostile open_socket
 	[ "${lines[1]}" = '["2",null,"exec: worker exited with status 1",[]]' ]
 	# and without the sandbox the same verifier does get one: the test can tell
-	run -0 v '.violations' -r "exec:python3 $V/open_socket.py,sandbox=no" in.jsonl
+	run -0 --separate-stderr v '.violations' -q -r "exec:python3 $V/open_socket.py,sandbox=none" in.jsonl
 	[ "${lines[1]}" = '["ESCAPED: made an AF_INET socket"]' ]
+	# a sandbox turned off is said, -q or not
+	[ "$stderr" = "sw-verify: warning: exec verifier 'exec': sandbox=none: it runs with no sandbox, as a plain child with our user, files and network" ]
 }
 
 @test "hostile: writing outside its directory is refused" {
 	hostile write_outside
 	[ "${lines[1]}" = '["2",null,"exec: worker exited with status 1",[]]' ]
 	[ ! -e escaped ]
-	run -0 v '.violations' -r "exec:python3 $V/write_outside.py,sandbox=no" in.jsonl
+	run -0 v '.violations' -r "exec:python3 $V/write_outside.py,sandbox=none" in.jsonl
 	[ -e escaped ]
 }
 

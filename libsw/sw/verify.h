@@ -31,9 +31,18 @@ typedef struct sw_verify_opts {
 	size_t window;            /* samples in flight at most; 0: 4096 */
 	int min_reward_set;       /* use min_reward as the reward of a hard violation */
 	double min_reward;        /* else the lowest weighted sum the verifiers can give */
-	int worker_stderr;        /* fd exec workers write their standard error to; -1: /dev/null */
+	int worker_stderr;        /* fd exec workers' standard error lines go on to, prefixed
+	                             with the verifier's name and rate-limited; -1: dropped */
 	/* Called with a warning the caller may show (the library prints nothing). */
 	void (*warn)(void *arg, const char *msg);
+	/*
+	 * Called, where set, with what the caller should show at a level:
+	 * 0 a detail (what holds a verifier's box as a whole); 2 a verifier
+	 * runs in a weaker sandbox than strict because its spec asked for one
+	 * (sandbox=basic or none): show it even when asked to be quiet.
+	 * Unset: level 2 goes to warn, level 0 nowhere.  arg is warn_arg.
+	 */
+	void (*note)(void *arg, int level, const char *msg);
 	void *warn_arg;
 } sw_verify_opts;
 

@@ -17,7 +17,12 @@
  *
  * Each worker talks over one AF_UNIX stream socket (its standard input and
  * output both), so that a dead reader costs us EPIPE (MSG_NOSIGNAL), never
- * SIGPIPE, without touching the program's signal handling.
+ * SIGPIPE, without touching the program's signal handling.  Its standard
+ * error is a pipe of its own that we read: each line goes on to the
+ * caller's descriptor prefixed with the verifier's name, cut at ERR_LINE
+ * bytes and at ERR_RATE lines a second (ERR_BURST at once); what is over
+ * is counted and said, never waited for, so a verifier can neither flood
+ * sw-verify's standard error nor block on it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,6 +46,10 @@
 #define LINE_MAX_ ((size_t)16 << 20) /* a reply longer than this is not one */
 #define BROKEN_AFTER 3               /* deaths in a row without a reply */
 #define NAMES_BYTES 4096
+#define MAX_FILES 16                 /* files a command names, shown in its box */
+#define ERR_LINE 1000                /* bytes of a stderr line passed on */
+#define ERR_RATE 20.0                /* stderr lines a second passed on, on average */
+#define ERR_BURST 100.0              /* and at once */
 
 typedef struct worker_ {
 	pid_t pid;
@@ -54,6 +63,8 @@ typedef struct worker_ {
 	size_t qhead, qlen;
 	double head_since;      /* when the oldest outstanding became the one being answered */
 	uint64_t answered;      /* replies since it started */
+	int efd;                /* its standard error, -1 when not running or not read */
+	sw_buf err;             /* stderr bytes not yet a whole line */
 } worker_;
 
 struct sw_vpool {
@@ -62,21 +73,27 @@ struct sw_vpool {
 	char name[64];
 	char *argv[4];
 	char cwd[4096];         /* where sw-verify was started: the command's relative paths */
+	char *files[MAX_FILES]; /* what the command names, shown in its box */
+	sw_bind binds[MAX_FILES];
+	size_t nfiles;
 	sw_sandbox sb;
 	double timeout;
 	size_t window;
 	int errfd;
+	double err_tokens, err_when; /* the stderr lines it may pass on now, and since when */
+	uint64_t err_dropped;
 	worker_ *w;
 	unsigned nw;
 	unsigned dead_in_row;
 	int broken;
 	char broken_why[400];
-	int warned;
 	sw_buf json;
 	char names[NAMES_BYTES];
 };
 
-static void worker_stop_(worker_ *w, int *status)
+static void err_read_(sw_vpool *p, worker_ *w);
+
+static void worker_stop_(sw_vpool *p, worker_ *w, int *status)
 {
 	if (w->fd >= 0) {
 		close(w->fd);
@@ -91,27 +108,46 @@ static void worker_stop_(worker_ *w, int *status)
 			*status = st;
 		w->pid = 0;
 	}
+	if (w->efd >= 0) {
+		/* what it said before it went (its box is gone: no more comes) */
+		err_read_(p, w);
+		if (w->efd >= 0)
+			close(w->efd);
+		w->efd = -1;
+	}
+	sw_sandbox_reap(&w->dir);
 	w->out.len = w->out_off = 0;
+	w->err.len = 0;
 	w->in.len = w->scanned = 0;
 }
 
 static int worker_start_(sw_vpool *p, worker_ *w, sw_error *err)
 {
-	int sv[2];
-	char warn[300];
+	int sv[2], ep[2] = { -1, -1 };
+	char warn[300]; /* said once, when the verifier was added (sw_sandbox_check) */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return sw_fail(err, SW_EIO, "cannot make a socket pair: %s", strerror(errno));
-	int rc = sw_sandbox_spawn(&p->sb, &w->dir, p->cwd[0] ? p->cwd : NULL, p->argv, sv[1], sv[1],
-	                          p->errfd, &w->pid, warn, sizeof warn, err);
+	if (p->errfd >= 0 && pipe2(ep, O_CLOEXEC)) {
+		close(sv[0]);
+		close(sv[1]);
+		return sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(errno));
+	}
+	sw_sandbox_cgroup(&p->sb, &w->dir); /* none where cgroup v2 is not ours: the rlimits hold */
+	int rc = sw_sandbox_spawn(&p->sb, &w->dir, p->cwd[0] ? p->cwd : NULL, p->binds, p->nfiles,
+	                          p->argv, sv[1], sv[1], ep[1], &w->pid, warn, sizeof warn, err);
 	close(sv[1]);
+	if (ep[1] >= 0)
+		close(ep[1]);
 	if (rc) {
 		close(sv[0]);
+		if (ep[0] >= 0)
+			close(ep[0]);
+		sw_sandbox_reap(&w->dir);
 		return rc;
 	}
-	if (warn[0] && !p->warned) {
-		p->warned = 1;
-		sw_verify_warn(p->v, "exec verifier '%s': %s", p->name, warn);
-	}
+	w->efd = ep[0];
+	if (w->efd >= 0)
+		fcntl(w->efd, F_SETFL, fcntl(w->efd, F_GETFL) | O_NONBLOCK);
 	w->fd = sv[0];
 	fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) | O_NONBLOCK);
 	w->answered = 0;
@@ -136,6 +172,11 @@ sw_vpool *sw_vpool_new(struct sw_verify *v, size_t vi, const char *name, const c
 	p->argv[2] = strdup(command);
 	if (!getcwd(p->cwd, sizeof p->cwd))
 		p->cwd[0] = 0;
+	p->nfiles = sw_sandbox_files(command, p->cwd[0] ? p->cwd : NULL, p->files, MAX_FILES);
+	for (size_t i = 0; i < p->nfiles; i++)
+		p->binds[i] = (sw_bind){ p->files[i], p->files[i], 0 };
+	p->err_tokens = ERR_BURST;
+	p->err_when = sw_now();
 	p->sb = *sb;
 	p->timeout = timeout;
 	p->window = window;
@@ -146,7 +187,7 @@ sw_vpool *sw_vpool_new(struct sw_verify *v, size_t vi, const char *name, const c
 		goto oom;
 	for (unsigned i = 0; i < workers; i++) {
 		worker_ *w = &p->w[i];
-		w->fd = -1;
+		w->fd = w->efd = -1;
 		if (!(w->q = malloc(window * sizeof *w->q)))
 			goto oom;
 	}
@@ -183,12 +224,18 @@ void sw_vpool_free(sw_vpool *p)
 			struct timespec ts = { 0, 2000000 };
 			nanosleep(&ts, NULL);
 		}
-		worker_stop_(w, NULL);
+		worker_stop_(p, w, NULL);
 		sw_sandbox_dir_remove(&w->dir);
 		sw_buf_release(&w->out);
 		sw_buf_release(&w->in);
+		sw_buf_release(&w->err);
 		free(w->q);
 	}
+	if (p->err_dropped && p->errfd >= 0)
+		dprintf(p->errfd, "[%s] (%llu more lines of its standard error dropped)\n", p->name,
+		        (unsigned long long)p->err_dropped);
+	for (size_t i = 0; i < p->nfiles; i++)
+		free(p->files[i]);
 	free(p->w);
 	free(p->argv[2]);
 	sw_buf_release(&p->json);
@@ -197,7 +244,71 @@ void sw_vpool_free(sw_vpool *p)
 
 size_t sw_vpool_nfds(const sw_vpool *p)
 {
-	return p->nw;
+	return 2 * (size_t)p->nw; /* each worker's socket, then each one's stderr */
+}
+
+/* One line of a worker's standard error: on to errfd, prefixed, within the rate. */
+static void err_line_(sw_vpool *p, const char *line, size_t n)
+{
+	double now = sw_now();
+	p->err_tokens += (now - p->err_when) * ERR_RATE;
+	if (p->err_tokens > ERR_BURST)
+		p->err_tokens = ERR_BURST;
+	p->err_when = now;
+	if (p->err_tokens < 1) {
+		p->err_dropped++;
+		return;
+	}
+	p->err_tokens -= 1;
+	char buf[ERR_LINE + 200];
+	int k = 0;
+	if (p->err_dropped)
+		k = snprintf(buf, sizeof buf, "[%s] (%llu lines of its standard error dropped)\n", p->name,
+		             (unsigned long long)p->err_dropped);
+	p->err_dropped = 0;
+	size_t keep = n > ERR_LINE ? ERR_LINE : n;
+	k += snprintf(buf + k, sizeof buf - (size_t)k, "[%s] %.*s%s\n", p->name, (int)keep, line,
+	              keep < n ? " [...]" : "");
+	/* whole or not at all: a blocked reader of ours costs the line, never a wait */
+	ssize_t wr = write(p->errfd, buf, (size_t)k);
+	(void)wr;
+}
+
+/* Read what a worker wrote on its standard error; lines go on. */
+static void err_read_(sw_vpool *p, worker_ *w)
+{
+	for (;;) {
+		if (sw_buf_reserve(&w->err, 4096))
+			return;
+		ssize_t n = read(w->efd, w->err.p + w->err.len, w->err.cap - w->err.len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+				if (w->err.len)
+					err_line_(p, (const char *)w->err.p, w->err.len);
+				w->err.len = 0;
+				close(w->efd);
+				w->efd = -1;
+			}
+			return;
+		}
+		w->err.len += (size_t)n;
+		size_t start = 0;
+		uint8_t *nl;
+		while ((nl = memchr(w->err.p + start, '\n', w->err.len - start))) {
+			size_t end = (size_t)(nl - w->err.p);
+			err_line_(p, (const char *)w->err.p + start, end - start);
+			start = end + 1;
+		}
+		if (w->err.len - start > ERR_LINE) {
+			/* a line without end: its first part goes now, the rest is dropped */
+			err_line_(p, (const char *)w->err.p + start, w->err.len - start);
+			start = w->err.len;
+		}
+		memmove(w->err.p, w->err.p + start, w->err.len - start);
+		w->err.len -= start;
+	}
 }
 
 static void fail_(sw_vpool *p, uint64_t seq, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -274,7 +385,7 @@ static int restart_(sw_vpool *p, worker_ *w, const char *why, int blame_status, 
 {
 	int status = 0;
 	int answered = w->answered > 0;
-	worker_stop_(w, &status);
+	worker_stop_(p, w, &status);
 	char how[200];
 	if (blame_status) {
 		sw_sandbox_status_str(status, how, sizeof how);
@@ -368,6 +479,11 @@ size_t sw_vpool_watch(sw_vpool *p, struct pollfd *fds, size_t max, double *deadl
 				*deadline = d;
 		}
 	}
+	for (unsigned i = 0; i < p->nw && n < max; i++, n++) {
+		fds[n].fd = p->w[i].efd;
+		fds[n].events = POLLIN;
+		fds[n].revents = 0;
+	}
 	return n;
 }
 
@@ -441,6 +557,11 @@ int sw_vpool_service(sw_vpool *p, const struct pollfd *fds, size_t n, sw_error *
 {
 	double now = sw_now();
 	int rc;
+	for (unsigned i = 0; i < p->nw && p->nw + i < n; i++) {
+		worker_ *w = &p->w[i];
+		if (w->efd >= 0 && fds[p->nw + i].fd == w->efd && fds[p->nw + i].revents)
+			err_read_(p, w);
+	}
 	for (unsigned i = 0; i < p->nw && i < n; i++) {
 		worker_ *w = &p->w[i];
 		if (w->fd < 0 || fds[i].fd != w->fd)
@@ -469,7 +590,7 @@ int sw_vpool_service(sw_vpool *p, const struct pollfd *fds, size_t n, sw_error *
 static int write_file_(const char *dir, const char *name, const char *s, size_t n, uid_t uid)
 {
 	char path[512];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
+	snprintf(path, sizeof path, "%s/src/%s", dir, name);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
@@ -491,16 +612,19 @@ static int write_file_(const char *dir, const char *name, const char *s, size_t 
 }
 
 /* Run argv in the box with stdin from file `in` of dir; collect stdout (at most cap bytes). */
-static int run_(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[], const char *in,
+static int run_(const sw_sandbox *sb, sw_sandbox_dir *d, int rw, char *const argv[], const char *in,
                 double timeout, sw_buf *out, size_t cap, int *status, int *timed_out, char *why,
                 size_t whylen)
 {
+	char src[300];
+	snprintf(src, sizeof src, "%s/src", d->path);
+	sw_bind bind = { src, "/src", rw };
 	int pfd[2], infd = -1;
 	char path[512], warn[300];
 	sw_error err = { 0 };
 	*timed_out = 0;
 	if (in) {
-		snprintf(path, sizeof path, "%s/%s", d->path, in);
+		snprintf(path, sizeof path, "%s/src/%s", d->path, in);
 		if ((infd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 			snprintf(why, whylen, "cannot open the test input: %s", strerror(errno));
 			return -1;
@@ -513,12 +637,16 @@ static int run_(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[], con
 		return -1;
 	}
 	pid_t pid;
-	int rc = sw_sandbox_spawn(sb, d, NULL, argv, infd, pfd[1], -1, &pid, warn, sizeof warn, &err);
+	sw_sandbox_cgroup(sb, d);
+	/* the program's files in /src, where it works (read-only but to the compiler) */
+	int rc = sw_sandbox_spawn(sb, d, "/src", &bind, 1, argv, infd, pfd[1], -1, &pid, warn, sizeof warn,
+	                          &err);
 	close(pfd[1]);
 	if (infd >= 0)
 		close(infd);
 	if (rc) {
 		close(pfd[0]);
+		sw_sandbox_reap(d);
 		snprintf(why, whylen, "%s", err.msg);
 		return -1;
 	}
@@ -551,6 +679,7 @@ static int run_(const sw_sandbox *sb, sw_sandbox_dir *d, char *const argv[], con
 	sw_sandbox_kill(pid); /* its group, and with the pid namespace everything it started */
 	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 		;
+	sw_sandbox_reap(d);
 	return 0;
 }
 
@@ -611,7 +740,7 @@ int sw_code_run(const sw_sandbox *sb, const char *lang, const char *src, size_t 
 	char *const *argv = !strcmp(lang, "c") ? bin : !strcmp(lang, "sh") ? sh : py;
 	if (!strcmp(lang, "c")) {
 		char *cc[] = { "cc", "-O1", "-w", "-o", "prog", "prog.c", "-lm", NULL };
-		if (run_(sb, &d, cc, NULL, fmax(timeout, 30), &out, 1 << 20, &status, &to, why, whylen))
+		if (run_(sb, &d, 1, cc, NULL, fmax(timeout, 30), &out, 1 << 20, &status, &to, why, whylen))
 			goto out;
 		if (to || !WIFEXITED(status) || WEXITSTATUS(status)) {
 			/* it does not compile: the program's fault, every test fails */
@@ -626,7 +755,7 @@ int sw_code_run(const sw_sandbox *sb, const char *lang, const char *src, size_t 
 			snprintf(why, whylen, "cannot write the test input: %s", strerror(errno));
 			goto out;
 		}
-		if (run_(sb, &d, argv, "input.txt", timeout, &out, outlens[i] + 4096, &status, &to, why, whylen))
+		if (run_(sb, &d, 0, argv, "input.txt", timeout, &out, outlens[i] + 4096, &status, &to, why, whylen))
 			goto out;
 		if (!to && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 		    same_output_((const char *)out.p, out.len, outputs[i], outlens[i]))

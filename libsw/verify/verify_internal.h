@@ -9,49 +9,101 @@
 #include <stdint.h>
 #include "sw/error.h"
 
-/* Limits of one sandboxed process; 0 leaves that limit as it is. */
+/* What isolation a verifier must have: sandbox=strict|basic|none. */
+enum {
+	SW_SANDBOX_STRICT = 0, /* namespaces and a root built from nothing, or no run at all */
+	SW_SANDBOX_BASIC = 1,  /* the best there is here, down to seccomp and rlimits alone */
+	SW_SANDBOX_NONE = 2    /* a plain child: trusted verifiers only */
+};
+
+#define SW_SANDBOX_ENV_MAX 16
+
+/* Limits of one box and what it is given; 0 leaves a limit as it is. */
 typedef struct sw_sandbox {
 	uint64_t cpu_s;  /* RLIMIT_CPU, seconds of CPU time over the process's life */
-	uint64_t mem;    /* RLIMIT_AS, bytes of address space */
-	uint64_t nproc;  /* RLIMIT_NPROC, processes and threads of its own user id */
+	uint64_t mem;    /* RLIMIT_AS per process; memory.max of the box's cgroup where there is one */
+	uint64_t nproc;  /* RLIMIT_NPROC, processes and threads of its user; pids.max of the cgroup */
 	uint64_t fsize;  /* RLIMIT_FSIZE, bytes of the largest file it may write */
 	uint64_t nofile; /* RLIMIT_NOFILE */
-	int off;         /* 1: no sandbox at all, a plain child (sandbox=no) */
+	uint64_t disk;   /* bytes of its writable directory (a tmpfs) */
+	int mode;        /* SW_SANDBOX_STRICT, _BASIC or _NONE */
+	unsigned nenv;   /* variables passed by name (env=NAME) besides the allow-list */
+	char env[SW_SANDBOX_ENV_MAX][64];
 } sw_sandbox;
 
 /* How much isolation a spawn got, best first. */
 enum {
-	SW_SANDBOX_USERNS = 0, /* user, mount, network, pid, ipc, uts namespaces */
-	SW_SANDBOX_ROOTNS = 1, /* the same namespaces but no user namespace; root drops to its own uid */
-	SW_SANDBOX_WEAK = 2,   /* no namespaces: seccomp, rlimits, its own directory only */
-	SW_SANDBOX_OFF = 3     /* sandbox=no */
+	SW_SANDBOX_USERNS = 0, /* user, mount, network, pid, ipc, uts namespaces; a root of its own */
+	SW_SANDBOX_ROOTNS = 1, /* the same without a user namespace (root only) */
+	SW_SANDBOX_WEAK = 2,   /* no namespaces: seccomp, rlimits, its own directory (sandbox=basic) */
+	SW_SANDBOX_OFF = 3     /* sandbox=none */
 };
 
-/* A private working directory and the user id its sandboxes run as. */
+/* A host path shown in the box at box (read-only unless rw). */
+typedef struct sw_bind {
+	const char *host;
+	const char *box;
+	int rw;
+} sw_bind;
+
+/*
+ * A box's host directory: in namespaces the mount point its root is built
+ * on (empty on the host side), else (WEAK) its working directory; and the
+ * user id and cgroup of its processes.
+ */
 typedef struct sw_sandbox_dir {
 	char path[256];
-	uid_t uid;       /* outside view of the sandbox's user */
+	uid_t uid;       /* outside view of the sandbox's user (root: one no one else has) */
 	int own_uid;     /* uid is one no one else has (we are root and may use it) */
-	int level;       /* the level of the last spawn, SW_SANDBOX_* */
+	int level;       /* the level of the last spawn, SW_SANDBOX_USERNS... */
+	char cg[320];    /* the box's cgroup v2 directory, "" when none */
 } sw_sandbox_dir;
 
-/* mkdtemp under $TMPDIR (or /tmp), owned by a user id of its own. */
+/* mkdtemp under $TMPDIR (or /tmp). */
 int sw_sandbox_dir_make(sw_sandbox_dir *d, sw_error *err);
-/* Remove the directory and everything in it; a no-op when path is empty. */
+/* Remove the directory and everything in it, never following a symbolic
+ * link, whatever modes were left on it; a no-op when path is empty. */
 void sw_sandbox_dir_remove(sw_sandbox_dir *d);
 
 /*
  * Start argv[0] (a PATH search) with fd0, fd1 and fd2 as its standard
  * input, output and error (-1: /dev/null) and every other descriptor
- * closed, in the sandbox sb, with d as TMPDIR and HOME and the one writable
- * place, working in cwd (read-only; NULL or where the sandbox cannot enter
- * it: d).  *pid is the process to wait
- * for and kill; it leads a process group of its own.  warn (warnlen bytes)
- * gets a sentence when the isolation is weaker than SW_SANDBOX_USERNS, else
- * "".  SW_EIO with the reason when it could not start (exec failed too).
+ * closed, in a box of sb's mode built on d, with binds[nbinds] in it, in
+ * the box's directory cwd (NULL or where it does not exist: its writable
+ * directory), with a cleared environment.  *pid leads a process group of
+ * its own.  argv NULL: build the box, then end with status 0 (a probe).
+ * warn (warnlen bytes) gets a sentence when the isolation is weaker than
+ * sandbox=strict's, else "".  SW_EIO with the reason when it could not
+ * start, also when sb asks for strict and this machine cannot give it (the
+ * message then says what is missing and how to ask for less).
  */
-int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, char *const argv[],
-                     int fd0, int fd1, int fd2, pid_t *pid, char *warn, size_t warnlen, sw_error *err);
+int sw_sandbox_spawn(const sw_sandbox *sb, sw_sandbox_dir *d, const char *cwd, const sw_bind *binds,
+                     size_t nbinds, char *const argv[], int fd0, int fd1, int fd2, pid_t *pid,
+                     char *warn, size_t warnlen, sw_error *err);
+
+/*
+ * Build a box of sb's mode with binds once, to learn now what it gets:
+ * 0 with a sentence in warn when weaker than strict (else ""), and in note
+ * what holds the box as a whole (its cgroup, or that there is none); or
+ * the error of sw_sandbox_spawn.
+ */
+int sw_sandbox_check(const sw_sandbox *sb, const sw_bind *binds, size_t nbinds, char *warn,
+                     size_t warnlen, char *note, size_t notelen, sw_error *err);
+
+/*
+ * The files a command names: its words that are paths (relative ones from
+ * cwd) of existing files or directories, made absolute, outside what every
+ * box shows anyway and outside /etc, /dev, /proc and /sys.  At most max
+ * malloc'd paths in out; their number.
+ */
+size_t sw_sandbox_files(const char *command, const char *cwd, char **out, size_t max);
+
+/* A cgroup v2 of its own for the box about to start on d, where there can be
+ * one (d->cg; "" and -1 where not). */
+int sw_sandbox_cgroup(const sw_sandbox *sb, sw_sandbox_dir *d);
+
+/* After the box's first process is gone: end what is left in its cgroup and remove it. */
+void sw_sandbox_reap(sw_sandbox_dir *d);
 
 /* SIGKILL the process and its group (a pid namespace dies with its first process). */
 void sw_sandbox_kill(pid_t pid);
