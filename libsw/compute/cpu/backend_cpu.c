@@ -15,11 +15,13 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
 #include "compute/backend.h"
+#include "compute/cpu/gemm.h"
 
 /* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
 #define QB 128
@@ -28,64 +30,23 @@
  * than the threads win (decoding one token runs hundreds of tiny ops). */
 #define BIG_(n) ((n) >= 32768)
 
-/* One thread's share of a product: plain OpenBLAS, single-threaded. */
-static void gemm1_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc)
-{
-	if (M == 1) {
-		/* c[N] = a[K] op(B): a matrix-vector product over B. */
-		int inca = ta ? lda : 1;
-		if (tb)
-			cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inca, beta, C, 1);
-		else
-			cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inca, beta, C, 1);
-		return;
-	}
-	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 /*
- * The product split over the OpenMP threads by blocks of columns of C (or
- * of rows, when C is narrow), each block one single-threaded OpenBLAS
- * call.  One pool of threads runs everything: OpenBLAS's own threads would
- * spin against OpenMP's between every op (on 2 cores that made decoding
- * eight times slower than the machine allows).
+ * The backend's state: the one CPU device of the process (ops take no
+ * handle, backend.h), set up once by sw_backend_cpu().  gemm is the
+ * provider of the products (gemm.h), from $SW_GEMM; a name it does not know
+ * leaves the default in place, so no op runs on garbage, and gemm_err,
+ * which every sync reports, so no computation is taken for done.
  */
+static struct {
+	pthread_once_t once;
+	sw_gemm gemm;
+	sw_error gemm_err;
+} st_ = { .once = PTHREAD_ONCE_INIT };
+
 static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
-	if (M <= 0 || N <= 0)
-		return;
-	if (K <= 0) {
-		for (int i = 0; i < M; i++)
-			for (int j = 0; j < N; j++)
-				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
-		return;
-	}
-	int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-	double work = (double)M * N * K;
-	if (nt > 1 && work < 64.0 * 64 * 64)
-		nt = 1;
-	if (nt == 1) {
-		gemm1_(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-		return;
-	}
-	bool by_cols = N >= 16 * nt;
-	int span = by_cols ? N : M;
-	/* Blocks a multiple of 16 wide, so each starts on a cache line. */
-	int blk = ((span + nt - 1) / nt + 15) / 16 * 16;
-	int nb = (span + blk - 1) / blk;
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-	for (int b = 0; b < nb; b++) {
-		int o = b * blk, w = span - o < blk ? span - o : blk;
-		if (by_cols)
-			gemm1_(ta, tb, M, w, K, alpha, A, lda, tb ? B + (size_t)o * ldb : B + o, ldb, beta,
-			       C + o, ldc);
-		else
-			gemm1_(ta, tb, w, N, K, alpha, ta ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
-			       C + (size_t)o * ldc, ldc);
-	}
+	sw_gemm_run(&st_.gemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /*
@@ -353,7 +314,11 @@ static const void *host_view_(const void *p)
 
 static int sync_(sw_error *err)
 {
-	(void)err;
+	if (st_.gemm_err.code) {
+		if (err)
+			*err = st_.gemm_err;
+		return st_.gemm_err.code;
+	}
 	return SW_OK;
 }
 
@@ -536,9 +501,9 @@ static void attn_fwd_(float *out, float *lse, const float *q, const float *k, co
 				for (int i0 = 0; i0 < L; i0 += QB) {
 					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
 					const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
-					gemm1_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
+					gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
 					softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0);
-					gemm1_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
+					gemm_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
 					       out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
 				}
 		}
@@ -567,9 +532,9 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 				for (int i0 = 0; i0 < L; i0 += QB) {
 					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
 					size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
-					gemm1_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
+					gemm_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
 					softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1);
-					gemm1_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
+					gemm_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
 					for (int r = 0; r < nb; r++) {
 						const float *g_ = dout + qo + (size_t)r * qs;
 						const float *o_ = out + qo + (size_t)r * qs;
@@ -581,9 +546,9 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 						for (int j = 0; j < nk; j++)
 							dpr[j] = pr[j] * (dpr[j] - di);
 					}
-					gemm1_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
-					gemm1_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
-					gemm1_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
+					gemm_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
+					gemm_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
+					gemm_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
 				}
 		}
 }
@@ -796,13 +761,36 @@ static const sw_backend cpu_ = {
 	.scale = scale_,
 };
 
+static void init_(void)
+{
+	/* OpenBLAS runs single-threaded inside OpenMP's blocks (gemm.c). */
+	openblas_set_num_threads(1);
+	sw_gemm_init(&st_.gemm, NULL, NULL);
+	const char *name = getenv("SW_GEMM");
+	sw_error e = { 0 };
+	if (name && sw_gemm_init(&st_.gemm, name, &e))
+		sw_fail(&st_.gemm_err, e.code, "SW_GEMM: %s", e.msg);
+}
+
 const sw_backend *sw_backend_cpu(void)
 {
-	/* OpenBLAS runs single-threaded inside our OpenMP blocks (see gemm_). */
-	static int once;
-	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
-		openblas_set_num_threads(1);
+	pthread_once(&st_.once, init_);
 	return &cpu_;
+}
+
+int sw_backend_cpu_gemm(const char *name, sw_error *err)
+{
+	pthread_once(&st_.once, init_);
+	int rc = sw_gemm_init(&st_.gemm, name, err);
+	if (!rc)
+		memset(&st_.gemm_err, 0, sizeof st_.gemm_err);
+	return rc;
+}
+
+const char *sw_backend_cpu_gemm_kernels(void)
+{
+	pthread_once(&st_.once, init_);
+	return st_.gemm.kernels;
 }
 
 int sw_backend_cpu_simd(int level)
