@@ -22,6 +22,7 @@
 #include "common/internal.h"
 #include "compute/backend.h"
 #include "compute/cpu/gemm.h"
+#include "compute/cpu/vmath.h"
 
 /* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
 #define QB 128
@@ -448,6 +449,67 @@ static size_t attn_scratch_(int maxlen)
 	return (size_t)omp_get_max_threads() * 2 * QB * (size_t)(maxlen > 0 ? maxlen : 1);
 }
 
+/*
+ * The loops of the softmaxes (attention's rows, the vocabulary's), one
+ * clone per vector width (vmath.h).  Sums run in LANES_ fixed lanes, added
+ * up in a fixed order, so every clone gives the same bits.
+ */
+#define LANES_ 16
+
+/* The largest of x[0..n) (NaNs skipped). */
+SW_VEC static float row_max_(const float *x, int n)
+{
+	float mx[LANES_];
+	for (int l = 0; l < LANES_; l++)
+		mx[l] = -INFINITY;
+	int n16 = n / LANES_ * LANES_;
+	for (int j = 0; j < n16; j += LANES_)
+		for (int l = 0; l < LANES_; l++)
+			mx[l] = x[j + l] > mx[l] ? x[j + l] : mx[l];
+	float m = -INFINITY;
+	for (int j = n16; j < n; j++)
+		m = x[j] > m ? x[j] : m;
+	for (int l = 0; l < LANES_; l++)
+		m = mx[l] > m ? mx[l] : m;
+	return m;
+}
+
+static double lanes_dsum_(const double *t)
+{
+	double s = 0;
+	for (int l = 0; l < LANES_; l++)
+		s += t[l];
+	return s;
+}
+
+/* sum = sum_j e^(x_j - m), zsum = sum_j e^(x_j - m) (x_j - m), in double. */
+SW_VEC static void row_expsum_(const float *x, int n, float m, double *sum, double *zsum)
+{
+	double s[LANES_] = { 0 }, zs[LANES_] = { 0 };
+	int n16 = n / LANES_ * LANES_;
+	for (int j = 0; j < n16; j += LANES_)
+		for (int l = 0; l < LANES_; l++) {
+			float d = x[j + l] - m, e = sw_expf(d);
+			s[l] += (double)e;
+			zs[l] += (double)(e * d);
+		}
+	double a = lanes_dsum_(s), b = lanes_dsum_(zs);
+	for (int j = n16; j < n; j++) {
+		float d = x[j] - m, e = sw_expf(d);
+		a += (double)e;
+		b += (double)(e * d);
+	}
+	*sum = a, *zsum = b;
+}
+
+/* x_j = e^(x_j - l): the probabilities, given the log-sum-exp l. */
+SW_VEC static void row_exp_(float *x, int n, float l)
+{
+#pragma omp simd
+	for (int j = 0; j < n; j++)
+		x[j] = sw_expf(x[j] - l);
+}
+
 /* Scores of query rows i0..i0+nb-1 against keys 0..nk-1, turned into the
  * causal softmax P in place (row r sees keys 0..i0+r).  With have_lse the
  * normaliser is taken from lse (backward), else computed and stored. */
@@ -461,17 +523,13 @@ static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_
 		if (have_lse) {
 			l = lse[(size_t)r * lse_stride];
 		} else {
-			float m = -INFINITY;
-			for (int j = 0; j <= last; j++)
-				m = s[j] > m ? s[j] : m;
-			double sum = 0;
-			for (int j = 0; j <= last; j++)
-				sum += (double)expf(s[j] - m);
+			double sum, zsum;
+			float m = row_max_(s, last + 1);
+			row_expsum_(s, last + 1, m, &sum, &zsum);
 			l = m + (float)log(sum);
 			lse[(size_t)r * lse_stride] = l;
 		}
-		for (int j = 0; j <= last; j++)
-			s[j] = expf(s[j] - l);
+		row_exp_(s, last + 1, l);
 		for (int j = last + 1; j < nk; j++)
 			s[j] = 0;
 	}
@@ -601,12 +659,38 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 	}
 }
 
+/* Elementwise ops go over spans of SPAN_ elements, a span a call of a
+ * vectorised loop, the spans shared among the threads. */
+#define SPAN_ ((size_t)16384)
+#define SPANS_(n) (((n) + SPAN_ - 1) / SPAN_)
+#define SPAN_LEN_(n, c) ((n) - (c) * SPAN_ < SPAN_ ? (n) - (c) * SPAN_ : SPAN_)
+
+SW_VEC static void swiglu_fwd_span_(float *h, const float *gate, const float *up, size_t n)
+{
+#pragma omp simd
+	for (size_t i = 0; i < n; i++) {
+		float g = gate[i];
+		h[i] = g / (1.0f + sw_expf(-g)) * up[i];
+	}
+}
+
 static void swiglu_fwd_(float *h, const float *gate, const float *up, size_t n)
 {
 #pragma omp parallel for if (BIG_(n))
+	for (size_t c = 0; c < SPANS_(n); c++) {
+		size_t o = c * SPAN_;
+		swiglu_fwd_span_(h + o, gate + o, up + o, SPAN_LEN_(n, c));
+	}
+}
+
+SW_VEC static void swiglu_bwd_span_(float *dgate, float *dup, const float *dh, const float *gate,
+                                    const float *up, size_t n)
+{
+#pragma omp simd
 	for (size_t i = 0; i < n; i++) {
-		float g = gate[i];
-		h[i] = g / (1.0f + expf(-g)) * up[i];
+		float g = gate[i], sg = 1.0f / (1.0f + sw_expf(-g)), silu = g * sg;
+		dup[i] = dh[i] * silu;
+		dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
 	}
 }
 
@@ -614,10 +698,9 @@ static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *
                         const float *up, size_t n)
 {
 #pragma omp parallel for if (BIG_(n))
-	for (size_t i = 0; i < n; i++) {
-		float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
-		dup[i] = dh[i] * silu;
-		dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+	for (size_t c = 0; c < SPANS_(n); c++) {
+		size_t o = c * SPAN_;
+		swiglu_bwd_span_(dgate + o, dup + o, dh + o, gate + o, up + o, SPAN_LEN_(n, c));
 	}
 }
 
@@ -653,15 +736,9 @@ static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
 #pragma omp parallel for if (BIG_((size_t)T * V))
 	for (int t = 0; t < T; t++) {
 		const float *z = logits + (size_t)t * V;
-		float m = -INFINITY;
-		for (int j = 0; j < V; j++)
-			m = z[j] > m ? z[j] : m;
-		double sum = 0, zsum = 0;
-		for (int j = 0; j < V; j++) {
-			float d = z[j] - m, e = expf(d);
-			sum += e;
-			zsum += (double)(e * d);
-		}
+		float m = row_max_(z, V);
+		double sum, zsum;
+		row_expsum_(z, V, m, &sum, &zsum);
 		double l = (double)m + log(sum);
 		lse[t] = (float)l;
 		/* H = lse - E[z] */
@@ -669,6 +746,17 @@ static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
 			ent[t] = (float)(log(sum) - zsum / sum);
 		if (lp)
 			lp[t] = target[t] >= 0 ? (float)((double)z[target[t]] - l) : 0.0f;
+	}
+}
+
+/* d lp / d z_j = [j = target] - p_j;  d H / d z_j = -p_j (log p_j + H): the
+ * row's -a p_j - b p_j (log p_j + H), the target's a added by the caller. */
+SW_VEC static void logprob_bwd_row_(float *z, int V, float a, float b, float H, float l)
+{
+#pragma omp simd
+	for (int j = 0; j < V; j++) {
+		float lpj = z[j] - l, p = sw_expf(lpj);
+		z[j] = -a * p - b * p * (lpj + H);
 	}
 }
 
@@ -680,21 +768,17 @@ static void logprob_bwd_(float *logits, const float *lse, const float *ent, cons
 		float *z = logits + (size_t)t * V;
 		float a = dlp && target[t] >= 0 ? dlp[t] : 0;
 		float b = dent ? dent[t] : 0, H = b != 0 ? ent[t] : 0, l = lse[t];
-		/* d lp / d z_j = [j = target] - p_j;  d H / d z_j = -p_j (log p_j + H). */
-		for (int j = 0; j < V; j++) {
-			float lpj = z[j] - l, p = expf(lpj);
-			z[j] = -a * p - b * p * (lpj + H);
-		}
+		logprob_bwd_row_(z, V, a, b, H, l);
 		if (a != 0)
 			z[target[t]] += a;
 	}
 }
 
-static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
-                   float b1, float b2, float eps, float wd, float bc1, float bc2)
+SW_VEC static void adamw_span_(float *restrict p, const float *restrict g, float gs,
+                               float *restrict m, float *restrict v, size_t n, float b1, float b2,
+                               float eps, float step, float sbc2, float decay)
 {
-	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
-#pragma omp parallel for simd if (BIG_(n))
+#pragma omp simd
 	for (size_t i = 0; i < n; i++) {
 		float gi = g[i] * gs; /* exact when gs is 1 */
 		float mi = b1 * m[i] + (1.0f - b1) * gi;
@@ -705,12 +789,45 @@ static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_
 	}
 }
 
+static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
+                   float b1, float b2, float eps, float wd, float bc1, float bc2)
+{
+	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
+#pragma omp parallel for if (BIG_(n))
+	for (size_t c = 0; c < SPANS_(n); c++) {
+		size_t o = c * SPAN_;
+		adamw_span_(p + o, g + o, gs, m + o, v + o, SPAN_LEN_(n, c), b1, b2, eps, step, sbc2,
+		            decay);
+	}
+}
+
+/* sum x^2 over a span, in LANES_ lanes of double. */
+SW_VEC static double sumsq_span_(const float *x, size_t n)
+{
+	double s[LANES_] = { 0 };
+	size_t n16 = n / LANES_ * LANES_;
+	for (size_t i = 0; i < n16; i += LANES_)
+		for (int l = 0; l < LANES_; l++)
+			s[l] += (double)x[i + l] * x[i + l];
+	double a = lanes_dsum_(s);
+	for (size_t i = n16; i < n; i++)
+		a += (double)x[i] * x[i];
+	return a;
+}
+
+/* The spans' sums added in the spans' order, so the result does not depend
+ * on the threads (a reduction clause adds them in the order threads end). */
 static double sumsq_(const float *x, size_t n)
 {
+	double part[64] = { 0 };
+	size_t ns = SPANS_(n), per = (ns + 63) / 64;
+#pragma omp parallel for schedule(static, 1) if (BIG_(n))
+	for (size_t b = 0; b < 64; b++)
+		for (size_t c = b * per; c < (b + 1) * per && c < ns; c++)
+			part[b] += sumsq_span_(x + c * SPAN_, SPAN_LEN_(n, c));
 	double s = 0;
-#pragma omp parallel for simd reduction(+ : s) if (BIG_(n))
-	for (size_t i = 0; i < n; i++)
-		s += (double)x[i] * x[i];
+	for (int b = 0; b < 64; b++)
+		s += part[b];
 	return s;
 }
 
