@@ -403,6 +403,20 @@ store_of_m() {
 	[ "$stderr" = "sw-rollout: SW_DEVICE: unknown device 'tpu' (known: cpu, guard)" ]
 }
 
+@test "SW_GEMM chooses who computes the products: the same samples either way, another name is exit 1" {
+	prompts 3 >in.jsonl
+	SW_GEMM=onednn sw-rollout -m "$M" -n 2 --max-new-tokens 8 --seed 5 in.jsonl >onednn.gen
+	SW_GEMM=openblas sw-rollout -m "$M" -n 2 --max-new-tokens 8 --seed 5 in.jsonl >openblas.gen
+	[ "$(sw-cat -f json onednn.gen | jq -s length)" = 6 ]
+	# Decoding's products are the backend's own batch-invariant kernel, whoever does the GEMMs.
+	cmp onednn.gen openblas.gen
+	for dev in "" "--device cpu" "--device guard"; do
+		run -1 --separate-stderr env SW_GEMM=mkl sw-rollout $dev -m "$M" in.jsonl
+		[ "$output" = "" ]
+		[ "$stderr" = "sw-rollout: SW_GEMM: unknown GEMM provider 'mkl' (known: onednn, openblas)" ]
+	done
+}
+
 @test "a closed pipe ends quietly; -z and -o write compressed and to a file" {
 	prompts 40 >in.jsonl
 	run -0 --separate-stderr bash -c 'sw-rollout -m "$1" -n 4 -f json in.jsonl | head -1 >/dev/null; echo "${PIPESTATUS[0]}"' _ "$M"
