@@ -77,8 +77,9 @@ $(B)/obj/libsw/%.o: libsw/%.c $(LIB_HDR) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -fvisibility=hidden -Dyyjson_api= -c $< -o $@
 $(B)/obj/libsw/stream/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyjson.h
-# The CPU ops' loops (compute/cpu/vmath.h) vectorise only where sqrtf need not set errno.
-$(B)/obj/libsw/compute/cpu/%.o: CFLAGS_SW += -fno-math-errno
+# The CPU ops' loops (compute/cpu/vmath.h) vectorise only where sqrtf need not set errno and
+# a comparison may be made whichever way a select goes (neither changes a result).
+$(B)/obj/libsw/compute/cpu/%.o: CFLAGS_SW += -fno-math-errno -fno-trapping-math
 $(B)/obj/cmd/%.o: cmd/%.c cmd/cli.h $(HEADERS) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -c $< -o $@
