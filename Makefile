@@ -22,7 +22,7 @@ OPT       ?= -O2 -g
 SAN       ?=
 CFLAGS_SW := -std=c11 $(OPT) -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
              -fPIC -fopenmp -Ilibsw -Ithird_party $(SAN) $(CFLAGS)
-LDLIBS_SW := -lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
+LDLIBS_SW := -lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
 LDFLAGS_SW:= $(SAN) $(LDFLAGS)
 
 PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
@@ -38,7 +38,7 @@ HEADERS   := $(wildcard libsw/sw/*.h)
 LIB_HDR   := $(sort $(shell find libsw -name '*.h'))
 MANPAGES  := $(wildcard man/*.[157])
 
-DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libpcre2-dev libsodium-dev libseccomp-dev
+DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libsodium-dev libseccomp-dev
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap
 DEPS_BENCH := jq zstd hyperfine
 DEPS_DEMO  := jq librsvg2-bin
@@ -77,6 +77,9 @@ $(B)/obj/libsw/%.o: libsw/%.c $(LIB_HDR) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -fvisibility=hidden -Dyyjson_api= -c $< -o $@
 $(B)/obj/libsw/stream/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyjson.h
+# The CPU ops' loops (compute/cpu/vmath.h) vectorise only where sqrtf need not set errno and
+# a comparison may be made whichever way a select goes (neither changes a result).
+$(B)/obj/libsw/compute/cpu/%.o: CFLAGS_SW += -fno-math-errno -fno-trapping-math
 $(B)/obj/cmd/%.o: cmd/%.c cmd/cli.h $(HEADERS) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -c $< -o $@

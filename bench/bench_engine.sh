@@ -2,8 +2,10 @@
 # bench/bench_engine.sh - the compute engine beside PyTorch, in one run:
 # a training step (fwd + bwd + AdamW, f32) of a GPT-2-small-size Llama
 # (hidden 768, 12 layers, 12 heads, vocab 32000, tied, 4 x 256 tokens)
-# against PyTorch CPU with the same shapes and threads; its GEMM FLOPs
-# against the OpenBLAS sgemm rate measured here; greedy decoding against
+# against PyTorch CPU with the same shapes and threads, starting from the
+# same weights and tokens (the first step's loss and gradient norm side by
+# side); its GEMM FLOPs against the backend's GEMM rate ($SW_GEMM's
+# provider) measured here; greedy decoding against
 # transformers' generate() (one sequence), 32 sequences batched against our
 # one, and one sequence against the memory-bandwidth bound measured here;
 # peak RSS of training and of generation against their budgets; and a
@@ -44,9 +46,17 @@ echo
 
 bw=$("$bin" bandwidth)
 gemm=$("$bin" sgemm)
-tr_sw=$("$bin" train "$STEPS")
+# PyTorch first: it writes its model and tokens for ours to start from, so
+# that the first step's loss and gradient norm can be compared.
 tr_pt=
-[ $have_torch = 1 ] && tr_pt=$(python3 "$top/bench/engine_torch.py" train "$STEPS" 2>/dev/null)
+tdir=$(mktemp -d "${SW_BENCH_TMP:-/tmp}/sw-bench-train.XXXXXX")
+trap 'rm -rf "$tdir"' EXIT
+if [ $have_torch = 1 ]; then
+	tr_pt=$(python3 "$top/bench/engine_torch.py" train "$STEPS" "$tdir" 2>/dev/null)
+	tr_sw=$("$bin" train "$STEPS" "$tdir")
+else
+	tr_sw=$("$bin" train "$STEPS")
+fi
 d1=$("$bin" decode 1 "$NEW")
 d32=$("$bin" decode 32 "$NEW")
 g1=
@@ -65,7 +75,7 @@ fi
 q05=
 if [ "${QWEN05:-1}" = 1 ]; then
 	qdir=$(mktemp -d "${SW_BENCH_TMP:-/tmp}/sw-bench-engine.XXXXXX")
-	trap 'rm -rf "$qdir"' EXIT
+	trap 'rm -rf "$qdir" "$tdir"' EXIT
 	cat >"$qdir/config.json" <<'JSON'
 {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
@@ -85,10 +95,14 @@ if [ -n "$tr_pt" ]; then
 	pt_step=$(field step_s "$tr_pt")
 	echo "| training step, s (median of $STEPS) | $sw_step | PyTorch $pt_step | **$(ratio "$pt_step" "$sw_step")x** PyTorch's speed |"
 	echo "| training step, CPU s of all threads (median) | $(field cpu_s "$tr_sw") | PyTorch $(field cpu_s "$tr_pt") | $(ratio "$(field cpu_s "$tr_pt")" "$(field cpu_s "$tr_sw")")x less CPU |"
+	# Relative differences of the first step's loss and gradient norm (goal: <= 1e-4).
+	rel() { awk -v a="$1" -v b="$2" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "%.1e", d }'; }
+	echo "| first step's loss (same weights and tokens) | $(field loss0 "$tr_sw") | PyTorch $(field loss0 "$tr_pt") | rel. diff $(rel "$(field loss0 "$tr_sw")" "$(field loss0 "$tr_pt")") |"
+	echo "| first step's gradient norm (summed in double) | $(field gnorm0 "$tr_sw") | PyTorch $(field gnorm0 "$tr_pt") (clip_grad_norm_'s float32 sum: $(field gnorm0_f32 "$tr_pt")) | rel. diff $(rel "$(field gnorm0 "$tr_sw")" "$(field gnorm0 "$tr_pt")") |"
 else
 	echo "| training step, s (median of $STEPS) | $sw_step | PyTorch not installed | n/a |"
 fi
-echo "| step GEMM GFLOP/s (model FLOPs $(field gflop "$tr_sw") GFLOP) | $(field gflops "$tr_sw") | OpenBLAS sgemm $(field sgemm_gflops "$gemm") | **$(ratio "$(field gflops "$tr_sw")" "$(field sgemm_gflops "$gemm")")** of sgemm |"
+echo "| step GEMM GFLOP/s (model FLOPs $(field gflop "$tr_sw") GFLOP) | $(field gflops "$tr_sw") | the backend's GEMM alone $(field sgemm_gflops "$gemm") ($(printf '%s\n' "$gemm" | sed -n 's/.*gemm=//p')) | **$(ratio "$(field gflops "$tr_sw")" "$(field sgemm_gflops "$gemm")")** of it |"
 if [ -n "$g1" ]; then
 	echo "| 1-sequence greedy decoding, tokens/s ($NEW new) | $(field tokens_per_s "$d1") | transformers generate() $(field tokens_per_s "$g1") | **$(ratio "$(field tokens_per_s "$d1")" "$(field tokens_per_s "$g1")")x** |"
 fi

@@ -3,8 +3,9 @@
  * measurement per run (so each run's peak RSS is its own), printed as one
  * line of KEY=VALUE pairs for the script to put beside PyTorch's.
  *
- *   engine_bench train STEPS      fwd + bwd + AdamW of the GPT-2-small-size Llama, 4 x 256 tokens
- *   engine_bench sgemm            OpenBLAS sgemm rate on the step's largest GEMM shapes
+ *   engine_bench train STEPS [DIR]  fwd + bwd + AdamW of the GPT-2-small-size Llama, 4 x 256 tokens
+ *                                 (DIR: engine_torch.py's weights and tokens, for the loss check)
+ *   engine_bench sgemm            the CPU backend's GEMM rate ($SW_GEMM's provider) on the step's largest shapes
  *   engine_bench bandwidth        memory read bandwidth (a 1 GiB sum, all threads)
  *   engine_bench decode NSEQ NEW  greedy decoding of NSEQ sequences, NEW tokens each
  *   engine_bench load-generate DIR NEW   load a model directory, decode NEW tokens greedily
@@ -16,7 +17,6 @@
  * proof).
  */
 #define _DEFAULT_SOURCE
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include "compute/backend.h" /* the CPU backend's GEMM provider: this bench links libsw.a */
 #include "sw/backend.h"
 #include "sw/engine.h"
 #include "sw/model.h"
@@ -98,34 +99,57 @@ static int32_t tok_(int V)
 	return (int32_t)((rng_ >> 33) % (uint64_t)V);
 }
 
-static int train_(int steps)
+/*
+ * dir NULL: random weights and tokens of our own.  Else the model and the
+ * tokens engine_torch.py wrote there (config.json, model.safetensors,
+ * tokens.i32), so that the first step's loss and gradient norm can be put
+ * beside PyTorch's.
+ */
+static int train_(int steps, const char *dir)
 {
 	sw_model_config c = cfg_();
 	sw_error err = { 0 };
-	sw_model *m = sw_model_new_on(be_, &c, &err), *g = m ? sw_model_new_on(be_, &c, &err) : NULL;
+	sw_model *m = dir ? sw_model_load_on(be_, dir, &err) : sw_model_new_on(be_, &c, &err);
+	if (m)
+		c = m->cfg;
+	sw_model *g = m ? sw_model_new_on(be_, &c, &err) : NULL;
 	/* AdamW's moments: zeroed arenas on the same backend */
 	sw_model *mo = g ? sw_model_new_on(be_, &c, &err) : NULL, *vo = mo ? sw_model_new_on(be_, &c, &err) : NULL;
 	if (!vo)
 		die_("model", &err);
-	sw_model_init_random(m, 1, 0.02f);
+	if (!dir)
+		sw_model_init_random(m, 1, 0.02f);
 	float *mm = mo->arena, *vv = vo->arena;
 	enum { NSEQ = 4, LEN = 256, T = NSEQ * LEN };
 	int32_t *tok = malloc(sizeof(int32_t) * T), cu[NSEQ + 1];
 	for (int i = 0; i < T; i++)
 		tok[i] = tok_(c.vocab_size);
+	if (dir) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/tokens.i32", dir);
+		FILE *f = fopen(path, "rb");
+		if (!f || fread(tok, sizeof(int32_t), T, f) != (size_t)T) {
+			fprintf(stderr, "engine_bench: cannot read %d tokens from '%s'\n", T, path);
+			exit(1);
+		}
+		fclose(f);
+	}
 	for (int s = 0; s <= NSEQ; s++)
 		cu[s] = s * LEN;
 	sw_batch b = { NSEQ, tok, cu, NULL };
 	sw_engine *e = sw_engine_new(m, &err);
 	sw_adamw_config oc = sw_adamw_defaults(1e-4f);
 	oc.max_grad_norm = 1.0f;
-	double *t = malloc(sizeof(double) * (size_t)(steps + 1)), loss = 0;
+	double *t = malloc(sizeof(double) * (size_t)(steps + 1)), loss = 0, loss0 = 0, gnorm0 = 0;
+	sw_adamw_stats st;
 	double *ct = malloc(sizeof(double) * (size_t)(steps + 1));
 	for (int i = 0; i <= steps; i++) { /* step 0 warms up: first touch of every buffer */
 		double t0 = now_(), c0 = cpu_();
 		if (sw_model_zero(g, &err) || sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss, NULL, &err) ||
-		    sw_adamw_step(&oc, m, g, mm, vv, i, NULL, &err))
+		    sw_adamw_step(&oc, m, g, mm, vv, i, &st, &err))
 			die_("train step", &err);
+		if (i == 0) /* before any update: what PyTorch's first step has too */
+			loss0 = loss, gnorm0 = st.grad_norm;
 		t[i] = now_() - t0;
 		ct[i] = cpu_() - c0;
 	}
@@ -143,8 +167,9 @@ static int train_(int steps)
 	              T * (2 * D + 2 * QD + 3 * KD + 3 * In);
 	double bound_mb = (16.0 * m->nparams + 4 * acts) / 1048576;
 	double cmed = median_(ct + 1, steps);
-	printf("params=%zu tokens=%d step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f gflop=%.1f gflops=%.2f loss=%.4f rss_mb=%ld bound_mb=%.0f\n",
-	       m->nparams, T, med, cmed, T / med, flops / 1e9, flops / med / 1e9, loss, rss_mb_(), bound_mb);
+	printf("params=%zu tokens=%d step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f gflop=%.1f gflops=%.2f loss=%.4f loss0=%.7f gnorm0=%.7f rss_mb=%ld bound_mb=%.0f gemm=%s\n",
+	       m->nparams, T, med, cmed, T / med, flops / 1e9, flops / med / 1e9, loss, loss0, gnorm0,
+	       rss_mb_(), bound_mb, sw_backend_cpu_gemm_kernels());
 	sw_engine_free(e);
 	sw_model_free(m), sw_model_free(g), sw_model_free(mo), sw_model_free(vo);
 	free(tok), free(t), free(ct);
@@ -167,7 +192,7 @@ static int sgemm_(void)
 		double t[5];
 		for (int r = 0; r < 6; r++) {
 			double t0 = now_();
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, A, K, B, K, 0, C, N);
+			sw_backend_cpu()->gemm(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
 			if (r)
 				t[r - 1] = now_() - t0;
 		}
@@ -176,7 +201,8 @@ static int sgemm_(void)
 		sum_f += f, sum_t += med;
 		free(A), free(B), free(C);
 	}
-	printf("sgemm_gflops=%.2f sgemm_best_gflops=%.2f\n", sum_f / sum_t / 1e9, best / 1e9);
+	printf("sgemm_gflops=%.2f sgemm_best_gflops=%.2f gemm=%s\n", sum_f / sum_t / 1e9, best / 1e9,
+	       sw_backend_cpu_gemm_kernels());
 	return 0;
 }
 
@@ -355,7 +381,7 @@ int main(int argc, char **argv)
 	const char *th = getenv("SW_THREADS");
 	sw_engine_threads(th ? atoi(th) : 0);
 	if (argc >= 3 && !strcmp(argv[1], "train"))
-		return train_(atoi(argv[2]));
+		return train_(atoi(argv[2]), argc >= 4 ? argv[3] : NULL);
 	if (argc >= 2 && !strcmp(argv[1], "sgemm"))
 		return sgemm_();
 	if (argc >= 2 && !strcmp(argv[1], "bandwidth"))

@@ -4,7 +4,10 @@
 32000, tied embeddings, float32, CPU) and the same work as engine_bench, one
 measurement per run, printed as one line of KEY=VALUE pairs.
 
-    engine_torch.py train STEPS        fwd + bwd + AdamW step, 4 x 256 tokens (median of STEPS after one warm-up)
+    engine_torch.py train STEPS [DIR]  fwd + bwd + clip + AdamW step, 4 x 256 tokens (median of STEPS after
+                                       one warm-up); with DIR, first write the model (config.json,
+                                       model.safetensors, f32) and the tokens (tokens.i32) there, for
+                                       engine_bench to start from the same ones
     engine_torch.py generate NSEQ NEW  greedy model.generate() of NEW tokens after a 16-token prompt
 
 Threads: $SW_THREADS, else every core (torch.set_num_threads).
@@ -36,27 +39,38 @@ def median(v):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def train(steps):
+def train(steps, save_dir=None):
     # sdpa: transformers' default attention on CPU, its fastest.
     model = LlamaForCausalLM(cfg).float().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     g = torch.Generator().manual_seed(2)
     ids = torch.randint(0, cfg.vocab_size, (4, 256), generator=g)
+    if save_dir:
+        model.save_pretrained(save_dir, safe_serialization=True)
+        ids.to(torch.int32).numpy().tofile(os.path.join(save_dir, "tokens.i32"))
+    loss0 = gnorm0 = gnorm0_f32 = 0.0
     times, cpu, loss = [], [], 0.0
     for i in range(steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=False)
         out = model(input_ids=ids, labels=ids)
         out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if i == 0:  # before any update, as engine_bench's loss0 and gnorm0
+            # The gradients' norm summed in double, as ours is: clip_grad_norm_
+            # sums in float32, 1.6e-4 off the exact value at this size (seen here).
+            loss0 = out.loss.item()
+            gnorm0 = sum(p.grad.double().pow(2).sum().item() for p in model.parameters()) ** 0.5
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+        if i == 0:
+            gnorm0_f32 = gnorm
         opt.step()
         loss = out.loss.item()
         if i:
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
     med = median(times)
-    print("tokens=1024 step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f loss=%.4f rss_mb=%d"
-          % (med, median(cpu), 1024 / med, loss, rss_mb()))
+    print("tokens=1024 step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f loss=%.4f loss0=%.7f gnorm0=%.7f gnorm0_f32=%.7f rss_mb=%d"
+          % (med, median(cpu), 1024 / med, loss, loss0, gnorm0, gnorm0_f32, rss_mb()))
 
 
 def generate(nseq, new):
@@ -77,8 +91,8 @@ def generate(nseq, new):
 
 if __name__ == "__main__":
     if sys.argv[1] == "train":
-        train(int(sys.argv[2]))
+        train(int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
     elif sys.argv[1] == "generate":
         generate(int(sys.argv[2]), int(sys.argv[3]))
     else:
-        sys.exit("usage: engine_torch.py train STEPS | generate NSEQ NEW")
+        sys.exit("usage: engine_torch.py train STEPS [DIR] | generate NSEQ NEW")

@@ -364,6 +364,8 @@ const sw_backend *cli_device(const char *arg)
 {
 	sw_error err = { 0 };
 	const sw_backend *be = sw_backend_get(arg ? arg : getenv("SW_DEVICE"), &err);
+	if (!be && !strncmp(err.msg, "SW_GEMM: ", 9)) /* not the device's name: it names itself */
+		cli_die("%s", err.msg);
 	if (!be && arg)
 		cli_usage("%s", err.msg);
 	if (!be)

@@ -238,7 +238,7 @@ mkstore() {
 	}
 	EOF
 	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
-		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+		-lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
 }
 
 # A store of $M's weights as version 7, its spec in $spec.
@@ -401,6 +401,20 @@ store_of_m() {
 	[ "${#stderr_lines[@]}" = 2 ]
 	run -1 --separate-stderr env SW_DEVICE=tpu sw-rollout -m "$M" in.jsonl
 	[ "$stderr" = "sw-rollout: SW_DEVICE: unknown device 'tpu' (known: cpu, guard)" ]
+}
+
+@test "SW_GEMM chooses who computes the products: the same samples either way, another name is exit 1" {
+	prompts 3 >in.jsonl
+	SW_GEMM=onednn sw-rollout -m "$M" -n 2 --max-new-tokens 8 --seed 5 in.jsonl >onednn.gen
+	SW_GEMM=openblas sw-rollout -m "$M" -n 2 --max-new-tokens 8 --seed 5 in.jsonl >openblas.gen
+	[ "$(sw-cat -f json onednn.gen | jq -s length)" = 6 ]
+	# Decoding's products are the backend's own batch-invariant kernel, whoever does the GEMMs.
+	cmp onednn.gen openblas.gen
+	for dev in "" "--device cpu" "--device guard"; do
+		run -1 --separate-stderr env SW_GEMM=mkl sw-rollout $dev -m "$M" in.jsonl
+		[ "$output" = "" ]
+		[ "$stderr" = "sw-rollout: SW_GEMM: unknown GEMM provider 'mkl' (known: onednn, openblas)" ]
+	done
 }
 
 @test "a closed pipe ends quietly; -z and -o write compressed and to a file" {

@@ -218,7 +218,7 @@ mkstore() {
 	}
 	EOF
 	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
-		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+		-lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
 }
 
 @test "a weight store is trained in place: the same bits as the model directory, the version bumped" {

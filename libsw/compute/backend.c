@@ -8,10 +8,11 @@
 
 const sw_backend *sw_backend_get(const char *name, sw_error *err)
 {
+	/* Both compute with the CPU's ops: a bad $SW_GEMM fails them here. */
 	if (!name || !*name || !strcmp(name, "cpu"))
-		return sw_backend_cpu();
+		return sw_backend_cpu()->sync(err) ? NULL : sw_backend_cpu();
 	if (!strcmp(name, "guard"))
-		return sw_backend_guard();
+		return sw_backend_cpu()->sync(err) ? NULL : sw_backend_guard();
 	sw_fail(err, SW_EINVAL, "unknown device '%s' (known: cpu, guard)", name);
 	return NULL;
 }

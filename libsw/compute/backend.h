@@ -203,6 +203,16 @@ void sw_backend_cpu_threads(int n);
  * machine without AVX-512 bit for bit.
  */
 int sw_backend_cpu_simd(int level);
+/*
+ * The provider of the CPU's products (cpu/gemm.h): "onednn" (the default)
+ * or "openblas", from $SW_GEMM when the backend is first used; a name it
+ * does not know is an error every sync of the CPU backend reports (and
+ * sw_backend_get).  sw_backend_cpu_gemm chooses again (not while ops run),
+ * for tests and benchmarks; _kernels says what runs ("onednn 2.6.3
+ * avx512_core_bf16", "openblas 0.3.21 SkylakeX").
+ */
+int sw_backend_cpu_gemm(const char *name, sw_error *err);
+const char *sw_backend_cpu_gemm_kernels(void);
 
 /*
  * What engine.c, decoder.c and optim.c share beside the ops: RoPE's

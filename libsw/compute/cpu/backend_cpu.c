@@ -15,11 +15,14 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
 #include "compute/backend.h"
+#include "compute/cpu/gemm.h"
+#include "compute/cpu/vmath.h"
 
 /* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
 #define QB 128
@@ -28,64 +31,23 @@
  * than the threads win (decoding one token runs hundreds of tiny ops). */
 #define BIG_(n) ((n) >= 32768)
 
-/* One thread's share of a product: plain OpenBLAS, single-threaded. */
-static void gemm1_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc)
-{
-	if (M == 1) {
-		/* c[N] = a[K] op(B): a matrix-vector product over B. */
-		int inca = ta ? lda : 1;
-		if (tb)
-			cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inca, beta, C, 1);
-		else
-			cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inca, beta, C, 1);
-		return;
-	}
-	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 /*
- * The product split over the OpenMP threads by blocks of columns of C (or
- * of rows, when C is narrow), each block one single-threaded OpenBLAS
- * call.  One pool of threads runs everything: OpenBLAS's own threads would
- * spin against OpenMP's between every op (on 2 cores that made decoding
- * eight times slower than the machine allows).
+ * The backend's state: the one CPU device of the process (ops take no
+ * handle, backend.h), set up once by sw_backend_cpu().  gemm is the
+ * provider of the products (gemm.h), from $SW_GEMM; a name it does not know
+ * leaves the default in place, so no op runs on garbage, and gemm_err,
+ * which every sync reports, so no computation is taken for done.
  */
+static struct {
+	pthread_once_t once;
+	sw_gemm gemm;
+	sw_error gemm_err;
+} st_ = { .once = PTHREAD_ONCE_INIT };
+
 static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
-	if (M <= 0 || N <= 0)
-		return;
-	if (K <= 0) {
-		for (int i = 0; i < M; i++)
-			for (int j = 0; j < N; j++)
-				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
-		return;
-	}
-	int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-	double work = (double)M * N * K;
-	if (nt > 1 && work < 64.0 * 64 * 64)
-		nt = 1;
-	if (nt == 1) {
-		gemm1_(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-		return;
-	}
-	bool by_cols = N >= 16 * nt;
-	int span = by_cols ? N : M;
-	/* Blocks a multiple of 16 wide, so each starts on a cache line. */
-	int blk = ((span + nt - 1) / nt + 15) / 16 * 16;
-	int nb = (span + blk - 1) / blk;
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-	for (int b = 0; b < nb; b++) {
-		int o = b * blk, w = span - o < blk ? span - o : blk;
-		if (by_cols)
-			gemm1_(ta, tb, M, w, K, alpha, A, lda, tb ? B + (size_t)o * ldb : B + o, ldb, beta,
-			       C + o, ldc);
-		else
-			gemm1_(ta, tb, w, N, K, alpha, ta ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
-			       C + (size_t)o * ldc, ldc);
-	}
+	sw_gemm_run(&st_.gemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /*
@@ -353,7 +315,11 @@ static const void *host_view_(const void *p)
 
 static int sync_(sw_error *err)
 {
-	(void)err;
+	if (st_.gemm_err.code) {
+		if (err)
+			*err = st_.gemm_err;
+		return st_.gemm_err.code;
+	}
 	return SW_OK;
 }
 
@@ -483,6 +449,67 @@ static size_t attn_scratch_(int maxlen)
 	return (size_t)omp_get_max_threads() * 2 * QB * (size_t)(maxlen > 0 ? maxlen : 1);
 }
 
+/*
+ * The loops of the softmaxes (attention's rows, the vocabulary's), one
+ * clone per vector width (vmath.h).  Sums run in LANES_ fixed lanes, added
+ * up in a fixed order, so every clone gives the same bits.
+ */
+#define LANES_ 16
+
+/* The largest of x[0..n) (NaNs skipped). */
+SW_VEC static float row_max_(const float *x, int n)
+{
+	float mx[LANES_];
+	for (int l = 0; l < LANES_; l++)
+		mx[l] = -INFINITY;
+	int n16 = n / LANES_ * LANES_;
+	for (int j = 0; j < n16; j += LANES_)
+		for (int l = 0; l < LANES_; l++)
+			mx[l] = x[j + l] > mx[l] ? x[j + l] : mx[l];
+	float m = -INFINITY;
+	for (int j = n16; j < n; j++)
+		m = x[j] > m ? x[j] : m;
+	for (int l = 0; l < LANES_; l++)
+		m = mx[l] > m ? mx[l] : m;
+	return m;
+}
+
+static double lanes_dsum_(const double *t)
+{
+	double s = 0;
+	for (int l = 0; l < LANES_; l++)
+		s += t[l];
+	return s;
+}
+
+/* sum = sum_j e^(x_j - m), zsum = sum_j e^(x_j - m) (x_j - m), in double. */
+SW_VEC static void row_expsum_(const float *x, int n, float m, double *sum, double *zsum)
+{
+	double s[LANES_] = { 0 }, zs[LANES_] = { 0 };
+	int n16 = n / LANES_ * LANES_;
+	for (int j = 0; j < n16; j += LANES_)
+		for (int l = 0; l < LANES_; l++) {
+			float d = x[j + l] - m, e = sw_expf(d);
+			s[l] += (double)e;
+			zs[l] += (double)(e * d);
+		}
+	double a = lanes_dsum_(s), b = lanes_dsum_(zs);
+	for (int j = n16; j < n; j++) {
+		float d = x[j] - m, e = sw_expf(d);
+		a += (double)e;
+		b += (double)(e * d);
+	}
+	*sum = a, *zsum = b;
+}
+
+/* x_j = e^(x_j - l): the probabilities, given the log-sum-exp l. */
+SW_VEC static void row_exp_(float *x, int n, float l)
+{
+#pragma omp simd
+	for (int j = 0; j < n; j++)
+		x[j] = sw_expf(x[j] - l);
+}
+
 /* Scores of query rows i0..i0+nb-1 against keys 0..nk-1, turned into the
  * causal softmax P in place (row r sees keys 0..i0+r).  With have_lse the
  * normaliser is taken from lse (backward), else computed and stored. */
@@ -496,17 +523,13 @@ static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_
 		if (have_lse) {
 			l = lse[(size_t)r * lse_stride];
 		} else {
-			float m = -INFINITY;
-			for (int j = 0; j <= last; j++)
-				m = s[j] > m ? s[j] : m;
-			double sum = 0;
-			for (int j = 0; j <= last; j++)
-				sum += (double)expf(s[j] - m);
+			double sum, zsum;
+			float m = row_max_(s, last + 1);
+			row_expsum_(s, last + 1, m, &sum, &zsum);
 			l = m + (float)log(sum);
 			lse[(size_t)r * lse_stride] = l;
 		}
-		for (int j = 0; j <= last; j++)
-			s[j] = expf(s[j] - l);
+		row_exp_(s, last + 1, l);
 		for (int j = last + 1; j < nk; j++)
 			s[j] = 0;
 	}
@@ -536,9 +559,9 @@ static void attn_fwd_(float *out, float *lse, const float *q, const float *k, co
 				for (int i0 = 0; i0 < L; i0 += QB) {
 					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
 					const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
-					gemm1_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
+					gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
 					softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0);
-					gemm1_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
+					gemm_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
 					       out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
 				}
 		}
@@ -567,9 +590,9 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 				for (int i0 = 0; i0 < L; i0 += QB) {
 					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
 					size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
-					gemm1_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
+					gemm_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
 					softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1);
-					gemm1_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
+					gemm_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
 					for (int r = 0; r < nb; r++) {
 						const float *g_ = dout + qo + (size_t)r * qs;
 						const float *o_ = out + qo + (size_t)r * qs;
@@ -581,9 +604,9 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 						for (int j = 0; j < nk; j++)
 							dpr[j] = pr[j] * (dpr[j] - di);
 					}
-					gemm1_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
-					gemm1_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
-					gemm1_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
+					gemm_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
+					gemm_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
+					gemm_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
 				}
 		}
 }
@@ -636,12 +659,38 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 	}
 }
 
+/* Elementwise ops go over spans of SPAN_ elements, a span a call of a
+ * vectorised loop, the spans shared among the threads. */
+#define SPAN_ ((size_t)16384)
+#define SPANS_(n) (((n) + SPAN_ - 1) / SPAN_)
+#define SPAN_LEN_(n, c) ((n) - (c) * SPAN_ < SPAN_ ? (n) - (c) * SPAN_ : SPAN_)
+
+SW_VEC static void swiglu_fwd_span_(float *h, const float *gate, const float *up, size_t n)
+{
+#pragma omp simd
+	for (size_t i = 0; i < n; i++) {
+		float g = gate[i];
+		h[i] = g / (1.0f + sw_expf(-g)) * up[i];
+	}
+}
+
 static void swiglu_fwd_(float *h, const float *gate, const float *up, size_t n)
 {
 #pragma omp parallel for if (BIG_(n))
+	for (size_t c = 0; c < SPANS_(n); c++) {
+		size_t o = c * SPAN_;
+		swiglu_fwd_span_(h + o, gate + o, up + o, SPAN_LEN_(n, c));
+	}
+}
+
+SW_VEC static void swiglu_bwd_span_(float *dgate, float *dup, const float *dh, const float *gate,
+                                    const float *up, size_t n)
+{
+#pragma omp simd
 	for (size_t i = 0; i < n; i++) {
-		float g = gate[i];
-		h[i] = g / (1.0f + expf(-g)) * up[i];
+		float g = gate[i], sg = 1.0f / (1.0f + sw_expf(-g)), silu = g * sg;
+		dup[i] = dh[i] * silu;
+		dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
 	}
 }
 
@@ -649,10 +698,9 @@ static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *
                         const float *up, size_t n)
 {
 #pragma omp parallel for if (BIG_(n))
-	for (size_t i = 0; i < n; i++) {
-		float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
-		dup[i] = dh[i] * silu;
-		dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+	for (size_t c = 0; c < SPANS_(n); c++) {
+		size_t o = c * SPAN_;
+		swiglu_bwd_span_(dgate + o, dup + o, dh + o, gate + o, up + o, SPAN_LEN_(n, c));
 	}
 }
 
@@ -688,15 +736,9 @@ static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
 #pragma omp parallel for if (BIG_((size_t)T * V))
 	for (int t = 0; t < T; t++) {
 		const float *z = logits + (size_t)t * V;
-		float m = -INFINITY;
-		for (int j = 0; j < V; j++)
-			m = z[j] > m ? z[j] : m;
-		double sum = 0, zsum = 0;
-		for (int j = 0; j < V; j++) {
-			float d = z[j] - m, e = expf(d);
-			sum += e;
-			zsum += (double)(e * d);
-		}
+		float m = row_max_(z, V);
+		double sum, zsum;
+		row_expsum_(z, V, m, &sum, &zsum);
 		double l = (double)m + log(sum);
 		lse[t] = (float)l;
 		/* H = lse - E[z] */
@@ -704,6 +746,17 @@ static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
 			ent[t] = (float)(log(sum) - zsum / sum);
 		if (lp)
 			lp[t] = target[t] >= 0 ? (float)((double)z[target[t]] - l) : 0.0f;
+	}
+}
+
+/* d lp / d z_j = [j = target] - p_j;  d H / d z_j = -p_j (log p_j + H): the
+ * row's -a p_j - b p_j (log p_j + H), the target's a added by the caller. */
+SW_VEC static void logprob_bwd_row_(float *z, int V, float a, float b, float H, float l)
+{
+#pragma omp simd
+	for (int j = 0; j < V; j++) {
+		float lpj = z[j] - l, p = sw_expf(lpj);
+		z[j] = -a * p - b * p * (lpj + H);
 	}
 }
 
@@ -715,21 +768,17 @@ static void logprob_bwd_(float *logits, const float *lse, const float *ent, cons
 		float *z = logits + (size_t)t * V;
 		float a = dlp && target[t] >= 0 ? dlp[t] : 0;
 		float b = dent ? dent[t] : 0, H = b != 0 ? ent[t] : 0, l = lse[t];
-		/* d lp / d z_j = [j = target] - p_j;  d H / d z_j = -p_j (log p_j + H). */
-		for (int j = 0; j < V; j++) {
-			float lpj = z[j] - l, p = expf(lpj);
-			z[j] = -a * p - b * p * (lpj + H);
-		}
+		logprob_bwd_row_(z, V, a, b, H, l);
 		if (a != 0)
 			z[target[t]] += a;
 	}
 }
 
-static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
-                   float b1, float b2, float eps, float wd, float bc1, float bc2)
+SW_VEC static void adamw_span_(float *restrict p, const float *restrict g, float gs,
+                               float *restrict m, float *restrict v, size_t n, float b1, float b2,
+                               float eps, float step, float sbc2, float decay)
 {
-	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
-#pragma omp parallel for simd if (BIG_(n))
+#pragma omp simd
 	for (size_t i = 0; i < n; i++) {
 		float gi = g[i] * gs; /* exact when gs is 1 */
 		float mi = b1 * m[i] + (1.0f - b1) * gi;
@@ -740,12 +789,45 @@ static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_
 	}
 }
 
+static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
+                   float b1, float b2, float eps, float wd, float bc1, float bc2)
+{
+	float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
+#pragma omp parallel for if (BIG_(n))
+	for (size_t c = 0; c < SPANS_(n); c++) {
+		size_t o = c * SPAN_;
+		adamw_span_(p + o, g + o, gs, m + o, v + o, SPAN_LEN_(n, c), b1, b2, eps, step, sbc2,
+		            decay);
+	}
+}
+
+/* sum x^2 over a span, in LANES_ lanes of double. */
+SW_VEC static double sumsq_span_(const float *x, size_t n)
+{
+	double s[LANES_] = { 0 };
+	size_t n16 = n / LANES_ * LANES_;
+	for (size_t i = 0; i < n16; i += LANES_)
+		for (int l = 0; l < LANES_; l++)
+			s[l] += (double)x[i + l] * x[i + l];
+	double a = lanes_dsum_(s);
+	for (size_t i = n16; i < n; i++)
+		a += (double)x[i] * x[i];
+	return a;
+}
+
+/* The spans' sums added in the spans' order, so the result does not depend
+ * on the threads (a reduction clause adds them in the order threads end). */
 static double sumsq_(const float *x, size_t n)
 {
+	double part[64] = { 0 };
+	size_t ns = SPANS_(n), per = (ns + 63) / 64;
+#pragma omp parallel for schedule(static, 1) if (BIG_(n))
+	for (size_t b = 0; b < 64; b++)
+		for (size_t c = b * per; c < (b + 1) * per && c < ns; c++)
+			part[b] += sumsq_span_(x + c * SPAN_, SPAN_LEN_(n, c));
 	double s = 0;
-#pragma omp parallel for simd reduction(+ : s) if (BIG_(n))
-	for (size_t i = 0; i < n; i++)
-		s += (double)x[i] * x[i];
+	for (int b = 0; b < 64; b++)
+		s += part[b];
 	return s;
 }
 
@@ -796,13 +878,36 @@ static const sw_backend cpu_ = {
 	.scale = scale_,
 };
 
+static void init_(void)
+{
+	/* OpenBLAS runs single-threaded inside OpenMP's blocks (gemm.c). */
+	openblas_set_num_threads(1);
+	sw_gemm_init(&st_.gemm, NULL, NULL);
+	const char *name = getenv("SW_GEMM");
+	sw_error e = { 0 };
+	if (name && sw_gemm_init(&st_.gemm, name, &e))
+		sw_fail(&st_.gemm_err, e.code, "SW_GEMM: %s", e.msg);
+}
+
 const sw_backend *sw_backend_cpu(void)
 {
-	/* OpenBLAS runs single-threaded inside our OpenMP blocks (see gemm_). */
-	static int once;
-	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
-		openblas_set_num_threads(1);
+	pthread_once(&st_.once, init_);
 	return &cpu_;
+}
+
+int sw_backend_cpu_gemm(const char *name, sw_error *err)
+{
+	pthread_once(&st_.once, init_);
+	int rc = sw_gemm_init(&st_.gemm, name, err);
+	if (!rc)
+		memset(&st_.gemm_err, 0, sizeof st_.gemm_err);
+	return rc;
+}
+
+const char *sw_backend_cpu_gemm_kernels(void)
+{
+	pthread_once(&st_.once, init_);
+	return st_.gemm.kernels;
 }
 
 int sw_backend_cpu_simd(int level)

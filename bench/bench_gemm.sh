@@ -1,0 +1,90 @@
+#!/bin/sh
+# bench/bench_gemm.sh - the CPU backend's GEMM providers side by side on the
+# training step's shapes (Llama 110M, 1024 tokens: each Linear's forward NT,
+# its backward NN and TN) and on decoding's 1 to 32 rows, with PyTorch's
+# matmul (MKL) as the peer: GFLOP/s medians, which kernels ran, and each
+# provider's rate over the best one's on every shape.
+#
+#   ROUNDS=3 REPS=5 sh bench/bench_gemm.sh
+#
+# Three processes a round: oneDNN and OpenBLAS (kernels fixed up) taking
+# turns call by call in one, so the load of a shared machine falls on both
+# alike; OpenBLAS as the distribution's library comes (its own kernel choice
+# and threads) in a second, since the fix-up changes a process's OpenBLAS
+# for good; PyTorch in a third.  Each figure is the median over ROUNDS
+# rounds of a process's median of REPS calls.  The provider the backend
+# uses is $SW_GEMM's, else oneDNN.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+B=${B:-$top/build}
+bin=$B/bench/gemm_bench
+REPS=${REPS:-5}
+ROUNDS=${ROUNDS:-3}
+SW_THREADS=${SW_THREADS:-$(nproc)}
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+used=${SW_GEMM:-onednn}
+export SW_THREADS OMP_WAIT_POLICY
+[ -x "$bin" ] || { echo "bench_gemm: $bin is missing (make bench builds it)" >&2; exit 1; }
+out=$(mktemp "${SW_BENCH_TMP:-/tmp}/sw-bench-gemm.XXXXXX")
+trap 'rm -f "$out"' EXIT
+
+echo "threads $SW_THREADS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+have_torch=1
+python3 -c 'import torch' 2>/dev/null || have_torch=0
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+	"$bin" "$REPS" onednn openblas >>"$out"
+	"$bin" "$REPS" openblas-asis >>"$out"
+	[ $have_torch = 0 ] || python3 "$top/bench/gemm_torch.py" "$REPS" >>"$out"
+	r=$((r + 1))
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "Kernels that ran:"
+sed -n 's/^kernels provider=\([^ ]*\) threads=[0-9]* what=/- \1: /p' "$out" | sort -u
+echo
+
+# The table: a row a shape, a column a provider (GFLOP/s), then the used
+# provider over the best; the step's shapes summed as a step does them.
+awk -v used="$used" '
+/^provider=/ {
+	for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+	w = $0; sub(/.* what=/, "", w)
+	key = f["shape"] " " f["op"]
+	if (!(key in seen)) { seen[key] = 1; order[++n] = key; what[key] = w }
+	if (!(f["provider"] in pseen)) { pseen[f["provider"]] = 1; prov[++np] = f["provider"] }
+	c = ++cnt[key, f["provider"]]
+	all[key, f["provider"], c] = f["gflops"] + 0
+}
+# The median of a (key, provider) over the rounds.
+function med(k, p,    m, i, j, v, x) {
+	m = cnt[k, p]
+	for (i = 1; i <= m; i++) v[i] = all[k, p, i]
+	for (i = 2; i <= m; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+	return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+}
+END {
+	for (i = 1; i <= n; i++) for (p = 1; p <= np; p++) g[order[i], prov[p]] = med(order[i], prov[p])
+	printf "| shape MxNxK | op | what |"
+	for (p = 1; p <= np; p++) printf " %s |", prov[p]
+	printf " %s / best |\n|---|---|---|", used
+	for (p = 1; p <= np; p++) printf "---|"
+	print "---|"
+	for (i = 1; i <= n; i++) {
+		k = order[i]; split(k, s, " "); split(s[1], d, "x")
+		flop = 2 * d[1] * d[2] * d[3]
+		best = 0
+		printf "| %s | %s | %s |", s[1], s[2], what[k]
+		for (p = 1; p <= np; p++) {
+			v = g[k, prov[p]]; printf " %.2f |", v
+			if (v > best) best = v
+			if (what[k] != "decode") t[prov[p]] += flop / (v * 1e9)
+			if (what[k] != "decode") tf += (p == 1) * flop
+		}
+		printf " **%.2f** |\n", g[k, used] / best
+	}
+	bestall = 0
+	printf "| the step'"'"'s 12 shapes, once each | | total FLOPs / total time |"
+	for (p = 1; p <= np; p++) { r = tf / t[prov[p]] / 1e9; printf " %.2f |", r; if (r > bestall) bestall = r }
+	printf " **%.2f** |\n", tf / t[used] / 1e9 / bestall
+}' "$out"

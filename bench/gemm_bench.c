@@ -1,0 +1,187 @@
+/*
+ * gemm_bench.c - the GEMM providers of the CPU backend side by side, on the
+ * training step's shapes and on decoding's few rows (bench/bench_gemm.sh
+ * puts PyTorch's matmul beside them and the ratios to the best).
+ *
+ *   gemm_bench REPS PROVIDER...
+ *
+ * One line of KEY=VALUE pairs per shape and provider:
+ *   provider=NAME shape=MxNxK op=NT|NN|TN gflops=MEDIAN what=WORDS
+ * each provider's first preceded by one saying which kernels it runs
+ * (kernels provider=NAME threads=N what=WORDS).
+ * Providers:
+ *   onednn         the backend's default (sw_gemm, oneDNN's dnnl_sgemm)
+ *   openblas       the backend's other choice (sw_gemm: OpenBLAS, its
+ *                  kernels fixed up, blocks over OpenMP's threads)
+ *   openblas-asis  cblas_sgemm as the distribution's OpenBLAS comes, on its
+ *                  own threads (what a program linking it gets); not in the
+ *                  same run as openblas, whose fix-up changes the process's
+ *                  OpenBLAS kernels for good
+ * Threads: $SW_THREADS, else every core.  Each figure is the median of
+ * REPS timed calls, the providers taking turns.
+ */
+#define _DEFAULT_SOURCE
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "compute/cpu/gemm.h"
+
+typedef struct shape_ {
+	int ta, tb, M, N, K;
+	const char *what;
+} shape_;
+
+/* The step of Llama 110M (hidden 768, intermediate 2048, vocab 32000, 1024
+ * tokens): each Linear's forward (x W^T), its backward to the input (dy W)
+ * and to the weight (dy^T x); then decoding's few rows against W^T. */
+static const shape_ shapes_[] = {
+	{ 0, 1, 1024, 768, 768, "fwd q/k/v/o" },
+	{ 0, 1, 1024, 2048, 768, "fwd gate/up" },
+	{ 0, 1, 1024, 768, 2048, "fwd down" },
+	{ 0, 1, 1024, 32000, 768, "fwd lm_head" },
+	{ 0, 0, 1024, 768, 768, "bwd dx q/k/v/o" },
+	{ 0, 0, 1024, 768, 2048, "bwd dx gate/up" },
+	{ 0, 0, 1024, 2048, 768, "bwd dx down" },
+	{ 0, 0, 1024, 768, 32000, "bwd dx lm_head" },
+	{ 1, 0, 768, 768, 1024, "bwd dW q/k/v/o" },
+	{ 1, 0, 2048, 768, 1024, "bwd dW gate/up" },
+	{ 1, 0, 768, 2048, 1024, "bwd dW down" },
+	{ 1, 0, 32000, 768, 1024, "bwd dW lm_head" },
+	{ 0, 1, 1, 2048, 768, "decode" },
+	{ 0, 1, 4, 2048, 768, "decode" },
+	{ 0, 1, 8, 2048, 768, "decode" },
+	{ 0, 1, 16, 2048, 768, "decode" },
+	{ 0, 1, 32, 2048, 768, "decode" },
+	{ 0, 1, 1, 32000, 768, "decode" },
+	{ 0, 1, 8, 32000, 768, "decode" },
+	{ 0, 1, 32, 32000, 768, "decode" },
+};
+#define NSHAPES ((int)(sizeof shapes_ / sizeof shapes_[0]))
+
+static double now_(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static float *mat_(size_t n, unsigned seed)
+{
+	float *p = malloc(n * sizeof *p);
+	if (!p) {
+		fprintf(stderr, "gemm_bench: out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (float)((seed >> 9) & 1023) / 1024.0f - 0.5f;
+	}
+	return p;
+}
+
+/* A provider to time: g, or NULL for cblas_sgemm on OpenBLAS's own threads. */
+typedef struct prov_ {
+	const char *name;
+	sw_gemm g;
+	int own;
+} prov_;
+
+/* One product of p on s (timed over a batch of calls when small, so that
+ * the clock's resolution does not show); the seconds a call. */
+static double once_(const prov_ *p, const shape_ *s, const float *A, const float *B, float *C)
+{
+	int M = s->M, N = s->N, K = s->K, lda = s->ta ? M : K, ldb = s->tb ? K : N;
+	double flop = 2.0 * M * N * K;
+	int inner = flop < 1e8 ? (int)(1e8 / flop) : 1;
+	double t0 = now_();
+	for (int i = 0; i < inner; i++) {
+		if (!p->own)
+			sw_gemm_run(&p->g, s->ta, s->tb, M, N, K, 1, A, lda, B, ldb, 0, C, N);
+		else
+			cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+			            s->tb ? CblasTrans : CblasNoTrans, M, N, K, 1, A, lda, B, ldb, 0, C, N);
+	}
+	return (now_() - t0) / inner;
+}
+
+/*
+ * Each shape: one warm-up call of every provider, then reps rounds that
+ * call each provider once in turn, so that the load of a shared machine
+ * falls on all of them alike; the median GFLOP/s of each.
+ */
+static void run_(prov_ *pv, int np, int reps)
+{
+	double *t = malloc(sizeof(double) * (size_t)reps * np);
+	for (int i = 0; i < NSHAPES; i++) {
+		const shape_ *s = &shapes_[i];
+		int M = s->M, N = s->N, K = s->K;
+		float *A = mat_((size_t)M * K, 1), *B = mat_((size_t)N * K, 2);
+		float *C = mat_((size_t)M * N, 3);
+		for (int p = 0; p < np; p++)
+			once_(&pv[p], s, A, B, C);
+		for (int r = 0; r < reps; r++)
+			for (int p = 0; p < np; p++) {
+				/* OpenBLAS's own threads only while it runs: they would spin against OpenMP's. */
+				openblas_set_num_threads(pv[p].own ? omp_get_max_threads() : 1);
+				t[p * reps + r] = once_(&pv[p], s, A, B, C);
+			}
+		for (int p = 0; p < np; p++) {
+			double *tp = t + p * reps;
+			qsort(tp, (size_t)reps, sizeof *tp, cmp_);
+			double med = reps % 2 ? tp[reps / 2] : 0.5 * (tp[reps / 2 - 1] + tp[reps / 2]);
+			printf("provider=%s shape=%dx%dx%d op=%s%s gflops=%.2f what=%s\n", pv[p].name, M, N,
+			       K, s->ta ? "T" : "N", s->tb ? "T" : "N", 2.0 * M * N * K / med / 1e9, s->what);
+		}
+		fflush(stdout);
+		free(A), free(B), free(C);
+	}
+	free(t);
+}
+
+int main(int argc, char **argv)
+{
+	int reps = argc > 2 ? atoi(argv[1]) : 0;
+	if (reps < 1) {
+		fprintf(stderr, "usage: gemm_bench REPS PROVIDER...\n");
+		return 2;
+	}
+	const char *th = getenv("SW_THREADS");
+	int nt = th && atoi(th) > 0 ? atoi(th) : omp_get_num_procs();
+	omp_set_num_threads(nt);
+	int np = argc - 2;
+	prov_ *pv = calloc((size_t)np, sizeof *pv);
+	/* The corename before any provider is set up: the distribution's choice. */
+	const char *asis = openblas_get_corename();
+	for (int p = 0; p < np; p++) {
+		sw_error err = { 0 };
+		pv[p].name = argv[p + 2];
+		pv[p].own = !strcmp(pv[p].name, "openblas-asis");
+		if (!pv[p].own && sw_gemm_init(&pv[p].g, pv[p].name, &err)) {
+			fprintf(stderr, "gemm_bench: %s\n", err.msg);
+			return 1;
+		}
+	}
+	for (int p = 0; p < np; p++)
+		printf("kernels provider=%s threads=%d what=%s\n", pv[p].name, nt,
+		       pv[p].own ? asis : pv[p].g.kernels);
+	int own = 0, fixed = 0;
+	for (int p = 0; p < np; p++)
+		own |= pv[p].own, fixed |= !pv[p].own && pv[p].g.kind == SW_GEMM_OPENBLAS;
+	if (own && fixed) {
+		fprintf(stderr, "gemm_bench: openblas-asis and openblas in one run: the fix-up of one "
+		                "changes the other's kernels\n");
+		return 2;
+	}
+	run_(pv, np, reps);
+	free(pv);
+	return 0;
+}

@@ -1,0 +1,209 @@
+/*
+ * gemm.c - the CPU backend's matrix products (gemm.h): the provider chosen
+ * by name, the OpenBLAS kernel fix-up, and how a product is spread over
+ * OpenMP's threads for each provider.
+ *
+ * Why two providers: a distribution's OpenBLAS picks its kernels from a
+ * table of CPUs frozen at its release, and Debian 12's 0.3.21 runs its
+ * SSE3 ("Prescott") kernels on CPUs newer than the table, at a fifth of the
+ * machine's rate.  oneDNN dispatches on the CPU's features at run time (it
+ * is what PyTorch uses on CPU), so it is the default; OpenBLAS stays the
+ * other choice, with its kernels fixed up.
+ */
+#include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "common/internal.h"
+#include "compute/cpu/gemm.h"
+
+/*
+ * OpenBLAS's run-time dispatch (a DYNAMIC_ARCH build such as Debian's)
+ * chooses its kernels when the library is loaded, from OPENBLAS_CORETYPE or
+ * its table of CPUs.  These two entries (exported by such a build, though
+ * not in cblas.h) drop the choice and make it again, reading
+ * OPENBLAS_CORETYPE: the one way to change the kernels of a library that is
+ * already loaded.  Weak, so an OpenBLAS built for one CPU links too (and is
+ * left as it is).
+ */
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+
+/* The OpenBLAS core whose kernels the CPU can run best, or NULL. */
+static const char *openblas_best_core_(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+		return "SkylakeX";
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return "Haswell";
+#endif
+	return NULL;
+}
+
+/* Whether OpenBLAS's core name is one with kernels as wide as best's. */
+static bool openblas_core_ok_(const char *core, const char *best)
+{
+	static const char *const avx512[] = { "SkylakeX", "Cooperlake", "SapphireRapids", NULL };
+	static const char *const avx2[] = { "SkylakeX", "Cooperlake", "SapphireRapids", "Haswell",
+		                            "Zen", NULL };
+	const char *const *ok = !strcmp(best, "SkylakeX") ? avx512 : avx2;
+	for (; *ok; ok++)
+		if (!strcasecmp(core, *ok))
+			return true;
+	return false;
+}
+
+/*
+ * Once per process (OpenBLAS's kernels are the process's): where OpenBLAS
+ * runs kernels narrower than the CPU allows and the user has not chosen
+ * with OPENBLAS_CORETYPE, choose the right ones.  Done before the first
+ * OpenBLAS product of the backend (the library is idle: it keeps no
+ * per-core state between calls).
+ */
+static void openblas_fixup_(void)
+{
+	static int done;
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+		return;
+	const char *best = openblas_best_core_(), *core = openblas_get_corename();
+	if (!best || !core || openblas_core_ok_(core, best) || getenv("OPENBLAS_CORETYPE") ||
+	    !gotoblas_dynamic_init || !gotoblas_dynamic_quit)
+		return;
+	setenv("OPENBLAS_CORETYPE", best, 0);
+	gotoblas_dynamic_quit();
+	gotoblas_dynamic_init();
+	unsetenv("OPENBLAS_CORETYPE");
+}
+
+static const char *dnnl_isa_name_(dnnl_cpu_isa_t isa)
+{
+	switch (isa) {
+	case dnnl_cpu_isa_sse41: return "sse41";
+	case dnnl_cpu_isa_avx: return "avx";
+	case dnnl_cpu_isa_avx2: return "avx2";
+	case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+	case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+	case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+	case dnnl_cpu_isa_avx512_core: return "avx512_core";
+	case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+	case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+	case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+	default: return "isa?";
+	}
+}
+
+int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err)
+{
+	sw_gemm n = { 0 };
+	if (!name || !*name || !strcmp(name, "onednn")) {
+		const dnnl_version_t *v = dnnl_version();
+		n.kind = SW_GEMM_ONEDNN;
+		snprintf(n.kernels, sizeof n.kernels, "onednn %d.%d.%d %s", v->major, v->minor, v->patch,
+		         dnnl_isa_name_(dnnl_get_effective_cpu_isa()));
+	} else if (!strcmp(name, "openblas")) {
+		openblas_fixup_();
+		/* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64": the version. */
+		const char *cfg = openblas_get_config(), *core = openblas_get_corename();
+		int vl = 0;
+		if (cfg && !strncmp(cfg, "OpenBLAS ", 9))
+			vl = (int)strcspn(cfg + 9, " ");
+		n.kind = SW_GEMM_OPENBLAS;
+		snprintf(n.kernels, sizeof n.kernels, "openblas %.*s %s", vl, vl ? cfg + 9 : "",
+		         core ? core : "?");
+	} else {
+		return sw_fail(err, SW_EINVAL, "unknown GEMM provider '%s' (known: " SW_GEMM_NAMES ")",
+		               name);
+	}
+	*g = n;
+	return SW_OK;
+}
+
+/* One thread's product with OpenBLAS (sgemv when the result has one row:
+ * decoding's case, where sgemm's packing costs more than the product). */
+static void openblas1_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M == 1) {
+		/* c[N] = a[K] op(B): a matrix-vector product over B. */
+		int inca = ta ? lda : 1;
+		if (tb)
+			cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inca, beta, C, 1);
+		else
+			cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inca, beta, C, 1);
+		return;
+	}
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* One thread's product with the provider (called inside a parallel region,
+ * oneDNN keeps to the calling thread). */
+static void one_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (g->kind == SW_GEMM_OPENBLAS)
+		openblas1_(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	else
+		/* Its only failures are bad arguments, which the callers' shapes rule out. */
+		(void)dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta,
+		                 C, ldc);
+}
+
+/*
+ * The product over OpenMP's threads by blocks of columns of C (or of rows,
+ * when C is narrow), each block one single-threaded call.  OpenBLAS always
+ * goes this way: its own threads would spin against OpenMP's between every
+ * op (on 2 cores that made decoding eight times slower than the machine
+ * allows).  oneDNN threads a product itself on OpenMP's pool, but splits
+ * one of few rows badly (16 x 2048 x 768 ran at half of what two blocks
+ * do), so those go this way too.
+ */
+static void blocks_(const sw_gemm *g, int nt, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc)
+{
+	bool by_cols = N >= 16 * nt;
+	int span = by_cols ? N : M;
+	/* Blocks a multiple of 16 wide, so each starts on a cache line. */
+	int blk = ((span + nt - 1) / nt + 15) / 16 * 16;
+	int nb = (span + blk - 1) / blk;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+	for (int b = 0; b < nb; b++) {
+		int o = b * blk, w = span - o < blk ? span - o : blk;
+		if (by_cols)
+			one_(g, ta, tb, M, w, K, alpha, A, lda, tb ? B + (size_t)o * ldb : B + o, ldb, beta,
+			     C + o, ldc);
+		else
+			one_(g, ta, tb, w, N, K, alpha, ta ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
+			     C + (size_t)o * ldc, ldc);
+	}
+}
+
+void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	if (K <= 0) {
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+		return;
+	}
+	int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+	if (nt > 1 && (double)M * N * K < 64.0 * 64 * 64)
+		nt = 1;
+	if (nt == 1)
+		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	else if (g->kind == SW_GEMM_OPENBLAS || M < 64)
+		blocks_(g, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	else
+		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

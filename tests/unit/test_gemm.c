@@ -1,0 +1,190 @@
+/*
+ * test_gemm.c - the CPU backend's GEMM providers (compute/cpu/gemm.h):
+ * choice by name and by $SW_GEMM, every transpose and the paths a product
+ * takes (one row, few rows in blocks, many rows, inside a parallel region,
+ * K = 0, beta) against a double-precision reference, and the OpenBLAS
+ * kernel fix-up, seen from a child process started with OpenBLAS forced
+ * onto its SSE3 kernels.
+ */
+#define _DEFAULT_SOURCE
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cblas.h>
+#include "compute/backend.h"
+#include "compute/cpu/gemm.h"
+#include "tap.h"
+
+static float *rand_(size_t n, unsigned seed)
+{
+	float *p = malloc(n * sizeof *p);
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (float)((seed >> 9) & 1023) / 512.0f - 1.0f;
+	}
+	return p;
+}
+
+/* The largest |C - reference| over |reference| + 1 for one product. */
+static double err_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha, float beta,
+                   int in_parallel)
+{
+	int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 7; /* strided on purpose */
+	float *A = rand_((size_t)(ta ? K : M) * lda, 1), *B = rand_((size_t)(tb ? N : K) * ldb, 2);
+	float *C = rand_((size_t)M * ldc, 3), *C0 = malloc(sizeof(float) * (size_t)M * ldc);
+	memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
+	if (in_parallel) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+		sw_gemm_run(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	} else {
+		sw_gemm_run(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	}
+	double worst = 0;
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double s = 0;
+			for (int k = 0; k < K; k++)
+				s += (double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+				     (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+			double want = alpha * s + (beta == 0 ? 0 : beta * (double)C0[(size_t)i * ldc + j]);
+			double e = fabs(C[(size_t)i * ldc + j] - want) / (fabs(want) + 1);
+			worst = e > worst ? e : worst;
+		}
+	/* The columns past N are the caller's: untouched. */
+	for (int i = 0; i < M; i++)
+		for (int j = N; j < ldc; j++)
+			if (C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j])
+				worst = INFINITY;
+	free(A), free(B), free(C), free(C0);
+	return worst;
+}
+
+static void products_(const char *name)
+{
+	sw_gemm g;
+	sw_error err = { 0 };
+	ok(sw_gemm_init(&g, name, &err) == SW_OK, "%s: chosen", name);
+	/* M = 1 (a matrix-vector product), 5 (few rows: blocks), 130 (many rows). */
+	static const int shapes[][3] = { { 1, 300, 70 }, { 5, 300, 70 }, { 130, 90, 200 },
+		                         { 70, 33, 129 } };
+	for (int s = 0; s < 4; s++)
+		for (int t = 0; t < 4; t++) {
+			int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t >> 1, tb = t & 1;
+			double e = err_(&g, ta, tb, M, N, K, 0.5f, s % 2 ? 0.0f : 0.25f, 0);
+			ok(e < 1e-5, "%s: %dx%dx%d %c%c, alpha and beta, 2 threads (err %.1e)", name, M, N,
+			   K, ta ? 'T' : 'N', tb ? 'T' : 'N', e);
+		}
+	double e = err_(&g, 0, 1, 64, 128, 64, 1, 0, 1);
+	ok(e < 1e-5, "%s: inside a parallel region (err %.1e)", name, e);
+	e = err_(&g, 1, 0, 9, 40, 0, 1, 0.5f, 0);
+	ok(e == 0, "%s: K = 0 scales C by beta", name);
+	/* The same call twice: the same bits. */
+	float *A = rand_(128 * 96, 4), *B = rand_(96 * 200, 5), *C1 = malloc(sizeof(float) * 128 * 200),
+	      *C2 = malloc(sizeof(float) * 128 * 200);
+	sw_gemm_run(&g, 0, 0, 128, 200, 96, 1, A, 96, B, 200, 0, C1, 200);
+	sw_gemm_run(&g, 0, 0, 128, 200, 96, 1, A, 96, B, 200, 0, C2, 200);
+	ok(!memcmp(C1, C2, sizeof(float) * 128 * 200), "%s: deterministic", name);
+	free(A), free(B), free(C1), free(C2);
+}
+
+/* Run this program again as CMD (with env before it); its one line of output. */
+static void child_(const char *env, const char *arg, char *out, size_t n)
+{
+	char cmd[4096];
+	snprintf(cmd, sizeof cmd, "%s /proc/%d/exe %s 2>&1", env, (int)getpid(), arg);
+	FILE *p = popen(cmd, "r");
+	out[0] = 0;
+	if (p) {
+		if (!fgets(out, (int)n, p))
+			out[0] = 0;
+		pclose(p);
+	}
+	out[strcspn(out, "\n")] = 0;
+}
+
+/* The child's side: OpenBLAS's core before and after choosing it. */
+static int fixup_child_(int keep)
+{
+	char before[64];
+	snprintf(before, sizeof before, "%s", openblas_get_corename());
+	if (!keep)
+		unsetenv("OPENBLAS_CORETYPE"); /* only forced the library's load-time choice */
+	sw_gemm g;
+	if (sw_gemm_init(&g, "openblas", NULL))
+		return 1;
+	/* The new kernels must compute right too. */
+	double e = err_(&g, 0, 1, 70, 90, 100, 1, 0, 0);
+	printf("before=%s after=%s kernels=%s ok=%d\n", before, openblas_get_corename(), g.kernels,
+	       e < 1e-5);
+	return 0;
+}
+
+static int backend_child_(void)
+{
+	sw_error err = { 0 };
+	const sw_backend *be = sw_backend_get("cpu", &err);
+	sw_error e2 = { 0 };
+	int rc = sw_backend_cpu()->sync(&e2);
+	printf("get=%s rc=%d msg=%s\n", be ? "ok" : "null", rc, err.msg);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "fixup"))
+		return fixup_child_(0);
+	if (argc > 1 && !strcmp(argv[1], "fixup-keep"))
+		return fixup_child_(1);
+	if (argc > 1 && !strcmp(argv[1], "backend"))
+		return backend_child_();
+	omp_set_num_threads(2);
+	openblas_set_num_threads(1);
+
+	sw_gemm g = { 0 }, g0;
+	sw_error err = { 0 };
+	ok(sw_gemm_init(&g, NULL, &err) == SW_OK && g.kind == SW_GEMM_ONEDNN &&
+	   !strncmp(g.kernels, "onednn ", 7), "the default is oneDNN (%s)", g.kernels);
+	g0 = g;
+	ok(sw_gemm_init(&g, "mkl", &err) == SW_EINVAL && strstr(err.msg, "'mkl'") &&
+	   strstr(err.msg, "onednn, openblas") && !memcmp(&g, &g0, sizeof g),
+	   "an unknown provider is SW_EINVAL naming it and the known ones, g untouched");
+	products_("onednn");
+	products_("openblas");
+
+	/* The backend's choice: $SW_GEMM, and sw_backend_cpu_gemm. */
+	ok(sw_backend_cpu_gemm("openblas", &err) == SW_OK &&
+	   !strncmp(sw_backend_cpu_gemm_kernels(), "openblas ", 9), "the backend switched to OpenBLAS");
+	ok(sw_backend_cpu_gemm("x", &err) == SW_EINVAL &&
+	   !strncmp(sw_backend_cpu_gemm_kernels(), "openblas ", 9), "a bad name keeps the provider");
+	ok(sw_backend_cpu_gemm(NULL, &err) == SW_OK &&
+	   !strncmp(sw_backend_cpu_gemm_kernels(), "onednn ", 7), "NULL is the default again");
+	char line[512];
+	child_("SW_GEMM=bogus", "backend", line, sizeof line);
+	ok(strstr(line, "get=null") && strstr(line, "rc=") && !strstr(line, "rc=0") &&
+	   strstr(line, "SW_GEMM: unknown GEMM provider 'bogus'"),
+	   "SW_GEMM=bogus: sw_backend_get and sync fail with the reason (%s)", line);
+	child_("SW_GEMM=openblas", "backend", line, sizeof line);
+	ok(strstr(line, "get=ok rc=0"), "SW_GEMM=openblas is taken (%s)", line);
+
+	/* The fix-up: OpenBLAS loaded on its SSE3 kernels gets the CPU's. */
+	__builtin_cpu_init();
+	const char *best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+	                 ? "SkylakeX"
+	                 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
+	                                                                                : NULL;
+	child_("OPENBLAS_CORETYPE=Prescott", "fixup", line, sizeof line);
+	char want[128];
+	snprintf(want, sizeof want, "before=Prescott after=%s ", best ? best : "Prescott");
+	ok(!strncmp(line, want, strlen(want)) && strstr(line, "ok=1"),
+	   "OpenBLAS on Prescott kernels is moved to %s, and computes right (%s)",
+	   best ? best : "nothing", line);
+	child_("OPENBLAS_CORETYPE=Prescott", "fixup-keep", line, sizeof line);
+	ok(!strncmp(line, "before=Prescott after=Prescott ", 31) && strstr(line, "ok=1"),
+	   "OPENBLAS_CORETYPE set by the user is kept (%s)", line);
+	return tap_done();
+}
