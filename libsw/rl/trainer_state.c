@@ -797,6 +797,12 @@ int sw_trainer_state_import(const char *dir, const char *spec, sw_store **optp, 
 		rc = sys_(err, "cannot open '%s'%s", ob, "");
 		goto out;
 	}
+	/* whole and no more, known before the store is touched: a file cut or padded is not the state saved */
+	struct stat sb;
+	if (fstat(fileno(f), &sb) || (uint64_t)sb.st_size != OPT_HEADER + 2 * j.nparams * sizeof(float)) {
+		rc = sw_fail(err, SW_EFORMAT, "%s: not an optimiser state of %llu parameters", ob, (unsigned long long)j.nparams);
+		goto out;
+	}
 	if (sw_store_write_begin(opt, &e2)) {
 		rc = sw_fail(err, e2.code, "store '%s': %s", spec, e2.msg);
 		goto out;
