@@ -44,6 +44,13 @@ left() {
 	echo $n
 }
 
+# Drop from $stderr the line about stores another killed run left (any start may sweep them, and
+# other test suites may be running): what is left is this run's own.
+unswept() {
+	stderr=$(grep -v 'weight stores\? a killed run left behind' <<<"$stderr" || true)
+	mapfile -t stderr_lines <<<"$stderr"
+}
+
 @test "a run: the run directory, metrics, evaluations, checkpoints, a valid audit log" {
 	run -0 --separate-stderr sw-run -v -c exp -o run
 	[ "$output" = "" ]
@@ -106,6 +113,7 @@ left() {
 
 @test "a stage that fails stops the run, names itself, keeps the samples; --resume goes on" {
 	run -1 --separate-stderr sw-run -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then echo "boom" >&2; exit 4; fi; sw-cat'
+	unswept
 	[ "$output" = "" ]
 	[ "${stderr_lines[0]}" = "boom" ]
 	[[ ${stderr_lines[1]} == "sw-run: iteration 2: stage 'train' exited with status 4 (if [ \"\$SW_ITER\" = 2 ]"*"); the samples so far are in run/samples, the weights are those of the last checkpoint; continue with sw-run --resume run" ]]
@@ -204,17 +212,21 @@ await() {
 @test "the prompts are checked before the run starts: each error names the file and the line; nothing is made" {
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","promt":"2+1=","label":"3"}\n' >typo.jsonl
 	run -1 --separate-stderr sw-run -c exp -o run -p typo.jsonl
+	unswept
 	[ "$stderr" = "sw-run: typo.jsonl: line 2: no prompt: a record needs 'prompt' (a string) or 'messages' (an array)" ]
 	[ ! -e run ]
 	: >empty.jsonl
 	run -1 --separate-stderr sw-run -c exp -o run -p empty.jsonl
+	unswept
 	[ "$stderr" = "sw-run: empty.jsonl: no prompts in it" ]
 	[ ! -e run ]
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","prompt":}\n' >broken.jsonl
 	run -1 --separate-stderr sw-run -c exp -o run -p broken.jsonl
+	unswept
 	[[ $stderr == "sw-run: broken.jsonl: line 2"* ]]
 	[ ! -e run ]
 	run -1 --separate-stderr sw-run -c exp -o run --eval typo.jsonl
+	unswept
 	[ "$stderr" = "sw-run: typo.jsonl: line 2: no prompt: a record needs 'prompt' (a string) or 'messages' (an array)" ]
 	[ ! -e run ]
 }
@@ -224,9 +236,11 @@ await() {
 	cp -r m broken
 	printf 'not safetensors' >broken/model.safetensors
 	run -1 --separate-stderr sw-run -c exp -o run -m broken
+	unswept
 	[[ $stderr == "sw-run: cannot load 'broken' into a weight store: "* ]]
 	[ -e run/config ]
 	run -1 --separate-stderr sw-run --resume run
+	unswept
 	[ "$stderr" = "sw-run: cannot resume 'run': the run never reached its first checkpoint; start it again with sw-run -c run/config -o run" ]
 	cp m/model.safetensors broken/
 	run -0 sw-run -q -c run/config -o run --iters 1
@@ -240,9 +254,11 @@ await() {
 	[ "$(grep -c '"event":"run_start"' again/audit.log)" = 1 ]
 	# a run that completed an iteration is not started over
 	run -1 --separate-stderr sw-run -c exp -o again --iters 1
+	unswept
 	[ "$stderr" = "sw-run: 'again' exists and is not empty (continue a run there with --resume again)" ]
 	mkdir plain
 	run -1 --separate-stderr sw-run --resume plain
+	unswept
 	[ "$stderr" = "sw-run: cannot resume 'plain': it is no run directory (it has no config)" ]
 	[ "$(left run)" = 0 ]
 	[ "$(left again)" = 0 ]
@@ -289,7 +305,25 @@ await() {
 	run -0 --separate-stderr sw-run -v -c exp -o run
 	[ "$(grep -c 'sw-run: iter ' <<<"$stderr")" = 3 ]
 	[[ $stderr == *"sw-run: iter 2/3: reward 0.500, accuracy 50.0%, violations 0.0%, len "*" s; elapsed "*", ETA "* ]]
-	[[ $stderr != *"kl nan"* && $stderr != *" kl "* ]]
+	[[ $stderr != *"kl nan"* ]]
+	[[ $stderr != *" kl "* ]]
+}
+
+@test "on a terminal: a line per iteration and evaluation, the stages' messages but not their progress" {
+	command -v script >/dev/null || skip "no script(1) to give sw-run a terminal"
+	# sw-rollout on a terminal prints its progress; through sw-run it must not
+	script -qec "sw-run -c exp -o run --rollout 'sw-rollout -m \"\$SW_MODEL\" -n 2 --max-new-tokens 4' \
+		--train 'echo a word from the trainer >&2; sw-cat'" /dev/null </dev/null | tr -d '\r' >tty.out
+	# (a line about stores another killed run left, which any start may sweep, aside)
+	run -0 grep -vc 'weight stores\? a killed run left behind' tty.out
+	[ "$output" = 10 ]
+	[ "$(grep -c '^sw-run: iter [123]/3: .*; elapsed .*, ETA ' tty.out)" = 3 ]
+	[ "$(grep -c '^sw-run: eval after iteration ' tty.out)" = 3 ]
+	[ "$(grep -cx 'a word from the trainer' tty.out)" = 3 ]
+	grep -q '^sw-run: 3 iterations done' tty.out
+	# sw-rollout alone on the same terminal does print progress
+	script -qec "sw-rollout -m m -n 2 --max-new-tokens 4 -o out.mp prompts.jsonl" /dev/null </dev/null | tr -d '\r' >alone.out
+	[ -s alone.out ]
 }
 
 @test "bad input: each a clear error" {

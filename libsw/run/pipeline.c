@@ -379,7 +379,8 @@ int sw_run_pool(const char *rundir, const char *verb, const char *file, char *wh
 		snprintf(why, n, "cannot start it: the run directory's name is too long");
 		return -1;
 	}
-	char *av[] = { "sw-pool", (char *)verb, pool, (char *)file, NULL };
+	/* quiet: on a terminal a run prints one line per iteration; the pool's errors still show */
+	char *av[] = { "sw-pool", "-q", (char *)verb, pool, (char *)file, NULL };
 	return sw_run_program(av, why, n);
 }
 

@@ -231,7 +231,7 @@ int sw_status_code(int status);
  * dies with the caller.  0 when it succeeded, else -1 and what happened in why.
  */
 int sw_run_program(char *const argv[], char *why, size_t n);
-/* The run's prompt pool between iterations: sw-pool VERB RUNDIR/pool FILE, as sw_run_program. */
+/* The run's prompt pool between iterations: sw-pool -q VERB RUNDIR/pool FILE, as sw_run_program. */
 int sw_run_pool(const char *rundir, const char *verb, const char *file, char *why, size_t n);
 
 /* ---- metrics records ------------------------------------------------------------------------- */
