@@ -1,13 +1,17 @@
 /*
  * pipeline.c - the stages of an iteration as real processes: each a shell
- * command line, connected by pipes, in one process group, each dying with
- * its parent even when that is SIGKILLed (PR_SET_PDEATHSIG), so none races
- * a resumed run.  A reaper thread collects each stage as it ends, so each
- * one's time, CPU and memory are its own while the caller blocks reading
- * the last stage's output.
+ * command line, connected by pipes, in one process group.  Each stage's
+ * shell dies with its parent (PR_SET_PDEATHSIG), but the commands a shell
+ * forks do not: when every stage has ended, what is left of the group is
+ * killed and collected (the caller is its subreaper), and when the caller
+ * is SIGKILLed its guard (guard.c) kills the group, so nothing of an
+ * iteration races the next or a resumed run.  A reaper thread collects each
+ * stage as it ends, so each one's time, CPU and memory are its own while
+ * the caller blocks reading the last stage's output.
  *
  * The library forks and execs here (as the verifiers' exec pool does) but
- * never prints: a stage's own messages go to the inherited standard error.
+ * never prints: a stage's own messages go to the inherited standard error,
+ * or through a pipe the caller relays (sw_pipeline_relay_stderr).
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -8,8 +8,9 @@
  * name of the latest whole checkpoint), metrics.jsonl, audit.log, samples/,
  * ckpt/iter-NNNN/ and tmp/; HALT when a monitor stopped the run.  A
  * checkpoint is a model directory (config.json, model.safetensors, the
- * start model's tokenizer files) plus optimizer.bin (the optimiser store's
- * floats, raw), pool and state.json (the loop's own state).
+ * start model's tokenizer files) with the trainer's state in sw-train's
+ * format (trainer_state.json, optimizer.bin: sw_trainer_state_export), plus
+ * pool and state.json (the loop's own state).
  *
  * Nothing here prints or exits: errors come back as SW_E* codes with a
  * message in sw_error, written to be printed after "PROG: ".
@@ -169,7 +170,9 @@ void sw_pipeline_free(sw_pipeline *pl);
 /*
  * Run the stages (each cmds[stages[i]] under /bin/sh) connected by pipes,
  * the first reading in_fd, as one process group; every stage dies with the
- * caller (PR_SET_PDEATHSIG).  What the last stage prints is written to
+ * caller (PR_SET_PDEATHSIG), and once every stage has ended, whatever else
+ * is left of the group is killed and collected (with a guard started, the
+ * caller is its subreaper).  What the last stage prints is written to
  * samples.part (zstd msgpack) and tallied into t (NULL: not), then renamed
  * to samples, or samples.failed when a stage failed.  0 when the pipeline
  * ran (sw_pipeline_failed then says whether a stage failed); an error
