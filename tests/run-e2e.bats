@@ -433,3 +433,33 @@ cmd_of() {
 	[[ $stderr == *"sw-rollout: store 'shm:sw-run-"*"' holds a model of 300 tokens and no tokenizer came with it: give -m DIR, the model's directory (the built-in byte tokenizer has 261)"* ]]
 	[[ $stderr == *"stage 'rollout' exited with status 1"* ]]
 }
+
+@test "SIGTERM, SIGINT or SIGHUP while the trainer steps: no store of the run is left in /dev/shm, the optimiser's included" {
+	# iteration 1's trainer makes the optimiser's store as it steps; iteration 2's has it from the start
+	for try in TERM:1 INT:2 HUP:2; do
+		sig=${try%:*} it=${try#*:}
+		rm -rf run
+		# the trainer notes that it has started, then steps slowly enough to be caught at it
+		sw-run -q -c "$FIX/exp" -o run --train 'e=1; if [ "$SW_ITER" = '$it' ] && [ ! -e "$SW_RUN/done" ]; then touch "$SW_RUN/training"; e=50; fi; sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --epochs $e --metrics "$SW_TRAIN_METRICS"' 2>err &
+		pid=$!
+		for _ in $(seq 400); do [ -e run/training ] && break; sleep 0.05; done
+		[ -e run/training ]
+		w=$(sort -u run/stores | head -1)
+		w=${w#shm:}
+		# the weights, the frozen reference and (after iteration 1) the optimiser's store are there
+		run -0 ls /dev/shm
+		[[ " $(echo $output) " == *" $w "* ]]
+		[[ " $(echo $output) " == *" $w.ref "* ]]
+		[ "$it" = 1 ] || [[ " $(echo $output) " == *" $w.opt "* ]]
+		kill -$sig $pid
+		status=0
+		wait $pid || status=$?
+		[ "$status" -eq $((128 + $(kill -l $sig))) ]
+		run -0 ls /dev/shm
+		[[ " $(echo $output) " != *" $w"* ]]
+		grep -q "^sw-run: interrupted (.*) in iteration $it; the run goes on from run/ckpt/iter-000$((it - 1)) with: sw-run --resume run$" err
+	done
+	# the slow step disarmed, the run goes on to the reference's weights
+	touch run/done
+	resume_matches_reference run
+}
