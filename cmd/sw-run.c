@@ -144,9 +144,7 @@ static void logged_(int rc, const sw_error *err)
 static sw_rec *rec_new_(void)
 {
 	sw_rec *m = sw_rec_new();
-	if (!m)
-		cli_die("out of memory");
-	return m;
+	return m ? m : (cli_die("out of memory"), NULL);
 }
 
 /* Append m, built with result rc, to metrics.jsonl; m is freed. */
@@ -166,12 +164,11 @@ static void metrics_(run_ *r, sw_rec *m, int rc)
 static void stage_env_(run_ *r, uint64_t it)
 {
 	sw_error err = { 0 };
-	sw_stage_env e = { r->x.model, r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir,
-	                   it, r->x.seed, r->x.group, r->x.batch, r->lr_scale, r->x.device };
+	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir, it, r->x.seed,
+	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model };
 	if (sw_stage_env_set(&e, &err))
 		cli_die("%s", err.msg);
 }
-
 
 static void cleanup_(void);
 

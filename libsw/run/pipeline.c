@@ -399,7 +399,8 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 {
 	char buf[SW_RUN_PATH_MAX];
 	int rc = setenv_("SW_WEIGHTS", e->weights, err);
-	rc = rc ? rc : setenv_("SW_MODEL", e->model, err);
+	if (!rc && e->model)
+		rc = setenv_("SW_MODEL", e->model, err);
 	rc = rc ? rc : setenv_("SW_OPT", e->opt, err);
 	if (!rc && e->ref)
 		rc = setenv_("SW_REF", e->ref, err);

@@ -213,13 +213,13 @@ void sw_pipeline_set_guard(sw_pipeline *pl, sw_run_guard *g);
 
 /* What every stage finds in its environment for an iteration (sw-run(1), ENVIRONMENT). */
 typedef struct sw_stage_env {
-	const char *model;              /* the run's model directory: its tokenizer and configuration */
 	const char *weights, *opt;      /* the stores' specs */
 	const char *ref;                /* the reference store's, NULL: none */
 	const char *rundir;
 	uint64_t iter, seed, group, batch; /* seed: the run's; SW_SEED is the iteration's own */
 	double lr_scale;
 	const char *device;             /* SW_DEVICE; NULL: as inherited */
+	const char *model;              /* SW_MODEL: the run's model directory, for its tokenizer */
 } sw_stage_env;
 /* Set it in this process's environment, which the stages inherit (OMP_WAIT_POLICY only if unset). */
 int sw_stage_env_set(const sw_stage_env *e, sw_error *err);

@@ -266,7 +266,7 @@ static void test_stage_env_(void)
 	ok(!strcmp(tmp_get(args, got, sizeof got, NULL), want), "on the run's pool: %s", got);
 	unlink(fake);
 
-	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard" };
+	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m" };
 	unsetenv("SW_DEVICE");
 	ok(!sw_stage_env_set(&e, &err) && getenv("SW_DEVICE") && !strcmp(getenv("SW_DEVICE"), "guard"),
 	   "the stages' SW_DEVICE (%s)", err.msg);
