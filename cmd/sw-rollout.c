@@ -155,6 +155,10 @@ static void load_model_(void)
 		cli_die("out of memory");
 	}
 	int V = m_->cfg.vocab_size;
+	/* the built-in byte tokenizer only for a model of its own vocabulary: another model's text would be garbage */
+	if (!o_.model_dir && sw_tokenizer_vocab(tok_) != (size_t)V)
+		cli_die("store '%s' holds a model of %d tokens and no tokenizer came with it: give -m DIR, the model's "
+		        "directory (the built-in byte tokenizer has %zu)", o_.store_spec, V, sw_tokenizer_vocab(tok_));
 	if (sw_tokenizer_vocab(tok_) > (size_t)V)
 		cli_die("the tokenizer has %zu tokens, more than the model's vocabulary of %d",
 		        sw_tokenizer_vocab(tok_), V);

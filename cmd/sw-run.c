@@ -35,7 +35,7 @@
 enum {
 	OPT_ITERS = 0x100, OPT_EVAL, OPT_EVAL_EVERY, OPT_CKPT_EVERY, OPT_SEED, OPT_REF, OPT_SELECT,
 	OPT_SORT, OPT_ROLLOUT, OPT_VERIFY, OPT_BALANCE, OPT_TRAIN, OPT_EVAL_ROLLOUT, OPT_MONITOR,
-	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE
+	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE, OPT_KEEP_CKPT
 };
 
 static const cli_opt opts[] = {
@@ -50,6 +50,7 @@ static const cli_opt opts[] = {
 	{ OPT_EVAL, 0, "eval", "file", "file", "held-out prompts scored by greedy generation" },
 	{ OPT_EVAL_EVERY, 0, "eval-every", "k", NULL, "evaluate every k iterations, and before the first and after the last (default 5)" },
 	{ OPT_CKPT_EVERY, 0, "ckpt-every", "k", NULL, "checkpoint every k iterations, and after the last (default 1)" },
+	{ OPT_KEEP_CKPT, 0, "keep-ckpt", "k", NULL, "keep the newest k checkpoints, the best and the latest (default 0: all)" },
 	CLI_OPT_DEVICE(OPT_DEVICE),
 	{ OPT_REF, 0, "ref", NULL, NULL, "keep a frozen copy of the start weights as the KL reference, $SW_REF" },
 	{ OPT_ACCURACY, 0, "accuracy", "verifier", NULL, "the verifier whose full score counts as correct (default: the first in 'rewards')" },
@@ -76,34 +77,22 @@ static const cli_prog prog = {
 /* ---- the stores, and what a signal handler needs of them -------------------------------- */
 
 /*
- * The only file-scope state: what on_signal_ must reach.  A signal handler
- * may only unlink() and kill(), so the /dev/shm paths of the run's stores
- * and the process group of the running stages wait here for it.
+ * The only file-scope state: what on_signal_ must reach.  The first signal
+ * ends the stages and asks the loop to stop where it is (stop_point_); a
+ * second one ends sw-run at once, and its guard (sw_run_guard) then kills
+ * what is left of the stages and removes the stores, as after a SIGKILL.
  */
-static char store_path_[3][SW_STORE_NAME_MAX + 32];
-static int nstore_path_;
-static volatile sig_atomic_t child_pgid_;
-
-static void forget_stores_(void)
-{
-	for (int i = 0; i < nstore_path_; i++)
-		unlink(store_path_[i]);
-	nstore_path_ = 0;
-}
+static volatile sig_atomic_t child_pgid_, stop_sig_;
 
 static void on_signal_(int sig)
 {
 	if (child_pgid_ > 0)
-		kill(-child_pgid_, SIGTERM);
-	forget_stores_();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static void note_store_(const char *spec)
-{
-	if (nstore_path_ < 3 && !strncmp(spec, "shm:", 4))
-		snprintf(store_path_[nstore_path_++], sizeof store_path_[0], "/dev/shm/%s", spec + 4);
+		kill(-child_pgid_, stop_sig_ ? SIGKILL : SIGTERM);
+	if (stop_sig_) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
+	stop_sig_ = sig;
 }
 
 /* ---- the run ------------------------------------------------------------------------------ */
@@ -115,6 +104,9 @@ typedef struct run_ {
 	sw_runlog *log;            /* audit.log */
 	sw_monitor *mon;
 	sw_pipeline *pl, *eval_pl; /* the stages of an iteration, of an evaluation */
+	sw_run_guard *guard;
+	double t0;                 /* when this process started the loop */
+	uint64_t first;            /* the first iteration it ran */
 	double lr_scale;           /* halved by each degrade */
 	double last_eval_accuracy; /* of an evaluation run after the current iteration, else NAN */
 	uint64_t iter;             /* the last iteration completed */
@@ -152,9 +144,7 @@ static void logged_(int rc, const sw_error *err)
 static sw_rec *rec_new_(void)
 {
 	sw_rec *m = sw_rec_new();
-	if (!m)
-		cli_die("out of memory");
-	return m;
+	return m ? m : (cli_die("out of memory"), NULL);
 }
 
 /* Append m, built with result rc, to metrics.jsonl; m is freed. */
@@ -170,33 +160,48 @@ static void metrics_(run_ *r, sw_rec *m, int rc)
 	sw_rec_free(m);
 }
 
-/* The last record of a file a stage wrote; one broken after some records gives its last whole one. */
-static sw_rec *last_record_(const char *path)
-{
-	sw_error err = { 0 };
-	sw_rec *rec = sw_metrics_last(path, &err);
-	if (err.code)
-		cli_warn("%s (its figures are left out)", err.msg);
-	return rec;
-}
-
 /* What every stage finds in its environment for iteration it. */
 static void stage_env_(run_ *r, uint64_t it)
 {
 	sw_error err = { 0 };
-	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir,
-	                   it, r->x.seed, r->x.group, r->x.batch, r->lr_scale, r->x.device };
+	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir, it, r->x.seed,
+	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model };
 	if (sw_stage_env_set(&e, &err))
 		cli_die("%s", err.msg);
 }
 
+static void cleanup_(void);
+
+/* A signal asked the run to stop: say how to go on, record it, remove the stores, end as the signal says. */
+static void stop_point_(run_ *r, uint64_t it)
+{
+	int sig = stop_sig_;
+	sw_error err = { 0 };
+	char name[256];
+	if (!sig)
+		return;
+	if (r->log && sw_runlog_event(r->log, "interrupted", it, "signal", sigabbrev_np(sig), &err))
+		cli_warn("%s", err.msg);
+	if (!sw_checkpoint_latest(r->dir, name, sizeof name, NULL))
+		cli_warn("interrupted (%s) in iteration %llu; the run goes on from %s/%s with: sw-run --resume %s",
+		         strsignal(sig), (unsigned long long)it, r->dir, name, r->dir);
+	else
+		cli_warn("interrupted (%s) before the run's first checkpoint; start it again with the same command",
+		         strsignal(sig));
+	cleanup_();
+	signal(sig, SIG_DFL);
+	raise(sig);
+	_exit(128 + sig);
+}
 
 /* Run stages over in_fd into samples; the stage that failed, or NULL. */
 static const sw_stage_proc *run_stages_(run_ *r, sw_pipeline *pl, const int *stages, int n, int in_fd, const char *samples,
-                                         sw_tally *t)
+                                         sw_tally *t, uint64_t it)
 {
 	sw_error err = { 0 };
-	if (sw_pipeline_run(pl, stages, n, r->x.cmd, in_fd, samples, t, &err))
+	int rc = sw_pipeline_run(pl, stages, n, r->x.cmd, in_fd, samples, t, &err);
+	stop_point_(r, it);
+	if (rc)
 		cli_die("%s", err.msg);
 	return sw_pipeline_failed(pl);
 }
@@ -234,7 +239,7 @@ static void evaluate_(run_ *r, uint64_t it)
 	double t0 = now_();
 	char *samples = path_(r->dir, "samples/eval-%04llu.msgpack.zst", (unsigned long long)it);
 	sw_pipeline *pl = r->eval_pl;
-	const sw_stage_proc *bad = run_stages_(r, pl, stages, 2, fd, samples, &t);
+	const sw_stage_proc *bad = run_stages_(r, pl, stages, 2, fd, samples, &t, it);
 	close(fd);
 	if (bad)
 		stage_failed_(r, pl, bad, it, "eval");
@@ -264,6 +269,8 @@ static void checkpoint_(run_ *r, const char *why)
 	if (sw_checkpoint_save(r->dir, r->x.model, r->s.w, sw_run_stores_opt(&r->s), &st, name, sizeof name, &err))
 		cli_die("%s", err.msg);
 	logged_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, &err), &err);
+	if (sw_checkpoint_prune(r->dir, r->x.keep_ckpt, r->log, r->iter, &err))
+		cli_die("%s", err.msg);
 }
 
 static void halt_(run_ *r, uint64_t it, const char *reason)
@@ -307,39 +314,37 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	sw_error err = { 0 };
 	sw_tally_init(&t, r->x.accuracy);
 	stage_env_(r, it);
-	char *stats = path_(r->dir, "tmp/balance-stats.json"), *tm = path_(r->dir, "tmp/train-metrics.jsonl");
-	char *tap = path_(r->dir, "tmp/verified.msgpack");
-	setenv("SW_TAP", tap, 1);
-	unlink(stats);
-	unlink(tm);
-	unlink(tap);
+	char tap[4200], warn[600] = "";
+	if (sw_run_scratch_reset(r->dir, tap, sizeof tap, &err))
+		cli_die("%s", err.msg);
 	uint64_t v0 = sw_store_version(r->s.w);
 	double t0 = now_();
 	char *samples = path_(r->dir, "samples/iter-%04llu.msgpack.zst", (unsigned long long)it);
 	char *trained = path_(r->dir, "samples/iter-%04llu.train.msgpack.zst", (unsigned long long)it);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* the figures come from the tap; the trainer's pass-through is only kept */
-	const sw_stage_proc *bad = run_stages_(r, r->pl, stages, 7, devnull, trained, NULL);
+	const sw_stage_proc *bad = run_stages_(r, r->pl, stages, 7, devnull, trained, NULL, it);
 	close(devnull);
 	double wall = now_() - t0;
 	if (sw_tally_file(&t, tap, samples, bad != NULL, &err))
 		cli_die("%s", err.msg);
 	unlink(tap);
-	free(tap);
 	if (bad)
 		iteration_failed_(r, it, &t, bad);
 
 	/* the pool learns which prompts still teach something */
 	double tp = now_();
 	char why[160];
-	if (sw_run_pool(r->dir, "update", samples, why, sizeof why))
+	if (sw_run_pool(r->dir, "update", samples, why, sizeof why) && (stop_point_(r, it), 1))
 		cli_die("iteration %llu: sw-pool update %s/pool %s %s", (unsigned long long)it, r->dir, samples, why);
 	tp = now_() - tp;
 	r->iter = it;
 
 	/* figures; an evaluation due after this iteration runs before the monitors decide */
 	double tm0 = now_();
-	sw_rec *train = last_record_(tm), *bal = last_record_(stats);
+	sw_rec *train, *bal;
+	if (sw_run_stage_records(r->dir, &train, &bal, warn, sizeof warn))
+		cli_warn("%s (its figures are left out)", warn);
 	sw_mon_obs o = sw_tally_obs(&t);
 	sw_tally_train_obs(&o, train);
 	r->last_eval_accuracy = NAN;
@@ -370,21 +375,13 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	logged_(sw_runlog_iteration(r->log, it, samples, v0, r->s.w, ev, nev, &err), &err);
 
 	if (progress_on_()) {
-		fprintf(stderr, "sw-run: iter %llu/%llu: reward %.3f, accuracy %.1f%%, violations %.1f%%, kl %.4f, "
-		        "len %.1f, %.1f s",
-		        (unsigned long long)it, (unsigned long long)r->x.iters, o.reward_mean,
-		        100 * sw_tally_accuracy(&t), 100 * o.violation_rate, o.kl, o.response_len_mean, wall);
-		for (size_t i = 0; i < nev; i++)
-			fprintf(stderr, "%s%s %s (%.4g past %.4g)", i ? ", " : "; ", ev[i].name,
-			        sw_mon_level_name(ev[i].level), ev[i].value, ev[i].threshold);
-		fputc('\n', stderr);
+		char line[1024];
+		double el = now_() - r->t0;
+		sw_progress pr = { it, r->x.iters, &t, &o, wall, el, el / (double)(it - r->first + 1) * (double)(r->x.iters - it), ev, nev };
+		sw_run_progress_line(line, sizeof line, &pr);
+		fprintf(stderr, "sw-run: %s\n", line);
 	}
-	sw_rec_free(train);
-	sw_rec_free(bal);
-	free(stats);
-	free(tm);
-	free(samples);
-	free(trained);
+	sw_rec_free(train), sw_rec_free(bal), free(samples), free(trained);
 
 	for (size_t i = 0; i < nev; i++)
 		if (ev[i].level == SW_MON_WARN)
@@ -407,17 +404,21 @@ static void cleanup_(void)
 	sw_run_stores_release(&r->s, r->x.keep);
 	sw_runlog_close(r->log);
 	r->log = NULL;
+	sw_run_guard_free(r->guard); /* it finds nothing left to do */
+	r->guard = NULL;
 }
 
-/* Named first, so that a signal removes what loading them made. */
+/* Named first, so that the guard removes what loading them made. */
 static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
 {
 	sw_error err = { 0 };
 	if (sw_run_stores_name(&r->s, "sw-run", &err))
 		cli_die("%s", err.msg);
-	note_store_(r->s.spec);
-	note_store_(r->s.opt_spec);
-	note_store_(r->s.ref_spec);
+	const char *specs[] = { r->s.spec, r->s.opt_spec, r->s.ref_spec };
+	for (int i = 0; i < 3; i++)
+		sw_run_guard_store(r->guard, specs[i]);
+	if (r->x.keep)
+		sw_run_guard_keep(r->guard);
 	if (sw_run_stores_load(&r->s, weights_from, version, r->x.ref ? r->x.model : NULL, &err))
 		cli_die("%s", err.msg);
 }
@@ -429,28 +430,23 @@ static void audit_start_(run_ *r, const char *event)
 	logged_(sw_runlog_start(r->log, event, &st, &err), &err);
 }
 
-static void open_audit_(run_ *r)
-{
-	sw_error err = { 0 };
-	if (!(r->log = sw_runlog_open(r->dir, &err)))
-		cli_die("%s", err.msg);
-}
-
 static void start_(run_ *r)
 {
 	sw_error err = { 0 };
-	if (sw_rundir_create(r->dir, &err))
+	if (sw_experiment_inputs(&r->x, &err) || sw_rundir_create(r->dir, &err))
 		cli_die("%s", err.msg);
 	char *cfg = path_(r->dir, "config");
 	if (sw_experiment_write(&r->x, cfg, &err))
 		cli_die("cannot write '%s': %s", cfg, err.sys_errno ? strerror(err.sys_errno) : err.msg);
 	free(cfg);
-	open_audit_(r);
+	if (!(r->log = sw_runlog_open(r->dir, &err)))
+		cli_die("%s", err.msg);
 	create_stores_(r, r->x.model, 0);
+	stop_point_(r, 0);
 	audit_start_(r, "run_start");
 
 	char why[160];
-	if (sw_run_pool(r->dir, "add", r->x.prompts, why, sizeof why))
+	if (sw_run_pool(r->dir, "add", r->x.prompts, why, sizeof why) && (stop_point_(r, 0), 1))
 		cli_die("sw-pool add %s/pool %s %s", r->dir, r->x.prompts, why);
 	r->iter = 0;
 	checkpoint_(r, "start");
@@ -463,20 +459,17 @@ static void resume_(run_ *r)
 	sw_error err = { 0 };
 	char name[256];
 	sw_ckpt_state st;
-	if (sw_checkpoint_latest(r->dir, name, sizeof name, &err))
-		cli_die("%s", err.msg);
-	open_audit_(r);
-	char *ck = path_(r->dir, "%s", name);
-	if (sw_checkpoint_state(ck, &st, &err))
+	char *ck = NULL;
+	if (sw_checkpoint_latest(r->dir, name, sizeof name, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
+	    sw_checkpoint_state((ck = path_(r->dir, "%s", name)), &st, &err))
 		cli_die("%s", err.msg);
 	create_stores_(r, ck, st.weight_version);
 	r->iter = st.iter;
 	r->lr_scale = st.lr_scale;
 	sw_monitor_set_history(r->mon, &st.history);
 	sw_run_stores_opt(&r->s);
-	if (sw_checkpoint_restore(ck, r->dir, &st, r->s.w, &r->s.opt, r->s.opt_spec, &err))
-		cli_die("%s", err.msg);
-	if (sw_rundir_resume(r->dir, r->iter, &err))
+	if (sw_checkpoint_restore(ck, r->dir, &st, r->s.w, &r->s.opt, r->s.opt_spec, &err) ||
+	    sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
 	audit_start_(r, "resume");
 	/* killed during the evaluation before the first iteration: it is what comes next */
@@ -521,6 +514,8 @@ int main(int argc, char **argv)
 	r->lr_scale = 1;
 	r->argc = argc;
 	r->argv = argv;
+	if (resume && sw_rundir_check_resume(resume, &err))
+		cli_die("%s", err.msg);
 	char *cfg = resume ? path_(resume, "config") : config ? cli_strdup(config) : NULL;
 	int rc = cfg ? sw_experiment_read(x, cfg, &err) : 0;
 	for (int i = 0; !rc && i < ngiven; i++)
@@ -531,6 +526,8 @@ int main(int argc, char **argv)
 		rc = sw_experiment_set(x, "device", sw_backend_name(cli_device(NULL)), &err);
 	if (!rc)
 		rc = sw_experiment_check(x, &err);
+	if (!rc) /* where the run started: a resumed one goes there first */
+		rc = sw_experiment_enter(x, &err);
 	if (rc == SW_EINVAL)
 		cli_usage("%s", err.msg);
 	if (rc)
@@ -550,6 +547,13 @@ int main(int argc, char **argv)
 		cli_warn("cannot sweep stale stores: %s", err.msg);
 	else if (swept && cli_verbosity >= 0)
 		cli_warn("removed %zu weight store%s a killed run left behind", swept, swept == 1 ? "" : "s");
+	if (!(r->guard = sw_run_guard_start(&err)))
+		cli_die("%s", err.msg);
+	sw_pipeline_set_guard(r->pl, r->guard);
+	sw_pipeline_set_guard(r->eval_pl, r->guard);
+	/* on a terminal, the run's progress; the stages' own messages still come through */
+	sw_pipeline_relay_stderr(r->pl, isatty(2));
+	sw_pipeline_relay_stderr(r->eval_pl, isatty(2));
 	run_global_ = r;
 	atexit(cleanup_);
 	signal(SIGINT, on_signal_);
@@ -561,9 +565,12 @@ int main(int argc, char **argv)
 		resume_(r);
 	else
 		start_(r);
+	r->t0 = now_();
+	r->first = r->iter + 1;
 
 	for (uint64_t it = r->iter + 1; it <= x->iters; it++) {
 		sw_mon_event worst;
+		stop_point_(r, it);
 		sw_mon_level lv = iterate_(r, it, &worst);
 		if (lv == SW_MON_HARD) {
 			char why[200];

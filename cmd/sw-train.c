@@ -272,6 +272,9 @@ int main(int argc, char **argv)
 		tc.backend = cli_device(NULL);
 	if (!model && !weights && (env = getenv("SW_WEIGHTS")) && *env)
 		weights = env;
+	/* sw-run's train stage: its metrics go where the run reads them, whatever the user's command line */
+	if (!metrics && (env = getenv("SW_TRAIN_METRICS")) && *env)
+		metrics = env;
 	if (!tc.ref && tc.loss.kl_coef > 0 && (env = getenv("SW_REF")) && *env)
 		tc.ref = env;
 	if (!seed_set && (env = getenv("SW_SEED")) && *env) {

@@ -330,6 +330,10 @@ _sw()
 			:
 			return
 			;;
+		--keep-ckpt)
+			:
+			return
+			;;
 		--device)
 			COMPREPLY=($(compgen -W "cpu guard" -- "$cur"))
 			return
@@ -376,7 +380,7 @@ _sw()
 			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --keep-ckpt --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		;;

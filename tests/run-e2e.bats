@@ -62,6 +62,12 @@ setup_file() {
 	sw-run -v -c exp -o ref 2>ref.err || ref_status=$?
 	awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f\n", b - a }' >ref.wall
 	echo "$ref_status" >ref.status
+	# the same at the rollout's default batch, 16 prompts, 8 an iteration (issue 15, item 1)
+	for i in $(seq 9 16); do
+		printf '{"id":"q%d","prompt":"%d+%d=","label":"%d"}\n' "$i" $((i * 7)) "$i" $((i * 8))
+	done | cat prompts.jsonl - >prompts16.jsonl
+	sed -e 's/ --batch 1$//' -e 's/^batch 3$/batch 8/' -e "s|/prompts.jsonl$|/prompts16.jsonl|" exp >exp8
+	sw-run -q -c exp8 -o ref8 2>ref8.err || echo $? >ref8.status
 }
 
 setup() {
@@ -292,10 +298,10 @@ killed() {
 		echo "# kill $k after $after s: status $status, state $(cat run/state 2>/dev/null)," \
 		     "last audit event $(tail -1 run/audit.log 2>/dev/null | jq -r .event)" >&3
 		if [ ! -e run/state ]; then
-			# killed before the first checkpoint: nothing to resume, which sw-run must say
+			# killed before the first checkpoint: nothing to resume, which sw-run must say; the same command starts again
 			run -1 --separate-stderr sw-run -q --resume run
-			[[ ${stderr_lines[-1]} == "sw-run: 'run' is no run directory sw-run can resume: cannot read 'run/state'" ]]
-			continue
+			[ "${stderr_lines[-1]}" = "sw-run: cannot resume 'run': the run never reached its first checkpoint; start it again with sw-run -c run/config -o run" ]
+			run -0 sw-run -q -c run/config -o run
 		fi
 		[ "$status" = 137 ] || [ "$status" = 0 ]
 		resume_matches_reference run
@@ -342,5 +348,118 @@ killed() {
 	[ "$(cat run/state)" = "ckpt/iter-0001" ]
 	[ "$(digest run/ckpt/iter-0001/model.safetensors)" = "$(digest "$FIX/ref/ckpt/iter-0001/model.safetensors")" ]
 	[ "$(left run)" = 0 ]
+	resume_matches_reference run
+}
+
+# The command of stage $1 in the default-batch reference run's config.
+cmd_of() {
+	sed -n "s/^$1 //p" "$FIX/ref8/config"
+}
+
+@test "at the rollout's default batch: sw-run killed (SIGKILL) in each stage of an iteration, then resumed, ends with the uninterrupted run's weights bit for bit" {
+	[ ! -e "$FIX/ref8.status" ]
+	[ "$(cat "$FIX/ref8/state")" = ckpt/iter-0003 ]
+	for point in select sort rollout verify balance train published eval-rollout; do
+		rm -rf run
+		stage=$point it=2 after=
+		case $point in
+		published) stage=train after=1 ;;
+		eval-rollout) it=2 ;;
+		esac
+		if [ -n "$after" ]; then
+			cmd="$(cmd_of "$stage"); $(hook $it)"
+		else
+			cmd="$(hook $it) $(cmd_of "$stage")"
+		fi
+		in_session - sw-run -q -c "$FIX/exp8" -o run --"$stage" "$cmd"
+		echo "# killed in $point: status $status, state $(cat run/state)" >&3
+		[ "$status" = 137 ]
+		[ -e run/killed ]
+		[ ! -e run/ckpt/iter-0003 ]
+		# the guard removed the stores and left no stage running
+		[ "$(left run)" = 0 ]
+		run -0 --separate-stderr sw-run -q --resume run
+		[ "$stderr" = "" ]
+		for f in model.safetensors optimizer.bin trainer_state.json; do
+			[ "$(digest run/ckpt/iter-0003/$f)" = "$(digest "$FIX/ref8/ckpt/iter-0003/$f")" ]
+		done
+		run -0 jq -c 'select(.eval | not) | .iter' run/metrics.jsonl
+		[ "$(echo $output)" = "1 2 3" ]
+		run -0 sw-audit verify run
+		[ "$(left run)" = 0 ]
+	done
+}
+
+@test "a run's checkpoint is a model directory sw-train continues from: iteration 3 trained again from checkpoint 2 gives checkpoint 3 bit for bit" {
+	r=$FIX/ref
+	[ -s "$r/ckpt/iter-0002/trainer_state.json" ]
+	[ "$(jq -c '[.format, .version, .updates]' "$r/ckpt/iter-0002/trainer_state.json")" = '["sw-train 1",2,2]' ]
+	run -0 sw-train -q --algo grpo --lr 1e-2 --kl-coef 0.01 --ref "$FIX/m" -m "$r/ckpt/iter-0002" -o cont \
+		"$r/samples/iter-0003.train.msgpack.zst"
+	for f in model.safetensors optimizer.bin; do
+		[ "$(digest cont/$f)" = "$(digest "$r/ckpt/iter-0003/$f")" ]
+	done
+	[ "$(jq -c '[.version, .updates]' cont/trainer_state.json)" = '[3,3]' ]
+	# and the programs that take a model load it
+	run -0 sw-rollout -m "$r/ckpt/iter-0002" --temperature 0 --max-new-tokens 4 -f json "$FIX/eval.jsonl"
+	[ "${#lines[@]}" = 2 ]
+	run -0 sw-model info "$r/ckpt/iter-0002"
+	# a damaged trainer state is refused, not trained on
+	cp -r "$r/ckpt/iter-0002" bad
+	printf 'x' >>bad/optimizer.bin
+	run -1 --separate-stderr sw-train -q --algo grpo --lr 1e-2 -m bad -o out "$r/samples/iter-0003.train.msgpack.zst"
+	[[ $stderr == "sw-train: bad/optimizer.bin: "* ]]
+}
+
+@test "an overridden --train without --metrics: the trainer's figures still reach metrics.jsonl" {
+	run -0 sw-run -q -c "$FIX/exp" -o run --iters 1 --train 'sw-train --algo grpo --lr 1e-2 --kl-coef 0.01'
+	run -0 jq -e 'select(.eval | not) | (.loss | type == "number") and (.grad_norm > 0) and (.lr > 0) and
+		(.kl | type == "number") and (.entropy > 0) and (.clip_frac | type == "number")' run/metrics.jsonl
+	[ "$(left run)" = 0 ]
+}
+
+@test "the default stages get the run's model: its tokenizer, never the byte fallback; a store without one is an error" {
+	run -0 sw-run -q -m "$FIX/m" -p "$FIX/prompts.jsonl" -o run --iters 1 --batch 2 -n 2 \
+		--sort 'env >"$SW_RUN/env"; exec sw-sort'
+	grep -qx "SW_MODEL=$FIX/m" run/env
+	grep -qx 'rollout sw-rollout -m "$SW_MODEL" -n "$SW_GROUP" --seed "$SW_SEED"' run/config
+	grep -qx 'eval-rollout sw-rollout -m "$SW_MODEL" -n 1 --temperature 0' run/config
+	[ "$(left run)" = 0 ]
+	# a model of another vocabulary than the byte tokenizer's, from a store with no directory: refused
+	jq '.vocab_size = 300' "$FIX/m/config.json" >big.json
+	sw-model init -c big.json big >/dev/null
+	run -1 --separate-stderr sw-run -q -m big -p "$FIX/prompts.jsonl" -o run300 --iters 1 --batch 2 -n 2 \
+		--rollout 'sw-rollout -n "$SW_GROUP" --max-new-tokens 4'
+	[[ $stderr == *"sw-rollout: store 'shm:sw-run-"*"' holds a model of 300 tokens and no tokenizer came with it: give -m DIR, the model's directory (the built-in byte tokenizer has 261)"* ]]
+	[[ $stderr == *"stage 'rollout' exited with status 1"* ]]
+}
+
+@test "SIGTERM, SIGINT or SIGHUP while the trainer steps: no store of the run is left in /dev/shm, the optimiser's included" {
+	# iteration 1's trainer makes the optimiser's store as it steps; iteration 2's has it from the start
+	for try in TERM:1 INT:2 HUP:2; do
+		sig=${try%:*} it=${try#*:}
+		rm -rf run
+		# the trainer notes that it has started, then steps slowly enough to be caught at it
+		sw-run -q -c "$FIX/exp" -o run --train 'e=1; if [ "$SW_ITER" = '$it' ] && [ ! -e "$SW_RUN/done" ]; then touch "$SW_RUN/training"; e=50; fi; sw-train --algo grpo --lr 1e-2 --kl-coef 0.01 --epochs $e --metrics "$SW_TRAIN_METRICS"' 2>err &
+		pid=$!
+		for _ in $(seq 400); do [ -e run/training ] && break; sleep 0.05; done
+		[ -e run/training ]
+		w=$(sort -u run/stores | head -1)
+		w=${w#shm:}
+		# the weights, the frozen reference and (after iteration 1) the optimiser's store are there
+		run -0 ls /dev/shm
+		[[ " $(echo $output) " == *" $w "* ]]
+		[[ " $(echo $output) " == *" $w.ref "* ]]
+		[ "$it" = 1 ] || [[ " $(echo $output) " == *" $w.opt "* ]]
+		kill -$sig $pid
+		status=0
+		wait $pid || status=$?
+		[ "$status" -eq $((128 + $(kill -l $sig))) ]
+		run -0 ls /dev/shm
+		[[ " $(echo $output) " != *" $w"* ]]
+		grep -q "^sw-run: interrupted (.*) in iteration $it; the run goes on from run/ckpt/iter-000$((it - 1)) with: sw-run --resume run$" err
+	done
+	# the slow step disarmed, the run goes on to the reference's weights
+	touch run/done
 	resume_matches_reference run
 }

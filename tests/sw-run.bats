@@ -44,6 +44,13 @@ left() {
 	echo $n
 }
 
+# Drop from $stderr the line about stores another killed run left (any start may sweep them, and
+# other test suites may be running): what is left is this run's own.
+unswept() {
+	stderr=$(grep -v 'weight stores\? a killed run left behind' <<<"$stderr" || true)
+	mapfile -t stderr_lines <<<"$stderr"
+}
+
 @test "a run: the run directory, metrics, evaluations, checkpoints, a valid audit log" {
 	run -0 --separate-stderr sw-run -v -c exp -o run
 	[ "$output" = "" ]
@@ -106,6 +113,7 @@ left() {
 
 @test "a stage that fails stops the run, names itself, keeps the samples; --resume goes on" {
 	run -1 --separate-stderr sw-run -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then echo "boom" >&2; exit 4; fi; sw-cat'
+	unswept
 	[ "$output" = "" ]
 	[ "${stderr_lines[0]}" = "boom" ]
 	[[ ${stderr_lines[1]} == "sw-run: iteration 2: stage 'train' exited with status 4 (if [ \"\$SW_ITER\" = 2 ]"*"); the samples so far are in run/samples, the weights are those of the last checkpoint; continue with sw-run --resume run" ]]
@@ -143,31 +151,179 @@ left() {
 	run -0 sw-audit verify run
 }
 
-@test "stores are removed when a run is interrupted, and a killed run's at the next start" {
-	sw-run -q -c exp -o run --iters 50 --train 'sleep 0.2; sw-cat' &
-	pid=$!
-	for i in $(seq 100); do [ -e run/samples/iter-0001.msgpack.zst ] && break; sleep 0.1; done
-	kill -TERM $pid
-	wait $pid || status=$?
-	[ "$status" -eq 143 ]
+# Wait (up to 10 s) until file $1 exists.
+await() {
+	for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.05; done
+	return 1
+}
+
+@test "SIGTERM, SIGINT, SIGHUP: the stages end, every store goes, the log records it, the message says how to resume" {
+	for sig in TERM INT HUP; do
+		rm -rf run
+		sw-run -q -c exp -o run --iters 50 --train 'sleep 0.2; sw-cat' 2>err &
+		pid=$!
+		await run/samples/iter-0001.msgpack.zst
+		kill -$sig $pid
+		status=0
+		wait $pid || status=$?
+		[ "$status" -eq $((128 + $(kill -l $sig))) ]
+		[ -s run/stores ]
+		[ "$(left run)" = 0 ]
+		run -0 cat err
+		[[ $output == "sw-run: interrupted ("*") in iteration "*"; the run goes on from run/ckpt/iter-000"*" with: sw-run --resume run" ]]
+		grep -q "\"event\":\"interrupted\".*\"signal\":\"$sig\"" run/audit.log
+		run -0 sw-audit verify run
+	done
+	run -0 sw-run -q --resume run --iters 3 --train sw-cat
 	[ "$(left run)" = 0 ]
-	# SIGKILL leaves the stores; the next sw-run sweeps them.  The stages die with sw-run.
+}
+
+@test "SIGKILL: the run's guard ends the stages and removes the stores; a run killed with its guard is swept at the next start" {
 	sw-run -q -c exp -o run2 --iters 50 --train 'echo $$ >"$SW_RUN/train.pid"; sleep 0.5; sw-cat' &
 	pid=$!
-	for i in $(seq 100); do [ -e run2/samples/iter-0001.msgpack.zst ] && [ -s run2/train.pid ] && break; sleep 0.1; done
+	for i in $(seq 200); do [ -e run2/samples/iter-0001.msgpack.zst ] && [ -s run2/train.pid ] && break; sleep 0.05; done
+	[ -s run2/train.pid ]
+	stage=$(cat run2/train.pid)
 	kill -KILL $pid
 	wait $pid || true
-	[ "$(left run2)" -ge 1 ]
-	stage=$(cat run2/train.pid)
+	for i in $(seq 100); do [ "$(left run2)" = 0 ] && break; sleep 0.05; done
+	[ "$(left run2)" = 0 ]
 	for i in $(seq 50); do kill -0 "$stage" 2>/dev/null || break; sleep 0.1; done
 	run ! kill -0 "$stage"
-	run -0 --separate-stderr sw-run -c exp -o run3 --iters 1
+	# sw-run and its guard killed together (its whole process group): the stores stay, the next start sweeps them
+	setsid sw-run -q -c exp -o run3 --iters 50 --train 'sleep 0.2; sw-cat' &
+	pid=$!
+	await run3/samples/iter-0001.msgpack.zst
+	kill -KILL -- -$pid
+	wait $pid || true
+	[ "$(left run3)" -ge 1 ]
+	run -0 --separate-stderr sw-run -c exp -o run4 --iters 1
 	[[ $stderr == *"removed "*" weight store"*" a killed run left behind"* ]]
-	[ "$(left run2)" = 0 ]
 	[ "$(left run3)" = 0 ]
-	# and the killed run resumes
+	[ "$(left run4)" = 0 ]
+	# and the killed runs resume
 	run -0 sw-run -q --resume run2 --iters 2 --train sw-cat
 	run -0 sw-audit verify run2
+	run -0 sw-run -q --resume run3 --iters 2 --train sw-cat
+	[ "$(left run2)" = 0 ]
+	[ "$(left run3)" = 0 ]
+}
+
+@test "the prompts are checked before the run starts: each error names the file and the line; nothing is made" {
+	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","promt":"2+1=","label":"3"}\n' >typo.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p typo.jsonl
+	unswept
+	[ "$stderr" = "sw-run: typo.jsonl: line 2: no prompt: a record needs 'prompt' (a string) or 'messages' (an array)" ]
+	[ ! -e run ]
+	: >empty.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p empty.jsonl
+	unswept
+	[ "$stderr" = "sw-run: empty.jsonl: no prompts in it" ]
+	[ ! -e run ]
+	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","prompt":}\n' >broken.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p broken.jsonl
+	unswept
+	[[ $stderr == "sw-run: broken.jsonl: line 2"* ]]
+	[ ! -e run ]
+	run -1 --separate-stderr sw-run -c exp -o run --eval typo.jsonl
+	unswept
+	[ "$stderr" = "sw-run: typo.jsonl: line 2: no prompt: a record needs 'prompt' (a string) or 'messages' (an array)" ]
+	[ ! -e run ]
+}
+
+@test "a start that failed leaves nothing in the way: the same command starts again; --resume says what it can do" {
+	# a model whose weights are broken fails after the run directory is made
+	cp -r m broken
+	printf 'not safetensors' >broken/model.safetensors
+	run -1 --separate-stderr sw-run -c exp -o run -m broken
+	unswept
+	[[ $stderr == "sw-run: cannot load 'broken' into a weight store: "* ]]
+	[ -e run/config ]
+	run -1 --separate-stderr sw-run --resume run
+	unswept
+	[ "$stderr" = "sw-run: cannot resume 'run': the run never reached its first checkpoint; start it again with sw-run -c run/config -o run" ]
+	cp m/model.safetensors broken/
+	run -0 sw-run -q -c run/config -o run --iters 1
+	[ "$(cat run/state)" = "ckpt/iter-0001" ]
+	# a start that failed after its first checkpoint (the evaluation before the first iteration): the same command again
+	run -1 sw-run -q -c exp -o again --eval-rollout 'exit 3'
+	[ "$(cat again/state)" = "ckpt/iter-0000" ]
+	run -0 --separate-stderr sw-run -c exp -o again --iters 1
+	[ "$(cat again/state)" = "ckpt/iter-0001" ]
+	run -0 sw-audit verify again
+	[ "$(grep -c '"event":"run_start"' again/audit.log)" = 1 ]
+	# a run that completed an iteration is not started over
+	run -1 --separate-stderr sw-run -c exp -o again --iters 1
+	unswept
+	[ "$stderr" = "sw-run: 'again' exists and is not empty (continue a run there with --resume again)" ]
+	mkdir plain
+	run -1 --separate-stderr sw-run --resume plain
+	unswept
+	[ "$stderr" = "sw-run: cannot resume 'plain': it is no run directory (it has no config)" ]
+	[ "$(left run)" = 0 ]
+	[ "$(left again)" = 0 ]
+}
+
+@test "--resume from another directory: the run goes on where it started (its paths and commands as they were)" {
+	run -1 sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
+	grep -qx "workdir $PWD" run/config
+	mkdir -p elsewhere/deeper
+	cd elsewhere/deeper
+	run -0 --separate-stderr sw-run -v --resume ../../run --train sw-cat
+	[[ $stderr == *"iter 3/3"* ]]
+	cd ../..
+	[ "$(cat run/state)" = "ckpt/iter-0003" ]
+	[ ! -e elsewhere/deeper/run ]
+	run -0 sw-audit verify run
+	[ "$(left run)" = 0 ]
+}
+
+@test "--keep-ckpt K keeps the newest K checkpoints, the best and the latest; the log records what it removed" {
+	# no evaluation, and iteration 2's rewards are the best: its checkpoint stays beside the newest one
+	grep -v '^eval' exp >noeval
+	run -0 sw-run -q -c noeval -o run --iters 5 --keep-ckpt 1 \
+		--verify 'sw-verify -r math | sw-cat -f json | jq -c --argjson it "$SW_ITER" "if \$it == 2 then .reward = 1 else . end" | sw-cat'
+	run -0 ls run/ckpt
+	[ "$(echo $output)" = "iter-0002 iter-0005" ]
+	grep -qx 'keep-ckpt 1' run/config
+	[ "$(jq -r 'select(.event == "checkpoint_removed") | .path' run/audit.log | sort | tr '\n' ' ')" = \
+	  "ckpt/iter-0000 ckpt/iter-0001 ckpt/iter-0003 ckpt/iter-0004 " ]
+	run -0 sw-audit verify run
+	[[ $output == "run/audit.log: ok: "*" records, 2 checkpoints, head "* ]]
+	# with evaluations the best is the highest held-out accuracy (a tie: the later)
+	run -0 sw-run -q -c exp -o evals --iters 3 --keep-ckpt 1 --eval-every 1 \
+		--eval-rollout 'if [ "$SW_ITER" = 1 ]; then export SW_GROUP=1; fi; '"$STAGES/rollout.sh"
+	run -0 ls evals/ckpt
+	[ "$(echo $output)" = "iter-0001 iter-0003" ]
+	# the default keeps every one
+	run -0 sw-run -q -c exp -o all --iters 2
+	run -0 ls all/ckpt
+	[ "$(echo $output)" = "iter-0000 iter-0001 iter-0002" ]
+}
+
+@test "progress: one line per iteration with elapsed time and ETA; no kl where there is none" {
+	run -0 --separate-stderr sw-run -v -c exp -o run
+	[ "$(grep -c 'sw-run: iter ' <<<"$stderr")" = 3 ]
+	[[ $stderr == *"sw-run: iter 2/3: reward 0.500, accuracy 50.0%, violations 0.0%, len "*" s; elapsed "*", ETA "* ]]
+	[[ $stderr != *"kl nan"* ]]
+	[[ $stderr != *" kl "* ]]
+}
+
+@test "on a terminal: a line per iteration and evaluation, the stages' messages but not their progress" {
+	command -v script >/dev/null || skip "no script(1) to give sw-run a terminal"
+	# sw-rollout on a terminal prints its progress; through sw-run it must not
+	script -qec "sw-run -c exp -o run --rollout 'sw-rollout -m \"\$SW_MODEL\" -n 2 --max-new-tokens 4' \
+		--train 'echo a word from the trainer >&2; sw-cat'" /dev/null </dev/null | tr -d '\r' >tty.out
+	# (a line about stores another killed run left, which any start may sweep, aside)
+	run -0 grep -vc 'weight stores\? a killed run left behind' tty.out
+	[ "$output" = 10 ]
+	[ "$(grep -c '^sw-run: iter [123]/3: .*; elapsed .*, ETA ' tty.out)" = 3 ]
+	[ "$(grep -c '^sw-run: eval after iteration ' tty.out)" = 3 ]
+	[ "$(grep -cx 'a word from the trainer' tty.out)" = 3 ]
+	grep -q '^sw-run: 3 iterations done' tty.out
+	# sw-rollout alone on the same terminal does print progress
+	script -qec "sw-rollout -m m -n 2 --max-new-tokens 4 -o out.mp prompts.jsonl" /dev/null </dev/null | tr -d '\r' >alone.out
+	[ -s alone.out ]
 }
 
 @test "bad input: each a clear error" {
@@ -196,10 +352,10 @@ left() {
 	run -1 --separate-stderr sw-run -c exp -o full
 	[ "${stderr_lines[0]}" = "sw-run: 'full' exists and is not empty (continue a run there with --resume full)" ]
 	run -1 --separate-stderr sw-run -c exp -o run -m nomodel
-	[[ ${stderr_lines[0]} == "sw-run: cannot load 'nomodel' into a weight store: "* ]]
-	[ ! -e run/state ]
+	[ "$stderr" = "sw-run: 'nomodel' is no model directory: cannot read 'nomodel/config.json': No such file or directory" ]
+	[ ! -e run ]
 	run -1 --separate-stderr sw-run --resume nowhere
-	[[ ${stderr_lines[0]} == "sw-run: cannot open 'nowhere/config': No such file or directory" ]]
+	[ "$stderr" = "sw-run: cannot resume 'nowhere': No such file or directory" ]
 	run -2 --separate-stderr sw-run -c exp --resume run
 	[[ ${stderr_lines[0]} == "sw-run: --resume continues a run with its own config: give one of -c and --resume" ]]
 	run -2 --separate-stderr sw-run -c exp -o run --device tpu

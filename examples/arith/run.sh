@@ -47,7 +47,7 @@ sw-model init --size "$SIZE" --seed 1 "$dir/arith-model" >/dev/null
 sw-model info "$dir/arith-model" | head -3
 
 say "SFT warm start: $SFT_EPOCHS epochs (sw-train -a sft)"
-sw-train -a sft --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches 12 --seed 1 \
+sw-train -q -a sft --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches 12 --seed 1 \
 	-m "$dir/arith-model" -o "$dir/arith-model" --metrics "$dir/sft-metrics.jsonl" \
 	"$dir/arith-data/sft.jsonl" >/dev/null
 jq -r '"loss \(.loss | . * 1000 | round / 1000), token accuracy \(.token_accuracy * 1000 | round / 10)%, \(.time_s.total | round) s"' \

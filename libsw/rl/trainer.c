@@ -1060,7 +1060,8 @@ static void summarise_(step_ *k, sw_trainer_stats *st)
 		st->kl = n ? s / (double)n : 0;
 	}
 	st->entropy = tot->rl.entropy_sum / nt;
-	st->token_accuracy = tot->acc_tokens ? (double)tot->acc_right / (double)tot->acc_tokens : 0;
+	/* not measured (the engine kept no logits to compare): null in the metrics, not 0 */
+	st->token_accuracy = tot->acc_tokens ? (double)tot->acc_right / (double)tot->acc_tokens : NAN;
 	st->clip_frac_low = (double)tot->rl.clip_low / nt;
 	st->clip_frac_high = (double)tot->rl.clip_high / nt;
 	st->clip_frac = (double)(tot->rl.clip_low + tot->rl.clip_high) / nt;

@@ -127,7 +127,14 @@ static int opt_hash_(const sw_trainer *t, const unsigned char *hdr, char *hx, sw
 
 /* ---- a model directory ------------------------------------------------------------------ */
 
-static int read_json_state_(sw_trainer *t, const char *js, uint64_t *np, char *hash, sw_error *err)
+/* What trainer_state.json says. */
+typedef struct jstate_ {
+	uint64_t version, updates, nparams;
+	uint64_t rng[4];
+	char hash[64];                  /* optimizer.bin's BLAKE2b-256, hex */
+} jstate_;
+
+static int read_json_state_(const char *js, jstate_ *j, sw_error *err)
 {
 	sw_error e2 = { 0 };
 	sw_reader *r = sw_reader_open(js, &e2);
@@ -146,17 +153,17 @@ static int read_json_state_(sw_trainer *t, const char *js, uint64_t *np, char *h
 		goto out;
 	}
 	if (sw_rec_get_str(rec, "format", &fmt, &fl) || fl != 10 || memcmp(fmt, "sw-train 1", 10) ||
-	    sw_rec_get_u64(rec, "version", &t->version) || sw_rec_get_u64(rec, "updates", &t->updates) ||
-	    sw_rec_get_u64(rec, "nparams", np) || sw_rec_get_str(rec, "optimizer_blake2b", &h, &hl) || hl != 64) {
+	    sw_rec_get_u64(rec, "version", &j->version) || sw_rec_get_u64(rec, "updates", &j->updates) ||
+	    sw_rec_get_u64(rec, "nparams", &j->nparams) || sw_rec_get_str(rec, "optimizer_blake2b", &h, &hl) || hl != 64) {
 		sw_fail(err, rc, "%s: not a trainer state of this version of sw-train", js);
 		goto out;
 	}
-	memcpy(hash, h, 64);
+	memcpy(j->hash, h, 64);
 	n = 0;
 	if (!sw_rec_get(rec, "rng", &rv) && rv.type == SW_T_ARRAY && rv.v.count == 4) {
 		sw_iter_init(&it, &rv);
 		for (; n < 4 && sw_iter_next(&it, &e) == 1 && e.type == SW_T_UINT; n++)
-			t->rng.s[n] = e.v.u;
+			j->rng[n] = e.v.u;
 	}
 	if (n != 4) {
 		sw_fail(err, rc, "%s: field 'rng' is not 4 numbers", js);
@@ -197,14 +204,16 @@ int sw_trainer_state_load(sw_trainer *t, const char *dir, sw_error *err)
 			sw_rng_seed(&t->rng, t->c.seed);
 		goto out;
 	}
-	uint64_t np = 0;
-	char hash[64];
-	if ((rc = read_json_state_(t, js, &np, hash, err)))
+	jstate_ j;
+	if ((rc = read_json_state_(js, &j, err)))
 		goto out;
+	t->version = j.version;
+	t->updates = j.updates;
+	memcpy(t->rng.s, j.rng, sizeof j.rng);
 	rc = SW_EFORMAT;
-	if (np != nparams) {
+	if (j.nparams != nparams) {
 		sw_fail(err, rc, "%s: the optimiser state is for %llu parameters, the model has %zu", js,
-		        (unsigned long long)np, nparams);
+		        (unsigned long long)j.nparams, nparams);
 		goto out;
 	}
 	if (!(f = fopen(ob, "rb"))) {
@@ -224,7 +233,7 @@ int sw_trainer_state_load(sw_trainer *t, const char *dir, sw_error *err)
 	if ((rc = opt_hash_(t, hdr, hx, err)))
 		goto out;
 	rc = SW_EFORMAT;
-	if (memcmp(hx, hash, 64)) {
+	if (memcmp(hx, j.hash, 64)) {
 		sw_fail(err, rc, "%s: its BLAKE2b does not match '%s': the trainer state is damaged", ob, js);
 		goto out;
 	}
@@ -259,8 +268,8 @@ static int afile_put_(const char *path, const void *a, size_t na, const sw_train
 	return 0;
 }
 
-/* trainer_state.json, through the JSON library. */
-static int state_json_(const sw_trainer *t, const char *hx, sw_buf *out, sw_error *err)
+/* trainer_state.json, through the JSON library; algo NULL: a state exported from a store, which knows neither. */
+static int state_json_(const jstate_ *j, const char *algo, float lr, sw_buf *out, sw_error *err)
 {
 	sw_rec *r = sw_rec_new();
 	sw_buf rng = { 0 };
@@ -270,14 +279,14 @@ static int state_json_(const sw_trainer *t, const char *hx, sw_buf *out, sw_erro
 	if (!r || sw_mp_put_array(&rng, 4))
 		goto out;
 	for (int i = 0; i < 4; i++)
-		if (sw_mp_put_u64(&rng, t->rng.s[i]))
+		if (sw_mp_put_u64(&rng, j->rng[i]))
 			goto out;
-	const char *algo = sw_rl_algo_name(t->c.algo);
-	if (sw_rec_set_str(r, "format", "sw-train 1", 10) || sw_rec_set_u64(r, "version", t->version) ||
-	    sw_rec_set_u64(r, "updates", t->updates) || sw_rec_set_u64(r, "nparams", t->model->nparams) ||
+	if (sw_rec_set_str(r, "format", "sw-train 1", 10) || sw_rec_set_u64(r, "version", j->version) ||
+	    sw_rec_set_u64(r, "updates", j->updates) || sw_rec_set_u64(r, "nparams", j->nparams) ||
 	    sw_rec_set_raw(r, "rng", rng.p, rng.len) || sw_rec_set_str(r, "optimizer", "optimizer.bin", 13) ||
-	    sw_rec_set_str(r, "optimizer_blake2b", hx, 64) || sw_rec_set_str(r, "algo", algo, strlen(algo)) ||
-	    sw_rec_set_f32(r, "lr", t->c.adam.lr) || sw_rec_bytes(r, &p, &n))
+	    sw_rec_set_str(r, "optimizer_blake2b", j->hash, 64) ||
+	    (algo && (sw_rec_set_str(r, "algo", algo, strlen(algo)) || sw_rec_set_f32(r, "lr", lr))) ||
+	    sw_rec_bytes(r, &p, &n))
 		goto out;
 	rc = sw_mp_to_json(p, n, out, err);
 out:
@@ -305,7 +314,10 @@ static int state_save_(const sw_trainer *t, const char *dir, sw_error *err)
 	memcpy(hdr + 16, &t->updates, 8);
 	if ((rc = opt_hash_(t, hdr, hx, err)) || (rc = afile_put_(ob, hdr, sizeof hdr, t, err)))
 		goto out;
-	if ((rc = state_json_(t, hx, &j, err)))
+	jstate_ js_ = { t->version, t->updates, nparams, { 0 }, { 0 } };
+	memcpy(js_.rng, t->rng.s, sizeof js_.rng);
+	memcpy(js_.hash, hx, 64);
+	if ((rc = state_json_(&js_, sw_rl_algo_name(t->c.algo), t->c.adam.lr, &j, err)))
 		goto out;
 	rc = afile_put_(js, j.p, j.len, NULL, err);
 out:
@@ -675,4 +687,153 @@ int sw_trainer_commit_store(sw_trainer *t, sw_error *err)
 		return sw_fail(err, e2.code, "store '%s': %s", t->o_spec, e2.msg);
 	t->updating = 0;
 	return 0;
+}
+
+/* ---- a store's state as a directory's, and back (sw-run's checkpoints) --------------------------- */
+
+static void hex32_(const unsigned char h[32], char hx[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(hx + 2 * i, 3, "%02x", h[i]);
+}
+
+/* The directory format's 32-byte header and BLAKE2b of header and moments (mv: 2 * np floats). */
+static void dir_header_(unsigned char hdr[OPT_HEADER], uint64_t np, uint64_t updates, const float *mv, char hx[65])
+{
+	unsigned char h[32];
+	crypto_generichash_state hs;
+	memset(hdr, 0, OPT_HEADER);
+	memcpy(hdr, OPT_MAGIC, 8);
+	memcpy(hdr + 8, &np, 8);
+	memcpy(hdr + 16, &updates, 8);
+	crypto_generichash_init(&hs, NULL, 0, sizeof h);
+	crypto_generichash_update(&hs, hdr, OPT_HEADER);
+	crypto_generichash_update(&hs, (const unsigned char *)mv, 2 * np * sizeof(float));
+	crypto_generichash_final(&hs, h, sizeof h);
+	hex32_(h, hx);
+}
+
+int sw_trainer_state_export(sw_store *opt, const char *dir, sw_error *err)
+{
+	size_t n = sw_store_nfloats(opt);
+	const float *a = sw_store_arena(opt);
+	unsigned char sh[OPT_STORE_HEADER * sizeof(float)], hdr[OPT_HEADER];
+	uint64_t np, seq;
+	jstate_ j;
+	sw_error e2 = { 0 };
+	char *ob = path_(dir, "optimizer.bin"), *js = path_(dir, "trainer_state.json");
+	sw_buf jb = { 0 };
+	int rc = 0;
+	if (!ob || !js) {
+		rc = oom_(err);
+		goto out;
+	}
+	if (sw_store_read_begin(opt, &seq, &e2)) {
+		rc = sw_fail(err, e2.code, "the optimiser store: %s", e2.msg);
+		goto out;
+	}
+	memcpy(sh, a, sizeof sh);
+	memcpy(&np, sh + 8, 8);
+	if (n < OPT_STORE_HEADER || memcmp(sh, OPT_MAGIC, 8) || n != OPT_STORE_HEADER + 2 * np) {
+		rc = sw_fail(err, SW_EFORMAT, "the optimiser store holds no optimiser state of sw-train");
+		goto out;
+	}
+	memcpy(&j.updates, sh + 16, 8);
+	memcpy(&j.version, sh + 24, 8);
+	memcpy(j.rng, sh + 32, 32);
+	j.nparams = np;
+	char hx[65];
+	dir_header_(hdr, np, j.updates, a + OPT_STORE_HEADER, hx);
+	memcpy(j.hash, hx, 64);
+	sw_afile f;
+	if ((rc = sw_afile_open(&f, ob, err)))
+		goto out;
+	if ((rc = sw_afile_write(&f, hdr, sizeof hdr, err)) ||
+	    (rc = sw_afile_write(&f, a + OPT_STORE_HEADER, 2 * np * sizeof(float), err))) {
+		sw_afile_abort(&f);
+		goto out;
+	}
+	/* a trainer that published meanwhile: what was hashed and written is not one state */
+	if (sw_store_read_retry(opt, seq)) {
+		sw_afile_abort(&f);
+		rc = sw_fail(err, SW_EIO, "the optimiser store changed while it was saved (a trainer still running?)");
+		goto out;
+	}
+	if ((rc = sw_afile_commit(&f, err)) || (rc = state_json_(&j, NULL, 0, &jb, err)))
+		goto out;
+	rc = afile_put_(js, jb.p, jb.len, NULL, err);
+out:
+	sw_buf_release(&jb);
+	free(ob);
+	free(js);
+	return rc;
+}
+
+int sw_trainer_state_import(const char *dir, const char *spec, sw_store **optp, sw_error *err)
+{
+	char *ob = path_(dir, "optimizer.bin"), *js = path_(dir, "trainer_state.json");
+	sw_error e2 = { 0 };
+	FILE *f = NULL;
+	jstate_ j;
+	int rc = 0;
+	if (!ob || !js) {
+		rc = oom_(err);
+		goto out;
+	}
+	if ((rc = read_json_state_(js, &j, err)))
+		goto out;
+	size_t n = OPT_STORE_HEADER + 2 * (size_t)j.nparams;
+	if (!*optp && !(*optp = sw_store_create(spec, NULL, n, &e2))) {
+		rc = sw_fail(err, e2.code, "cannot create the optimiser store '%s': %s", spec, e2.msg);
+		goto out;
+	}
+	sw_store *opt = *optp;
+	if (sw_store_nfloats(opt) != n) {
+		rc = sw_fail(err, SW_EFORMAT, "%s: a state of %llu parameters, the optimiser store holds %zu floats", js,
+		             (unsigned long long)j.nparams, sw_store_nfloats(opt));
+		goto out;
+	}
+	if (!(f = fopen(ob, "rb"))) {
+		rc = sys_(err, "cannot open '%s'%s", ob, "");
+		goto out;
+	}
+	/* whole and no more, known before the store is touched: a file cut or padded is not the state saved */
+	struct stat sb;
+	if (fstat(fileno(f), &sb) || (uint64_t)sb.st_size != OPT_HEADER + 2 * j.nparams * sizeof(float)) {
+		rc = sw_fail(err, SW_EFORMAT, "%s: not an optimiser state of %llu parameters", ob, (unsigned long long)j.nparams);
+		goto out;
+	}
+	if (sw_store_write_begin(opt, &e2)) {
+		rc = sw_fail(err, e2.code, "store '%s': %s", spec, e2.msg);
+		goto out;
+	}
+	float *a = sw_store_arena(opt);
+	unsigned char hdr[OPT_HEADER], want[OPT_HEADER];
+	char hx[65];
+	/* whole and no more: a file cut or padded is not the state that was saved */
+	if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || fread(a + OPT_STORE_HEADER, sizeof(float), n - OPT_STORE_HEADER, f) !=
+	    n - OPT_STORE_HEADER || fgetc(f) != EOF) {
+		rc = sw_fail(err, SW_EFORMAT, "%s: not an optimiser state of %llu parameters", ob, (unsigned long long)j.nparams);
+		goto out;
+	}
+	dir_header_(want, j.nparams, j.updates, a + OPT_STORE_HEADER, hx);
+	if (memcmp(hdr, want, sizeof hdr) || memcmp(hx, j.hash, 64)) {
+		rc = sw_fail(err, SW_EFORMAT, "%s: its BLAKE2b does not match '%s': the trainer state is damaged", ob, js);
+		goto out;
+	}
+	unsigned char sh[OPT_STORE_HEADER * sizeof(float)] = { 0 };
+	memcpy(sh, OPT_MAGIC, 8);
+	memcpy(sh + 8, &j.nparams, 8);
+	memcpy(sh + 16, &j.updates, 8);
+	memcpy(sh + 24, &j.version, 8);
+	memcpy(sh + 32, j.rng, 32);
+	memcpy(a, sh, sizeof sh);
+	if (sw_store_publish(opt, j.version, &e2))
+		rc = sw_fail(err, e2.code, "store '%s': %s", spec, e2.msg);
+out:
+	if (f)
+		fclose(f);
+	free(ob);
+	free(js);
+	return rc;
 }

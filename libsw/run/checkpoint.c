@@ -1,15 +1,21 @@
 /*
  * checkpoint.c - the checkpoints of a run.  ckpt/iter-NNNN is a model
  * directory (config, weights, the start model's tokenizer files), so any
- * program that takes a model can start from it, plus what resuming needs:
- * optimizer.bin (the optimiser store's floats, raw), pool (the task pool)
- * and state.json (the loop's own state).  It is made in a temporary
+ * program that takes a model can start from it, with the trainer's state
+ * in sw-train's own format (trainer_state.json and optimizer.bin, so that
+ * `sw-train -m CKPT` continues the optimiser, sw_trainer_state_export),
+ * plus what resuming needs: pool (the task pool) and state.json (the
+ * loop's own state).  It is made in a temporary
  * directory and renamed into place, so a checkpoint is whole or absent;
  * then the file `state` of the run names it as the resume point.  Its
  * digest is the audit log's (sw_audit_rec_checkpoint).
  */
+#define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,19 +65,6 @@ static int state_json_(const sw_ckpt_state *st, const char *path, sw_error *err)
 	return rc;
 }
 
-/* The optimiser's floats, read consistently (a trainer may be publishing). */
-static int save_opt_(sw_store *opt, const char *path, const char *final, sw_error *err)
-{
-	sw_error e = { 0 };
-	uint64_t seq;
-	if (sw_store_read_begin(opt, &seq, &e))
-		return sw_fail(err, e.code, "checkpoint '%s': optimiser state: %s", final, e.msg);
-	if (sw_run_put_file(path, sw_store_arena(opt), sw_store_nfloats(opt) * sizeof(float), &e) ||
-	    sw_store_read_retry(opt, seq))
-		return sw_fail(err, SW_EIO, "checkpoint '%s': cannot write '%s'", final, path);
-	return 0;
-}
-
 int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_store *opt,
                        const sw_ckpt_state *st0, char *name, size_t size, sw_error *err)
 {
@@ -99,8 +92,8 @@ int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_st
 			rc = sw_fail(err, SW_EIO, "checkpoint '%s': cannot copy '%s': %s", final, from,
 			             strerror(e.sys_errno));
 	}
-	if (!rc && opt && !(rc = sw_run_path(to, sizeof to, err, "%s/optimizer.bin", tmp)))
-		rc = save_opt_(opt, to, final, err);
+	if (!rc && opt && sw_trainer_state_export(opt, tmp, &e))
+		rc = sw_fail(err, e.code, "checkpoint '%s': %s", final, e.msg);
 	if (!rc && !(rc = sw_run_path(from, sizeof from, err, "%s/pool", rundir)) &&
 	    !(rc = sw_run_path(to, sizeof to, err, "%s/pool", tmp)) && !access(from, F_OK) &&
 	    sw_run_copy_file(from, to, &e))
@@ -173,35 +166,111 @@ int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_s
 	if (sw_store_version(w) != st->weight_version)
 		return sw_fail(err, SW_EINVAL, "restoring '%s': the weights are version %llu, the checkpoint says %llu",
 		               ckdir, (unsigned long long)sw_store_version(w), (unsigned long long)st->weight_version);
-	int rc = sw_run_path(from, sizeof from, err, "%s/optimizer.bin", ckdir);
-	if (rc)
-		return rc;
-	if (st->opt_floats && !*optp && !(*optp = sw_store_create(opt_spec, NULL, st->opt_floats, &e)))
-		return sw_fail(err, e.code, "restoring '%s': %s", from, e.msg);
+	int rc = 0;
 	if (!st->opt_floats && *optp) {
 		/* a checkpoint from before the first step: the trainer starts afresh */
 		sw_store_close(*optp);
 		*optp = NULL;
 		sw_store_unlink(opt_spec, NULL);
 	}
-	sw_store *opt = *optp;
-	if (st->opt_floats) {
-		FILE *f = fopen(from, "rb");
-		size_t n = (size_t)st->opt_floats;
-		/* whole and no more: a checkpoint cut or padded is not the one that was saved */
-		if (!f || !opt || sw_store_nfloats(opt) != n || sw_store_write_begin(opt, &e) ||
-		    fread(sw_store_arena(opt), sizeof(float), n, f) != n || fgetc(f) != EOF ||
-		    sw_store_publish(opt, st->opt_version, &e))
-			rc = sw_fail(err, SW_EFORMAT, "restoring '%s': it does not match the optimiser store", from);
-		if (f)
-			fclose(f);
-		if (rc)
-			return rc;
-	}
+	if (st->opt_floats && sw_trainer_state_import(ckdir, opt_spec, optp, &e))
+		return sw_fail(err, e.code, "restoring '%s': %s", ckdir, e.msg);
 	if ((rc = sw_run_path(from, sizeof from, err, "%s/pool", ckdir)) ||
 	    (rc = sw_run_path(to, sizeof to, err, "%s/pool", rundir)))
 		return rc;
 	if (sw_run_copy_file(from, to, &e))
 		return sw_fail(err, SW_EIO, "restoring '%s': cannot copy the pool: %s", ckdir, strerror(e.sys_errno));
 	return 0;
+}
+
+/* ---- keeping the last K ------------------------------------------------------------------------ */
+
+static int cmp_u64_desc_(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int has_(const uint64_t *v, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return 1;
+	return 0;
+}
+
+/*
+ * The best checkpoint: the highest held-out accuracy of an evaluation after
+ * a checkpointed iteration, else the highest mean reward of one; the later
+ * on a tie.  UINT64_MAX: none is measured.
+ */
+static uint64_t best_(const char *rundir, const uint64_t *have, size_t n)
+{
+	char path[SW_RUN_PATH_MAX];
+	uint64_t best[2] = { UINT64_MAX, UINT64_MAX }, it;
+	double top[2] = { -INFINITY, -INFINITY }, x;
+	sw_val v;
+	if (sw_run_path(path, sizeof path, NULL, "%s/metrics.jsonl", rundir))
+		return UINT64_MAX;
+	sw_reader *rd = sw_reader_open(path, NULL);
+	sw_rec *rec = sw_rec_new();
+	while (rd && rec && sw_reader_next(rd, rec) == 1) {
+		int ev = !sw_rec_get(rec, "eval", &v) && v.type == SW_T_BOOL && v.v.b;
+		if (sw_rec_get_u64(rec, "iter", &it) || !has_(have, n, it) ||
+		    sw_rec_get_f64(rec, ev ? "accuracy" : "reward_mean", &x) || !isfinite(x) || x < top[ev])
+			continue;
+		top[ev] = x;
+		best[ev] = it;
+	}
+	sw_rec_free(rec);
+	sw_reader_free(rd);
+	return best[1] != UINT64_MAX ? best[1] : best[0];
+}
+
+int sw_checkpoint_prune(const char *rundir, uint64_t keep, sw_runlog *log, uint64_t it, sw_error *err)
+{
+	char dir[SW_RUN_PATH_MAX], latest[256], name[64], path[SW_RUN_PATH_MAX];
+	uint64_t *have = NULL, cur = UINT64_MAX, n = 0, cap = 0;
+	int rc = sw_run_path(dir, sizeof dir, err, "%s/ckpt", rundir);
+	if (rc || !keep)
+		return rc;
+	if (!sw_checkpoint_latest(rundir, latest, sizeof latest, NULL))
+		sscanf(latest, "ckpt/iter-%" SCNu64, &cur);
+	DIR *d = opendir(dir);
+	if (!d)
+		return sw_fail(err, SW_EIO, "cannot read '%s': %s", dir, strerror(errno));
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint64_t k;
+		char tail;
+		if (sscanf(e->d_name, "iter-%" SCNu64 "%c", &k, &tail) != 1)
+			continue;
+		if (n == cap) {
+			uint64_t *v = realloc(have, (cap = cap ? 2 * cap : 16) * sizeof *v);
+			if (!v) {
+				rc = sw_fail(err, SW_ENOMEM, "out of memory");
+				break;
+			}
+			have = v;
+		}
+		have[n++] = k;
+	}
+	closedir(d);
+	if (!rc)
+		qsort(have, n, sizeof *have, cmp_u64_desc_);
+	uint64_t best = rc ? 0 : best_(rundir, have, n);
+	/* the newest keep, the best, and the one the run resumes from */
+	for (uint64_t i = keep; !rc && i < n; i++) {
+		if (have[i] == best || have[i] == cur)
+			continue;
+		snprintf(name, sizeof name, "ckpt/iter-%04llu", (unsigned long long)have[i]);
+		if ((rc = sw_run_path(path, sizeof path, err, "%s/%s", rundir, name)))
+			break;
+		/* recorded first: a log that names a checkpoint as removed does not miss it */
+		if (log && (rc = sw_runlog_event(log, "checkpoint_removed", it, "path", name, err)))
+			break;
+		sw_run_rmtree(path);
+	}
+	free(have);
+	return rc;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "run/run_internal.h"
 
 static const char *const stage_name_[SW_NSTAGE] = {
@@ -26,11 +27,11 @@ static const char *const stage_name_[SW_NSTAGE] = {
 static const char *const stage_default_[SW_NSTAGE] = {
 	"sw-pool take \"$SW_POOL\" -n \"$SW_BATCH\"",
 	"sw-sort",
-	"sw-rollout -n \"$SW_GROUP\" --seed \"$SW_SEED\"",
+	"sw-rollout -m \"$SW_MODEL\" -n \"$SW_GROUP\" --seed \"$SW_SEED\"",
 	"sw-verify -r math",
 	"sw-balance -n 1 --stats \"$SW_BALANCE_STATS\"",
 	"sw-train --algo grpo --metrics \"$SW_TRAIN_METRICS\"",
-	"sw-rollout -n 1 --temperature 0",
+	"sw-rollout -m \"$SW_MODEL\" -n 1 --temperature 0",
 	/*
 	 * Between verify and balance, a copy of the verified samples: every
 	 * sample the iteration made, with its scores, before balance sets the
@@ -78,6 +79,8 @@ static const key_ keys_[] = {
 	{ "eval-rollout", K_CMD, F_(cmd[SW_STAGE_EVAL_ROLLOUT]), 0, 0 },
 	{ "monitor", K_MON, 0, 0, 0 },
 	{ "keep-stores", K_FLAG, F_(keep), 0, 0 },
+	{ "keep-ckpt", K_NUM, F_(keep_ckpt), 0, 1000000 },
+	{ "workdir", K_STR, F_(workdir), 0, 0 },
 };
 #undef F_
 
@@ -97,6 +100,7 @@ void sw_experiment_release(sw_experiment *x)
 	if (!x)
 		return;
 	free(x->model), free(x->prompts), free(x->out), free(x->eval), free(x->accuracy), free(x->device);
+	free(x->workdir);
 	for (int s = 0; s < SW_NSTAGE; s++)
 		free(x->cmd[s]);
 	for (size_t i = 0; i < x->nmonitor; i++)
@@ -284,6 +288,10 @@ int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err)
 	           (unsigned long long)x->ckpt_every);
 	if (x->device)
 		rc |= put_(&b, "device %s\n", x->device);
+	if (x->keep_ckpt)
+		rc |= put_(&b, "keep-ckpt %llu\n", (unsigned long long)x->keep_ckpt);
+	if (x->workdir)
+		rc |= put_(&b, "workdir %s\n", x->workdir);
 	if (x->ref)
 		rc |= put_(&b, "ref\n");
 	if (x->accuracy)
@@ -298,4 +306,65 @@ int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err)
 		rc = sw_run_put_file(path, b.p, b.len, err);
 	sw_buf_release(&b);
 	return rc;
+}
+
+/* One prompt file: readable, some records, each with a prompt; what is wrong names the file and the line. */
+static int prompts_ok_(const char *path, sw_error *err)
+{
+	sw_error e = { 0 };
+	sw_reader *rd = sw_reader_open(path, &e);
+	if (!rd)
+		return sw_fail(err, SW_EIO, "cannot open '%s': %s", path, e.sys_errno ? strerror(e.sys_errno) : e.msg);
+	sw_rec *rec = sw_rec_new();
+	int rc = rec ? 0 : sw_fail(err, SW_ENOMEM, "out of memory"), got = 0;
+	while (!rc && (got = sw_reader_next(rd, rec)) == 1) {
+		sw_val v;
+		int json = sw_reader_format(rd) == SW_FMT_JSON;
+		uint64_t n = sw_reader_records(rd);
+		if ((sw_rec_get(rec, "prompt", &v) || v.type != SW_T_STR) &&
+		    (sw_rec_get(rec, "messages", &v) || v.type != SW_T_ARRAY) &&
+		    (sw_rec_get(rec, "prompt_tokens", &v) || v.type != SW_T_ARRAY))
+			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: no prompt: a record needs 'prompt' (a string) or "
+			             "'messages' (an array)", path, json ? "line" : "record", (unsigned long long)n);
+	}
+	if (!rc && got < 0 && sw_reader_error(rd)->code != SW_EEMPTY) {
+		char where[300];
+		rc = sw_fail(err, SW_EFORMAT, "%s: %s", path, sw_error_str(sw_reader_error(rd), where, sizeof where));
+	}
+	if (!rc && !sw_reader_records(rd))
+		rc = sw_fail(err, SW_EEMPTY, "%s: no prompts in it", path);
+	sw_rec_free(rec);
+	sw_reader_free(rd);
+	return rc;
+}
+
+int sw_experiment_inputs(const sw_experiment *x, sw_error *err)
+{
+	char cfg[SW_RUN_PATH_MAX];
+	int rc = sw_run_path(cfg, sizeof cfg, err, "%s/config.json", x->model);
+	if (!rc && access(cfg, R_OK))
+		rc = sw_fail(err, SW_EIO, "'%s' is no model directory: cannot read '%s': %s", x->model, cfg, strerror(errno));
+	rc = rc ? rc : prompts_ok_(x->prompts, err);
+	return rc || !x->eval ? rc : prompts_ok_(x->eval, err);
+}
+
+int sw_experiment_enter(sw_experiment *x, sw_error *err)
+{
+	char cwd[SW_RUN_PATH_MAX], *abs;
+	if (!getcwd(cwd, sizeof cwd))
+		return sw_fail(err, SW_EIO, "cannot tell the working directory: %s", strerror(errno));
+	if (!x->workdir)
+		return set_str_(&x->workdir, cwd, err);
+	if (!strcmp(x->workdir, cwd))
+		return 0;
+	/* the run directory as the caller named it, before the move */
+	if (x->out && x->out[0] != '/') {
+		if (asprintf(&abs, "%s/%s", cwd, x->out) < 0)
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		free(x->out);
+		x->out = abs;
+	}
+	if (chdir(x->workdir))
+		return sw_fail(err, SW_EIO, "cannot enter the run's working directory '%s': %s", x->workdir, strerror(errno));
+	return 0;
 }

@@ -209,3 +209,49 @@ int sw_metrics_has_eval(const char *path, uint64_t iter)
 	sw_reader_free(rd);
 	return found;
 }
+
+int sw_run_stage_records(const char *rundir, sw_rec **train, sw_rec **bal, char *warn, size_t n)
+{
+	char p[SW_RUN_PATH_MAX];
+	sw_error e = { 0 };
+	*train = *bal = NULL;
+	if (!sw_run_path(p, sizeof p, &e, "%s/tmp/train-metrics.jsonl", rundir))
+		*train = sw_metrics_last(p, &e);
+	if (!e.code && !sw_run_path(p, sizeof p, &e, "%s/tmp/balance-stats.json", rundir))
+		*bal = sw_metrics_last(p, &e);
+	if (e.code)
+		snprintf(warn, n, "%s", e.msg);
+	return e.code;
+}
+
+/* Seconds as "42 s", "3m05s" or "2h07m". */
+static void span_(char *buf, size_t n, double s)
+{
+	long x = isfinite(s) && s > 0 ? (long)(s + 0.5) : 0;
+	if (x < 60)
+		snprintf(buf, n, "%ld s", x);
+	else if (x < 3600)
+		snprintf(buf, n, "%ldm%02lds", x / 60, x % 60);
+	else
+		snprintf(buf, n, "%ldh%02ldm", x / 3600, x % 3600 / 60);
+}
+
+void sw_run_progress_line(char *buf, size_t n, const sw_progress *p)
+{
+	char el[32], eta[32];
+	size_t used = 0;
+#define PUT_(...) (used < n ? used += (size_t)snprintf(buf + used, n - used, __VA_ARGS__) : 0)
+	span_(el, sizeof el, p->elapsed_s);
+	span_(eta, sizeof eta, p->eta_s);
+	PUT_("iter %llu/%llu: reward %.3f, accuracy %.1f%%, violations %.1f%%", (unsigned long long)p->iter,
+	     (unsigned long long)p->iters, p->obs->reward_mean, 100 * sw_tally_accuracy(p->tally),
+	     100 * p->obs->violation_rate);
+	/* a figure not measured is left out, not printed as nan */
+	if (!isnan(p->obs->kl))
+		PUT_(", kl %.4f", p->obs->kl);
+	PUT_(", len %.1f, %.1f s; elapsed %s, ETA %s", p->obs->response_len_mean, p->wall_s, el, eta);
+	for (size_t i = 0; i < p->nev; i++)
+		PUT_("%s%s %s (%.4g past %.4g)", i ? ", " : "; ", p->ev[i].name, sw_mon_level_name(p->ev[i].level),
+		     p->ev[i].value, p->ev[i].threshold);
+#undef PUT_
+}

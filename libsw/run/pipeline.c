@@ -1,13 +1,17 @@
 /*
  * pipeline.c - the stages of an iteration as real processes: each a shell
- * command line, connected by pipes, in one process group, each dying with
- * its parent even when that is SIGKILLed (PR_SET_PDEATHSIG), so none races
- * a resumed run.  A reaper thread collects each stage as it ends, so each
- * one's time, CPU and memory are its own while the caller blocks reading
- * the last stage's output.
+ * command line, connected by pipes, in one process group.  Each stage's
+ * shell dies with its parent (PR_SET_PDEATHSIG), but the commands a shell
+ * forks do not: when every stage has ended, what is left of the group is
+ * killed and collected (the caller is its subreaper), and when the caller
+ * is SIGKILLed its guard (guard.c) kills the group, so nothing of an
+ * iteration races the next or a resumed run.  A reaper thread collects each
+ * stage as it ends, so each one's time, CPU and memory are its own while
+ * the caller blocks reading the last stage's output.
  *
  * The library forks and execs here (as the verifiers' exec pool does) but
- * never prints: a stage's own messages go to the inherited standard error.
+ * never prints: a stage's own messages go to the inherited standard error,
+ * or through a pipe the caller relays (sw_pipeline_relay_stderr).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,13 +32,46 @@ struct sw_pipeline {
 	int n;
 	int out;                        /* the last stage's standard output */
 	volatile sig_atomic_t *pgid;    /* the caller's, for its signal handler; may be NULL */
+	sw_run_guard *guard;            /* told the group too; may be NULL */
+	int relay;                      /* the stages' standard error through a pipe (sw_pipeline_relay_stderr) */
+	int err_w, err_r;               /* its ends while the stages run; -1 otherwise */
+	pthread_t relayer;
 };
+
+void sw_pipeline_relay_stderr(sw_pipeline *pl, int on)
+{
+	pl->relay = on;
+}
+
+/* The relay: what the stages say, on to our standard error as it comes. */
+static void *relay_(void *arg)
+{
+	sw_pipeline *pl = arg;
+	char buf[4096];
+	for (;;) {
+		ssize_t k = read(pl->err_r, buf, sizeof buf);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		for (ssize_t off = 0; off < k;) {
+			ssize_t w = write(2, buf + off, (size_t)(k - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			off += w;
+		}
+	}
+	return NULL;
+}
 
 sw_pipeline *sw_pipeline_new(volatile sig_atomic_t *pgid)
 {
 	sw_pipeline *pl = calloc(1, sizeof *pl);
 	if (pl) {
 		pl->out = -1;
+		pl->err_w = pl->err_r = -1;
 		pl->pgid = pgid;
 	}
 	return pl;
@@ -55,10 +92,16 @@ const sw_stage_proc *sw_pipeline_proc(const sw_pipeline *pl, int i)
 	return i >= 0 && i < pl->n ? &pl->p[i] : NULL;
 }
 
+void sw_pipeline_set_guard(sw_pipeline *pl, sw_run_guard *g)
+{
+	pl->guard = g;
+}
+
 static void note_pgid_(sw_pipeline *pl, pid_t pgid)
 {
 	if (pl->pgid)
 		*pl->pgid = pgid;
+	sw_run_guard_pgid(pl->guard, pgid);
 }
 
 /* In a child: die with the parent (checked, in case it died before the prctl). */
@@ -79,6 +122,11 @@ static int unwind_(sw_pipeline *pl, pid_t pgid, int prev, int in_fd, int rc)
 	if (pgid)
 		kill(-pgid, SIGTERM);
 	reap_(pl);
+	if (pl->err_w >= 0) { /* the relay never started */
+		close(pl->err_w);
+		close(pl->err_r);
+		pl->err_w = pl->err_r = -1;
+	}
 	return rc;
 }
 
@@ -88,6 +136,12 @@ static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[],
 	int prev = in_fd;
 	pid_t pgid = 0, self = getpid();
 	pl->n = 0;
+	if (pl->relay) {
+		int e[2];
+		if (pipe2(e, O_CLOEXEC))
+			return sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(errno));
+		pl->err_r = e[0], pl->err_w = e[1];
+	}
 	fflush(NULL);
 	for (int i = 0; i < n; i++) {
 		int fds[2];
@@ -111,7 +165,7 @@ static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[],
 			signal(SIGPIPE, SIG_DFL);
 			signal(SIGINT, SIG_DFL);
 			signal(SIGTERM, SIG_DFL);
-			if (dup2(prev, 0) < 0 || dup2(fds[1], 1) < 0)
+			if (dup2(prev, 0) < 0 || dup2(fds[1], 1) < 0 || (pl->err_w >= 0 && dup2(pl->err_w, 2) < 0))
 				_exit(127);
 			execl("/bin/sh", "sh", "-c", p->cmd, (char *)NULL);
 			_exit(127);
@@ -128,17 +182,48 @@ static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[],
 	}
 	note_pgid_(pl, pgid);
 	pl->out = prev;
+	if (pl->err_w >= 0) {
+		close(pl->err_w);
+		pl->err_w = -1;
+		if (pthread_create(&pl->relayer, NULL, relay_, pl)) {
+			close(pl->err_r);
+			pl->err_r = -1;
+		}
+	}
 	return 0;
 }
 
-/* The reaper: waits for the stages one by one as they end; it ends when every one has been collected. */
+/* The relay has seen every stage's last word (or there is none). */
+static void relay_end_(sw_pipeline *pl)
+{
+	if (pl->err_w >= 0)
+		close(pl->err_w);
+	if (pl->err_r >= 0) {
+		pthread_join(pl->relayer, NULL);
+		close(pl->err_r);
+	}
+	pl->err_w = pl->err_r = -1;
+}
+
+/*
+ * The reaper: waits for the stages one by one as they end.  When every one
+ * has been collected, what is left of their group (a command a stage's
+ * shell forked and did not wait for) is killed and collected too: the
+ * caller is the group's subreaper (sw_run_guard_start), so those come back
+ * to it.  Nothing of an iteration outlives it to write into the next.
+ */
 static void *reap_(void *arg)
 {
 	sw_pipeline *pl = arg;
-	for (int left = pl->n; left > 0;) {
+	pid_t pgid = (pid_t)pl->p[0].pid;
+	for (int left = pl->n, swept = 0;;) {
 		struct rusage ru;
 		int status;
-		pid_t r = wait4(-(pid_t)pl->p[0].pid, &status, 0, &ru);
+		if (!left && !swept) {
+			kill(-pgid, SIGKILL);
+			swept = 1;
+		}
+		pid_t r = wait4(-pgid, &status, 0, &ru);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -226,6 +311,7 @@ int sw_pipeline_run(sw_pipeline *pl, const int *stages, int n, char *const cmds[
 		        : sw_fail(err, SW_EIO, "cannot read the pipeline: %s", e.msg);
 		sw_reader_free(rd);
 		unwind_(pl, (pid_t)pl->p[0].pid, pl->out, -1, 0);
+		relay_end_(pl);
 		sw_writer_free(w);
 		sw_rec_free(rec);
 		return rc;
@@ -246,6 +332,7 @@ int sw_pipeline_run(sw_pipeline *pl, const int *stages, int n, char *const cmds[
 	close(pl->out);
 	pl->out = -1;
 	pthread_join(reaper, NULL);
+	relay_end_(pl);
 	sw_rec_free(rec);
 	if (sw_writer_close(w) && !rc)
 		rc = sw_fail(err, SW_EIO, "%s: %s", tmp, sw_writer_error(w)->msg);
@@ -296,7 +383,8 @@ int sw_run_pool(const char *rundir, const char *verb, const char *file, char *wh
 		snprintf(why, n, "cannot start it: the run directory's name is too long");
 		return -1;
 	}
-	char *av[] = { "sw-pool", (char *)verb, pool, (char *)file, NULL };
+	/* quiet: on a terminal a run prints one line per iteration; the pool's errors still show */
+	char *av[] = { "sw-pool", "-q", (char *)verb, pool, (char *)file, NULL };
 	return sw_run_program(av, why, n);
 }
 
@@ -311,6 +399,8 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 {
 	char buf[SW_RUN_PATH_MAX];
 	int rc = setenv_("SW_WEIGHTS", e->weights, err);
+	if (!rc && e->model)
+		rc = setenv_("SW_MODEL", e->model, err);
 	rc = rc ? rc : setenv_("SW_OPT", e->opt, err);
 	if (!rc && e->ref)
 		rc = setenv_("SW_REF", e->ref, err);

@@ -104,16 +104,35 @@ static int mkdir_(const char *path, sw_error *err)
 	return 0;
 }
 
+/* Whether dir holds a run that completed no iteration: its config, and no checkpoint past the start. */
+static int unstarted_(const char *dir)
+{
+	char p[SW_RUN_PATH_MAX], name[256] = "";
+	if (sw_run_path(p, sizeof p, NULL, "%s/config", dir) || access(p, F_OK))
+		return 0;
+	if (sw_run_path(p, sizeof p, NULL, "%s/audit.log", dir) || access(p, F_OK))
+		return 0;
+	return sw_checkpoint_latest(dir, name, sizeof name, NULL) || !strcmp(name, "ckpt/iter-0000");
+}
+
 int sw_rundir_create(const char *dir, sw_error *err)
 {
 	struct stat st;
 	if (!stat(dir, &st)) {
 		DIR *d = opendir(dir);
 		struct dirent *e;
-		int empty = 1;
-		while (d && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+		int empty = 1, again = unstarted_(dir);
+		while (d && (e = readdir(d))) {
+			char p[SW_RUN_PATH_MAX];
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			/* a run that never completed an iteration is started again in its place */
+			struct stat es;
+			if (again && !sw_run_path(p, sizeof p, NULL, "%s/%s", dir, e->d_name) && !lstat(p, &es))
+				S_ISDIR(es.st_mode) ? sw_run_rmtree(p) : (void)unlink(p);
+			else
 				empty = 0;
+		}
 		if (d)
 			closedir(d);
 		if (!empty)
@@ -128,6 +147,23 @@ int sw_rundir_create(const char *dir, sw_error *err)
 			rc = mkdir_(p, err);
 	}
 	return rc;
+}
+
+int sw_rundir_check_resume(const char *dir, sw_error *err)
+{
+	char p[SW_RUN_PATH_MAX], name[256];
+	struct stat st;
+	int rc = sw_run_path(p, sizeof p, err, "%s/config", dir);
+	if (rc)
+		return rc;
+	if (stat(dir, &st))
+		return sw_fail(err, SW_EIO, "cannot resume '%s': %s", dir, strerror(errno));
+	if (stat(p, &st))
+		return sw_fail(err, SW_EIO, "cannot resume '%s': it is no run directory (it has no config)", dir);
+	if (sw_checkpoint_latest(dir, name, sizeof name, NULL))
+		return sw_fail(err, SW_EINVAL, "cannot resume '%s': the run never reached its first checkpoint; "
+		               "start it again with sw-run -c %s/config -o %s", dir, dir, dir);
+	return 0;
 }
 
 int sw_rundir_halt(const char *dir, uint64_t iter, const char *reason, sw_error *err)
@@ -159,5 +195,20 @@ int sw_rundir_resume(const char *dir, uint64_t iter, sw_error *err)
 	rc = rc ? rc : sw_metrics_trim(metrics, scratch, iter, err);
 	if (!rc)
 		unlink(halt);
+	return rc;
+}
+
+int sw_run_scratch_reset(const char *dir, char *tap, size_t n, sw_error *err)
+{
+	static const char *const scratch[] = { "tmp/balance-stats.json", "tmp/train-metrics.jsonl" };
+	char p[SW_RUN_PATH_MAX];
+	int rc = sw_run_path(tap, n, err, "%s/tmp/verified.msgpack", dir);
+	for (size_t i = 0; !rc && i < sizeof scratch / sizeof *scratch; i++)
+		if (!(rc = sw_run_path(p, sizeof p, err, "%s/%s", dir, scratch[i])))
+			unlink(p);
+	if (!rc)
+		unlink(tap);
+	if (!rc && setenv("SW_TAP", tap, 1))
+		rc = sw_fail(err, SW_ENOMEM, "cannot set SW_TAP: %s", strerror(errno));
 	return rc;
 }

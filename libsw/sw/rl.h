@@ -38,6 +38,7 @@
 #include "engine.h"
 #include "model.h"
 #include "record.h"
+#include "store.h"
 
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
@@ -335,6 +336,15 @@ void sw_trainer_free(sw_trainer *t);
  * nothing yet); text samples are tokenised with model_dir's tokenizer. */
 int sw_trainer_load_dir(sw_trainer *t, const char *model_dir, const char *out, sw_error *err);
 int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err);
+/*
+ * A weight store's optimiser store (STORE.opt) as a model directory's
+ * trainer state (trainer_state.json and optimizer.bin, the format
+ * sw_trainer_load_dir reads), and back into a store created as spec when
+ * *opt is NULL: sw-run's checkpoints are model directories sw-train
+ * continues from.  Export fails if a trainer publishes meanwhile.
+ */
+int sw_trainer_state_export(sw_store *opt, const char *dir, sw_error *err);
+int sw_trainer_state_import(const char *dir, const char *spec, sw_store **opt, sw_error *err);
 /* Borrowed: model and m, v (model->nparams floats each, memory of the model's backend, which
  * the trainer then computes on); rng4 NULL seeds from c->seed. */
 int sw_trainer_attach(sw_trainer *t, sw_model *model, float *m, float *v, uint64_t version,

@@ -8,8 +8,9 @@
  * name of the latest whole checkpoint), metrics.jsonl, audit.log, samples/,
  * ckpt/iter-NNNN/ and tmp/; HALT when a monitor stopped the run.  A
  * checkpoint is a model directory (config.json, model.safetensors, the
- * start model's tokenizer files) plus optimizer.bin (the optimiser store's
- * floats, raw), pool and state.json (the loop's own state).
+ * start model's tokenizer files) with the trainer's state in sw-train's
+ * format (trainer_state.json, optimizer.bin: sw_trainer_state_export), plus
+ * pool and state.json (the loop's own state).
  *
  * Nothing here prints or exits: errors come back as SW_E* codes with a
  * message in sw_error, written to be printed after "PROG: ".
@@ -50,6 +51,8 @@ typedef struct sw_experiment {
 	char *device;                                    /* the stages' SW_DEVICE ("cpu", "guard"); NULL: not given */
 	uint64_t iters, batch, group, seed, eval_every, ckpt_every;
 	int ref, keep;
+	uint64_t keep_ckpt;                              /* checkpoints kept besides the best; 0: every one */
+	char *workdir;                                   /* where the run started; stages run there */
 	char *cmd[SW_NSTAGE];                            /* NULL until given or sw_experiment_check */
 	char **monitor;                                  /* "NAME=W,D,H" specs in the order given */
 	size_t nmonitor;
@@ -78,6 +81,21 @@ int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err);
 
 /* Fill in the default stage commands, then check that model, prompts and the run directory are there. */
 int sw_experiment_check(sw_experiment *x, sw_error *err);
+
+/*
+ * Check what the run reads before anything is made: the model is a model
+ * directory, the prompts (and the held-out prompts) are streams of records
+ * each with a prompt; an error names the file and the line (or record).
+ */
+int sw_experiment_inputs(const sw_experiment *x, sw_error *err);
+
+/*
+ * Enter the experiment's working directory: where it started, so that its
+ * relative paths and commands mean what they meant (a resumed run may be
+ * started from anywhere); the run directory, if relative, is taken from
+ * the caller's directory first.  No workdir yet: the current one is it.
+ */
+int sw_experiment_enter(sw_experiment *x, sw_error *err);
 
 /* Write the resolved experiment in the file format, atomically, so that `sw-run -c PATH` repeats it. */
 int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err);
@@ -152,7 +170,9 @@ void sw_pipeline_free(sw_pipeline *pl);
 /*
  * Run the stages (each cmds[stages[i]] under /bin/sh) connected by pipes,
  * the first reading in_fd, as one process group; every stage dies with the
- * caller (PR_SET_PDEATHSIG).  What the last stage prints is written to
+ * caller (PR_SET_PDEATHSIG), and once every stage has ended, whatever else
+ * is left of the group is killed and collected (with a guard started, the
+ * caller is its subreaper).  What the last stage prints is written to
  * samples.part (zstd msgpack) and tallied into t (NULL: not), then renamed
  * to samples, or samples.failed when a stage failed.  0 when the pipeline
  * ran (sw_pipeline_failed then says whether a stage failed); an error
@@ -165,6 +185,32 @@ const sw_stage_proc *sw_pipeline_proc(const sw_pipeline *pl, int i);
 /* The stage that made the last run fail, or NULL; a stage killed by SIGPIPE only saw a later one go first. */
 const sw_stage_proc *sw_pipeline_failed(const sw_pipeline *pl);
 
+/*
+ * The guard of a run: a process that outlives the run by moments and, once
+ * the run has ended however it ended (SIGKILL included), kills what is left
+ * of the stages' process group, waits for it to be gone, then removes the
+ * stores it was told of.  Starting it also makes the caller the subreaper
+ * of its descendants, so that a pipeline collects the commands its stages'
+ * shells forked.  The calls after start are async-signal-safe.
+ */
+typedef struct sw_run_guard sw_run_guard;
+sw_run_guard *sw_run_guard_start(sw_error *err);
+/* A store to remove at the end (its spec, shm:NAME); sw_run_guard_keep: remove none. */
+void sw_run_guard_store(sw_run_guard *g, const char *spec);
+void sw_run_guard_keep(sw_run_guard *g);
+/* The process group of the stages running now; 0: none. */
+void sw_run_guard_pgid(sw_run_guard *g, long pgid);
+/* Close the caller's end (the guard then does its work and exits); NULL is a no-op. */
+void sw_run_guard_free(sw_run_guard *g);
+/*
+ * on: the stages' standard error goes through a pipe, relayed to ours as it
+ * comes: their messages still show, but they see no terminal, so a
+ * terminal shows the run's own progress and not every stage's.
+ */
+void sw_pipeline_relay_stderr(sw_pipeline *pl, int on);
+/* Tell g the group of each run of the pipeline (NULL: none). */
+void sw_pipeline_set_guard(sw_pipeline *pl, sw_run_guard *g);
+
 /* What every stage finds in its environment for an iteration (sw-run(1), ENVIRONMENT). */
 typedef struct sw_stage_env {
 	const char *weights, *opt;      /* the stores' specs */
@@ -173,6 +219,7 @@ typedef struct sw_stage_env {
 	uint64_t iter, seed, group, batch; /* seed: the run's; SW_SEED is the iteration's own */
 	double lr_scale;
 	const char *device;             /* SW_DEVICE; NULL: as inherited */
+	const char *model;              /* SW_MODEL: the run's model directory, for its tokenizer */
 } sw_stage_env;
 /* Set it in this process's environment, which the stages inherit (OMP_WAIT_POLICY only if unset). */
 int sw_stage_env_set(const sw_stage_env *e, sw_error *err);
@@ -187,7 +234,7 @@ int sw_status_code(int status);
  * dies with the caller.  0 when it succeeded, else -1 and what happened in why.
  */
 int sw_run_program(char *const argv[], char *why, size_t n);
-/* The run's prompt pool between iterations: sw-pool VERB RUNDIR/pool FILE, as sw_run_program. */
+/* The run's prompt pool between iterations: sw-pool -q VERB RUNDIR/pool FILE, as sw_run_program. */
 int sw_run_pool(const char *rundir, const char *verb, const char *file, char *why, size_t n);
 
 /* ---- metrics records ------------------------------------------------------------------------- */
@@ -223,6 +270,24 @@ typedef struct sw_iter_figures {
 	size_t nev;
 } sw_iter_figures;
 
+/*
+ * The trainer's and the balancer's last records of the iteration (from
+ * rundir/tmp; NULL: none).  Not 0: a file was broken, what was whole is
+ * given and warn says what broke.
+ */
+int sw_run_stage_records(const char *rundir, sw_rec **train, sw_rec **bal, char *warn, size_t n);
+
+/* An iteration's progress line: "iter 3/10: reward ..., elapsed 1m05s, ETA 2m10s". */
+typedef struct sw_progress {
+	uint64_t iter, iters;
+	const sw_tally *tally;
+	const sw_mon_obs *obs;
+	double wall_s, elapsed_s, eta_s;
+	const sw_mon_event *ev;
+	size_t nev;
+} sw_progress;
+void sw_run_progress_line(char *buf, size_t n, const sw_progress *p);
+
 /* The fields of an iteration's metrics record, in the order sw-run(1) documents. */
 int sw_metrics_iteration(sw_rec *m, const sw_iter_figures *f);
 /* An evaluation's record: held-out accuracy, violation rate, reward, length, samples, time. */
@@ -233,10 +298,18 @@ int sw_metrics_halted(sw_rec *m, uint64_t iter, const sw_tally *t, const sw_mon_
 
 /* ---- the run directory and its checkpoints ------------------------------------------------------ */
 
-/* Make a run directory with samples/, ckpt/ and tmp/; one that exists must be empty. */
+/*
+ * Make a run directory with samples/, ckpt/ and tmp/.  One that exists must
+ * be empty, or hold a run that completed no iteration (a failed or killed
+ * start): that one is emptied and started again.
+ */
 int sw_rundir_create(const char *dir, sw_error *err);
+/* Whether --resume can go on in dir: 0, or a message that says what can be done with it. */
+int sw_rundir_check_resume(const char *dir, sw_error *err);
 /* Make a run directory ready to go on after iteration iter: its tmp/, metrics.jsonl trimmed to iter, no HALT. */
 int sw_rundir_resume(const char *dir, uint64_t iter, sw_error *err);
+/* Remove the files the stages of an iteration write in DIR/tmp; tap gets the tap's path, also set as $SW_TAP. */
+int sw_run_scratch_reset(const char *dir, char *tap, size_t n, sw_error *err);
 /* Write DIR/HALT: "iteration N: reason". */
 int sw_rundir_halt(const char *dir, uint64_t iter, const char *reason, sw_error *err);
 
@@ -289,6 +362,15 @@ int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err);
 int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_state *st, sw_store *w,
                           sw_store **opt, const char *opt_spec, sw_error *err);
 
+/*
+ * Keep the newest keep checkpoints (0: every one), the best (the highest
+ * held-out accuracy, else mean reward, of a checkpointed iteration) and the
+ * one rundir/state names; remove the rest, each recorded first in log (NULL:
+ * none) as "checkpoint_removed" at iteration it.
+ */
+typedef struct sw_runlog sw_runlog;
+int sw_checkpoint_prune(const char *rundir, uint64_t keep, sw_runlog *log, uint64_t it, sw_error *err);
+
 /* ---- the run's audit records --------------------------------------------------------------------- */
 
 /*
@@ -296,7 +378,6 @@ int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_s
  * writes to it, each with its iteration.  An error's message names the
  * log or the file whose digest failed.
  */
-typedef struct sw_runlog sw_runlog;
 sw_runlog *sw_runlog_open(const char *rundir, sw_error *err);
 void sw_runlog_close(sw_runlog *l);
 const char *sw_runlog_head(const sw_runlog *l);

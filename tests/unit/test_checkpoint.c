@@ -51,15 +51,20 @@ int main(void)
 	ok(w && opt, "stores made: %s", e.msg);
 	if (!w || !opt)
 		return tap_done();
-	for (size_t i = 0; i < 1000; i++)
-		sw_store_arena(opt)[i] = (float)i * 0.25f;
+	/* sw-train's optimiser store: "SWADAMW1", parameters, updates, version, the shuffle's state; the moments */
+	float *oa = sw_store_arena(opt);
+	uint64_t hdr[8] = { 0, 492, 7, 5, 11, 22, 33, 44 };
+	memcpy(hdr, "SWADAMW1", 8);
+	memcpy(oa, hdr, sizeof hdr);
+	for (size_t i = 16; i < 1000; i++)
+		oa[i] = (float)i * 0.25f;
 	ok(!sw_store_publish(opt, 5, &e), "published");
 
 	sw_ckpt_state st = { .iter = 2, .lr_scale = 0.5, .history = { 12, NAN, 0.75 } };
 	is_int(sw_checkpoint_save(run, model, w, opt, &st, name, sizeof name, &e), 0, "saved: %s", e.msg);
 	ok(!strcmp(name, "ckpt/iter-0002"), "named %s", name);
 	static const char *const files[] = { "config.json", "model.safetensors", "generation_config.json",
-	                                     "optimizer.bin", "pool", "state.json" };
+	                                     "optimizer.bin", "trainer_state.json", "pool", "state.json" };
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
 		snprintf(p, sizeof p, "%s/%s/%s", run, name, files[i]);
 		ok(access(p, F_OK) == 0, "it holds %s", files[i]);

@@ -262,11 +262,11 @@ static void test_stage_env_(void)
 	setenv("PATH", path, 1);
 	is_int(sw_run_pool(dir_, "add", "p.jsonl", why, sizeof why), 0, "sw-pool runs");
 	char want[600];
-	snprintf(want, sizeof want, "add %s/pool p.jsonl\n", dir_);
+	snprintf(want, sizeof want, "-q add %s/pool p.jsonl\n", dir_);
 	ok(!strcmp(tmp_get(args, got, sizeof got, NULL), want), "on the run's pool: %s", got);
 	unlink(fake);
 
-	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard" };
+	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m" };
 	unsetenv("SW_DEVICE");
 	ok(!sw_stage_env_set(&e, &err) && getenv("SW_DEVICE") && !strcmp(getenv("SW_DEVICE"), "guard"),
 	   "the stages' SW_DEVICE (%s)", err.msg);

@@ -1,0 +1,236 @@
+/*
+ * test_run.c - the pieces of sw-run's loop that issue 15 added: the guard
+ * that ends a dead run's stages and removes its stores, the prompt check
+ * before a start, a run directory whose start failed started again and
+ * what --resume says of one, keeping the last K checkpoints, and the
+ * progress line.
+ */
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "sw/sw.h"
+#include "tap.h"
+#include "tmpfiles.h"
+
+#define dir_ tmp_dir_
+
+static void put_(const char *path, const char *text)
+{
+	tmp_put(path, text, strlen(text));
+}
+
+static void nap_(void)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+}
+
+/* A process group of two sleepers, as a pipeline's stages; its id. */
+static pid_t sleepers_(void)
+{
+	pid_t lead = fork();
+	if (lead == 0) {
+		setpgid(0, 0);
+		if (fork() == 0) { /* a command its stage's shell forked */
+			execlp("sleep", "sleep", "30", (char *)NULL);
+			_exit(127);
+		}
+		execlp("sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	setpgid(lead, lead);
+	return lead;
+}
+
+static void guard_(void)
+{
+	sw_error e = { 0 };
+	char spec[128], path[200];
+	if (sw_store_name_random("swtest", spec, sizeof spec, &e))
+		abort();
+	snprintf(path, sizeof path, "/dev/shm/%s", spec + 4);
+	sw_store *s = sw_store_create(spec, NULL, 16, &e);
+	ok(s != NULL, "a store: %s", e.msg);
+	sw_store_close(s);
+	/* the guard lives in a child that stands for sw-run: it dies with its pipe still open */
+	int sync[2];
+	if (pipe(sync))
+		abort();
+	pid_t run = fork();
+	if (run == 0) {
+		sw_run_guard *g = sw_run_guard_start(&e);
+		if (!g)
+			_exit(2);
+		pid_t pg = sleepers_();
+		sw_run_guard_store(g, spec);
+		sw_run_guard_pgid(g, pg);
+		if (write(sync[1], &pg, sizeof pg) != sizeof pg)
+			_exit(3);
+		pause(); /* killed */
+		_exit(0);
+	}
+	pid_t pg = 0;
+	ok(read(sync[0], &pg, sizeof pg) == sizeof pg && pg > 0, "the run started its stages");
+	ok(kill(-pg, 0) == 0, "they run");
+	ok(access(path, F_OK) == 0, "the store is there");
+	kill(run, SIGKILL);
+	waitpid(run, NULL, 0);
+	int gone = 0;
+	for (int i = 0; i < 500 && !gone; i++) {
+		gone = kill(-pg, 0) && errno == ESRCH && access(path, F_OK);
+		if (!gone)
+			nap_();
+	}
+	ok(gone, "killed with SIGKILL: its stages are ended and its store removed");
+	close(sync[0]), close(sync[1]);
+
+	/* --keep-stores: the guard ends the stages but keeps the store */
+	s = sw_store_create(spec, NULL, 16, &e);
+	sw_store_close(s);
+	sw_run_guard *g = sw_run_guard_start(&e);
+	ok(g != NULL, "a guard: %s", e.msg);
+	sw_run_guard_store(g, spec);
+	sw_run_guard_keep(g);
+	sw_run_guard_free(g);
+	for (int i = 0; i < 50; i++)
+		nap_();
+	ok(access(path, F_OK) == 0, "kept");
+	sw_store_unlink(spec, NULL);
+	sw_run_guard_free(NULL);
+}
+
+static void inputs_(void)
+{
+	char model[600], p[600], q[700];
+	sw_error e = { 0 };
+	const char *top = getenv("SW_TOP");
+	snprintf(model, sizeof model, "%s/tests/fixtures/models/tiny-llama", top ? top : ".");
+	sw_experiment x;
+	sw_experiment_init(&x);
+	x.model = strdup(model);
+	snprintf(p, sizeof p, "%s/p.jsonl", dir_);
+	x.prompts = strdup(p);
+	put_(p, "{\"id\":\"a\",\"prompt\":\"1+1=\"}\n{\"id\":\"b\",\"messages\":[]}\n");
+	is_int(sw_experiment_inputs(&x, &e), 0, "prompts and messages: %s", e.msg);
+	put_(p, "{\"id\":\"a\",\"prompt\":\"1+1=\"}\n{\"id\":\"b\",\"promt\":\"x\"}\n");
+	is_int(sw_experiment_inputs(&x, &e), SW_EFORMAT, "a misspelt prompt");
+	snprintf(q, sizeof q, "%s: line 2: no prompt:", p);
+	ok(!strncmp(e.msg, q, strlen(q)), "%s", e.msg);
+	tmp_put(p, "", 0);
+	is_int(sw_experiment_inputs(&x, &e), SW_EEMPTY, "no prompts");
+	snprintf(q, sizeof q, "%s: no prompts in it", p);
+	ok(!strcmp(e.msg, q), "%s", e.msg);
+	free(x.model);
+	x.model = strdup(dir_);
+	is_int(sw_experiment_inputs(&x, &e), SW_EIO, "no model directory");
+	ok(strstr(e.msg, "is no model directory") != NULL, "%s", e.msg);
+	sw_experiment_release(&x);
+}
+
+static void rundir_(void)
+{
+	char run[600], p[700];
+	sw_error e = { 0 };
+	snprintf(run, sizeof run, "%s/run", dir_);
+	is_int(sw_rundir_create(run, &e), 0, "made: %s", e.msg);
+	is_int(sw_rundir_check_resume(run, &e), SW_EIO, "no config: no run");
+	ok(strstr(e.msg, "it is no run directory (it has no config)") != NULL, "%s", e.msg);
+	snprintf(p, sizeof p, "%s/config", run);
+	tmp_put(p, "iters 1\n", 8);
+	snprintf(p, sizeof p, "%s/audit.log", run);
+	tmp_put(p, "", 0);
+	is_int(sw_rundir_check_resume(run, &e), SW_EINVAL, "no checkpoint: nothing to resume");
+	ok(strstr(e.msg, "never reached its first checkpoint; start it again with sw-run -c") != NULL, "%s", e.msg);
+	snprintf(p, sizeof p, "%s/samples/eval-0000.msgpack.zst.part", run);
+	tmp_put(p, "x", 1);
+	is_int(sw_rundir_create(run, &e), 0, "a start that failed is started again: %s", e.msg);
+	ok(access(p, F_OK) != 0, "what it left is gone");
+	snprintf(p, sizeof p, "%s/config", run);
+	ok(access(p, F_OK) != 0, "config too");
+	/* one that completed an iteration is not */
+	tmp_put(p, "iters 1\n", 8);
+	snprintf(p, sizeof p, "%s/audit.log", run);
+	tmp_put(p, "", 0);
+	snprintf(p, sizeof p, "%s/state", run);
+	tmp_put(p, "ckpt/iter-0001", 14);
+	is_int(sw_rundir_create(run, &e), SW_EINVAL, "a run with an iteration stays");
+	ok(access(p, F_OK) == 0, "untouched");
+	is_int(sw_rundir_check_resume(run, &e), 0, "and resumes");
+}
+
+static void prune_(void)
+{
+	char run[600], p[700], m[4096];
+	sw_error e = { 0 };
+	snprintf(run, sizeof run, "%s/prune", dir_);
+	is_int(sw_rundir_create(run, &e), 0, "made: %s", e.msg);
+	size_t used = 0;
+	for (int i = 0; i <= 6; i++) {
+		snprintf(p, sizeof p, "%s/ckpt/iter-%04d", run, i);
+		mkdir(p, 0755);
+		/* iteration 3 has the best reward; nothing was evaluated */
+		used += (size_t)snprintf(m + used, sizeof m - used, "{\"iter\":%d,\"reward_mean\":%s}\n", i,
+		                         i == 3 ? "0.9" : i == 4 ? "null" : "0.1");
+	}
+	snprintf(p, sizeof p, "%s/metrics.jsonl", run);
+	tmp_put(p, m, used);
+	snprintf(p, sizeof p, "%s/state", run);
+	tmp_put(p, "ckpt/iter-0006", 14);
+	is_int(sw_checkpoint_prune(run, 0, NULL, 6, &e), 0, "keep 0: every one");
+	snprintf(p, sizeof p, "%s/ckpt/iter-0000", run);
+	ok(access(p, F_OK) == 0, "all there");
+	is_int(sw_checkpoint_prune(run, 2, NULL, 6, &e), 0, "keep 2: %s", e.msg);
+	const int want[] = { 0, 0, 0, 1, 0, 1, 1 };
+	for (int i = 0; i <= 6; i++) {
+		snprintf(p, sizeof p, "%s/ckpt/iter-%04d", run, i);
+		ok((access(p, F_OK) == 0) == want[i], "iter-%04d %s", i, want[i] ? "kept" : "removed");
+	}
+	/* the latest is kept even when the newest by number is another (a resumed run's older state) */
+	snprintf(p, sizeof p, "%s/state", run);
+	tmp_put(p, "ckpt/iter-0003", 14);
+	is_int(sw_checkpoint_prune(run, 1, NULL, 3, &e), 0, "keep 1");
+	snprintf(p, sizeof p, "%s/ckpt/iter-0003", run);
+	ok(access(p, F_OK) == 0, "the latest and best stays");
+	snprintf(p, sizeof p, "%s/ckpt/iter-0006", run);
+	ok(access(p, F_OK) == 0, "the newest stays");
+	snprintf(p, sizeof p, "%s/ckpt/iter-0005", run);
+	ok(access(p, F_OK) != 0, "the one before it goes");
+}
+
+static void progress_(void)
+{
+	char line[512];
+	sw_tally t;
+	sw_tally_init(&t, NULL);
+	t.acc_n = 4, t.correct = 1;
+	sw_mon_obs o = sw_tally_obs(&t);
+	o.reward_mean = 0.5, o.violation_rate = 0, o.response_len_mean = 7;
+	sw_progress pr = { 2, 10, &t, &o, 1.25, 65, 3 * 3600 + 125, NULL, 0 };
+	sw_run_progress_line(line, sizeof line, &pr);
+	ok(!strcmp(line, "iter 2/10: reward 0.500, accuracy 25.0%, violations 0.0%, len 7.0, 1.2 s; elapsed 1m05s, "
+	                 "ETA 3h02m"), "%s", line);
+	o.kl = 0.012;
+	sw_run_progress_line(line, sizeof line, &pr);
+	ok(strstr(line, ", kl 0.0120, len") != NULL, "kl when measured: %s", line);
+}
+
+int main(void)
+{
+	if (tmp_open("run"))
+		return 1;
+	guard_();
+	inputs_();
+	rundir_();
+	prune_();
+	progress_();
+	tmp_close();
+	return tap_done();
+}
