@@ -32,8 +32,8 @@ prompts() {
 			printf '%s\n' "${lines[@]}" | grep -qxF "[\"p$p/$k\",\"p$p\"]" || { echo "no p$p/$k"; false; }
 		done
 	done
-	# (text that is not UTF-8 comes out of JSON as {"$str": base64}: sw-stream(5))
-	run -0 r '[(.response|type|IN("string","object")), (.response_tokens|length) == (.logprobs|length), (.finish|IN("stop","length")),
+	# (text is always UTF-8: bytes that are not come out as U+FFFD, as tokenizers decodes them)
+	run -0 r '[(.response|type == "string"), (.response_tokens|length) == (.logprobs|length), (.finish|IN("stop","length")),
 	          .policy_version, (.prompt_tokens == [112,114,111,109,112,116,32,110,117,109,98,101,114,32,49])]' \
 		-m "$M" -n 2 --max-new-tokens 8 <(prompts 1)
 	[ "${lines[0]}" = '[true,true,true,0,true]' ]
@@ -414,4 +414,53 @@ store_of_m() {
 	[ "$(head -c 4 out.zst | od -An -tx1 | tr -d ' ')" = 28b52ffd ]
 	run -0 sw-cat -c out.zst
 	[ "$output" = 6 ]
+}
+
+# Python's msgpack reader, as a user of the stream has it (raw=False: every str must be UTF-8).
+PY=/usr/bin/python3
+
+@test "every str is UTF-8: a standard msgpack reader takes the stream; the text is the ids' lossy decode" {
+	# the tiny model's random weights pick byte tokens that form no character, and responses end
+	# inside characters: the text holds U+FFFD where the bytes are not UTF-8, the ids stay as made
+	prompts 8 >in.jsonl
+	run -0 sw-rollout -m "$M" -n 6 --max-new-tokens 24 -o out.msgpack in.jsonl
+	run -0 --separate-stderr "$PY" - out.msgpack <<-'PYEOF'
+	import sys, msgpack
+	recs = list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+	names = {256: "<|bos|>", 257: "<|eos|>", 258: "<|pad|>", 259: "<|im_start|>", 260: "<|im_end|>"}
+	bad = 0
+	for r in recs:
+	    ids = r["response_tokens"][:-1] if r["finish"] == "stop" else r["response_tokens"]
+	    b = b"".join(bytes([i]) if i < 256 else names.get(i, "").encode() for i in ids)
+	    if r["response"] != b.decode("utf-8", "replace"):
+	        print("differs:", r["id"], repr(r["response"]), ids)
+	        bad += 1
+	print(len(recs), sum("\ufffd" in r["response"] for r in recs), bad)
+	PYEOF
+	[ "$stderr" = "" ]
+	read -r n fffd bad <<<"$output"
+	[ "$n" = 48 ]
+	[ "$bad" = 0 ]
+	[ "$fffd" -gt 24 ]
+}
+
+@test "every str is UTF-8 with a byte-level BPE tokenizer.json (Llama 3's pre-tokenizer and specials)" {
+	jq '.vocab_size = 1500 | .bos_token_id = 1494 | .eos_token_id = 1499' "$M/config.json" >config.json
+	run -0 sw-model init -c config.json l3
+	cp "$TOP"/tests/fixtures/tokenizers/llama3/tokenizer.json "$TOP"/tests/fixtures/tokenizers/llama3/tokenizer_config.json l3/
+	prompts 8 >in.jsonl
+	run -0 sw-rollout -m l3 -n 4 --max-new-tokens 16 -o out.msgpack in.jsonl
+	run -0 --separate-stderr "$PY" -c '
+import sys, msgpack
+recs = list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+print(len(recs), sum("\ufffd" in r["response"] for r in recs), sum(len(r["response_tokens"]) == len(r["logprobs"]) for r in recs))' out.msgpack
+	[ "$stderr" = "" ]
+	read -r n fffd same <<<"$output"
+	[ "$n" = 32 ]
+	[ "$same" = 32 ]
+	[ "$fffd" -gt 0 ]
+	# and a stream holding a str that is not UTF-8 is refused where it is read, named by record
+	mp bad.msgpack '\x81\xa1x\xa1a\x81\xa8response\xa3a\xffb'
+	run -1 --separate-stderr sw-cat bad.msgpack
+	[ "$stderr" = "sw-cat: bad.msgpack: record 2 (byte 5): a string is not valid UTF-8 at byte 17; raw bytes belong in a bin" ]
 }

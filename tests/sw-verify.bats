@@ -70,11 +70,11 @@ v() {
 	[ "$output" = "$(printf '0\n1\n1')" ]
 }
 
-@test "regex: invalid UTF-8 in a response does not match and is no error" {
+@test "a response that is not UTF-8 is refused where it is read (every str is UTF-8)" {
 	mp in.msgpack '\x81\xa8response\xa3a\xffb'
-	run -0 --separate-stderr v '.rewards.regex' -r 'regex:a.b' in.msgpack
-	[ "$output" = 0 ]
-	[ "$stderr" = "" ]
+	run -1 --separate-stderr sw-verify -r 'regex:a.b' in.msgpack
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-verify: in.msgpack: record 1 (byte 0): a string is not valid UTF-8 at byte 12; raw bytes belong in a bin" ]
 }
 
 @test "blocklist: a violation names the rule; ci; comments; hard forces the minimum" {

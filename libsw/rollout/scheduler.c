@@ -351,8 +351,19 @@ static int build_(sw_rollout *r, const sample_ *s, const char *why, sw_error *er
 		rc = set_(sw_rec_set_str(r->out, "group", g->gid, gl), err);
 	if (!rc)
 		rc = set_(sw_rec_set_u32s(r->out, "prompt_tokens", pt, (size_t)g->plen), err);
-	if (!rc)
-		rc = set_(sw_rec_set_str(r->out, "response", s->text ? s->text : "", s->tlen), err);
+	if (!rc) {
+		/*
+		 * s->text holds the tokens' bytes (stop strings are matched in them);
+		 * the response is their text as tokenizers' decode makes it, invalid
+		 * UTF-8 (a response cut inside a character, byte tokens) as U+FFFD.
+		 * Added tokens need no pieces of their own: their text is UTF-8, so a
+		 * sequence cut before or after one is invalid either way.
+		 */
+		sw_buf txt = { 0 };
+		rc = sw_utf8_lossy(&txt, s->text ? s->text : "", s->tlen) ? sw_fail(err, SW_ENOMEM, "out of memory")
+		   : set_(sw_rec_set_str(r->out, "response", txt.p ? (const char *)txt.p : "", txt.len), err);
+		sw_buf_release(&txt);
+	}
 	if (!rc)
 		rc = set_(sw_rec_set_u32s(r->out, "response_tokens", rt, (size_t)s->n), err);
 	if (!rc)
@@ -437,7 +448,7 @@ static int push_token_(sw_rollout *r, const sw_rollout_io *io, sample_ *s, int32
 		char *txt;
 		size_t len;
 		sw_error e = { 0 };
-		if (sw_tokenizer_decode(r->tok, &id, 1, 0, &txt, &len, &e)) {
+		if (sw_tokenizer_decode_bytes(r->tok, &id, 1, 0, &txt, &len, &e)) {
 			char p[40];
 			snprintf(p, sizeof p, "cannot decode token %d", t);
 			return sw_rollout_fail(err, &e, 0, p);

@@ -168,6 +168,38 @@ int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t *
 	return 0;
 }
 
+int sw_mp_check_utf8(const uint8_t *p, size_t n, size_t *bad_at)
+{
+	const uint8_t *start = p, *end = p + n;
+	while (p < end) {
+		uint8_t c = *p;
+		size_t hdr, fs = fixsize_[c], bad;
+		uint64_t body, items;
+		if (c < 0xa0 || c > 0xbf) {
+			if (fs) { /* numbers, nil, booleans, fixext: no text in them */
+				p += fs;
+				continue;
+			}
+			if (head_(p, end, &hdr, &body, &items) || body > (uint64_t)(end - p) - hdr)
+				return SW_EFORMAT;
+			if (items) { /* a container: its elements follow its header */
+				p += hdr;
+				continue;
+			}
+		} else {
+			hdr = 1;
+			body = c & 0x1f;
+		}
+		if (((c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb)) &&
+		    sw_utf8_check(p + hdr, (size_t)body, &bad)) {
+			*bad_at = (size_t)(p - start) + hdr + bad;
+			return SW_EFORMAT;
+		}
+		p += hdr + body;
+	}
+	return 0;
+}
+
 int sw_val_decode(const void *vp, size_t n, sw_val *v)
 {
 	const uint8_t *p = vp, *end = p + n, *next;
@@ -333,6 +365,8 @@ int sw_mp_put_str(sw_buf *b, const char *s, size_t n)
 {
 	if (n > UINT32_MAX)
 		return SW_ETOOBIG;
+	if (sw_utf8_check(s, n, NULL))
+		return SW_EFORMAT;
 	PACK(b, (msgpack_pack_str(&pk_, n) || msgpack_pack_str_body(&pk_, s, n)));
 }
 
