@@ -35,7 +35,7 @@
 enum {
 	OPT_ITERS = 0x100, OPT_EVAL, OPT_EVAL_EVERY, OPT_CKPT_EVERY, OPT_SEED, OPT_REF, OPT_SELECT,
 	OPT_SORT, OPT_ROLLOUT, OPT_VERIFY, OPT_BALANCE, OPT_TRAIN, OPT_EVAL_ROLLOUT, OPT_MONITOR,
-	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE
+	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE, OPT_SIGN_KEY
 };
 
 static const cli_opt opts[] = {
@@ -63,6 +63,7 @@ static const cli_opt opts[] = {
 	{ OPT_MONITOR, 0, "monitor", "name=w,d,h", NULL, "set a monitor's warn, degrade and hard thresholds (repeatable)" },
 	{ OPT_KEEP, 0, "keep-stores", NULL, NULL, "leave the weight stores in place when the run ends (for inspection)" },
 	{ OPT_RESUME, 0, "resume", "dir", "dir", "continue the run in dir after a crash, a failure or a halt" },
+	{ OPT_SIGN_KEY, 0, "sign-key", "file", "file", "sign every audit record with this key of sw-audit keygen (default $SW_SIGN_KEY)" },
 	{ 0, 0, NULL, NULL, NULL, NULL }
 };
 
@@ -493,6 +494,7 @@ int main(int argc, char **argv)
 	int c, optind_;
 	const char *config = NULL, *resume = NULL;
 	struct given_ { const char *name, *arg; } given[128];
+	sw_error kerr = { 0 };
 	int ngiven = 0;
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		const cli_opt *o = opts;
@@ -502,6 +504,10 @@ int main(int argc, char **argv)
 			config = arg;
 		else if (c == OPT_RESUME)
 			resume = arg;
+		else if (c == OPT_SIGN_KEY) {
+			if (sw_audit_sign_env(arg, &kerr))
+				cli_die("%s", kerr.msg);
+		}
 		else if (ngiven < 128)
 			given[ngiven++] = (struct given_){ o->name, arg };
 		else

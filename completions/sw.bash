@@ -17,9 +17,13 @@ _sw()
 			_filedir -d
 			return
 			;;
+		--pubkey)
+			_filedir
+			return
+			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-H --head -c --checkpoint -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-H --head -c --checkpoint --pubkey -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		_filedir
@@ -344,9 +348,13 @@ _sw()
 			_filedir -d
 			return
 			;;
+		--sign-key)
+			_filedir
+			return
+			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume --sign-key -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		;;
