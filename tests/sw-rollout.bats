@@ -464,3 +464,60 @@ print(len(recs), sum("\ufffd" in r["response"] for r in recs), sum(len(r["respon
 	run -1 --separate-stderr sw-cat bad.msgpack
 	[ "$stderr" = "sw-cat: bad.msgpack: record 2 (byte 5): a string is not valid UTF-8 at byte 17; raw bytes belong in a bin" ]
 }
+
+@test "progress on a terminal: samples, tokens/s and ETA on standard error; nothing when it is not one" {
+	command -v script >/dev/null || skip "script(1) (util-linux) is not installed"
+	prompts 10 >in.jsonl
+	# script(1) gives the program a terminal; the samples go to a file
+	run -0 script -qc "sw-rollout -m '$M' -n 4 --max-new-tokens 48 -o out.msgpack in.jsonl" /dev/null
+	line=$(printf '%s' "$output" | tr '\r' '\n' | grep -a 'samples, ' | tail -1)
+	[[ $line =~ ^sw-rollout:\ 40/40\ samples,\ [0-9]+\ tokens/s,\ ETA\ 0:00 ]]
+	printf '%s' "$output" | tr '\r' '\n' | grep -aq '^sw-rollout: 40 records'
+	run -0 sw-cat -c out.msgpack
+	[ "$output" = 40 ]
+	# not a terminal: quiet, unless -v; -q silences the terminal too
+	run -0 --separate-stderr sw-rollout -m "$M" -n 4 --max-new-tokens 8 -o out.msgpack in.jsonl
+	[ "$stderr" = "" ]
+	run -0 --separate-stderr sw-rollout -v -m "$M" -n 4 --max-new-tokens 8 -o out.msgpack in.jsonl
+	[[ $stderr == *"sw-rollout: 40/40 samples, "*" tokens/s, ETA 0:00 "* ]]
+	run -0 script -qc "sw-rollout -q -m '$M' -n 4 --max-new-tokens 8 -o out.msgpack in.jsonl" /dev/null
+	[ "$output" = "" ]
+}
+
+# Start sw-rollout -o FILE in the background with SIGINT as it is on a terminal (a background job of
+# a script has it ignored), wait until FILE holds 4 samples, send the signal, and print the exit status.
+interrupt() {
+	local sig=$1 file=$2
+	shift 2
+	/usr/bin/python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+		sw-rollout "$@" -o "$file" 2>err.txt &
+	local pid=$! i
+	for i in $(seq 1 300); do
+		# (the records before the end a live zstd frame has so far)
+		[ "$(sw-cat "$file" 2>/dev/null | sw-cat -c 2>/dev/null || :)" -ge 4 ] 2>/dev/null && break
+		sleep 0.1
+	done
+	kill -"$sig" "$pid"
+	wait "$pid" && echo 0 || echo $?
+}
+
+@test "sw-rollout -o FILE interrupted (SIGINT, SIGTERM) keeps every sample it wrote, whole, zstd frame ended" {
+	prompts 100 >in.jsonl
+	run -0 interrupt INT out.msgpack -m "$M" -n 4 --max-new-tokens 256 --batch 16 in.jsonl
+	[ "$output" = 130 ]
+	run -0 --separate-stderr sw-cat -c out.msgpack
+	n=$output
+	[ "$n" -ge 4 ]
+	[ "$n" -lt 400 ]
+	[[ $(cat err.txt) =~ ^sw-rollout:\ interrupted\ \(SIGINT\):\ ([0-9]+)\ samples?\ written\ to\ out.msgpack$ ]]
+	[ "${BASH_REMATCH[1]}" = "$n" ]
+	# the samples are the first ones, in input order, each whole
+	run -0 sh -c 'sw-cat -f json out.msgpack | jq -r .id | head -5 | tr "\n" " "'
+	[ "$output" = "p1/0 p1/1 p1/2 p1/3 p2/0 " ]
+	run -0 interrupt TERM out.zst -m "$M" -n 4 --max-new-tokens 256 --batch 16 -z in.jsonl
+	[ "$output" = 143 ]
+	[[ $(cat err.txt) == "sw-rollout: interrupted (SIGTERM): "*" written to out.zst" ]]
+	run -0 --separate-stderr zstd -tq out.zst
+	run -0 --separate-stderr sw-cat -c out.zst
+	[ "$output" -ge 1 ]
+}
