@@ -103,15 +103,43 @@ static void help_(const cli_prog *p)
 	printf("\nSee %s(1).\n", p->name);
 }
 
-/* One line an option: short, long, argument, completion, help; tab-separated, - for none. */
+/* An option's completion words: the library's own name lists for "@..." (so
+ * a verifier or monitor added there completes without a table to update). */
+static void print_complete_(const char *c)
+{
+	const char *const *names = NULL;
+	const char *suffix = "";
+	if (!c) {
+		fputs("-", stdout);
+		return;
+	}
+	if (!strcmp(c, "@verifiers"))
+		names = sw_verify_names();
+	else if (!strcmp(c, "@monitors"))
+		names = sw_monitor_names(), suffix = "=";
+	if (!names) {
+		fputs(c, stdout);
+		return;
+	}
+	for (size_t i = 0; names[i]; i++)
+		printf("%s%s%s", i ? "|" : "", names[i], suffix);
+}
+
+/*
+ * One line the program (name, operands, their completion, subcommands), then
+ * one an option (short, long, argument, completion, help); tab-separated, -
+ * for none.  completions/gen turns these into the shells' completions.
+ */
 static void completion_helper_(const cli_prog *p)
 {
 	const cli_opt *o;
-	printf("program\t%s\t%s\t%s\n", p->name, p->operands ? p->operands : "-",
-	       p->operands_complete ? p->operands_complete : "-");
-	for (size_t i = 0; (o = opt_at_(p, i)); i++)
-		printf("option\t%c\t%s\t%s\t%s\t%s\n", o->shortname ? o->shortname : '-', o->name,
-		       o->arg ? o->arg : "-", o->complete ? o->complete : "-", o->help);
+	printf("program\t%s\t%s\t%s\t%s\n", p->name, p->operands ? p->operands : "-",
+	       p->operands_complete ? p->operands_complete : "-", p->commands ? p->commands : "-");
+	for (size_t i = 0; (o = opt_at_(p, i)); i++) {
+		printf("option\t%c\t%s\t%s\t", o->shortname ? o->shortname : '-', o->name, o->arg ? o->arg : "-");
+		print_complete_(o->complete);
+		printf("\t%s\n", o->help);
+	}
 }
 
 int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *optind_out)

@@ -22,7 +22,9 @@ typedef struct cli_opt {
 	char shortname;    /* 0: long only */
 	const char *name;  /* long name */
 	const char *arg;   /* NULL: a flag; else the argument's name in help and man */
-	const char *complete; /* what completes the argument: "file", "dir", "a|b|c", or NULL */
+	/* what completes the argument: "file", "dir", "a|b|c", "@verifiers" (the
+	 * verifier names), "@monitors" ("name=" of each monitor), or NULL */
+	const char *complete;
 	const char *help;
 } cli_opt;
 
@@ -32,6 +34,7 @@ typedef struct cli_prog {
 	const char *operands_complete; /* "file" or NULL */
 	const char *summary;   /* one line: what the program does */
 	const cli_opt *opts;   /* terminated by an entry with id 0 */
+	const char *commands;  /* "a|b|c": the subcommands the first operand names, or NULL */
 } cli_prog;
 
 extern int cli_verbosity; /* -1 quiet, 0 normal, 1 verbose */

@@ -34,7 +34,7 @@ static const cli_prog prog = {
 	"Verify (verify RUNDIR), list (show RUNDIR) or extend (log RUNDIR EVENT [KEY=VALUE ...]) a run's audit\n"
 	"log, print digests (digest PATH ...), or make a signing key (keygen KEY).  With $SW_SIGN_KEY set, log\n"
 	"signs what it appends.",
-	opts
+	opts, "verify|show|log|digest|keygen"
 };
 
 /* "RUNDIR/audit.log" for a directory, else the path itself: what messages name. */

@@ -45,7 +45,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-balance", "[file ...]", "file",
 	"Drop abnormal samples and partition the rest across ranks and micro-batches by cost.",
-	opts
+	opts, NULL
 };
 
 /* ---- options ---- */

@@ -27,7 +27,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-cat", "[file ...]", "file",
 	"Concatenate sample streams, converting between msgpack, JSON Lines and zstd.",
-	opts
+	opts, NULL
 };
 
 static void flush_(void *w)

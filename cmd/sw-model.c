@@ -40,7 +40,7 @@ static const cli_prog prog = {
 	"sw-model", "command dir [dir]", "dir",
 	"Create a random model (init DIR), describe one (info DIR), or rewrite its weights as one\n"
 	"safetensors file (convert SRC DST).",
-	opts
+	opts, "init|info|convert"
 };
 
 /* The named sizes: Llama shapes over the byte tokenizer's vocabulary. */

@@ -29,7 +29,7 @@ static const cli_prog prog = {
 	"sw-plot", "[file ...]", "file",
 	"Plot runs' curves (reward, accuracy, violations, KL, entropy, length, throughput) from metrics.jsonl\n"
 	"(or a run directory) to SVG or PNG.",
-	opts
+	opts, NULL
 };
 
 /* A run: arg is its directory or its metrics file. */

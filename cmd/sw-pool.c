@@ -30,7 +30,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-pool", "command pool [file ...]", "file",
 	"Keep a pool of prompts with their history: add, take by learning signal, update from scores.",
-	opts
+	opts, "add|take|update"
 };
 
 static int summary_on_(void)

@@ -60,7 +60,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-rollout", "[file ...]", "file",
 	"Generate responses to prompts with per-token log-probabilities, or score given responses.",
-	opts
+	opts, NULL
 };
 
 /* ---- settings and the model ---------------------------------------------------- */

@@ -60,7 +60,7 @@ static const cli_opt opts[] = {
 	{ OPT_BALANCE, 0, "balance", "cmd", NULL, "the balance stage" },
 	{ OPT_TRAIN, 0, "train", "cmd", NULL, "the train stage" },
 	{ OPT_EVAL_ROLLOUT, 0, "eval-rollout", "cmd", NULL, "the generation of an evaluation" },
-	{ OPT_MONITOR, 0, "monitor", "name=w,d,h", NULL, "set a monitor's warn, degrade and hard thresholds (repeatable)" },
+	{ OPT_MONITOR, 0, "monitor", "name=w,d,h", "@monitors", "set a monitor's warn, degrade and hard thresholds (repeatable)" },
 	{ OPT_KEEP, 0, "keep-stores", NULL, NULL, "leave the weight stores in place when the run ends (for inspection)" },
 	{ OPT_RESUME, 0, "resume", "dir", "dir", "continue the run in dir after a crash, a failure or a halt" },
 	{ OPT_SIGN_KEY, 0, "sign-key", "file", "file", "sign every audit record with this key of sw-audit keygen (default $SW_SIGN_KEY)" },
@@ -70,7 +70,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-run", NULL, NULL,
 	"Run an experiment: iterations of select, sort, rollout, verify, balance and train.",
-	opts
+	opts, NULL
 };
 
 

@@ -37,7 +37,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-sort", "[file ...]", "file",
 	"Sort samples by estimated cost or by a field, keeping each group together.",
-	opts
+	opts, NULL
 };
 
 /* ---- output, cut into buckets ---- */

@@ -78,7 +78,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-train", "[file ...]", "file",
 	"Train a model one step on a stream of samples: SFT, GRPO, Dr. GRPO, DAPO, RLOO or REINFORCE++.",
-	opts
+	opts, NULL
 };
 
 static double opt_num_(const char *opt, const char *s, double lo, double hi)

@@ -20,7 +20,7 @@
 enum { OPT_LABEL = 0x100, OPT_MAX_ERRORS, OPT_MIN_REWARD, OPT_WINDOW };
 
 static const cli_opt opts[] = {
-	{ 'r', 'r', "verifier", "spec", NULL,
+	{ 'r', 'r', "verifier", "spec", "@verifiers",
 	  "add a verifier, NAME[:ARG][,KEY=VALUE...] (repeatable; see sw-verify(1))" },
 	{ OPT_LABEL, 0, "label-field", "field", NULL, "the field holding the ground truth (default label)" },
 	{ OPT_MAX_ERRORS, 0, "max-errors", "fraction", NULL,
@@ -38,7 +38,7 @@ static const cli_opt opts[] = {
 static const cli_prog prog = {
 	"sw-verify", "[file ...]", "file",
 	"Score samples with verifiers and combine the scores into a reward.",
-	opts
+	opts, NULL
 };
 
 static sw_verify *v_;

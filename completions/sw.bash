@@ -22,6 +22,16 @@ _sw()
 			return
 			;;
 		esac
+		if [[ $cur != -* ]]; then
+			local i
+			for ((i = 1; i < cword; i++)); do
+				[[ " verify show log digest keygen " == *" ${words[i]} "* ]] && break
+			done
+			if ((i == cword)); then
+				COMPREPLY=($(compgen -W "verify show log digest keygen" -- "$cur"))
+				return
+			fi
+		fi
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-H --head -c --checkpoint --pubkey -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
@@ -137,6 +147,16 @@ _sw()
 			return
 			;;
 		esac
+		if [[ $cur != -* ]]; then
+			local i
+			for ((i = 1; i < cword; i++)); do
+				[[ " init info convert " == *" ${words[i]} "* ]] && break
+			done
+			if ((i == cword)); then
+				COMPREPLY=($(compgen -W "init info convert" -- "$cur"))
+				return
+			fi
+		fi
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-s --size -c --config --seed --dtype --json --batch --seq -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
@@ -179,6 +199,16 @@ _sw()
 			return
 			;;
 		esac
+		if [[ $cur != -* ]]; then
+			local i
+			for ((i = 1; i < cword; i++)); do
+				[[ " add take update " == *" ${words[i]} "* ]] && break
+			done
+			if ((i == cword)); then
+				COMPREPLY=($(compgen -W "add take update" -- "$cur"))
+				return
+			fi
+		fi
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-n --count --pass -o --output -f --format --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
@@ -341,7 +371,7 @@ _sw()
 			return
 			;;
 		--monitor)
-			:
+			COMPREPLY=($(compgen -W "nonfinite= kl= entropy= violation_rate= verifier_errors= length_growth= reward_dominance= reward_hacking=" -- "$cur"))
 			return
 			;;
 		--resume)
@@ -543,7 +573,7 @@ _sw()
 	sw-verify)
 		case $prev in
 		-r|--verifier)
-			:
+			COMPREPLY=($(compgen -W "exact math regex blocklist length json countdown exec code plugin" -- "$cur"))
 			return
 			;;
 		--label-field)

@@ -102,20 +102,42 @@ man_usage() {
 	bash -n "$TOP/completions/sw.bash"
 }
 
-@test "bash completion completes options and their arguments" {
+# What bash completion offers for each command line given, one line each:
+# the completions are sourced into a bash with bash-completion loaded, and the
+# line is handed over as bash does (_init_completion reads COMP_LINE too).
+bash_complete() {
 	[ -f /usr/share/bash-completion/bash_completion ] || skip "bash-completion is not installed"
 	run -0 bash -c '
 		source /usr/share/bash-completion/bash_completion
 		source "$1"
-		# _init_completion reads the line as bash hands it over, not only COMP_WORDS
-		c() { COMP_LINE=$1; COMP_POINT=${#1}; read -ra COMP_WORDS <<<"$1"
-		      [[ $1 == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
-		      _sw; echo "${COMPREPLY[*]}"; }
-		c "sw-cat --for"
-		c "sw-cat -f "
-	' _ "$TOP/completions/sw.bash"
+		shift
+		for l; do
+			COMP_LINE=$l; COMP_POINT=${#l}; read -ra COMP_WORDS <<<"$l"
+			[[ $l == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+			COMPREPLY=(); _sw; echo "${COMPREPLY[*]}"
+		done
+	' _ "$TOP/completions/sw.bash" "$@"
+}
+
+@test "bash completion completes options and their arguments" {
+	bash_complete "sw-cat --for" "sw-cat -f "
 	[ "${lines[0]}" = "--format --force" ]
 	[ "${lines[1]}" = "msgpack json" ]
+}
+
+@test "bash completion completes subcommands, verifier names after -r, monitor names after --monitor" {
+	bash_complete "sw-model " "sw-model i" "sw-audit " "sw-pool t" "sw-verify -r m" "sw-verify --verifier " \
+		"sw-run --monitor reward_h" "sw-model --seed 3 "
+	[ "${lines[0]}" = "init info convert" ]
+	[ "${lines[1]}" = "init info" ]
+	[ "${lines[2]}" = "verify show log digest" ]
+	[ "${lines[3]}" = "take" ]
+	[ "${lines[4]}" = "math" ]
+	[ "${lines[5]}" = "exact math regex blocklist length json countdown exec code plugin" ]
+	[ "${lines[6]}" = "reward_hacking=" ]
+	[ "${lines[7]}" = "init info convert" ]
+	# the zsh completion names the same subcommands
+	grep -qF "'1:command:(init info convert)'" "$TOP/completions/_sw"
 }
 
 @test "the man pages are mandoc -T lint clean" {

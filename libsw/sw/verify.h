@@ -50,6 +50,8 @@ int sw_verify_add(sw_verify *v, const char *spec, sw_error *err);
 size_t sw_verify_count(const sw_verify *v);
 /* The i-th verifier's name (its key in `rewards`). */
 const char *sw_verify_name(const sw_verify *v, size_t i);
+/* The verifier kinds a spec may name ("math", "regex", ...), NULL-terminated. */
+const char *const *sw_verify_names(void);
 
 /*
  * Take a sample (record number index, for messages).  A sample that lacks a

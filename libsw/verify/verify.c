@@ -38,8 +38,13 @@ typedef enum kind_ {
 } kind_;
 
 static const char *const kind_names_[] = {
-	"exact", "math", "regex", "blocklist", "length", "json", "countdown", "exec", "code", "plugin"
+	"exact", "math", "regex", "blocklist", "length", "json", "countdown", "exec", "code", "plugin", NULL
 };
+
+const char *const *sw_verify_names(void)
+{
+	return kind_names_;
+}
 
 typedef struct rule_ {
 	char *name;
@@ -557,10 +562,10 @@ int sw_verify_add(sw_verify *v, const char *spec, sw_error *err)
 	}
 	const char *name = copy;
 	size_t k;
-	for (k = 0; k < sizeof kind_names_ / sizeof *kind_names_; k++)
+	for (k = 0; k < K_PLUGIN + 1; k++)
 		if (!strcmp(name, kind_names_[k]))
 			break;
-	if (k == sizeof kind_names_ / sizeof *kind_names_) {
+	if (k == K_PLUGIN + 1) {
 		rc = sw_fail(err, SW_EINVAL,
 		             "unknown verifier '%s' (exact, math, regex, blocklist, length, json, countdown, "
 		             "exec, code, plugin)", name);
