@@ -419,6 +419,7 @@ int main(int argc, char **argv)
 {
 	const char *arg, *out = "-", *gen_only = NULL, **stops = NULL;
 	int c, optind_, force = 0, fmt_set = 0, as_set = 0;
+	sw_error perr = { 0 };
 	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
 	o_.rc = sw_rollout_config_defaults();
 
@@ -462,7 +463,8 @@ int main(int argc, char **argv)
 			if (!*arg)
 				cli_usage("option '--stop' wants a non-empty string");
 			stops = cli_realloc(stops, o_.rc.nstops + 1, sizeof *stops);
-			stops[o_.rc.nstops++] = arg;
+			if (sw_rollout_stop_parse(arg, (char **)&stops[o_.rc.nstops++], &perr))
+				cli_usage("option '--stop': %s", perr.msg);
 			gen_only = "--stop";
 			break;
 		case OPT_SEED:
@@ -588,6 +590,8 @@ int main(int argc, char **argv)
 	sw_tokenizer_free(tok_);
 	sw_model_free(m_);
 	sw_store_close(store_);
+	for (size_t i = 0; i < o_.rc.nstops; i++)
+		free((char *)stops[i]);
 	free(stops);
 	free(cur_.bytes);
 	cli_exit(0);

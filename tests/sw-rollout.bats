@@ -151,6 +151,26 @@ prompts() {
 	[ "$output" = '["stop",true,true,true]' ]
 }
 
+@test "--stop takes escapes: \\n\\n is a blank line, \\xHH a byte; an unknown escape is a usage error" {
+	prompts 8 >in.jsonl
+	# a newline the tiny model writes: the escapes stop where the bytes themselves do
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop $'\n' in.jsonl >raw.jsonl
+	grep -q '"stop"' raw.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop '\n' in.jsonl >esc.jsonl
+	cmp raw.jsonl esc.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop '\x0a' in.jsonl >hex.jsonl
+	cmp raw.jsonl hex.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop $'\n\n' in.jsonl >raw2.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop '\n\n' in.jsonl >esc2.jsonl
+	cmp raw2.jsonl esc2.jsonl
+	[ "$(jq -r '.[2]' esc2.jsonl | grep -c .)" -gt 0 ]
+	run -0 jq -e 'all(.[2]; contains("\n\n") | not)' esc2.jsonl
+	run -2 --separate-stderr sw-rollout -m "$M" --stop '\q' in.jsonl
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop': '\\q': unknown escape '\\q' (known: \\n \\t \\r \\\\ \\xHH, not \\x00)" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --stop '\x0' in.jsonl
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop': '\\x0': unknown escape '\\x' (known: \\n \\t \\r \\\\ \\xHH, not \\x00)" ]
+}
+
 @test "messages are rendered with the chat template; prompt_tokens are used as they are" {
 	printf '%s\n' '{"id":"m","messages":[{"role":"user","content":"hi"}]}' \
 		'{"id":"t","prompt_tokens":[5,299,7],"prompt":"ignored"}' >in.jsonl

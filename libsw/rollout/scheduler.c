@@ -97,6 +97,45 @@ static uint64_t version_(const sw_rollout *r)
 	return r->c.store ? sw_store_version(r->c.store) : 0;
 }
 
+static int hexval_(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int sw_rollout_stop_parse(const char *arg, char **out, sw_error *err)
+{
+	size_t n = arg ? strlen(arg) : 0, k = 0;
+	char *s = arg ? malloc(n + 1) : NULL;
+	*out = NULL;
+	if (!s)
+		return sw_fail(err, arg ? SW_ENOMEM : SW_EINVAL, arg ? "out of memory" : "no stop string");
+	for (size_t i = 0; i < n; i++) {
+		if (arg[i] != '\\') {
+			s[k++] = arg[i];
+			continue;
+		}
+		char c = arg[++i];
+		int hi, lo;
+		if (c == 'n' || c == 't' || c == 'r' || c == '\\') {
+			s[k++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : '\\';
+		} else if (c == 'x' && (hi = hexval_(arg[i + 1])) >= 0 && (lo = hexval_(arg[i + 2])) >= 0 && (hi | lo)) {
+			s[k++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else {
+			free(s);
+			return sw_fail(err, SW_EINVAL, "'%s': unknown escape '\\%.1s' (known: \\n \\t \\r \\\\ \\xHH, not \\x00)",
+			               arg, c ? &arg[i] : "");
+		}
+	}
+	s[k] = 0;
+	if (!k) {
+		free(s);
+		return sw_fail(err, SW_EINVAL, "an empty stop string");
+	}
+	*out = s;
+	return 0;
+}
+
 static void add_stop_id_(sw_rollout *r, int64_t id)
 {
 	if (id < 0 || id >= r->V)
