@@ -541,3 +541,18 @@ interrupt() {
 	run -0 --separate-stderr sw-cat -c out.zst
 	[ "$output" -ge 1 ]
 }
+
+@test "a config.json without a required field is an error naming it, never a default" {
+	printf '{"prompt":"a"}\n' >in.jsonl
+	for f in hidden_size rms_norm_eps num_attention_heads vocab_size intermediate_size num_hidden_layers \
+		max_position_embeddings; do
+		rm -rf m && cp -r "$M" m
+		jq "del(.$f)" "$M/config.json" >m/config.json
+		run -1 --separate-stderr sw-rollout -m m -f json in.jsonl
+		[ "$output" = "" ]
+		[ "$stderr" = "sw-rollout: m/config.json: field '$f' is missing; it is required" ]
+	done
+	jq '.rms_norm_eps = null' "$M/config.json" >m/config.json
+	run -1 --separate-stderr sw-rollout -m m -f json in.jsonl
+	[ "$stderr" = "sw-rollout: m/config.json: field 'rms_norm_eps' is null; it is required" ]
+}
