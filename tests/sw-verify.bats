@@ -452,3 +452,25 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	run -1 --separate-stderr sw-verify -r code bad.jsonl
 	[ "$stderr" = "sw-verify: bad.jsonl: record 1: field 'label': test 1 has no 'output'" ]
 }
+
+@test "a verifier's reply that is not UTF-8: verifier_error holds U+FFFD, every str of the output is UTF-8" {
+	cat >v.py <<-'PYEOF'
+	import json, sys
+	for line in sys.stdin:
+	    s = json.loads(line)
+	    if s["response"] == "bad":
+	        sys.stdout.buffer.write(b"\xff\xfe not json \xe2\x82\n")
+	    else:
+	        sys.stdout.buffer.write(b'{"score": 1}\n')
+	    sys.stdout.flush()
+	PYEOF
+	share_tmp
+	printf '%s\n' '{"id":"1","response":"ok"}' '{"id":"2","response":"bad"}' >in.jsonl
+	run -0 --separate-stderr sw-verify -q --max-errors 0.5 -r "exec:python3 v.py" -o out.msgpack in.jsonl
+	run -0 /usr/bin/python3 -c '
+import sys, msgpack
+for r in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
+    print(r["id"], ascii(r.get("verifier_error")))' out.msgpack
+	[ "${lines[0]}" = "1 None" ]
+	[[ ${lines[1]} == "2 \"exec: garbage reply '\\ufffd\\ufffd not json \\ufffd': "*" at byte 0\"" ]]
+}
