@@ -37,11 +37,11 @@ int sw_utf8_check(const void *p, size_t n, size_t *bad_at);
 int sw_utf8_lossy(sw_buf *out, const void *p, size_t n);
 
 /*
- * Every str in msgpack[0..n) (keys and values, at any depth) is valid
- * UTF-8: 0, or SW_EFORMAT with *bad_at the offset of the first bad byte.
- * The bytes must be well-formed msgpack (sw_mp_skip said so).
+ * sw_mp_skip that also checks that every str in the value (keys and values,
+ * at any depth) is valid UTF-8: where one is not, SW_EFORMAT with *bad_at
+ * the offset of its first bad byte from p; else *bad_at is SIZE_MAX.
  */
-int sw_mp_check_utf8(const uint8_t *p, size_t n, size_t *bad_at);
+int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at);
 
 /* msgpack encoders appending to a buffer (smallest encoding, as msgpack-c's).
  * sw_mp_put_str refuses (SW_EFORMAT) a string that is not valid UTF-8:

@@ -444,7 +444,7 @@ int sw_rec_set_raw(sw_rec *r, const char *key, const void *mp, size_t n)
 {
 	const uint8_t *p = mp, *next;
 	size_t bad;
-	if (n == 0 || sw_mp_skip(p, p + n, n, &next) || next != p + n || sw_mp_check_utf8(p, n, &bad))
+	if (n == 0 || sw_mp_skip_utf8(p, p + n, n, &next, &bad) || next != p + n)
 		return SW_EFORMAT;
 	int rc;
 	field_ *f = begin_(r, key, &rc);

@@ -42,7 +42,14 @@ int sw_utf8_check(const void *vp, size_t n, size_t *bad_at)
 	const uint8_t *p = vp;
 	size_t i = 0, bad;
 	for (;;) {
-		/* text is mostly ASCII: step over it eight bytes at a time */
+		/* text is mostly ASCII: step over it 32 bytes at a time */
+		while (i + 32 <= n) {
+			uint64_t x[4];
+			memcpy(x, p + i, 32);
+			if ((x[0] | x[1] | x[2] | x[3]) & 0x8080808080808080ull)
+				break;
+			i += 32;
+		}
 		while (i + 8 <= n) {
 			uint64_t x;
 			memcpy(&x, p + i, 8);
