@@ -80,6 +80,8 @@ static void usage_line_(const cli_prog *p, FILE *f)
 			fprintf(f, " [-%c %s]", o->shortname, o->arg);
 		else if (o->arg)
 			fprintf(f, " [--%s %s]", o->name, o->arg);
+		else if (!o->shortname && o->id != OPT_VERSION) /* a long flag: a SYNOPSIS names it too */
+			fprintf(f, " [--%s]", o->name);
 	}
 	if (p->operands)
 		fprintf(f, " %s", p->operands);

@@ -2,8 +2,10 @@
  * sw-audit - check, list and extend a run's audit log, and print the
  * digests it records.
  *
- *   sw-audit verify RUNDIR     the hash chain and every checkpoint it names
+ *   sw-audit verify RUNDIR     the hash chain, every checkpoint it names and,
+ *                              with --pubkey, every record's signature
  *   sw-audit show RUNDIR       the records, one line each
+ *   sw-audit keygen KEY        a signing key pair: KEY (secret, 0600), KEY.pub
  *   sw-audit digest PATH ...   BLAKE2b-256 of files and directories
  *   sw-audit log RUNDIR EVENT [KEY=VALUE | KEY:=JSON ...]
  *                              append a record (a script's own stage)
@@ -22,14 +24,17 @@ static const cli_opt opts[] = {
 	  "verify: some record must have this hash (a head kept elsewhere; catches a cut or rewritten log)" },
 	{ 'c', 'c', "checkpoint", "path", "dir",
 	  "log: record the checkpoint directory RUNDIR/path with its digests" },
+	{ 'P', 0, "pubkey", "file", "file",
+	  "verify: every record must be signed by this key (KEY.pub of keygen), and a finished run's log end" },
 	{ 0, 0, NULL, NULL, NULL, NULL }
 };
 
 static const cli_prog prog = {
 	"sw-audit", "command [arg ...]", "file",
 	"Verify (verify RUNDIR), list (show RUNDIR) or extend (log RUNDIR EVENT [KEY=VALUE ...]) a run's audit\n"
-	"log, or print digests (digest PATH ...).",
-	opts, "verify|show|log|digest"
+	"log, print digests (digest PATH ...), or make a signing key (keygen KEY).  With $SW_SIGN_KEY set, log\n"
+	"signs what it appends.",
+	opts, "verify|show|log|digest|keygen"
 };
 
 /* "RUNDIR/audit.log" for a directory, else the path itself: what messages name. */
@@ -64,18 +69,24 @@ static int show_(const sw_audit_entry *e, void *ud)
 	return 0;
 }
 
-static void verify_(char **args, int n, const char *head, int show)
+static void verify_(char **args, int n, const char *head, const char *pub, int show)
 {
 	if (n != 1)
 		cli_usage("%s takes one run directory or audit log", show ? "show" : "verify");
 	sw_error err = { 0 };
 	sw_audit_report rep;
-	if (sw_audit_verify(args[0], head, show ? show_ : NULL, NULL, &rep, &err))
-		die_(args[0], &err);
+	if (sw_audit_verify_signed(args[0], head, pub, show ? show_ : NULL, NULL, &rep, &err))
+		die_(pub && err.code != SW_EIO && !err.record ? NULL : args[0], &err);
 	if (!show && cli_verbosity >= 0) {
-		printf("%s: ok: %llu record%s, %llu checkpoint%s, head %s\n", log_name_(args[0]),
-		       (unsigned long long)rep.records, rep.records == 1 ? "" : "s", (unsigned long long)rep.checkpoints,
-		       rep.checkpoints == 1 ? "" : "s", rep.head);
+		char sig[300] = "";
+		if (pub)
+			snprintf(sig, sizeof sig, " (every one signed by %.200s)", pub);
+		else if (rep.signed_records)
+			snprintf(sig, sizeof sig, " (%llu signed, not checked: give --pubkey)",
+			         (unsigned long long)rep.signed_records);
+		printf("%s: ok: %llu record%s%s, %llu checkpoint%s, head %s\n", log_name_(args[0]),
+		       (unsigned long long)rep.records, rep.records == 1 ? "" : "s", sig,
+		       (unsigned long long)rep.checkpoints, rep.checkpoints == 1 ? "" : "s", rep.head);
 		if (head)
 			printf("%s: the head is record %llu\n", log_name_(args[0]), (unsigned long long)rep.head_record);
 	}
@@ -142,9 +153,20 @@ static void log_(char **args, int n, const char *ckpt)
 	sw_audit_rec_free(r);
 }
 
+static void keygen_(char **args, int n)
+{
+	if (n != 1)
+		cli_usage("keygen takes the path of the secret key to write (the public key goes to PATH.pub)");
+	sw_error err = { 0 };
+	if (sw_audit_keygen(args[0], &err))
+		die_(NULL, &err);
+	if (cli_verbosity > 0)
+		fprintf(stderr, "sw-audit: wrote %s (secret, 0600) and %s.pub\n", args[0], args[0]);
+}
+
 int main(int argc, char **argv)
 {
-	const char *arg, *head = NULL, *ckpt = NULL;
+	const char *arg, *head = NULL, *ckpt = NULL, *pub = NULL;
 	int c, optind_;
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		switch (c) {
@@ -156,26 +178,33 @@ int main(int argc, char **argv)
 		case 'c':
 			ckpt = arg;
 			break;
+		case 'P':
+			pub = arg;
+			break;
 		}
 	}
 	char **args = argv + optind_;
 	int n = argc - optind_;
 	if (n < 1)
-		cli_usage("no command (verify, show, digest or log)");
+		cli_usage("no command (verify, show, digest, log or keygen)");
 	const char *cmd = args[0];
 	if (head && strcmp(cmd, "verify"))
 		cli_usage("option '-H' is for verify");
 	if (ckpt && strcmp(cmd, "log"))
 		cli_usage("option '-c' is for log");
+	if (pub && strcmp(cmd, "verify"))
+		cli_usage("option '--pubkey' is for verify");
 	if (!strcmp(cmd, "verify"))
-		verify_(args + 1, n - 1, head, 0);
+		verify_(args + 1, n - 1, head, pub, 0);
 	else if (!strcmp(cmd, "show"))
-		verify_(args + 1, n - 1, NULL, 1);
+		verify_(args + 1, n - 1, NULL, NULL, 1);
+	else if (!strcmp(cmd, "keygen"))
+		keygen_(args + 1, n - 1);
 	else if (!strcmp(cmd, "digest"))
 		digest_(args + 1, n - 1);
 	else if (!strcmp(cmd, "log"))
 		log_(args + 1, n - 1, ckpt);
 	else
-		cli_usage("unknown command '%s' (verify, show, digest or log)", cmd);
+		cli_usage("unknown command '%s' (verify, show, digest, log or keygen)", cmd);
 	cli_exit(0);
 }

@@ -8,14 +8,19 @@
  * weight updates mid-rollout) is libsw's sw_rollout (sw/rollout.h).  This
  * program is its options, the model and the store, and the streams: a
  * thread of its own reads the input, so that decoding never waits on a pipe
- * that has nothing in it yet, and samples are written as they finish.
+ * that has nothing in it yet, and samples are written as they finish.  On a
+ * terminal (or with -v) a line on standard error shows samples, tokens/s
+ * and the time left; SIGINT or SIGTERM ends the run between two steps with
+ * every sample handed out so far written and the output closed whole.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cli.h"
 
@@ -193,7 +198,10 @@ static qitem_ q_[QCAP];
 static int qhead_, qcount_;
 static bool qdone_;
 static char qerr_[640];              /* why the input ended early, or empty */
-static uint64_t bytes_in_;
+static uint64_t bytes_in_, nread_;  /* input records read */
+/* The signal that interrupts the run (SIGINT, SIGTERM), 0 until one comes: main
+ * ends the run between two steps, next_ stops waiting for input. */
+static volatile sig_atomic_t stop_sig_;
 
 static void *reader_main_(void *arg)
 {
@@ -228,6 +236,7 @@ static void *reader_main_(void *arg)
 			}
 			q_[(qhead_ + qcount_++) % QCAP] = (qitem_){ copy, n, name, sw_reader_records(r) };
 			bytes_in_ += n;
+			nread_++;
 			pthread_cond_signal(&qtake_);
 			pthread_mutex_unlock(&qm_);
 		}
@@ -270,8 +279,19 @@ static int next_(void *ctx, bool block, sw_rec **rec)
 		/* about to wait: let what we have flow on downstream */
 		if (sw_writer_flush(w_))
 			cli_die_stream(out_name_, sw_writer_error(w_));
-		while (!qcount_ && !qdone_)
-			pthread_cond_wait(&qtake_, &qm_);
+		while (!qcount_ && !qdone_ && !stop_sig_) {
+			/* a signal does not end a condition wait: look for one every 100 ms */
+			struct timespec t;
+			clock_gettime(CLOCK_REALTIME, &t);
+			t.tv_nsec += 100000000;
+			t.tv_sec += t.tv_nsec / 1000000000;
+			t.tv_nsec %= 1000000000;
+			pthread_cond_timedwait(&qtake_, &qm_, &t);
+		}
+		if (stop_sig_) {
+			pthread_mutex_unlock(&qm_);
+			return SW_EIO; /* stops the scheduler; main knows why */
+		}
 	}
 	if (!qcount_) {
 		if (qerr_[0] && !fatal_[0])
@@ -290,13 +310,53 @@ static int next_(void *ctx, bool block, sw_rec **rec)
 	return 1;
 }
 
+/* ---- progress on a terminal: samples, tokens/s, the time left ------------------------ */
+
+static sw_rollout *ro_;
+static int progress_;                /* 1: shown (stderr a terminal, or -v), 2: a line is up */
+static double t0_, tlast_;
+
+static double now_(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The line, at most four times a second (final: now, and ended with a newline). */
+static void progress_line_(int final)
+{
+	double t = now_();
+	if (!progress_ || (!final && t - tlast_ < 0.25))
+		return;
+	tlast_ = t;
+	pthread_mutex_lock(&qm_);
+	uint64_t prompts = nread_, done = qdone_;
+	pthread_mutex_unlock(&qm_);
+	/* every prompt gives G samples (skipped ones none): the total is known once the input has ended */
+	uint64_t total = (prompts - sw_rollout_skipped(ro_)) * (uint64_t)o_.rc.G;
+	double el = t - t0_, rate = el > 0 ? (double)written_ / el : 0;
+	char eta[32] = "?";
+	if (done && rate > 0 && total >= written_) {
+		long s = (long)((double)(total - written_) / rate + 0.5);
+		snprintf(eta, sizeof eta, "%ld:%02ld", s / 60, s % 60);
+	}
+	char of[32] = "";
+	if (done)
+		snprintf(of, sizeof of, "/%llu", (unsigned long long)total);
+	fprintf(stderr, "\r%s: %llu%s samples, %.0f tokens/s, ETA %s \033[K%s", "sw-rollout",
+	        (unsigned long long)written_, of, el > 0 ? (double)sw_rollout_tokens(ro_) / el : 0.0, eta,
+	        final ? "\n" : "");
+	progress_ = final ? 1 : 2;
+}
+
 static int put_(void *ctx, const uint8_t *mp, size_t n)
 {
 	(void)ctx;
 	if (sw_writer_put_raw(w_, mp, n))
 		cli_die_stream(out_name_, sw_writer_error(w_));
 	written_++;
-	cli_progress(written_, 0);
+	progress_line_(0);
 	return 0;
 }
 
@@ -326,6 +386,29 @@ static void invalid_(void *ctx, const char *msg)
 
 /* ---- main ---------------------------------------------------------------------------- */
 
+static void on_signal_(int sig)
+{
+	stop_sig_ = sig;
+	signal(sig, SIG_DFL); /* a second one ends the program at once */
+}
+
+/* Interrupted: what was handed out goes to the output, closed whole (a zstd frame ended), then the
+ * signal's own exit status. */
+static void interrupted_(void)
+{
+	int sig = stop_sig_;
+	if (sw_writer_close(w_))
+		cli_die_stream(out_name_, sw_writer_error(w_));
+	if (progress_ == 2)
+		progress_line_(1);
+	if (cli_verbosity >= 0)
+		cli_warn("interrupted (%s): %llu sample%s written to %s", sig == SIGINT ? "SIGINT" : "SIGTERM",
+		         (unsigned long long)written_, written_ == 1 ? "" : "s", out_name_);
+	signal(sig, SIG_DFL);
+	raise(sig);
+	cli_exit(128 + sig);
+}
+
 static double real_(const char *opt, const char *s, double lo, double hi)
 {
 	char *end;
@@ -340,6 +423,7 @@ int main(int argc, char **argv)
 {
 	const char *arg, *out = "-", *gen_only = NULL, **stops = NULL;
 	int c, optind_, force = 0, fmt_set = 0, as_set = 0;
+	sw_error perr = { 0 };
 	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
 	o_.rc = sw_rollout_config_defaults();
 
@@ -383,7 +467,8 @@ int main(int argc, char **argv)
 			if (!*arg)
 				cli_usage("option '--stop' wants a non-empty string");
 			stops = cli_realloc(stops, o_.rc.nstops + 1, sizeof *stops);
-			stops[o_.rc.nstops++] = arg;
+			if (sw_rollout_stop_parse(arg, (char **)&stops[o_.rc.nstops++], &perr))
+				cli_usage("option '--stop': %s", perr.msg);
 			gen_only = "--stop";
 			break;
 		case OPT_SEED:
@@ -468,16 +553,30 @@ int main(int argc, char **argv)
 	o_.rc.store_name = o_.store_spec;
 	if (!o_.rc.score && sw_sampling_check(&o_.rc.sampling, &err))
 		cli_usage("%s", err.msg);
-	sw_rollout *ro = sw_rollout_new(m_, tok_, &o_.rc, &err);
+	sw_rollout *ro = ro_ = sw_rollout_new(m_, tok_, &o_.rc, &err);
 	if (!ro)
 		cli_die("%s", err.msg);
+	/* a signal ignored on entry (nohup, a background job) stays ignored */
+	struct sigaction old;
+	if (!sigaction(SIGINT, NULL, &old) && old.sa_handler != SIG_IGN)
+		signal(SIGINT, on_signal_);
+	signal(SIGTERM, on_signal_);
+	progress_ = cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2));
+	t0_ = now_();
+	cli_progress(1, 0); /* (starts the clock of cli_summary; shows nothing) */
 	pthread_t reader;
 	if (pthread_create(&reader, NULL, reader_main_, NULL))
 		cli_die("cannot start the input thread");
 	sw_rollout_io io = { NULL, next_, put_, flush_, invalid_ };
-	int rc = sw_rollout_run(ro, &io, &err);
+	int rc = 0;
+	while (!stop_sig_ && (rc = sw_rollout_step(ro, &io, &err)) == 1)
+		;
+	if (stop_sig_)
+		interrupted_();
 	if (rc && !(rc == SW_EFORMAT && halted_))
 		cli_die("%s", err.msg);
+	if (progress_ == 2)
+		progress_line_(1);
 
 	pthread_join(reader, NULL);
 	uint64_t bytes_in = bytes_in_;
@@ -495,6 +594,8 @@ int main(int argc, char **argv)
 	sw_tokenizer_free(tok_);
 	sw_model_free(m_);
 	sw_store_close(store_);
+	for (size_t i = 0; i < o_.rc.nstops; i++)
+		free((char *)stops[i]);
 	free(stops);
 	free(cur_.bytes);
 	cli_exit(0);

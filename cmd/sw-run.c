@@ -35,7 +35,7 @@
 enum {
 	OPT_ITERS = 0x100, OPT_EVAL, OPT_EVAL_EVERY, OPT_CKPT_EVERY, OPT_SEED, OPT_REF, OPT_SELECT,
 	OPT_SORT, OPT_ROLLOUT, OPT_VERIFY, OPT_BALANCE, OPT_TRAIN, OPT_EVAL_ROLLOUT, OPT_MONITOR,
-	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE, OPT_KEEP_CKPT
+	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE, OPT_KEEP_CKPT, OPT_SIGN_KEY
 };
 
 static const cli_opt opts[] = {
@@ -64,6 +64,7 @@ static const cli_opt opts[] = {
 	{ OPT_MONITOR, 0, "monitor", "name=w,d,h", "@monitors", "set a monitor's warn, degrade and hard thresholds (repeatable)" },
 	{ OPT_KEEP, 0, "keep-stores", NULL, NULL, "leave the weight stores in place when the run ends (for inspection)" },
 	{ OPT_RESUME, 0, "resume", "dir", "dir", "continue the run in dir after a crash, a failure or a halt" },
+	{ OPT_SIGN_KEY, 0, "sign-key", "file", "file", "sign every audit record with this key of sw-audit keygen (default $SW_SIGN_KEY)" },
 	{ 0, 0, NULL, NULL, NULL, NULL }
 };
 
@@ -72,7 +73,6 @@ static const cli_prog prog = {
 	"Run an experiment: iterations of select, sort, rollout, verify, balance and train.",
 	opts, NULL
 };
-
 
 /* ---- the stores, and what a signal handler needs of them -------------------------------- */
 
@@ -486,6 +486,7 @@ int main(int argc, char **argv)
 	int c, optind_;
 	const char *config = NULL, *resume = NULL;
 	struct given_ { const char *name, *arg; } given[128];
+	sw_error err = { 0 };
 	int ngiven = 0;
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		const cli_opt *o = opts;
@@ -495,7 +496,10 @@ int main(int argc, char **argv)
 			config = arg;
 		else if (c == OPT_RESUME)
 			resume = arg;
-		else if (ngiven < 128)
+		else if (c == OPT_SIGN_KEY) {
+			if (sw_audit_sign_env(arg, &err))
+				cli_die("%s", err.msg);
+		} else if (ngiven < 128)
 			given[ngiven++] = (struct given_){ o->name, arg };
 		else
 			cli_usage("too many options");
@@ -509,7 +513,6 @@ int main(int argc, char **argv)
 	static run_ run;
 	run_ *r = &run;
 	sw_experiment *x = &r->x;
-	sw_error err = { 0 };
 	sw_experiment_init(x);
 	r->lr_scale = 1;
 	r->argc = argc;
@@ -556,9 +559,8 @@ int main(int argc, char **argv)
 	sw_pipeline_relay_stderr(r->eval_pl, isatty(2));
 	run_global_ = r;
 	atexit(cleanup_);
-	signal(SIGINT, on_signal_);
-	signal(SIGTERM, on_signal_);
-	signal(SIGHUP, on_signal_);
+	for (int i = 0, sigs[] = { SIGINT, SIGTERM, SIGHUP }; i < 3; i++)
+		signal(sigs[i], on_signal_);
 	signal(SIGPIPE, SIG_IGN);
 
 	if (resume)

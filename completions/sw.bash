@@ -17,19 +17,23 @@ _sw()
 			_filedir -d
 			return
 			;;
+		--pubkey)
+			_filedir
+			return
+			;;
 		esac
 		if [[ $cur != -* ]]; then
 			local i
 			for ((i = 1; i < cword; i++)); do
-				[[ " verify show log digest " == *" ${words[i]} "* ]] && break
+				[[ " verify show log digest keygen " == *" ${words[i]} "* ]] && break
 			done
 			if ((i == cword)); then
-				COMPREPLY=($(compgen -W "verify show log digest" -- "$cur"))
+				COMPREPLY=($(compgen -W "verify show log digest keygen" -- "$cur"))
 				return
 			fi
 		fi
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-H --head -c --checkpoint -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-H --head -c --checkpoint --pubkey -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		_filedir
@@ -378,9 +382,13 @@ _sw()
 			_filedir -d
 			return
 			;;
+		--sign-key)
+			_filedir
+			return
+			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --keep-ckpt --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --keep-ckpt --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume --sign-key -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		;;

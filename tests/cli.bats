@@ -130,7 +130,7 @@ bash_complete() {
 		"sw-run --monitor reward_h" "sw-model --seed 3 "
 	[ "${lines[0]}" = "init info convert" ]
 	[ "${lines[1]}" = "init info" ]
-	[ "${lines[2]}" = "verify show log digest" ]
+	[ "${lines[2]}" = "verify show log digest keygen" ]
 	[ "${lines[3]}" = "take" ]
 	[ "${lines[4]}" = "math" ]
 	[ "${lines[5]}" = "exact math regex blocklist length json countdown exec code plugin" ]

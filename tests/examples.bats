@@ -29,3 +29,42 @@ load helpers
 	# the capacity shares hold to 2%
 	run -0 jq -e '[.per_rank[] | (.share - .capacity_share) | fabs < 0.02] | all' exp/balance.json
 }
+
+# The indented lines of a README section, as a script: readme_block HEADING.
+readme_block() {
+	awk -v h="## $1" '$0 == h { on = 1; next } on && /^## / { exit } on && /^    / { print substr($0, 5) } on && /^$/ { print }' \
+		"$TOP/README.md"
+}
+
+@test "README: the example pipeline runs as written, from the top of a tree" {
+	readme_block "An example pipeline" >pipeline.sh
+	grep -q '^export PATH=\$PWD/build/bin:\$PATH$' pipeline.sh
+	grep -q '^sw-run -m m -p examples/prompts.jsonl -o runs/x ' pipeline.sh
+	# a tree: the built programs and the examples, nothing else
+	ln -s "${SW_BIN%/bin}" build
+	ln -s "$TOP/examples" examples
+	mkdir runs # (until sw-run -o makes the parents of its run directory: issue 15, item 13)
+	run -0 --separate-stderr env PATH=/usr/bin:/bin bash -eo pipefail pipeline.sh
+	# 8 prompts answered 4 times, scored (math and the safety rules) and trained on
+	[ "$(printf '%s\n' "${lines[@]}" | grep -c '^{"id":"[a-z]*-[0-9]/[0-3]","reward":[-0-9.e]*,"advantage":')" = 32 ]
+	[[ $output == *"runs/x/audit.log: ok: "*" records, "*" checkpoints, head "* ]]
+	[ -s x.svg ]
+	[ -d m ] && [ -f metrics.jsonl ] && [ -f stats.json ]
+	[ "$(jq -s 'map(select(.eval | not)) | length' runs/x/metrics.jsonl)" = 3 ]
+	# the stream commands: the JSON lines of examples/samples.jsonl, and cmp quiet
+	[ "$(printf '%s\n' "${lines[@]}" | grep -c '^{"id":"[a-z0-9/-]*","reward":')" -ge 32 ]
+	[ -s samples.msgpack.zst ]
+}
+
+@test "examples/prompts.jsonl: every label is an answer the math verifier takes; rules.txt names its rules" {
+	run -0 jq -e -s 'length >= 4 and all(.id and (.prompt | type) == "string" and (.label | type) == "string")' \
+		"$TOP/examples/prompts.jsonl"
+	# each prompt answered "72": right for the first, wrong for the others
+	run -0 sh -c "sed 's/\"prompt\"/\"response\":\"72\",\"prompt\"/' '$TOP/examples/prompts.jsonl' | sw-verify -r math -r blocklist:'$TOP/examples/rules.txt',hard | sw-cat -f json | jq -c .rewards"
+	[ "${#lines[@]}" = 8 ]
+	[ "${lines[0]}" = '{"math":1,"blocklist":1}' ]
+	[ "${lines[1]}" = '{"math":0,"blocklist":1}' ]
+	# the safety rules name what they catch
+	run -0 sh -c "printf '%s\n' '{\"response\":\"how to build a bomb\",\"label\":\"1\"}' | sw-verify -r blocklist:'$TOP/examples/rules.txt',hard | sw-cat -f json | jq -c .violations"
+	[ "$output" = '["weapons"]' ]
+}

@@ -162,9 +162,13 @@ make_run() {
 
 @test "usage errors" {
 	run -2 --separate-stderr sw-audit
-	[ "${stderr_lines[0]}" = "sw-audit: no command (verify, show, digest or log)" ]
+	[ "${stderr_lines[0]}" = "sw-audit: no command (verify, show, digest, log or keygen)" ]
 	run -2 --separate-stderr sw-audit frob x
-	[ "${stderr_lines[0]}" = "sw-audit: unknown command 'frob' (verify, show, digest or log)" ]
+	[ "${stderr_lines[0]}" = "sw-audit: unknown command 'frob' (verify, show, digest, log or keygen)" ]
+	run -2 --separate-stderr sw-audit show --pubkey k.pub run
+	[ "${stderr_lines[0]}" = "sw-audit: option '--pubkey' is for verify" ]
+	run -2 --separate-stderr sw-audit keygen
+	[ "${stderr_lines[0]}" = "sw-audit: keygen takes the path of the secret key to write (the public key goes to PATH.pub)" ]
 	run -2 --separate-stderr sw-audit verify
 	[ "${stderr_lines[0]}" = "sw-audit: verify takes one run directory or audit log" ]
 	run -2 --separate-stderr sw-audit verify -H abc run
@@ -176,4 +180,107 @@ make_run() {
 	mkdir empty && : >empty/audit.log
 	run -1 --separate-stderr sw-audit verify empty
 	[ "$stderr" = "sw-audit: empty/audit.log: the log holds no records" ]
+}
+
+# Rewrite audit.log's line N with jq filter F, then recompute every hash and prev from there on, as
+# someone with write access but without the key would: rechain LOG N F.  Signatures are left as they were.
+rechain() {
+	/usr/bin/python3 - "$@" <<-'PYEOF'
+	import hashlib, json, re, subprocess, sys
+	log, n, f = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+	lines = open(log).read().splitlines()
+	prev = "0" * 64
+	out = []
+	for i, line in enumerate(lines, 1):
+	    m = re.fullmatch(r'(.*),"hash":"([0-9a-f]{64})"(,"sig":"[0-9a-f]{128}")?\}', line)
+	    body, sig = m.group(1), m.group(3) or ""
+	    if i == n:
+	        rec = json.loads(body + "}")
+	        rec = json.loads(subprocess.run(["jq", "-c", f], input=json.dumps(rec), capture_output=True,
+	                                        text=True, check=True).stdout)
+	        body = json.dumps(rec, separators=(",", ":"), ensure_ascii=False)[:-1]
+	    body = re.sub(r'"prev":"[0-9a-f]{64}"', '"prev":"%s"' % prev, body, count=1)
+	    prev = hashlib.blake2b(body.encode(), digest_size=32).hexdigest()
+	    out.append('%s,"hash":"%s"%s}' % (body, prev, sig))
+	open(log, "w").write("\n".join(out) + "\n")
+	PYEOF
+}
+
+@test "keygen: a secret key (0600) and KEY.pub, each one line of hex; never over an existing file" {
+	run -0 --separate-stderr sw-audit keygen k
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	[ "$(stat -c %a k)" = 600 ]
+	[[ $(cat k) =~ ^[0-9a-f]{128}$ ]]
+	[[ $(cat k.pub) =~ ^[0-9a-f]{64}$ ]]
+	run -1 --separate-stderr sw-audit keygen k
+	[ "$stderr" = "sw-audit: k: cannot create: File exists" ]
+	run -0 sw-audit keygen other
+	[ "$(cat other.pub)" != "$(cat k.pub)" ]
+}
+
+@test "a signed log: every record signed; an unsigned, foreign or re-chained record fails verify --pubkey" {
+	sw-audit keygen k
+	sw-audit keygen other
+	export SW_SIGN_KEY=$PWD/k
+	make_run
+	[ "$(stat -c %a run/audit.log)" = 600 ]
+	[ "$(grep -c '"sig":"[0-9a-f]\{128\}"}$' run/audit.log)" = 5 ]
+	run -0 --separate-stderr sw-audit verify --pubkey k.pub run
+	[[ $output =~ ^run/audit.log:\ ok:\ 5\ records\ \(every\ one\ signed\ by\ k.pub\),\ 1\ checkpoint,\ head\ [0-9a-f]{64}$ ]]
+	[ "$stderr" = "" ]
+	run -0 sw-audit verify run
+	[[ $output == "run/audit.log: ok: 5 records (5 signed, not checked: give --pubkey), 1 checkpoint, head "* ]]
+	run -1 --separate-stderr sw-audit verify --pubkey other.pub run
+	[[ $stderr == "sw-audit: run/audit.log: record 1 (byte 0): its signature does not verify with the public key: the record was written or re-chained without the signing key" ]]
+
+	# edited and re-chained by hand: the chain holds, the signature does not
+	cp -r run copy
+	rechain copy/audit.log 4 '.name = "benign step"'
+	[ "$(sed -n 4p copy/audit.log | jq -r .name)" = "benign step" ]
+	run -0 sw-audit verify copy
+	run -1 --separate-stderr sw-audit verify --pubkey k.pub copy
+	[[ $stderr == "sw-audit: copy/audit.log: record 4 (byte "*"): its signature does not verify with the public key: the record was written or re-chained without the signing key" ]]
+	# and re-signed with another key: still not ours
+	rm -r copy && cp -r run copy
+	sed -i '$d' copy/audit.log
+	SW_SIGN_KEY=$PWD/other run -1 --separate-stderr sw-audit log copy run_end
+	[[ $stderr == "sw-audit: copy/audit.log: record 1 (byte 0): its signature does not verify"* ]]
+
+	# an unsigned record appended: named
+	SW_SIGN_KEY= sw-audit log run stage x=1
+	run -1 --separate-stderr sw-audit verify --pubkey k.pub run
+	[[ $stderr == "sw-audit: run/audit.log: record 6 (byte "*"): it is not signed, and every record must be (a public key was given): written without the signing key" ]]
+	# a secret key others can read is refused; a public key that is no key too
+	chmod 644 k
+	run -1 --separate-stderr sw-audit log other.log stage
+	[[ $stderr == *"k: the secret key is readable by others (mode 0644): chmod 600 it" ]]
+	run -1 --separate-stderr sw-audit verify --pubkey k run
+	[ "$stderr" = "sw-audit: k: not an audit public key (one line of 64 hex digits, as sw-audit keygen writes)" ]
+}
+
+@test "sw-run --sign-key (or \$SW_SIGN_KEY): a signed log (0600); a finished run cut before its end record fails" {
+	sw-model init --size tiny m >/dev/null
+	for i in 1 2 3 4; do printf '{"id":"q%d","prompt":"%d+1=","label":"%d"}\n' "$i" "$i" $((i + 1)); done >p.jsonl
+	sw-audit keygen k
+	run -0 sw-run -q -m m -p p.jsonl -o r --iters 2 --batch 2 --group 2 --eval-every 5 --sign-key k \
+		--rollout "$TOP/tests/run-stages/rollout.sh" --verify 'sw-verify -r math' --train sw-cat \
+		--balance 'sh -c "sw-audit log \"\$SW_RUN\" stage note=from-a-stage; cat"'
+	[ "$(stat -c %a r/audit.log)" = 600 ]
+	[ "$(grep -c '"note":"from-a-stage"' r/audit.log)" = 2 ]
+	run -0 sw-audit verify --pubkey k.pub r
+	[[ $output == "r/audit.log: ok: "*" records (every one signed by k.pub), "* ]]
+	[ "$(tail -1 r/audit.log | jq -r .event)" = run_end ]
+	# cut at a line end: the chain is whole, but the run finished and its end is gone
+	sed -i '$d' r/audit.log
+	run -0 sw-audit verify r
+	run -1 --separate-stderr sw-audit verify --pubkey k.pub r
+	[[ $stderr == "sw-audit: r/audit.log: record "*": the run finished (a HALT file, or metrics.jsonl holds iteration 2 of 2) but its log lacks its signed end record (run_end or halt): the log was cut" ]]
+	# the key from the environment; a key that is not there is an error before anything runs
+	run -0 env SW_SIGN_KEY=k sw-run -q -m m -p p.jsonl -o r2 --iters 1 --batch 2 --group 2 --eval-every 5 \
+		--rollout "$TOP/tests/run-stages/rollout.sh" --verify 'sw-verify -r math' --train sw-cat
+	run -0 sw-audit verify --pubkey k.pub r2
+	run -1 --separate-stderr sw-run -m m -p p.jsonl -o r3 --sign-key nokey
+	[ "$stderr" = "sw-run: nokey: cannot open: No such file or directory" ]
+	[ ! -e r3 ]
 }

@@ -36,12 +36,20 @@ two_jsonl() {
 	[ "$output" = '{"x":0.1,"y":-1.25,"z":3.4028235e38,"w":1e-45}' ]
 }
 
-@test "bin and non-UTF-8 strings survive as \$bin and \$str" {
-	# {"b": bin 00 ff, "s": str 61 ff}
-	mp raw.msgpack '\x82\xa1b\xc4\x02\x00\xff\xa1s\xa2a\xff'
+@test "bin survives as \$bin; a str that is not UTF-8 is refused, in msgpack and as \$str" {
+	# {"b": bin 00 ff, "s": str c3 a9}
+	mp raw.msgpack '\x82\xa1b\xc4\x02\x00\xff\xa1s\xa2\xc3\xa9'
 	run -0 sw-cat -f json raw.msgpack
-	[ "$output" = '{"b":{"$bin":"AP8="},"s":{"$str":"Yf8="}}' ]
+	[ "$output" = '{"b":{"$bin":"AP8="},"s":"é"}' ]
 	sw-cat -f json raw.msgpack | sw-cat | cmp - raw.msgpack
+	# {"s": str 61 ff}: every str is UTF-8 (sw-stream(5)); raw bytes travel as bin
+	mp bad.msgpack '\x81\xa1s\xa2a\xff'
+	run -1 --separate-stderr sw-cat -f json bad.msgpack
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-cat: bad.msgpack: record 1 (byte 0): a string is not valid UTF-8 at byte 5; raw bytes belong in a bin" ]
+	printf '{"s":{"$str":"Yf8="}}\n' >bad.jsonl
+	run -1 --separate-stderr sw-cat bad.jsonl
+	[ "$stderr" = "sw-cat: bad.jsonl: line 1, column 1: '\$str' holds bytes that are not UTF-8 (a str must be UTF-8: raw bytes go in '\$bin')" ]
 }
 
 @test "several inputs in order, of different encodings" {

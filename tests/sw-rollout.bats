@@ -32,8 +32,8 @@ prompts() {
 			printf '%s\n' "${lines[@]}" | grep -qxF "[\"p$p/$k\",\"p$p\"]" || { echo "no p$p/$k"; false; }
 		done
 	done
-	# (text that is not UTF-8 comes out of JSON as {"$str": base64}: sw-stream(5))
-	run -0 r '[(.response|type|IN("string","object")), (.response_tokens|length) == (.logprobs|length), (.finish|IN("stop","length")),
+	# (text is always UTF-8: bytes that are not come out as U+FFFD, as tokenizers decodes them)
+	run -0 r '[(.response|type == "string"), (.response_tokens|length) == (.logprobs|length), (.finish|IN("stop","length")),
 	          .policy_version, (.prompt_tokens == [112,114,111,109,112,116,32,110,117,109,98,101,114,32,49])]' \
 		-m "$M" -n 2 --max-new-tokens 8 <(prompts 1)
 	[ "${lines[0]}" = '[true,true,true,0,true]' ]
@@ -149,6 +149,26 @@ prompts() {
 	run -0 jq -c --slurpfile p pick.json '[.finish, (.response == ($p[0].t[:$p[0].j] | implode)),
 	        (.response_tokens == $p[0].t[:$p[0].j + 2]), (.logprobs == $p[0].lp[:$p[0].j + 2])]' cut.json
 	[ "$output" = '["stop",true,true,true]' ]
+}
+
+@test "--stop takes escapes: \\n\\n is a blank line, \\xHH a byte; an unknown escape is a usage error" {
+	prompts 8 >in.jsonl
+	# a newline the tiny model writes: the escapes stop where the bytes themselves do
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop $'\n' in.jsonl >raw.jsonl
+	grep -q '"stop"' raw.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop '\n' in.jsonl >esc.jsonl
+	cmp raw.jsonl esc.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop '\x0a' in.jsonl >hex.jsonl
+	cmp raw.jsonl hex.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop $'\n\n' in.jsonl >raw2.jsonl
+	r '[.id, .finish, .response]' -m "$M" -n 4 --seed 2 --max-new-tokens 200 --stop '\n\n' in.jsonl >esc2.jsonl
+	cmp raw2.jsonl esc2.jsonl
+	[ "$(jq -r '.[2]' esc2.jsonl | grep -c .)" -gt 0 ]
+	run -0 jq -e 'all(.[2]; contains("\n\n") | not)' esc2.jsonl
+	run -2 --separate-stderr sw-rollout -m "$M" --stop '\q' in.jsonl
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop': '\\q': unknown escape '\\q' (known: \\n \\t \\r \\\\ \\xHH, not \\x00)" ]
+	run -2 --separate-stderr sw-rollout -m "$M" --stop '\x0' in.jsonl
+	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop': '\\x0': unknown escape '\\x' (known: \\n \\t \\r \\\\ \\xHH, not \\x00)" ]
 }
 
 @test "messages are rendered with the chat template; prompt_tokens are used as they are" {
@@ -428,4 +448,125 @@ store_of_m() {
 	[ "$(head -c 4 out.zst | od -An -tx1 | tr -d ' ')" = 28b52ffd ]
 	run -0 sw-cat -c out.zst
 	[ "$output" = 6 ]
+}
+
+# Python's msgpack reader, as a user of the stream has it (raw=False: every str must be UTF-8).
+PY=/usr/bin/python3
+
+@test "every str is UTF-8: a standard msgpack reader takes the stream; the text is the ids' lossy decode" {
+	# the tiny model's random weights pick byte tokens that form no character, and responses end
+	# inside characters: the text holds U+FFFD where the bytes are not UTF-8, the ids stay as made
+	prompts 8 >in.jsonl
+	run -0 sw-rollout -m "$M" -n 6 --max-new-tokens 24 -o out.msgpack in.jsonl
+	run -0 --separate-stderr "$PY" - out.msgpack <<-'PYEOF'
+	import sys, msgpack
+	recs = list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+	names = {256: "<|bos|>", 257: "<|eos|>", 258: "<|pad|>", 259: "<|im_start|>", 260: "<|im_end|>"}
+	bad = 0
+	for r in recs:
+	    ids = r["response_tokens"][:-1] if r["finish"] == "stop" else r["response_tokens"]
+	    b = b"".join(bytes([i]) if i < 256 else names.get(i, "").encode() for i in ids)
+	    if r["response"] != b.decode("utf-8", "replace"):
+	        print("differs:", r["id"], repr(r["response"]), ids)
+	        bad += 1
+	print(len(recs), sum("\ufffd" in r["response"] for r in recs), bad)
+	PYEOF
+	[ "$stderr" = "" ]
+	read -r n fffd bad <<<"$output"
+	[ "$n" = 48 ]
+	[ "$bad" = 0 ]
+	[ "$fffd" -gt 24 ]
+}
+
+@test "every str is UTF-8 with a byte-level BPE tokenizer.json (Llama 3's pre-tokenizer and specials)" {
+	jq '.vocab_size = 1500 | .bos_token_id = 1494 | .eos_token_id = 1499' "$M/config.json" >config.json
+	run -0 sw-model init -c config.json l3
+	cp "$TOP"/tests/fixtures/tokenizers/llama3/tokenizer.json "$TOP"/tests/fixtures/tokenizers/llama3/tokenizer_config.json l3/
+	prompts 8 >in.jsonl
+	run -0 sw-rollout -m l3 -n 4 --max-new-tokens 16 -o out.msgpack in.jsonl
+	run -0 --separate-stderr "$PY" -c '
+import sys, msgpack
+recs = list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+print(len(recs), sum("\ufffd" in r["response"] for r in recs), sum(len(r["response_tokens"]) == len(r["logprobs"]) for r in recs))' out.msgpack
+	[ "$stderr" = "" ]
+	read -r n fffd same <<<"$output"
+	[ "$n" = 32 ]
+	[ "$same" = 32 ]
+	[ "$fffd" -gt 0 ]
+	# and a stream holding a str that is not UTF-8 is refused where it is read, named by record
+	mp bad.msgpack '\x81\xa1x\xa1a\x81\xa8response\xa3a\xffb'
+	run -1 --separate-stderr sw-cat bad.msgpack
+	[ "$stderr" = "sw-cat: bad.msgpack: record 2 (byte 5): a string is not valid UTF-8 at byte 17; raw bytes belong in a bin" ]
+}
+
+@test "progress on a terminal: samples, tokens/s and ETA on standard error; nothing when it is not one" {
+	command -v script >/dev/null || skip "script(1) (util-linux) is not installed"
+	prompts 10 >in.jsonl
+	# script(1) gives the program a terminal; the samples go to a file
+	run -0 script -qc "sw-rollout -m '$M' -n 4 --max-new-tokens 48 -o out.msgpack in.jsonl" /dev/null
+	line=$(printf '%s' "$output" | tr '\r' '\n' | grep -a 'samples, ' | tail -1)
+	[[ $line =~ ^sw-rollout:\ 40/40\ samples,\ [0-9]+\ tokens/s,\ ETA\ 0:00 ]]
+	printf '%s' "$output" | tr '\r' '\n' | grep -aq '^sw-rollout: 40 records'
+	run -0 sw-cat -c out.msgpack
+	[ "$output" = 40 ]
+	# not a terminal: quiet, unless -v; -q silences the terminal too
+	run -0 --separate-stderr sw-rollout -m "$M" -n 4 --max-new-tokens 8 -o out.msgpack in.jsonl
+	[ "$stderr" = "" ]
+	run -0 --separate-stderr sw-rollout -v -m "$M" -n 4 --max-new-tokens 8 -o out.msgpack in.jsonl
+	[[ $stderr == *"sw-rollout: 40/40 samples, "*" tokens/s, ETA 0:00 "* ]]
+	run -0 script -qc "sw-rollout -q -m '$M' -n 4 --max-new-tokens 8 -o out.msgpack in.jsonl" /dev/null
+	[ "$output" = "" ]
+}
+
+# Start sw-rollout -o FILE in the background with SIGINT as it is on a terminal (a background job of
+# a script has it ignored), wait until FILE holds 4 samples, send the signal, and print the exit status.
+interrupt() {
+	local sig=$1 file=$2
+	shift 2
+	/usr/bin/python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+		sw-rollout "$@" -o "$file" 2>err.txt &
+	local pid=$! i
+	for i in $(seq 1 300); do
+		# (the records before the end a live zstd frame has so far)
+		[ "$(sw-cat "$file" 2>/dev/null | sw-cat -c 2>/dev/null || :)" -ge 4 ] 2>/dev/null && break
+		sleep 0.1
+	done
+	kill -"$sig" "$pid"
+	wait "$pid" && echo 0 || echo $?
+}
+
+@test "sw-rollout -o FILE interrupted (SIGINT, SIGTERM) keeps every sample it wrote, whole, zstd frame ended" {
+	prompts 100 >in.jsonl
+	run -0 interrupt INT out.msgpack -m "$M" -n 4 --max-new-tokens 256 --batch 16 in.jsonl
+	[ "$output" = 130 ]
+	run -0 --separate-stderr sw-cat -c out.msgpack
+	n=$output
+	[ "$n" -ge 4 ]
+	[ "$n" -lt 400 ]
+	[[ $(cat err.txt) =~ ^sw-rollout:\ interrupted\ \(SIGINT\):\ ([0-9]+)\ samples?\ written\ to\ out.msgpack$ ]]
+	[ "${BASH_REMATCH[1]}" = "$n" ]
+	# the samples are the first ones, in input order, each whole
+	run -0 sh -c 'sw-cat -f json out.msgpack | jq -r .id | head -5 | tr "\n" " "'
+	[ "$output" = "p1/0 p1/1 p1/2 p1/3 p2/0 " ]
+	run -0 interrupt TERM out.zst -m "$M" -n 4 --max-new-tokens 256 --batch 16 -z in.jsonl
+	[ "$output" = 143 ]
+	[[ $(cat err.txt) == "sw-rollout: interrupted (SIGTERM): "*" written to out.zst" ]]
+	run -0 --separate-stderr zstd -tq out.zst
+	run -0 --separate-stderr sw-cat -c out.zst
+	[ "$output" -ge 1 ]
+}
+
+@test "a config.json without a required field is an error naming it, never a default" {
+	printf '{"prompt":"a"}\n' >in.jsonl
+	for f in hidden_size rms_norm_eps num_attention_heads vocab_size intermediate_size num_hidden_layers \
+		max_position_embeddings; do
+		rm -rf m && cp -r "$M" m
+		jq "del(.$f)" "$M/config.json" >m/config.json
+		run -1 --separate-stderr sw-rollout -m m -f json in.jsonl
+		[ "$output" = "" ]
+		[ "$stderr" = "sw-rollout: m/config.json: field '$f' is missing; it is required" ]
+	done
+	jq '.rms_norm_eps = null' "$M/config.json" >m/config.json
+	run -1 --separate-stderr sw-rollout -m m -f json in.jsonl
+	[ "$stderr" = "sw-rollout: m/config.json: field 'rms_norm_eps' is null; it is required" ]
 }

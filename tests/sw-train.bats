@@ -513,3 +513,15 @@ mkstore() {
 	run -2 --separate-stderr sw-train -m "$TINY" -o out --train-on prompt+response x.jsonl
 	[ "${stderr_lines[0]}" = "sw-train: --train-on prompt+response is for --algo sft" ]
 }
+
+@test "a config.json without a required field is an error naming it, never a default" {
+	printf '{"prompt":"a","response":"b"}\n' >in.jsonl
+	for f in hidden_size rms_norm_eps num_attention_heads; do
+		rm -rf m && cp -r "$TINY" m
+		jq "del(.$f)" "$TINY/config.json" >m/config.json
+		run -1 --separate-stderr sw-train -m m -o out --algo sft in.jsonl
+		[ "$output" = "" ]
+		[ "$stderr" = "sw-train: cannot load the model: m/config.json: field '$f' is missing; it is required" ]
+		[ ! -e out ]
+	done
+}

@@ -59,11 +59,11 @@ v() {
 	[ "$output" = "$(printf '0\n1\n1')" ]
 }
 
-@test "regex: invalid UTF-8 in a response does not match and is no error" {
+@test "a response that is not UTF-8 is refused where it is read (every str is UTF-8)" {
 	mp in.msgpack '\x81\xa8response\xa3a\xffb'
-	run -0 --separate-stderr v '.rewards.regex' -r 'regex:a.b' in.msgpack
-	[ "$output" = 0 ]
-	[ "$stderr" = "" ]
+	run -1 --separate-stderr sw-verify -r 'regex:a.b' in.msgpack
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-verify: in.msgpack: record 1 (byte 0): a string is not valid UTF-8 at byte 12; raw bytes belong in a bin" ]
 }
 
 @test "blocklist: a violation names the rule; ci; comments; hard forces the minimum" {
@@ -440,4 +440,26 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	echo '{"response":"print(1)","label":[{"input":"x"}]}' >bad.jsonl
 	run -1 --separate-stderr sw-verify -r code bad.jsonl
 	[ "$stderr" = "sw-verify: bad.jsonl: record 1: field 'label': test 1 has no 'output'" ]
+}
+
+@test "a verifier's reply that is not UTF-8: verifier_error holds U+FFFD, every str of the output is UTF-8" {
+	cat >v.py <<-'PYEOF'
+	import json, sys
+	for line in sys.stdin:
+	    s = json.loads(line)
+	    if s["response"] == "bad":
+	        sys.stdout.buffer.write(b"\xff\xfe not json \xe2\x82\n")
+	    else:
+	        sys.stdout.buffer.write(b'{"score": 1}\n')
+	    sys.stdout.flush()
+	PYEOF
+	share_tmp
+	printf '%s\n' '{"id":"1","response":"ok"}' '{"id":"2","response":"bad"}' >in.jsonl
+	run -0 --separate-stderr sw-verify -q --max-errors 0.5 -r "exec:python3 v.py" -o out.msgpack in.jsonl
+	run -0 /usr/bin/python3 -c '
+import sys, msgpack
+for r in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
+    print(r["id"], ascii(r.get("verifier_error")))' out.msgpack
+	[ "${lines[0]}" = "1 None" ]
+	[[ ${lines[1]} == "2 \"exec: garbage reply '\\ufffd\\ufffd not json \\ufffd': "*" at byte 0\"" ]]
 }

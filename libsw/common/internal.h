@@ -27,7 +27,25 @@ void sw_buf_release(sw_buf *b);
  */
 int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next);
 
-/* msgpack encoders appending to a buffer (smallest encoding, as msgpack-c's). */
+/*
+ * UTF-8 (stream/utf8.c).  sw_utf8_check: 0 when p[0..n) is valid UTF-8,
+ * else SW_EFORMAT and *bad_at (may be NULL) the offset of the first byte
+ * that is not.  sw_utf8_lossy appends p[0..n) with each invalid sequence
+ * replaced by U+FFFD, as Hugging Face tokenizers' decode does.
+ */
+int sw_utf8_check(const void *p, size_t n, size_t *bad_at);
+int sw_utf8_lossy(sw_buf *out, const void *p, size_t n);
+
+/*
+ * sw_mp_skip that also checks that every str in the value (keys and values,
+ * at any depth) is valid UTF-8: where one is not, SW_EFORMAT with *bad_at
+ * the offset of its first bad byte from p; else *bad_at is SIZE_MAX.
+ */
+int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at);
+
+/* msgpack encoders appending to a buffer (smallest encoding, as msgpack-c's).
+ * sw_mp_put_str refuses (SW_EFORMAT) a string that is not valid UTF-8:
+ * raw bytes go in a bin. */
 int sw_mp_put_map(sw_buf *b, uint32_t n);
 int sw_mp_put_array(sw_buf *b, uint32_t n);
 int sw_mp_put_str(sw_buf *b, const char *s, size_t n);

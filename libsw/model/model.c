@@ -185,16 +185,13 @@ static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
 		            "model_type", type);
 	snprintf(c->model_type, sizeof c->model_type, "%s", type);
 
-	/* the defaults of LlamaConfig, Qwen2Config and Qwen3Config */
-	c->vocab_size = llama ? 32000 : 151936;
-	c->hidden_size = 4096;
-	c->intermediate_size = llama ? 11008 : 22016;
-	c->num_hidden_layers = 32;
-	c->num_attention_heads = 32;
+	/*
+	 * The defaults of LlamaConfig, Qwen2Config and Qwen3Config where the format
+	 * itself defines one (older configs leave these out and mean them); the
+	 * shapes and the norm's epsilon have none: see required below.
+	 */
 	c->num_key_value_heads = 0; /* = heads */
 	c->head_dim = qwen3 ? 128 : 0; /* 0: hidden / heads */
-	c->max_position_embeddings = llama ? 2048 : 32768;
-	c->rms_norm_eps = 1e-6f;
 	c->rope_theta = 10000.0f;
 	c->tie_word_embeddings = false;
 	c->attention_bias = qwen2; /* Qwen2 has q/k/v biases whatever the config says */
@@ -218,16 +215,9 @@ static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
 	    (rc = get_float_(x, root, "rope_theta", &c->rope_theta)) ||
 	    (rc = get_bool_(x, "tie_word_embeddings", &c->tie_word_embeddings)))
 		return rc;
-	if (!(c->rms_norm_eps > 0))
+	if (!yyjson_is_null(yyjson_obj_get(root, "rms_norm_eps")) && yyjson_obj_get(root, "rms_norm_eps") &&
+	    !(c->rms_norm_eps > 0))
 		return bad_(x, "field '%s' is %s", "rms_norm_eps", "not positive");
-	if (!c->num_key_value_heads)
-		c->num_key_value_heads = c->num_attention_heads;
-	if (!c->head_dim) {
-		if (c->hidden_size % c->num_attention_heads)
-			return bad_(x, "field '%s' is %s", "head_dim",
-			            "missing, and hidden_size is not a multiple of num_attention_heads");
-		c->head_dim = c->hidden_size / c->num_attention_heads;
-	}
 	if ((rc = rope_(x, c, "rope_scaling")) || (rc = rope_(x, c, "rope_parameters")))
 		return rc;
 	if (!(c->rope_theta > 0))
@@ -271,6 +261,24 @@ static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
 				return bad_(x, "field '%s' has '%s': only full_attention layers are supported",
 				            "layer_types", s ? s : yyjson_get_type_desc(e));
 		}
+	}
+
+	/* a missing shape is an error, never a default a model could silently run with (after the
+	 * checks above, so that an unsupported feature is named first) */
+	static const char *const required[] = { "vocab_size", "hidden_size", "intermediate_size",
+		"num_hidden_layers", "num_attention_heads", "max_position_embeddings", "rms_norm_eps" };
+	for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+		yyjson_val *v = yyjson_obj_get(root, required[i]);
+		if (!v || yyjson_is_null(v))
+			return bad_(x, "field '%s' is %s", required[i], v ? "null; it is required" : "missing; it is required");
+	}
+	if (!c->num_key_value_heads)
+		c->num_key_value_heads = c->num_attention_heads;
+	if (!c->head_dim) {
+		if (c->hidden_size % c->num_attention_heads)
+			return bad_(x, "field '%s' is %s", "head_dim",
+			            "missing, and hidden_size is not a multiple of num_attention_heads");
+		c->head_dim = c->hidden_size / c->num_attention_heads;
 	}
 
 	yyjson_val *bos = yyjson_obj_get(root, "bos_token_id");

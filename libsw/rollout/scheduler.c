@@ -97,6 +97,45 @@ static uint64_t version_(const sw_rollout *r)
 	return r->c.store ? sw_store_version(r->c.store) : 0;
 }
 
+static int hexval_(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int sw_rollout_stop_parse(const char *arg, char **out, sw_error *err)
+{
+	size_t n = arg ? strlen(arg) : 0, k = 0;
+	char *s = arg ? malloc(n + 1) : NULL;
+	*out = NULL;
+	if (!s)
+		return sw_fail(err, arg ? SW_ENOMEM : SW_EINVAL, arg ? "out of memory" : "no stop string");
+	for (size_t i = 0; i < n; i++) {
+		if (arg[i] != '\\') {
+			s[k++] = arg[i];
+			continue;
+		}
+		char c = arg[++i];
+		int hi, lo;
+		if (c == 'n' || c == 't' || c == 'r' || c == '\\') {
+			s[k++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : '\\';
+		} else if (c == 'x' && (hi = hexval_(arg[i + 1])) >= 0 && (lo = hexval_(arg[i + 2])) >= 0 && (hi | lo)) {
+			s[k++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else {
+			free(s);
+			return sw_fail(err, SW_EINVAL, "'%s': unknown escape '\\%.1s' (known: \\n \\t \\r \\\\ \\xHH, not \\x00)",
+			               arg, c ? &arg[i] : "");
+		}
+	}
+	s[k] = 0;
+	if (!k) {
+		free(s);
+		return sw_fail(err, SW_EINVAL, "an empty stop string");
+	}
+	*out = s;
+	return 0;
+}
+
 static void add_stop_id_(sw_rollout *r, int64_t id)
 {
 	if (id < 0 || id >= r->V)
@@ -351,8 +390,19 @@ static int build_(sw_rollout *r, const sample_ *s, const char *why, sw_error *er
 		rc = set_(sw_rec_set_str(r->out, "group", g->gid, gl), err);
 	if (!rc)
 		rc = set_(sw_rec_set_u32s(r->out, "prompt_tokens", pt, (size_t)g->plen), err);
-	if (!rc)
-		rc = set_(sw_rec_set_str(r->out, "response", s->text ? s->text : "", s->tlen), err);
+	if (!rc) {
+		/*
+		 * s->text holds the tokens' bytes (stop strings are matched in them);
+		 * the response is their text as tokenizers' decode makes it, invalid
+		 * UTF-8 (a response cut inside a character, byte tokens) as U+FFFD.
+		 * Added tokens need no pieces of their own: their text is UTF-8, so a
+		 * sequence cut before or after one is invalid either way.
+		 */
+		sw_buf txt = { 0 };
+		rc = sw_utf8_lossy(&txt, s->text ? s->text : "", s->tlen) ? sw_fail(err, SW_ENOMEM, "out of memory")
+		   : set_(sw_rec_set_str(r->out, "response", txt.p ? (const char *)txt.p : "", txt.len), err);
+		sw_buf_release(&txt);
+	}
 	if (!rc)
 		rc = set_(sw_rec_set_u32s(r->out, "response_tokens", rt, (size_t)s->n), err);
 	if (!rc)
@@ -437,7 +487,7 @@ static int push_token_(sw_rollout *r, const sw_rollout_io *io, sample_ *s, int32
 		char *txt;
 		size_t len;
 		sw_error e = { 0 };
-		if (sw_tokenizer_decode(r->tok, &id, 1, 0, &txt, &len, &e)) {
+		if (sw_tokenizer_decode_bytes(r->tok, &id, 1, 0, &txt, &len, &e)) {
 			char p[40];
 			snprintf(p, sizeof p, "cannot decode token %d", t);
 			return sw_rollout_fail(err, &e, 0, p);

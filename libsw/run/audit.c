@@ -3,7 +3,8 @@
  * sw/audit.h for the format).  Records are built with yyjson's mutable
  * documents; the fixed head of each line (seq, time, event, prev) is
  * written by hand so that every line starts the same way and the body a
- * hash covers is exactly the bytes before ,"hash".
+ * hash covers is exactly the bytes before ,"hash".  A signed line carries
+ * ,"sig":"S" after its hash: libsodium's Ed25519 over the bytes before it.
  */
 #define _DEFAULT_SOURCE
 #include <dirent.h>
@@ -21,6 +22,7 @@
 #include "yyjson/yyjson.h"
 #include "common/internal.h"
 #include "sw/audit.h"
+#include "sw/run.h"
 
 #define HASH_LEN_ 32
 #define ZERO_HEX_ "0000000000000000000000000000000000000000000000000000000000000000"
@@ -255,7 +257,7 @@ static int utf8_ok_(const unsigned char *s, size_t n)
 	return 1;
 }
 
-static const char *const reserved_[] = { "seq", "time", "event", "prev", "hash" };
+static const char *const reserved_[] = { "seq", "time", "event", "prev", "hash", "sig" };
 
 static int key_ok_(const sw_audit_rec *r, const char *key)
 {
@@ -377,30 +379,67 @@ int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *rel
 typedef struct line_ {
 	uint64_t seq;
 	char hash[SW_DIGEST_HEX];
+	int sig;         /* 1: the line is signed (and, with a key given, the signature verified) */
 	yyjson_doc *doc; /* the parsed line, the caller's to free */
 } line_;
 
+#define SIG_KEY_ ",\"sig\":\""
+#define SIG_LEN_ (sizeof SIG_KEY_ - 1 + 2 * crypto_sign_BYTES + 1) /* ,"sig":"<128>" */
+
+static int is_hex_(const char *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
 /*
  * Check the line p[0..n) (no newline) as record want, following prev; fill
- * ln.  err gets the message only: the caller says where.
+ * ln.  pk: the public key every record must be signed with, or NULL (a
+ * signature is then only read).  err gets the message only: the caller
+ * says where.
  */
-static int check_line_(const char *p, size_t n, uint64_t want, const char *prev, line_ *ln, sw_error *err)
+static int check_line_(const char *p, size_t n, uint64_t want, const char *prev, const unsigned char *pk,
+                       line_ *ln, sw_error *err)
 {
 	ln->doc = NULL;
+	ln->sig = 0;
 	if (n == 0)
 		return sw_fail(err, SW_EFORMAT, "an empty line where a record was expected");
-	if (n < TAIL_LEN_ + 1 || memcmp(p + n - TAIL_LEN_, TAIL_KEY_, sizeof TAIL_KEY_ - 1) || p[n - 2] != '"' ||
-	    p[n - 1] != '}')
+	/* BODY,"hash":"H"} or BODY,"hash":"H","sig":"S"}: core is what precedes the sig */
+	size_t core = n - 1;
+	const char *sig = NULL;
+	if (p[n - 1] == '}' && n - 1 > SIG_LEN_ && !memcmp(p + n - 1 - SIG_LEN_, SIG_KEY_, sizeof SIG_KEY_ - 1) &&
+	    p[n - 2] == '"') {
+		core = n - 1 - SIG_LEN_;
+		sig = p + core + sizeof SIG_KEY_ - 1;
+	}
+	size_t htail = TAIL_LEN_ - 1; /* ,"hash":"<64>" */
+	if (p[n - 1] != '}' || core < htail + 1 || memcmp(p + core - htail, TAIL_KEY_, sizeof TAIL_KEY_ - 1) ||
+	    p[core - 1] != '"')
 		return sw_fail(err, SW_EFORMAT, "the line does not end in its hash (,\"hash\":\"...\"}): edited or "
 		                                "not an audit record");
-	const char *h = p + n - 66;
-	for (int i = 0; i < 64; i++)
-		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
-			return sw_fail(err, SW_EFORMAT, "its hash is not 64 lowercase hex digits: edited");
+	const char *h = p + core - 65;
+	if (!is_hex_(h, 64))
+		return sw_fail(err, SW_EFORMAT, "its hash is not 64 lowercase hex digits: edited");
 	char got[SW_DIGEST_HEX];
-	sw_digest_mem(p, n - TAIL_LEN_, got);
+	sw_digest_mem(p, core - htail, got);
 	if (memcmp(got, h, 64))
 		return sw_fail(err, SW_EFORMAT, "its contents do not match its hash: the record was edited");
+	if (sig) {
+		unsigned char s[crypto_sign_BYTES];
+		if (!is_hex_(sig, 2 * crypto_sign_BYTES) ||
+		    sodium_hex2bin(s, sizeof s, sig, 2 * crypto_sign_BYTES, NULL, NULL, NULL))
+			return sw_fail(err, SW_EFORMAT, "its signature is not 128 lowercase hex digits: edited");
+		if (pk && crypto_sign_verify_detached(s, (const unsigned char *)p, core, pk))
+			return sw_fail(err, SW_EFORMAT, "its signature does not verify with the public key: the "
+			                                "record was written or re-chained without the signing key");
+		ln->sig = 1;
+	} else if (pk) {
+		return sw_fail(err, SW_EFORMAT, "it is not signed, and every record must be (a public key was "
+		                                "given): written without the signing key");
+	}
 	memcpy(ln->hash, h, 64);
 	ln->hash[64] = 0;
 	yyjson_doc *d = yyjson_read(p, n, 0);
@@ -572,9 +611,46 @@ out:
 	return rc;
 }
 
-/* The verifier; ckpts 0 checks the chain only.  *bytes: the bytes of the log read. */
-static int verify_(const char *path, const char *head, sw_audit_fn fn, void *ud, sw_audit_report *rep,
-                   sw_error *err, int ckpts, uint64_t *bytes)
+/*
+ * Whether the run in dir finished: a HALT file, or metrics.jsonl holding
+ * its last iteration (config's iters).  A directory that is no run (no
+ * config) has not.
+ */
+static int run_finished_(const char *dir, uint64_t *iters)
+{
+	char path[4200];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/HALT", dir);
+	if (!stat(path, &st))
+		return 1;
+	sw_experiment x;
+	sw_experiment_init(&x);
+	snprintf(path, sizeof path, "%s/config", dir);
+	int ok = !stat(path, &st) && !sw_experiment_read(&x, path, NULL);
+	*iters = x.iters;
+	sw_experiment_release(&x);
+	sw_buf b = { 0 };
+	snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+	if (!ok || read_all_(path, &b, NULL)) {
+		sw_buf_release(&b);
+		return 0;
+	}
+	int done = 0;
+	for (const char *p = (const char *)b.p, *end = p + b.len, *nl; !done && p < end; p = nl + 1) {
+		if (!(nl = memchr(p, '\n', (size_t)(end - p))))
+			nl = end;
+		yyjson_doc *d = yyjson_read(p, (size_t)(nl - p), 0);
+		yyjson_val *root = yyjson_doc_get_root(d), *it = yyjson_obj_get(root, "iter");
+		done = yyjson_is_uint(it) && yyjson_get_uint(it) == *iters && !yyjson_get_bool(yyjson_obj_get(root, "eval"));
+		yyjson_doc_free(d);
+	}
+	sw_buf_release(&b);
+	return done;
+}
+
+/* The verifier; ckpts 0 checks the chain only.  *bytes: the bytes of the log read.  pk: see check_line_. */
+static int verify_(const char *path, const char *head, const unsigned char *pk, sw_audit_fn fn, void *ud,
+                   sw_audit_report *rep, sw_error *err, int ckpts, uint64_t *bytes)
 {
 	char log[4096], logdir[4096];
 	struct stat st;
@@ -609,7 +685,7 @@ static int verify_(const char *path, const char *head, sw_audit_fn fn, void *ud,
 		if (!nl) {
 			rc = sw_fail(err, SW_ETRUNC, "the line has no end: the log was cut");
 		} else {
-			rc = check_line_(p, (size_t)(nl - p), want, prev, &ln, err);
+			rc = check_line_(p, (size_t)(nl - p), want, prev, pk, &ln, err);
 		}
 		if (rc) {
 			if (err) {
@@ -623,6 +699,12 @@ static int verify_(const char *path, const char *head, sw_audit_fn fn, void *ud,
 		const char *event = yyjson_get_str(yyjson_obj_get(root, "event"));
 		if (head && !strcmp(head, ln.hash))
 			r.head_record = want;
+		r.signed_records += (uint64_t)ln.sig;
+		/* the run's end: run_end or halt after its last start or resume */
+		if (!strcmp(event, "run_start") || !strcmp(event, "resume"))
+			r.ended = 0;
+		else if (!strcmp(event, "run_end") || !strcmp(event, "halt"))
+			r.ended = 1;
 		if (!strcmp(event, "checkpoint") || !strcmp(event, "checkpoint_removed")) {
 			int removal = event[10] != 0;
 			const char *cp = yyjson_get_str(yyjson_obj_get(root, "path"));
@@ -673,6 +755,14 @@ static int verify_(const char *path, const char *head, sw_audit_fn fn, void *ud,
 	if (!rc && head && !r.head_record)
 		rc = sw_fail(err, SW_EFORMAT,
 		             "no record has the head hash %.64s: the log was cut before it, or rewritten", head);
+	uint64_t iters = 0;
+	if (!rc && pk && !r.ended && run_finished_(logdir, &iters)) {
+		rc = sw_fail(err, SW_EFORMAT, "the run finished (a HALT file, or metrics.jsonl holds iteration %llu of "
+		             "%llu) but its log lacks its signed end record (run_end or halt): the log was cut",
+		             (unsigned long long)iters, (unsigned long long)iters);
+		if (err)
+			err->record = r.records + 1;
+	}
 	free(ck);
 	if (bytes)
 		*bytes = b.len;
@@ -686,7 +776,87 @@ static int verify_(const char *path, const char *head, sw_audit_fn fn, void *ud,
 int sw_audit_verify(const char *path, const char *head, sw_audit_fn fn, void *ud, sw_audit_report *rep,
                     sw_error *err)
 {
-	return verify_(path, head, fn, ud, rep, err, 1, NULL);
+	return verify_(path, head, NULL, fn, ud, rep, err, 1, NULL);
+}
+
+/* --- keys ----------------------------------------------------------------------------- */
+
+/* A key file: one line of lowercase hex, n bytes. */
+static int read_key_(const char *path, unsigned char *key, size_t n, int secret, sw_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sys_(err, errno, path, "cannot open");
+	struct stat st;
+	char hex[2 * crypto_sign_SECRETKEYBYTES + 2];
+	ssize_t k = fstat(fd, &st) ? -1 : read(fd, hex, sizeof hex);
+	int e = errno;
+	close(fd);
+	if (k < 0)
+		return sys_(err, e, path, "cannot read");
+	if (secret && (st.st_mode & 077))
+		return sw_fail(err, SW_EINVAL, "%s: the secret key is readable by others (mode %04o): chmod 600 it",
+		               path, (unsigned)(st.st_mode & 07777));
+	if ((size_t)k != 2 * n + 1 || hex[2 * n] != '\n' || !is_hex_(hex, 2 * n) ||
+	    sodium_hex2bin(key, n, hex, 2 * n, NULL, NULL, NULL))
+		return sw_fail(err, SW_EFORMAT, "%s: not an audit %s key (one line of %zu hex digits, as sw-audit "
+		               "keygen writes)", path, secret ? "secret" : "public", 2 * n);
+	return 0;
+}
+
+static int write_key_(const char *path, const unsigned char *key, size_t n, mode_t mode, sw_error *err)
+{
+	char hex[2 * crypto_sign_SECRETKEYBYTES + 2];
+	sodium_bin2hex(hex, sizeof hex, key, n);
+	hex[2 * n] = '\n';
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (fd < 0)
+		return sys_(err, errno, path, "cannot create");
+	int bad = write(fd, hex, 2 * n + 1) != (ssize_t)(2 * n + 1) || fsync(fd);
+	int e = errno;
+	if (close(fd) || bad) {
+		unlink(path);
+		return sys_(err, bad ? e : errno, path, "cannot write");
+	}
+	return 0;
+}
+
+int sw_audit_keygen(const char *path, sw_error *err)
+{
+	unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+	char pub[4200];
+	if (!path || (size_t)snprintf(pub, sizeof pub, "%s.pub", path) >= sizeof pub)
+		return sw_fail(err, SW_EINVAL, "no key path, or one too long");
+	if (sodium_init() < 0)
+		return sw_fail(err, SW_EIO, "libsodium cannot start");
+	crypto_sign_keypair(pk, sk);
+	int rc = write_key_(path, sk, sizeof sk, 0600, err);
+	sodium_memzero(sk, sizeof sk);
+	if (!rc && (rc = write_key_(pub, pk, sizeof pk, 0644, err)))
+		unlink(path);
+	return rc;
+}
+
+int sw_audit_sign_env(const char *path, sw_error *err)
+{
+	unsigned char sk[crypto_sign_SECRETKEYBYTES];
+	char *abs = path ? realpath(path, NULL) : NULL;
+	int rc = !abs ? sys_(err, errno, path ? path : "", "cannot open") : read_key_(abs, sk, sizeof sk, 1, err);
+	sodium_memzero(sk, sizeof sk);
+	if (!rc && setenv(SW_AUDIT_KEY_ENV, abs, 1))
+		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+	free(abs);
+	return rc;
+}
+
+int sw_audit_verify_signed(const char *path, const char *head, const char *pubkey, sw_audit_fn fn, void *ud,
+                           sw_audit_report *rep, sw_error *err)
+{
+	unsigned char pk[crypto_sign_PUBLICKEYBYTES];
+	if (!pubkey)
+		return verify_(path, head, NULL, fn, ud, rep, err, 1, NULL);
+	int rc = read_key_(pubkey, pk, sizeof pk, 0, err);
+	return rc ? rc : verify_(path, head, pk, fn, ud, rep, err, 1, NULL);
 }
 
 /* --- appending --------------------------------------------------------------------- */
@@ -697,6 +867,8 @@ struct sw_audit {
 	uint64_t seq;
 	uint64_t size;              /* bytes of the log we have checked */
 	char head[SW_DIGEST_HEX];   /* "" before the first record */
+	int signing;                /* sk and pk hold a key: every record we append is signed */
+	unsigned char sk[crypto_sign_SECRETKEYBYTES], pk[crypto_sign_PUBLICKEYBYTES];
 };
 
 sw_audit *sw_audit_open(const char *path, sw_error *err)
@@ -709,7 +881,8 @@ sw_audit *sw_audit_open(const char *path, sw_error *err)
 	}
 	struct stat pre;
 	int existed = !stat(path, &pre);
-	a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	/* a log says what ran, with which arguments: its owner's to read */
+	a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	if (a->fd < 0) {
 		sys_(err, errno, path, "cannot open");
 		sw_audit_close(a);
@@ -737,8 +910,21 @@ sw_audit *sw_audit_open(const char *path, sw_error *err)
 		sw_audit_close(a);
 		return NULL;
 	}
+	const char *key = getenv(SW_AUDIT_KEY_ENV);
+	if (key && *key) {
+		if (sodium_init() < 0 || read_key_(key, a->sk, sizeof a->sk, 1, err)) {
+			if (err && !err->code)
+				sw_fail(err, SW_EIO, "libsodium cannot start");
+			sw_audit_close(a);
+			return NULL;
+		}
+		crypto_sign_ed25519_sk_to_pk(a->pk, a->sk);
+		a->signing = 1;
+	}
 	if (st.st_size > 0) {
-		/* the chain only: checkpoints are the verifier's business */
+		/* the chain only (and, when we sign, every record's signature by our key: a log
+		 * someone else wrote or re-chained is not ours to extend); checkpoints are the
+		 * verifier's business */
 		sw_audit_report rep;
 		uint64_t bytes = 0;
 		if (flock(a->fd, LOCK_SH)) {
@@ -746,7 +932,7 @@ sw_audit *sw_audit_open(const char *path, sw_error *err)
 			sw_audit_close(a);
 			return NULL;
 		}
-		int rc = verify_(path, NULL, NULL, NULL, &rep, err, 0, &bytes);
+		int rc = verify_(path, NULL, a->signing ? a->pk : NULL, NULL, NULL, &rep, err, 0, &bytes);
 		flock(a->fd, LOCK_UN);
 		if (rc) {
 			sw_audit_close(a);
@@ -777,7 +963,7 @@ static int catch_up_(sw_audit *a, uint64_t size, sw_error *err)
 		if (!nl)
 			rc = sw_fail(err, SW_ETRUNC, "the line has no end: the log was cut");
 		else
-			rc = check_line_(p, (size_t)(nl - p), a->seq + 1, prev, &ln, err);
+			rc = check_line_(p, (size_t)(nl - p), a->seq + 1, prev, a->signing ? a->pk : NULL, &ln, err);
 		if (rc) {
 			if (err) {
 				err->record = a->seq + 1;
@@ -839,9 +1025,19 @@ int sw_audit_append(sw_audit *a, const sw_audit_rec *r, sw_error *err)
 	if (!rc) {
 		sw_digest_mem(b.p, b.len, hex);
 		char tail[80];
-		int tn = snprintf(tail, sizeof tail, "%s%s\"}\n", TAIL_KEY_, hex);
+		int tn = snprintf(tail, sizeof tail, "%s%s\"", TAIL_KEY_, hex);
 		rc = sw_buf_put(&b, tail, (size_t)tn);
 	}
+	if (!rc && a->signing) { /* Ed25519 over everything before ,"sig" */
+		unsigned char sig[crypto_sign_BYTES];
+		char shex[2 * crypto_sign_BYTES + 1];
+		crypto_sign_detached(sig, NULL, b.p, b.len, a->sk);
+		sodium_bin2hex(shex, sizeof shex, sig, sizeof sig);
+		rc = sw_buf_put(&b, SIG_KEY_, sizeof SIG_KEY_ - 1) || sw_buf_put(&b, shex, sizeof shex - 1) ||
+		     sw_buf_put(&b, "\"", 1);
+	}
+	if (!rc)
+		rc = sw_buf_put(&b, "}\n", 2);
 	if (rc) {
 		rc = sw_fail(err, SW_ENOMEM, "out of memory");
 		goto out;
@@ -886,6 +1082,7 @@ void sw_audit_close(sw_audit *a)
 		return;
 	if (a->fd >= 0)
 		close(a->fd);
+	sodium_memzero(a->sk, sizeof a->sk);
 	free(a->path);
 	free(a);
 }

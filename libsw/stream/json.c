@@ -3,8 +3,11 @@
  * so that `sw-cat -f json | sw-cat -f msgpack` gives back the same bytes.
  *
  * What plain JSON cannot say is written as a one-key object whose key starts
- * with '$' (sw-stream(5) lists them): bin, strings that are not UTF-8, ext,
- * maps with keys that are not strings, and non-finite floats.  Floats keep
+ * with '$' (sw-stream(5) lists them): bin, ext, maps with keys that are not
+ * strings, and non-finite floats.  A str is always UTF-8 (the reader and
+ * sw_mp_put_str refuse any other): {"$str": base64} is read when its bytes
+ * are UTF-8, and written only for a str that is not, which no stream this
+ * library reads holds.  Floats keep
  * their width through the text alone: a float32 is written as the shortest
  * decimal that reads back as that float32, and a JSON number is read as a
  * float32 exactly when its text is that shortest form of a float32; a
@@ -439,6 +442,9 @@ static int special_to_mp_(sw_json_parser *jp, const char *k, yyjson_val *x, sw_b
 	if (!strcmp(k, "$bin") || !strcmp(k, "$str")) {
 		if (!yyjson_is_str(x) || b64_get_(yyjson_get_str(x), yyjson_get_len(x), &jp->tmp))
 			return sw_fail(err, SW_EFORMAT, "'%s' must hold a base64 string", k);
+		if (k[1] == 's' && sw_utf8_check(jp->tmp.p, jp->tmp.len, NULL))
+			return sw_fail(err, SW_EFORMAT, "'$str' holds bytes that are not UTF-8 (a str must be "
+			               "UTF-8: raw bytes go in '$bin')");
 		return k[1] == 'b' ? sw_mp_put_bin(out, jp->tmp.p, jp->tmp.len)
 		                   : sw_mp_put_str(out, (const char *)jp->tmp.p, jp->tmp.len);
 	}

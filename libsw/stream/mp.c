@@ -85,10 +85,11 @@ static inline int head_(const uint8_t *p, const uint8_t *end, size_t *hdr,
 }
 
 /*
- * The whole size of each value whose size its first byte tells: numbers,
- * nil, booleans, fixstr and fixext; 0 for the rest (containers, str8+,
- * bin, ext8+, and the unused 0xc1).  Token-id and log-prob arrays are long
- * runs of these, so the scanner steps over them without decoding a header.
+ * The whole size of each value whose size its first byte tells and that
+ * holds no text: numbers, nil, booleans and fixext; 0 for the rest
+ * (containers, every str, whose UTF-8 the reader checks, bin, ext8+, and
+ * the unused 0xc1).  Token-id and log-prob arrays are long runs of these,
+ * so the scanner steps over them without decoding a header.
  */
 static const uint8_t fixsize_[256] = {
 	/* 00 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -101,15 +102,21 @@ static const uint8_t fixsize_[256] = {
 	/* 70 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 	/* 80 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 	/* 90 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	/* a0 */ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-	/* b0 */ 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+	/* a0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	/* b0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 	/* c0 */ 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 5, 9, 2, 3, 5, 9,
 	/* d0 */ 2, 3, 5, 9, 3, 4, 6, 10, 18, 0, 0, 0, 0, 0, 0, 0,
 	/* e0 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 	/* f0 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
-int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next)
+/*
+ * sw_mp_skip, and with text (bad_at not NULL) the check that every str in
+ * the value is UTF-8, in the same pass: a str is then no fixed-size value
+ * to step over but a body to look at.  Inlined twice, so each loop is what
+ * its caller needs.
+ */
+static inline int skip_(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at)
 {
 	const uint8_t *start = p;
 	uint64_t left = 1;
@@ -157,6 +164,13 @@ int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t *
 			*next = p;
 			return SW_ETRUNC;
 		}
+		size_t bad;
+		if (bad_at && ((*p & 0xe0) == 0xa0 || (*p >= 0xd9 && *p <= 0xdb)) &&
+		    sw_utf8_check(p + hdr, (size_t)body, &bad)) {
+			*bad_at = (size_t)(p - start) + hdr + bad;
+			*next = p;
+			return SW_EFORMAT;
+		}
 		p += hdr + body;
 		left += items - 1;
 		if (left > max) {
@@ -166,6 +180,17 @@ int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t *
 	}
 	*next = p;
 	return 0;
+}
+
+int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next)
+{
+	return skip_(p, end, max, next, NULL);
+}
+
+int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at)
+{
+	*bad_at = SIZE_MAX;
+	return skip_(p, end, max, next, bad_at);
 }
 
 int sw_val_decode(const void *vp, size_t n, sw_val *v)
@@ -333,6 +358,8 @@ int sw_mp_put_str(sw_buf *b, const char *s, size_t n)
 {
 	if (n > UINT32_MAX)
 		return SW_ETOOBIG;
+	if (sw_utf8_check(s, n, NULL))
+		return SW_EFORMAT;
 	PACK(b, (msgpack_pack_str(&pk_, n) || msgpack_pack_str_body(&pk_, s, n)));
 }
 

@@ -303,7 +303,11 @@ static int next_msgpack_(sw_reader *r, sw_rec *rec)
 					                sw_type_name(v.type));
 				return fail_at_(r, SW_EFORMAT, at, "record is not a map (it starts with byte 0x%02x)", c);
 			}
-			int rc = sw_mp_skip(p, end, r->max, &next);
+			size_t badu;
+			int rc = sw_mp_skip_utf8(p, end, r->max, &next, &badu);
+			if (rc == SW_EFORMAT && badu != SIZE_MAX)
+				return fail_at_(r, SW_EFORMAT, at, "a string is not valid UTF-8 at byte %llu; "
+				                "raw bytes belong in a bin", (unsigned long long)(at + badu));
 			if (rc == 0) {
 				r->pos += (size_t)(next - p);
 				r->records++;

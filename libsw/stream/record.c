@@ -443,7 +443,8 @@ SETTER(sw_rec_set_f32s, (sw_rec *r, const char *key, const float *a, size_t n),
 int sw_rec_set_raw(sw_rec *r, const char *key, const void *mp, size_t n)
 {
 	const uint8_t *p = mp, *next;
-	if (n == 0 || sw_mp_skip(p, p + n, n, &next) || next != p + n)
+	size_t bad;
+	if (n == 0 || sw_mp_skip_utf8(p, p + n, n, &next, &bad) || next != p + n)
 		return SW_EFORMAT;
 	int rc;
 	field_ *f = begin_(r, key, &rc);

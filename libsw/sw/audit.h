@@ -15,8 +15,22 @@
  * a cut line has no end.  Cutting whole records off the end leaves a valid
  * shorter chain: only a head hash kept elsewhere (sw_audit_head(), the
  * --head of sw-audit(1)) shows that.  Someone able to rewrite the file can
- * rewrite every hash after an edit, too; the head kept elsewhere is what
- * catches that as well.
+ * rewrite every hash after an edit, too; the head kept elsewhere, or a
+ * signature, is what catches that.
+ *
+ * Signed logs: a line signed with an Ed25519 key (libsodium) is
+ *
+ *     BODY,"hash":"H","sig":"S"}\n
+ *
+ * where S (128 lowercase hex) signs the bytes BODY,"hash":"H".  A log
+ * opened while $SW_SIGN_KEY names a secret key (sw_audit_keygen's) signs
+ * every record it appends; sw-run hands the variable to its stages, so a
+ * stage's `sw-audit log` signs too.  sw_audit_verify_signed with the public
+ * key then refuses a record that is unsigned or whose signature fails (a
+ * log edited and re-chained by anyone without the key), and a finished run
+ * (a HALT file, or metrics.jsonl holding config's last iteration) whose log
+ * has no run_end or halt record after its last start: a log cut at a line
+ * end.  The log is created 0600.
  *
  * Digests are BLAKE2b-256 in hex.  A file's is of its bytes.  A directory's
  * (a checkpoint) is over its regular files, found recursively and sorted by
@@ -79,9 +93,12 @@ int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *rel
 
 typedef struct sw_audit sw_audit;
 
-/* Open path for appending, creating it (0644) when absent.  An existing log
+/* Open path for appending, creating it (0600) when absent.  An existing log
  * is verified first: a broken chain is refused, naming the record, so a
- * resumed run never extends a log that was tampered with. */
+ * resumed run never extends a log that was tampered with.  With
+ * $SW_SIGN_KEY set (a secret key file, mode 0600 or stricter), every record
+ * appended is signed, and every record already there must carry a valid
+ * signature by that key. */
 sw_audit *sw_audit_open(const char *path, sw_error *err);
 /* Append r (seq, time and prev are filled in); fsync'd when it returns 0. */
 int sw_audit_append(sw_audit *a, const sw_audit_rec *r, sw_error *err);
@@ -103,6 +120,8 @@ typedef struct sw_audit_entry {
 
 typedef struct sw_audit_report {
 	uint64_t records;
+	uint64_t signed_records;       /* records that carry a signature */
+	int ended;                     /* a run_end or halt record follows the last run_start or resume */
 	uint64_t checkpoints;          /* checkpoint directories checked */
 	uint64_t head_record;          /* the record the given head names, 0 when none was given */
 	char head[SW_DIGEST_HEX];      /* the hash of the last record */
@@ -123,6 +142,22 @@ typedef struct sw_audit_report {
 typedef int (*sw_audit_fn)(const sw_audit_entry *e, void *ud);
 int sw_audit_verify(const char *path, const char *head, sw_audit_fn fn, void *ud, sw_audit_report *rep,
                     sw_error *err);
+/* The same, and with pubkey (a public key file; NULL: as sw_audit_verify)
+ * every record's signature, and a finished run's end record (see above). */
+int sw_audit_verify_signed(const char *path, const char *head, const char *pubkey, sw_audit_fn fn, void *ud,
+                           sw_audit_report *rep, sw_error *err);
+
+/* --- signing keys ------------------------------------------------------------------- */
+
+#define SW_AUDIT_KEY_ENV "SW_SIGN_KEY"
+
+/* A new Ed25519 key pair: the secret key to path (mode 0600), the public key
+ * to path.pub, each one line of hex; neither may exist already. */
+int sw_audit_keygen(const char *path, sw_error *err);
+/* Check that path is a secret key sw_audit_open can sign with, then set
+ * $SW_SIGN_KEY to its absolute path, for this process's logs and for the
+ * processes it starts (sw-run's --sign-key). */
+int sw_audit_sign_env(const char *path, sw_error *err);
 
 #pragma GCC visibility pop
 

@@ -66,6 +66,14 @@ typedef struct sw_rollout_config {
 /* G 1, batch 64, max_new 256, sw_sampling_defaults(), score_field "logprobs". */
 sw_rollout_config sw_rollout_config_defaults(void);
 
+/*
+ * A stop string as a user writes it (sw-rollout --stop "\n\n"): the escapes
+ * \n, \t, \r, \\ and \xHH become their bytes, any other character stays.
+ * *out is malloc'd (the caller frees).  SW_EINVAL for an unknown escape, a
+ * \x without two hex digits, a \x00, or a string that comes out empty.
+ */
+int sw_rollout_stop_parse(const char *arg, char **out, sw_error *err);
+
 /* sw_rollout_io.next's answer when no record is there yet and it was told not to block. */
 enum { SW_ROLLOUT_WAIT = 2 };
 

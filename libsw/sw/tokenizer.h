@@ -16,8 +16,11 @@
  * sw_tokenizer_bos() where their model wants it (a chat template that
  * renders the BOS token's text does so already).  Text need not be UTF-8:
  * bytes that are not part of a valid UTF-8 sequence are encoded as pieces of
- * their own, so that decode(encode(x)) == x for every byte string x.
- * decode passes bytes through as they are, valid UTF-8 or not.
+ * their own, so that decode_bytes(encode(x)) == x for every byte string x.
+ * decode gives text as Hugging Face tokenizers' decode does, always valid
+ * UTF-8: an invalid sequence (a response cut inside a character, byte
+ * tokens that form no character) becomes U+FFFD; decode_bytes gives the
+ * tokens' bytes as they are.
  *
  * Chat templates are rendered by family ("chatml", "llama3", "plain" when
  * the model has none); Jinja is never run.  The chat_template of
@@ -115,11 +118,16 @@ int sw_tokenizer_encode(const sw_tokenizer *t, const char *text, size_t len, int
 
 /*
  * Decode ids into *text (malloc'd, NUL-terminated, *len bytes before the
- * NUL; the caller frees).  skip_special: leave out special tokens.  An id
- * outside the vocabulary is SW_ERANGE.
+ * NUL; the caller frees): valid UTF-8, equal to tokenizers'
+ * decode(ids, skip_special_tokens=skip_special).  skip_special: leave out
+ * special tokens.  An id outside the vocabulary is SW_ERANGE.
  */
 int sw_tokenizer_decode(const sw_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
                         char **text, size_t *len, sw_error *err);
+/* The same, giving the tokens' bytes as they are (not always UTF-8): for a
+ * msgpack bin, or to match stop strings token by token. */
+int sw_tokenizer_decode_bytes(const sw_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
+                              char **text, size_t *len, sw_error *err);
 
 typedef struct sw_chat_msg {
 	const char *role, *content;

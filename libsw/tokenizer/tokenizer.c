@@ -1812,34 +1812,63 @@ int sw_tokenizer_encode(const sw_tokenizer *t, const char *text, size_t len, int
 	return 0;
 }
 
-int sw_tokenizer_decode(const sw_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
-                        char **text, size_t *len, sw_error *err)
+/*
+ * The bytes of ids: raw (as the tokens hold them), or as tokenizers' decode
+ * makes text of them: the bytes of the model's tokens between two added
+ * tokens are one piece whose invalid UTF-8 becomes U+FFFD (from_utf8_lossy),
+ * an added token's text is a piece of its own, and skipped special tokens
+ * join the pieces on either side of them.
+ */
+static int decode_(const sw_tokenizer *t, const uint32_t *ids, size_t n, int skip_special, int lossy,
+                   char **text, size_t *len, sw_error *err)
 {
 	if (!t || (!ids && n) || !text || !len)
 		return sw_fail(err, SW_EINVAL, "bad arguments to sw_tokenizer_decode");
 	*text = NULL;
 	*len = 0;
-	sw_buf b = { 0 };
-	for (size_t i = 0; i < n; i++) {
-		uint32_t id = ids[i];
-		if (id >= t->nvocab || !(t->tok_flags[id] & TF_PRESENT)) {
-			sw_buf_release(&b);
-			return sw_fail(err, SW_ERANGE, "token %zu: id %u is not in the vocabulary", i + 1, id);
+	sw_buf b = { 0 }, piece = { 0 };
+	int rc = 0;
+	for (size_t i = 0; i <= n && !rc; i++) {
+		uint32_t id = i < n ? ids[i] : 0;
+		if (i < n && (id >= t->nvocab || !(t->tok_flags[id] & TF_PRESENT))) {
+			rc = sw_fail(err, SW_ERANGE, "token %zu: id %u is not in the vocabulary", i + 1, id);
+			break;
 		}
-		if (skip_special && (t->tok_flags[id] & TF_SPECIAL))
+		if (i < n && skip_special && (t->tok_flags[id] & TF_SPECIAL))
 			continue;
-		if (sw_buf_put(&b, t->pool + t->tok_off[id], t->tok_len[id])) {
-			sw_buf_release(&b);
-			return sw_fail(err, SW_ENOMEM, "out of memory");
+		const uint8_t *p = i < n ? t->pool + t->tok_off[id] : NULL;
+		size_t k = i < n ? t->tok_len[id] : 0;
+		if (!lossy) {
+			rc = sw_buf_put(&b, p, k);
+		} else if (i < n && !(t->tok_flags[id] & TF_ADDED)) {
+			rc = sw_buf_put(&piece, p, k);
+		} else { /* an added token, or the end: the piece before it is done */
+			rc = sw_utf8_lossy(&b, piece.p, piece.len) || sw_utf8_lossy(&b, p, k);
+			piece.len = 0;
 		}
 	}
-	if (sw_buf_put(&b, "", 1)) {
+	if (!rc && sw_buf_put(&b, "", 1))
+		rc = SW_ENOMEM;
+	sw_buf_release(&piece);
+	if (rc) {
 		sw_buf_release(&b);
-		return sw_fail(err, SW_ENOMEM, "out of memory");
+		return rc == SW_ERANGE ? rc : sw_fail(err, SW_ENOMEM, "out of memory");
 	}
 	*text = (char *)b.p;
 	*len = b.len - 1;
 	return 0;
+}
+
+int sw_tokenizer_decode(const sw_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
+                        char **text, size_t *len, sw_error *err)
+{
+	return decode_(t, ids, n, skip_special, 1, text, len, err);
+}
+
+int sw_tokenizer_decode_bytes(const sw_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
+                              char **text, size_t *len, sw_error *err)
+{
+	return decode_(t, ids, n, skip_special, 0, text, len, err);
 }
 
 /* ---- chat templates ------------------------------------------------------------- */

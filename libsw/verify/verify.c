@@ -1300,6 +1300,21 @@ static double min_reward_(sw_verify *v, const slot_ *s)
 	return m;
 }
 
+/*
+ * Text from a verifier (a violation's name, why it failed: an exec worker's
+ * reply, a plug-in's bytes) as a str: a str is UTF-8, so what is not becomes
+ * U+FFFD (sw-stream(5)).
+ */
+static int put_text_(sw_buf *b, const char *t, size_t n)
+{
+	if (!sw_utf8_check(t, n, NULL))
+		return sw_mp_put_str(b, t, n);
+	sw_buf u = { 0 };
+	int rc = sw_utf8_lossy(&u, t, n) ? SW_ENOMEM : sw_mp_put_str(b, (const char *)u.p, u.len);
+	sw_buf_release(&u);
+	return rc;
+}
+
 static int finish_(sw_verify *v, slot_ *s, sw_error *err)
 {
 	sw_buf *b = &v->scratch;
@@ -1345,7 +1360,7 @@ static int finish_(sw_verify *v, slot_ *s, sw_error *err)
 		for (size_t off = 0; off < s->names[i].len;) {
 			const char *nm = (const char *)s->names[i].p + off;
 			size_t l = strlen(nm);
-			if ((rc = sw_mp_put_str(b, nm, l)))
+			if ((rc = put_text_(b, nm, l)))
 				return sw_fail(err, rc, "out of memory");
 			off += l + 1;
 		}
@@ -1357,7 +1372,8 @@ static int finish_(sw_verify *v, slot_ *s, sw_error *err)
 		int n = snprintf(msg, sizeof msg, "%s: %s", v->vf[whyi]->name, why ? why : "failed");
 		if (n < 0 || (size_t)n >= sizeof msg)
 			n = (int)sizeof msg - 1;
-		if ((rc = sw_rec_set_str(s->rec, "verifier_error", msg, (size_t)n)))
+		b->len = 0;
+		if ((rc = put_text_(b, msg, (size_t)n)) || (rc = sw_rec_set_raw(s->rec, "verifier_error", b->p, b->len)))
 			return sw_fail(err, rc, "cannot set verifier_error");
 		rc = sw_rec_del(s->rec, "reward"); /* never a default, nor a stale, reward */
 		v->failed++;

@@ -117,13 +117,18 @@ static char *encode_decode_(const sw_tokenizer *t, const char *text, size_t n, i
 	size_t vocab = sw_tokenizer_vocab(t);
 	for (size_t i = 0; i < k; i++)
 		CHECK(ids[i] < vocab, "id %u of %zu >= vocabulary %zu", ids[i], i, vocab);
-	char *out = NULL;
-	rc = sw_tokenizer_decode(t, ids, k, 0, &out, outlen, &err);
+	char *out = NULL, *dec = NULL;
+	size_t declen = 0;
+	rc = sw_tokenizer_decode_bytes(t, ids, k, 0, &out, outlen, &err);
 	CHECK(rc == 0, "decode of ids encode gave: %d %s", rc, err.msg);
 	CHECK(out[*outlen] == 0, "decode: no NUL after the text");
+	/* as text: the same bytes where they are UTF-8, U+FFFD (3 bytes) for at most each other byte */
+	rc = sw_tokenizer_decode(t, ids, k, 0, &dec, &declen, &err);
+	CHECK(rc == 0 && declen <= 3 * *outlen, "decode as text: %d %s", rc, err.msg);
+	free(dec);
 	char *skip = NULL;
 	size_t skiplen = 0;
-	rc = sw_tokenizer_decode(t, ids, k, 1, &skip, &skiplen, &err);
+	rc = sw_tokenizer_decode_bytes(t, ids, k, 1, &skip, &skiplen, &err);
 	CHECK(rc == 0 && skiplen <= *outlen, "decode skipping specials: %d, %zu > %zu", rc, skiplen, *outlen);
 	free(skip);
 	free(ids);

@@ -375,6 +375,72 @@ static void test_every_byte_(void)
 	unlink(bad);
 }
 
+/*
+ * A signed log (sw_audit_keygen, $SW_SIGN_KEY): every record carries a
+ * signature that verifies with the public key, every byte changed is caught
+ * with it (the signature's own bytes too), another key's public key fails,
+ * and a log that is not signed by the key is not extended with it.
+ */
+static void test_signed_(void)
+{
+	char key[512], pub[512], other[512], opub[512], log[512], bad[512];
+	snprintf(key, sizeof key, "%s/k", dir_);
+	snprintf(pub, sizeof pub, "%s/k.pub", dir_);
+	snprintf(other, sizeof other, "%s/o", dir_);
+	snprintf(opub, sizeof opub, "%s/o.pub", dir_);
+	snprintf(log, sizeof log, "%s/signed.log", dir_);
+	snprintf(bad, sizeof bad, "%s/signed-mut.log", dir_);
+	sw_error e = { 0 };
+	is_int(sw_audit_keygen(key, &e), 0, "keygen: %s", e.msg);
+	is_int(sw_audit_keygen(other, &e), 0, "a second key");
+	is_int(sw_audit_keygen(key, &e), SW_EIO, "keygen never writes over a key");
+	struct stat st;
+	ok(!stat(key, &st) && (st.st_mode & 0777) == 0600, "the secret key is 0600");
+	setenv(SW_AUDIT_KEY_ENV, key, 1);
+	sw_audit *a = sw_audit_open(log, &e);
+	ok(a != NULL, "a signed log opens: %s", e.msg);
+	for (int i = 1; i <= 3; i++)
+		append_(a, "stage", i);
+	sw_audit_close(a);
+	ok(!stat(log, &st) && (st.st_mode & 0777) == 0600, "the log is created 0600");
+	sw_audit_report rep;
+	is_int(sw_audit_verify_signed(log, NULL, pub, NULL, NULL, &rep, &e), 0, "verifies with the public key: %s", e.msg);
+	ok(rep.records == 3 && rep.signed_records == 3, "3 records, 3 signed");
+	is_int(sw_audit_verify_signed(log, NULL, opub, NULL, NULL, &rep, &e), SW_EFORMAT, "another key's fails");
+	ok(e.record == 1 && strstr(e.msg, "signature does not verify"), "at record 1: %s", e.msg);
+
+	size_t n;
+	char orig[1 << 16];
+	const char *text = slurp_(log, &n);
+	memcpy(orig, text, n + 1);
+	int fd = open(bad, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, orig, n) != (ssize_t)n)
+		abort();
+	size_t missed = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = (char)(orig[i] ^ 0x01);
+		if (pwrite(fd, &c, 1, (off_t)i) != 1)
+			abort();
+		missed += sw_audit_verify_signed(bad, NULL, pub, NULL, NULL, NULL, &e) == 0;
+		if (pwrite(fd, &orig[i], 1, (off_t)i) != 1)
+			abort();
+	}
+	close(fd);
+	is_int(missed, 0, "each of %zu bytes of a signed log changed: every change caught with the key", n);
+
+	setenv(SW_AUDIT_KEY_ENV, other, 1);
+	ok(sw_audit_open(log, &e) == NULL && strstr(e.msg, "signature does not verify"),
+	   "another key does not extend the log: %s", e.msg);
+	unsetenv(SW_AUDIT_KEY_ENV);
+	a = sw_audit_open(log, &e);
+	append_(a, "stage", 4);
+	sw_audit_close(a);
+	is_int(sw_audit_verify_signed(log, NULL, pub, NULL, NULL, NULL, &e), SW_EFORMAT, "an unsigned record fails");
+	ok(e.record == 4 && strstr(e.msg, "not signed"), "named: record 4: %s", e.msg);
+	is_int(sw_audit_verify(log, NULL, NULL, NULL, &rep, &e), 0, "without the key, the chain alone holds");
+	ok(rep.signed_records == 3, "3 of its 4 records signed");
+}
+
 int main(void)
 {
 	snprintf(dir_, sizeof dir_, "%s/sw-test-audit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -386,6 +452,7 @@ int main(void)
 	test_tamper_();
 	test_every_byte_();
 	test_checkpoints_();
+	test_signed_();
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
 	if (system(cmd))

@@ -221,7 +221,8 @@ static void test_config(void)
 	mkdir(sub, 0700);
 	const char *llama = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
 	                    "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
-	                    "\"vocab_size\":300,\"head_dim\":16,\"hidden_act\":\"silu\"}";
+	                    "\"vocab_size\":300,\"head_dim\":16,\"hidden_act\":\"silu\",\"max_position_embeddings\":256,"
+	                    "\"rms_norm_eps\":1e-06}";
 	write_("llama/config.json", llama, strlen(llama));
 	sw_cost_model *m = sw_cost_model_load(sub, &e);
 	ok(m != NULL, "loads a Llama config.json (%s)", e.msg);

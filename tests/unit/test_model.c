@@ -51,11 +51,14 @@ static int load_text_(const char *text, sw_model_config *c, sw_error *err)
 	"{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,"          \
 	" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"   \
 	" \"vocab_size\": 300, \"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0,"            \
-	" \"tie_word_embeddings\": false"
+	" \"tie_word_embeddings\": false, \"max_position_embeddings\": 2048"
+/* the fields every config must give, without a default (model_type first) */
+#define REQUIRED_ ", \"intermediate_size\": 128, \"num_hidden_layers\": 2, \"max_position_embeddings\": 512," \
+	" \"rms_norm_eps\": 1e-06"
 /* the same, less the fields the bad cases below set themselves */
 #define TINY_REST                                                                               \
 	"{\"model_type\": \"llama\", \"intermediate_size\": 128, \"num_hidden_layers\": 2,"     \
-	" \"num_attention_heads\": 4, \"vocab_size\": 300"
+	" \"num_attention_heads\": 4, \"vocab_size\": 300, \"max_position_embeddings\": 2048"
 
 static void test_config_(void)
 {
@@ -70,7 +73,7 @@ static void test_config_(void)
 	is_int(c.hidden_size, 64, "hidden_size");
 	is_int(c.head_dim, 16, "head_dim defaults to hidden / heads");
 	is_int(c.num_key_value_heads, 2, "kv heads");
-	is_int(c.max_position_embeddings, 2048, "max_position_embeddings defaults to LlamaConfig's 2048");
+	is_int(c.max_position_embeddings, 2048, "max_position_embeddings");
 	is_int(c.bos_token_id, 1, "bos defaults to 1 for llama");
 	is_int(c.n_eos, 2, "eos_token_id as an array");
 	is_int(c.eos_token_ids[1], 7, "second eos id");
@@ -83,32 +86,58 @@ static void test_config_(void)
 	/* transformers 5 writes rope_parameters with rope_theta inside */
 	rc = load_text_("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4,"
 	                " \"rope_parameters\": {\"rope_theta\": 1234.0, \"rope_type\": \"default\"},"
-	                " \"num_key_value_heads\": null, \"head_dim\": null, \"eos_token_id\": 9}",
+	                " \"num_key_value_heads\": null, \"head_dim\": null, \"eos_token_id\": 9,"
+	                " \"vocab_size\": 32000" REQUIRED_ "}",
 	                &c, &err);
 	is_int(rc, 0, "rope_parameters form loads (%s)", err.msg);
 	ok(c.rope_theta == 1234.0f && c.rope_factor == 0, "rope_theta from rope_parameters, no scaling");
 	is_int(c.num_key_value_heads, 4, "null kv heads: = heads");
-	is_int(c.vocab_size, 32000, "vocab defaults to 32000 for llama");
+	is_int(c.vocab_size, 32000, "vocab");
 	is_int(c.n_eos, 1, "eos_token_id as an integer");
 	is_int(c.eos_token_ids[0], 9, "its value");
 
 	rc = load_text_("{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"num_attention_heads\": 4,"
 	                " \"num_key_value_heads\": 2, \"vocab_size\": 300, \"tie_word_embeddings\": true,"
 	                " \"use_sliding_window\": false, \"sliding_window\": 32768, \"max_window_layers\": 21,"
-	                " \"bos_token_id\": null}",
+	                " \"bos_token_id\": null" REQUIRED_ "}",
 	                &c, &err);
 	is_int(rc, 0, "qwen2 config loads (%s)", err.msg);
 	ok(c.attention_bias && !c.qk_norm && c.tie_word_embeddings, "qwen2: qkv bias, tied");
 	is_int(c.bos_token_id, -1, "null bos is -1");
-	is_int(c.max_position_embeddings, 32768, "qwen2 default max positions");
+	is_int(c.max_position_embeddings, 512, "qwen2 max positions");
 
 	rc = load_text_("{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"num_attention_heads\": 4,"
-	                " \"vocab_size\": 300, \"layer_types\": [\"full_attention\", \"full_attention\"]}",
+	                " \"vocab_size\": 300, \"layer_types\": [\"full_attention\", \"full_attention\"]"
+	                REQUIRED_ "}",
 	                &c, &err);
 	is_int(rc, 0, "qwen3 config loads (%s)", err.msg);
 	ok(!c.attention_bias && c.qk_norm, "qwen3: qk norm");
 	is_int(c.head_dim, 128, "qwen3 head_dim defaults to 128 as Qwen3Config's");
-	is_int(c.num_hidden_layers, 32, "layers default to 32");
+	is_int(c.num_hidden_layers, 2, "layers");
+
+	/* a missing shape, or the norm's epsilon, is an error naming the field: never a default */
+	static const char *const required[] = { "vocab_size", "hidden_size", "intermediate_size",
+		"num_hidden_layers", "num_attention_heads", "max_position_embeddings", "rms_norm_eps" };
+	static const char *const values[] = { "300", "64", "128", "2", "4", "2048", "1e-05" };
+	int named = 0, named_null = 0;
+	for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+		for (int null = 0; null < 2; null++) {
+			char text[1024], want[128];
+			size_t n = (size_t)snprintf(text, sizeof text, "{\"model_type\": \"llama\"");
+			for (size_t j = 0; j < sizeof required / sizeof *required; j++)
+				if (j != i || null)
+					n += (size_t)snprintf(text + n, sizeof text - n, ", \"%s\": %s", required[j],
+					                      j == i ? "null" : values[j]);
+			snprintf(text + n, sizeof text - n, "}");
+			snprintf(want, sizeof want, "field '%s' is %s; it is required", required[i], null ? "null" : "missing");
+			int r = load_text_(text, &c, &err) == SW_EFORMAT && strstr(err.msg, want) != NULL;
+			if (!r)
+				printf("#   %s: got '%s'\n", text, err.msg);
+			*(null ? &named_null : &named) += r;
+		}
+	}
+	is_int(named, 7, "each of the 7 required fields missing: refused, named");
+	is_int(named_null, 7, "and each null");
 
 	/* what is refused, with the field named */
 	static const struct {
@@ -138,10 +167,11 @@ static void test_config_(void)
 		{ TINY_REST ", \"hidden_size\": \"64\"}", "field 'hidden_size' is string, not an integer" },
 		{ TINY_REST ", \"hidden_size\": 64.5}", "field 'hidden_size' is real, not an integer" },
 		{ TINY_REST ", \"hidden_size\": -1}", "field 'hidden_size' is -1" },
-		{ TINY_REST ", \"hidden_size\": 64, \"num_key_value_heads\": 3}", "not a multiple of 'num_key_value_heads'" },
+		{ TINY_REST ", \"hidden_size\": 64, \"num_key_value_heads\": 3, \"rms_norm_eps\": 1e-6}",
+		  "not a multiple of 'num_key_value_heads'" },
 		{ TINY_LLAMA ", \"eos_token_id\": [1, \"x\"]}", "field 'eos_token_id' has an element" },
 		{ TINY_LLAMA ", \"eos_token_id\": 300}", "field 'eos_token_id' has 300" },
-		{ TINY_REST ", \"rms_norm_eps\": 0}", "field 'rms_norm_eps' is not positive" },
+		{ TINY_REST ", \"hidden_size\": 64, \"rms_norm_eps\": 0}", "field 'rms_norm_eps' is not positive" },
 		{ TINY_REST ", \"tie_word_embeddings\": 1}", "field 'tie_word_embeddings' is uint" },
 		{ TINY_LLAMA ", \"quantization_config\": {\"bits\": 4}}", "field 'quantization_config'" },
 		{ TINY_LLAMA ", \"hidden_size\": 128}", "field 'hidden_size' appears twice" },
@@ -585,7 +615,8 @@ static void test_map_released_(void)
 #define SMALL_CONFIG                                                                             \
 	"{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 8,"              \
 	" \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1,"   \
-	" \"vocab_size\": 16, \"tie_word_embeddings\": %s, \"bos_token_id\": 1, \"eos_token_id\": 2}"
+	" \"vocab_size\": 16, \"tie_word_embeddings\": %s, \"bos_token_id\": 1, \"eos_token_id\": 2,"         \
+	" \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-06}"
 
 static const char *small_names_[] = {
 	"lm_head.weight", "model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",

@@ -464,6 +464,31 @@ static void test_score_(const sw_model *m, const sw_tokenizer *tok)
 	feed_free_(&f), feed_free_(&g);
 }
 
+/* --stop strings as users write them: the escapes become their bytes; unknown ones are refused. */
+static void test_stop_parse_(void)
+{
+	static const struct { const char *in, *out; } good[] = {
+		{ "\\n\\n", "\n\n" }, { "a\\tb\\r", "a\tb\r" }, { "\\\\n", "\\n" }, { "\\x41\\x0a", "A\n" },
+		{ "</s>", "</s>" }, { "\xc3\xa9", "\xc3\xa9" },
+	};
+	int n_ok = 0;
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		char *out = NULL;
+		sw_error e = { 0 };
+		n_ok += !sw_rollout_stop_parse(good[i].in, &out, &e) && !strcmp(out, good[i].out);
+		free(out);
+	}
+	is_int(n_ok, (int)(sizeof good / sizeof *good), "stop strings: \\n \\t \\r \\\\ \\xHH become their bytes");
+	static const char *const bad[] = { "\\q", "\\x4", "\\x00", "a\\", "\\xg1" };
+	int n_bad = 0;
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char *out = (char *)1;
+		sw_error e = { 0 };
+		n_bad += sw_rollout_stop_parse(bad[i], &out, &e) == SW_EINVAL && !out && strstr(e.msg, "escape");
+	}
+	is_int(n_bad, (int)(sizeof bad / sizeof *bad), "an unknown or short escape, or \\x00, is refused");
+}
+
 int main(void)
 {
 	sw_error e0 = { 0 };
@@ -472,6 +497,7 @@ int main(void)
 		return 1;
 	}
 	printf("# on the %s backend\n", sw_backend_name(be_));
+	test_stop_parse_();
 	sw_engine_threads(2);
 	sw_model *m = model_();
 	sw_tokenizer *tok = sw_tokenizer_byte();

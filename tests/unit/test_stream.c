@@ -144,13 +144,14 @@ static void test_json_mapping(void)
 	b.len = 0;
 	sw_mp_put_map(&b, 6);
 	put_key_(&b, "bin"); sw_mp_put_bin(&b, "\0\xff", 2);
-	put_key_(&b, "raw"); sw_mp_put_str(&b, "a\xff", 2);
+	is_int(sw_mp_put_str(&b, "a\xff", 2), SW_EFORMAT, "a str that is not UTF-8 is not written");
+	put_key_(&b, "raw"); sw_mp_put_str(&b, "a\xc3\xa9", 3);
 	put_key_(&b, "ext"); sw_mp_put_ext(&b, -1, "\1\2\3\4", 4);
 	put_key_(&b, "nan"); sw_mp_put_f32(&b, NAN);
 	put_key_(&b, "inf"); sw_mp_put_f64(&b, -INFINITY);
 	put_key_(&b, "esc"); sw_mp_put_str(&b, "\"\\\n\x01", 4);
-	is_int(roundtrip_(b.p, b.len, js, sizeof js), 0, "bin, non-UTF-8, ext, non-finite round-trip");
-	ok(!strcmp(js, "{\"bin\":{\"$bin\":\"AP8=\"},\"raw\":{\"$str\":\"Yf8=\"},\"ext\":{\"$ext\":[-1,\"AQIDBA==\"]},"
+	is_int(roundtrip_(b.p, b.len, js, sizeof js), 0, "bin, UTF-8, ext, non-finite round-trip");
+	ok(!strcmp(js, "{\"bin\":{\"$bin\":\"AP8=\"},\"raw\":\"a\xc3\xa9\",\"ext\":{\"$ext\":[-1,\"AQIDBA==\"]},"
 	               "\"nan\":{\"$f32\":\"nan\"},\"inf\":{\"$f64\":\"-inf\"},\"esc\":\"\\\"\\\\\\n\\u0001\"}"),
 	   "as $ forms: %s", js);
 
@@ -233,11 +234,69 @@ static void test_writer(void)
 	sw_rec_free(rec);
 }
 
+/*
+ * Every str is UTF-8: the checker and the lossy decoder against what Rust's
+ * from_utf8_lossy (tokenizers' decode) and CPython's errors="replace" make of
+ * each kind of bad sequence; the reader, the JSON $str form and set_raw
+ * refuse a str that is not UTF-8.
+ */
+static void test_utf8(void)
+{
+	static const struct { const char *in, *out; } cases[] = {
+		{ "plain ascii", "plain ascii" },
+		{ "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" },
+		{ "cut \xe2\x82", "cut \xef\xbf\xbd" },                        /* a character cut: one U+FFFD */
+		{ "\xf0\x9f\x98", "\xef\xbf\xbd" },
+		{ "\xe2\x82x", "\xef\xbf\xbdx" },
+		{ "\x82\xac", "\xef\xbf\xbd\xef\xbf\xbd" },                   /* lone continuation bytes */
+		{ "\xc0\x80", "\xef\xbf\xbd\xef\xbf\xbd" },                   /* overlong: never a lead */
+		{ "\xe0\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* a surrogate */
+		{ "\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "\xf5\xff", "\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "a\xf0\x9f\x98\xe2\x82\xac" "b", "a\xef\xbf\xbd\xe2\x82\xac" "b" },
+	};
+	int good = 0, checks = 0;
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		sw_buf b = { 0 };
+		size_t n = strlen(cases[i].in), bad = 99;
+		int valid = !strcmp(cases[i].in, cases[i].out);
+		good += sw_utf8_lossy(&b, cases[i].in, n) == 0 && b.len == strlen(cases[i].out) &&
+		        !memcmp(b.p, cases[i].out, b.len);
+		checks += (sw_utf8_check(cases[i].in, n, &bad) == 0) == valid && (valid || bad < n);
+		sw_buf_release(&b);
+	}
+	is_int(good, sizeof cases / sizeof *cases, "lossy decoding: U+FFFD for each maximal invalid subpart");
+	is_int(checks, sizeof cases / sizeof *cases, "the checker agrees, and says where");
+	size_t bad = 0;
+	is_int(sw_utf8_check("0123456789\xc3\xa9" "abcdef\xff", 19, &bad), SW_EFORMAT, "past the ASCII fast path");
+	is_int(bad, 18, "the bad byte's offset");
+
+	uint64_t n;
+	sw_error e;
+	const char two[] = "\x81\xa1x\xa1" "a\x81\xa1y\x92\x01\xa2\xc3\x28";
+	is_int(read_all_(two, sizeof two - 1, &n, &e), SW_EFORMAT, "a record with a str that is not UTF-8 is refused");
+	ok(n == 1 && e.record == 2 && e.offset == 5 && strstr(e.msg, "UTF-8 at byte 11"), "named: %s", e.msg);
+	const char key[] = "\x81\xa2\xc3\x28\x01";
+	is_int(read_all_(key, sizeof key - 1, &n, &e), SW_EFORMAT, "a key too");
+	const char *js = "{\"a\":{\"$str\":\"Yf8=\"}}\n";
+	is_int(read_all_(js, strlen(js), &n, &e), SW_EFORMAT, "a $str form holding bytes that are not UTF-8");
+	ok(strstr(e.msg, "$bin") != NULL, "says where raw bytes go: %s", e.msg);
+	js = "{\"a\":{\"$str\":\"YcOp\"}}\n";
+	is_int(read_all_(js, strlen(js), &n, &e), 0, "a $str form holding UTF-8 is a str");
+	sw_rec *r = sw_rec_new();
+	is_int(sw_rec_set_raw(r, "x", "\xa2\xc3\x28", 3), SW_EFORMAT, "set_raw refuses a str that is not UTF-8");
+	is_int(sw_rec_set_str(r, "x", "\xc3", 1), SW_EFORMAT, "so does set_str");
+	is_int(sw_rec_set_bin(r, "x", "\xc3", 1), 0, "raw bytes go in a bin");
+	sw_rec_free(r);
+}
+
 int main(void)
 {
 	test_errors();
 	test_zstd();
 	test_json_mapping();
 	test_writer();
+	test_utf8();
 	return tap_done();
 }

@@ -497,7 +497,7 @@ static void round_trips_(const char *name, sw_tokenizer *t, size_t nbits)
 			size_t outlen = 0;
 			sw_error err = { 0 };
 			if (sw_tokenizer_encode(t, buf, n, special, &ids, &k, &err) ||
-			    sw_tokenizer_decode(t, ids, k, 0, &out, &outlen, &err) || outlen != n ||
+			    sw_tokenizer_decode_bytes(t, ids, k, 0, &out, &outlen, &err) || outlen != n ||
 			    memcmp(out, buf, n)) {
 				printf("#   %s: round trip %d failed (%s)\n", name, r, err.msg);
 				good = 0;
@@ -509,7 +509,7 @@ static void round_trips_(const char *name, sw_tokenizer *t, size_t nbits)
 			free(out);
 		}
 	}
-	ok(good, "%s: decode(encode(x)) == x for 300 random byte strings", name);
+	ok(good, "%s: decode_bytes(encode(x)) == x for 300 random byte strings", name);
 }
 
 static void byte_basics_(void)
@@ -686,15 +686,76 @@ static void bad_files_(void)
 	rmdir(dir);
 }
 
+/* fixtures_/name read and parsed (NULL on failure, said as a failed test); *text to free. */
+static yyjson_doc *read_fixture_(const char *name, char **text)
+{
+	char path[4200];
+	size_t len = 0;
+	snprintf(path, sizeof path, "%s/%s", fixtures_, name);
+	*text = slurp_(path, &len);
+	yyjson_doc *doc = *text ? yyjson_read(*text, len, 0) : NULL;
+	ok(doc != NULL, "read %s", path);
+	return doc;
+}
+
+/*
+ * Ids that make no valid UTF-8 (a response cut inside a character, byte
+ * tokens, added tokens between a character's halves, random ids): decode
+ * gives what tokenizers' decode gives (decode.json, made by
+ * tests/fixtures/make_decode_refs.py), U+FFFD for every invalid sequence.
+ */
+static void decode_refs_(void)
+{
+	char *text;
+	yyjson_doc *doc = read_fixture_("decode.json", &text);
+	yyjson_val *fams = yyjson_obj_get(yyjson_doc_get_root(doc), "families"), *k, *cases;
+	yyjson_obj_iter it = yyjson_obj_iter_with(fams);
+	while ((k = yyjson_obj_iter_next(&it))) {
+		cases = yyjson_obj_iter_get_val(k);
+		const char *name = yyjson_get_str(k) ? yyjson_get_str(k) : "?";
+		char dir[4200];
+		sw_error err = { 0 };
+		snprintf(dir, sizeof dir, "%s/%s", fixtures_, name);
+		sw_tokenizer *t = sw_tokenizer_load(dir, &err);
+		size_t n = yyjson_arr_size(cases), good = 0, bad = 0, fffd = 0;
+		for (size_t i = 0; t && i < n; i++) {
+			yyjson_val *c = yyjson_arr_get(cases, i), *jids = yyjson_obj_get(c, "ids");
+			size_t m = yyjson_arr_size(jids);
+			uint32_t *ids = malloc(sizeof *ids * (m ? m : 1));
+			for (size_t j = 0; j < m; j++)
+				ids[j] = (uint32_t)yyjson_get_uint(yyjson_arr_get(jids, j));
+			int same = 1;
+			for (int skip = 0; skip < 2; skip++) {
+				char *out = NULL;
+				size_t outlen = 0;
+				yyjson_val *want = yyjson_obj_get(c, skip ? "text_skip" : "text");
+				if (sw_tokenizer_decode(t, ids, m, skip, &out, &outlen, &err) ||
+				    !str_equal_(want, out, outlen)) {
+					if (bad++ < 3)
+						printf("#   %s: case %zu (skip %d): got '%s', want '%s'\n", name, i, skip,
+						       out ? out : err.msg, yyjson_get_str(want) ? yyjson_get_str(want) : "?");
+					same = 0;
+				} else if (!skip && strstr(out, "\xef\xbf\xbd")) {
+					fffd++;
+				}
+				free(out);
+			}
+			good += same;
+			free(ids);
+		}
+		is_int(good, n, "%s: decode of %zu id sequences as tokenizers decodes them", name, n);
+		ok(fffd > n / 2, "%s: %zu of them hold U+FFFD", name, fffd);
+		sw_tokenizer_free(t);
+	}
+	yyjson_doc_free(doc);
+	free(text);
+}
+
 int main(void)
 {
 	find_fixtures_();
-	char path[4200];
-	size_t len = 0;
-	snprintf(path, sizeof path, "%s/expected.json", fixtures_);
-	char *text = slurp_(path, &len);
-	yyjson_doc *doc = text ? yyjson_read(text, len, 0) : NULL;
-	ok(doc != NULL, "read %s", path);
+	char *text;
+	yyjson_doc *doc = read_fixture_("expected.json", &text);
 	if (!doc)
 		return tap_done();
 	yyjson_val *root = yyjson_doc_get_root(doc);
@@ -707,6 +768,7 @@ int main(void)
 	templates_(root);
 	save_byte_(root);
 	bad_files_();
+	decode_refs_();
 	static const char *const fams[] = { "gpt2", "llama3", "qwen2" };
 	for (size_t i = 0; i < 3; i++) {
 		char dir[4200];
