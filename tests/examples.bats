@@ -43,7 +43,6 @@ readme_block() {
 	# a tree: the built programs and the examples, nothing else
 	ln -s "${SW_BIN%/bin}" build
 	ln -s "$TOP/examples" examples
-	mkdir runs # (until sw-run -o makes the parents of its run directory: issue 15, item 13)
 	run -0 --separate-stderr env PATH=/usr/bin:/bin bash -eo pipefail pipeline.sh
 	# 8 prompts answered 4 times, scored (math and the safety rules) and trained on
 	[ "$(printf '%s\n' "${lines[@]}" | grep -c '^{"id":"[a-z]*-[0-9]/[0-3]","reward":[-0-9.e]*,"advantage":')" = 32 ]

@@ -75,7 +75,6 @@ by default the first verifier of the samples'"'"' Sy rewards ,'
 	# with what the page says comes before it, and shorter (the command line overrides the file)
 	run -0 "$TOP/examples/arith/make-data.sh" data
 	run -0 sw-model init m
-	mkdir runs # (until sw-run -o makes the parents of its run directory: issue 15, item 13)
 	run -0 --separate-stderr sw-run -c exp -o runs/arith --iters 1 --batch 2 --group 2 --eval-every 5 \
 		--rollout 'sw-rollout -n "$SW_GROUP" --max-new-tokens 8' --eval-rollout 'sw-rollout --temperature 0 --max-new-tokens 8'
 	run -0 sw-audit verify runs/arith

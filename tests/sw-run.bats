@@ -264,6 +264,13 @@ await() {
 	[ "$(left again)" = 0 ]
 }
 
+@test "-o makes the directories above the run directory, as mkdir -p" {
+	run -0 --separate-stderr sw-run -q -c exp -o new/parents/run --iters 1
+	unswept
+	[ "$stderr" = "" ]
+	[ "$(cat new/parents/run/state)" = "ckpt/iter-0001" ]
+}
+
 @test "--resume from another directory: the run goes on where it started (its paths and commands as they were)" {
 	run -1 sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
 	grep -qx "workdir $PWD" run/config
@@ -350,8 +357,14 @@ await() {
 	[ "${stderr_lines[0]}" = "sw-run: cannot open 'nonexistent': No such file or directory" ]
 	mkdir full && touch full/x
 	run -1 --separate-stderr sw-run -c exp -o full
+	unswept
 	[ "${stderr_lines[0]}" = "sw-run: 'full' exists and is not empty (continue a run there with --resume full)" ]
+	touch afile
+	run -1 --separate-stderr sw-run -c exp -o afile/run
+	unswept
+	[ "$stderr" = "sw-run: cannot create 'afile/run': Not a directory" ]
 	run -1 --separate-stderr sw-run -c exp -o run -m nomodel
+	unswept
 	[ "$stderr" = "sw-run: 'nomodel' is no model directory: cannot read 'nomodel/config.json': No such file or directory" ]
 	[ ! -e run ]
 	run -1 --separate-stderr sw-run --resume nowhere

@@ -453,7 +453,6 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	        sys.stdout.buffer.write(b'{"score": 1}\n')
 	    sys.stdout.flush()
 	PYEOF
-	share_tmp
 	printf '%s\n' '{"id":"1","response":"ok"}' '{"id":"2","response":"bad"}' >in.jsonl
 	run -0 --separate-stderr sw-verify -q --max-errors 0.5 -r "exec:python3 v.py" -o out.msgpack in.jsonl
 	run -0 /usr/bin/python3 -c '

@@ -104,6 +104,19 @@ static int mkdir_(const char *path, sw_error *err)
 	return 0;
 }
 
+/* The directories above path, as mkdir -p makes them (runs/ for -o runs/x). */
+static int mkdir_parents_(const char *path, sw_error *err)
+{
+	char p[SW_RUN_PATH_MAX];
+	int rc = sw_run_path(p, sizeof p, err, "%s", path);
+	for (char *c = p + 1; !rc && (c = strchr(c, '/')); c++) {
+		*c = 0;
+		rc = mkdir_(p, err);
+		*c = '/';
+	}
+	return rc;
+}
+
 /* Whether dir holds a run that completed no iteration: its config, and no checkpoint past the start. */
 static int unstarted_(const char *dir)
 {
@@ -139,7 +152,8 @@ int sw_rundir_create(const char *dir, sw_error *err)
 			return sw_fail(err, SW_EINVAL, "'%s' exists and is not empty (continue a run there with --resume %s)",
 			               dir, dir);
 	}
-	int rc = mkdir_(dir, err);
+	int rc = mkdir_parents_(dir, err);
+	rc = rc ? rc : mkdir_(dir, err);
 	static const char *const sub[] = { "samples", "ckpt", "tmp" };
 	for (int i = 0; !rc && i < 3; i++) {
 		char p[SW_RUN_PATH_MAX];
