@@ -149,9 +149,8 @@ static void load_model_(void)
 		}
 		if (!(m_ = sw_model_view_on(o_.be, sc, sw_store_arena(store_), &err)))
 			cli_die("store '%s': %s", o_.store_spec, err.msg);
-	} else {
-		if (!(m_ = sw_model_load_on(o_.be, o_.model_dir, &err)))
-			cli_die("%s", err.msg);
+	} else if (!(m_ = sw_model_load_on(o_.be, o_.model_dir, &err))) {
+		cli_die("%s", err.msg);
 	}
 	if (o_.model_dir) {
 		if (!(tok_ = sw_tokenizer_load(o_.model_dir, &err)))
@@ -171,7 +170,6 @@ static void load_model_(void)
 	if (o_.model_dir)
 		generation_config_eos_(o_.model_dir);
 }
-
 
 /* ---- input ------------------------------------------------------------------------ */
 

@@ -176,3 +176,13 @@ bash_complete() {
 		run -0 script -qec "$p -z --force d.msgpack" /dev/null
 	done
 }
+
+@test "the programs stay thin: none over 600 lines, cmd/ at most 20% of the C" {
+	for f in "$TOP"/cmd/*.c; do
+		n=$(wc -l <"$f")
+		[ "$n" -le 600 ] || { echo "$f: $n lines"; false; }
+	done
+	cmd=$(cat "$TOP"/cmd/*.[ch] | wc -l)
+	all=$(find "$TOP/libsw" "$TOP/cmd" -name '*.[ch]' -exec cat {} + | wc -l)
+	[ $((cmd * 100)) -le $((all * 20)) ] || { echo "cmd/ is $cmd of $all lines"; false; }
+}
