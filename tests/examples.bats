@@ -48,7 +48,9 @@ readme_block() {
 	[ "$(printf '%s\n' "${lines[@]}" | grep -c '^{"id":"[a-z]*-[0-9]/[0-3]","reward":[-0-9.e]*,"advantage":')" = 32 ]
 	[[ $output == *"runs/x/audit.log: ok: "*" records, "*" checkpoints, head "* ]]
 	[ -s x.svg ]
-	[ -d m ] && [ -f metrics.jsonl ] && [ -f stats.json ]
+	[ -d m ]
+	[ -f metrics.jsonl ]
+	[ -f stats.json ]
 	[ "$(jq -s 'map(select(.eval | not)) | length' runs/x/metrics.jsonl)" = 3 ]
 	# the stream commands: the JSON lines of examples/samples.jsonl, and cmp quiet
 	[ "$(printf '%s\n' "${lines[@]}" | grep -c '^{"id":"[a-z0-9/-]*","reward":')" -ge 32 ]
