@@ -139,7 +139,7 @@ demo: all deps-demo
 
 # Bench drivers: bench/NAME.c linked against libsw, as $(B)/bench/NAME.
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
-$(B)/bench/%: bench/%.c $(B)/lib/libsw.a
+$(B)/bench/%: bench/%.c bench/bench_stats.h $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 

@@ -28,22 +28,11 @@ static double now_(clockid_t id)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmp_(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median_(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* One thread's sum of n floats: four vector accumulators, so that the
  * loads, not the adds' latency, set the pace. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "bench_stats.h"
 __attribute__((target("avx2"))) static float sum_(const float *x, size_t n)
 {
 	__m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
@@ -102,7 +91,7 @@ static double bandwidth_(size_t n)
 		keep += acc;
 	}
 	free(x);
-	return keep == -1 ? 0 : (double)n * sizeof(float) / median_(t, 5) / 1e9;
+	return keep == -1 ? 0 : (double)n * sizeof(float) / bench_median(t, 5) / 1e9;
 }
 
 static void die_(const char *what, const sw_error *e)
@@ -162,7 +151,7 @@ int main(int argc, char **argv)
 		tw[k] = now_(CLOCK_MONOTONIC) - w0;
 		tc[k] = now_(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	}
-	double step = median_(tw, nnew), cpu = median_(tc, nnew), bound = wbytes / (bw * 1e9);
+	double step = bench_median(tw, nnew), cpu = bench_median(tc, nnew), bound = wbytes / (bw * 1e9);
 	printf("nseq=%d new=%d threads=%d weight_mb=%.1f bandwidth_gbs=%.2f step_s=%.5f step_cpu_s=%.5f "
 	       "tokens_per_s=%.2f bound_step_s=%.5f of_bound=%.3f fixed_ms=%.3f\n",
 	       nseq, nnew, omp_get_max_threads(), wbytes / 1048576, bw, step, cpu, nseq / step, bound,

@@ -28,6 +28,7 @@
 #include "sw/backend.h"
 #include "sw/engine.h"
 #include "sw/model.h"
+#include "bench_stats.h"
 
 static const sw_backend *be_; /* from $SW_DEVICE */
 
@@ -45,18 +46,6 @@ static double cpu_(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median_(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static long rss_mb_(void)
@@ -160,13 +149,13 @@ static int train_(int steps, const char *dir)
 	double lin = L * (4 * D * D + 3 * D * In) + V * D;
 	double att = L * NSEQ * (LEN * (LEN + 1) / 2.0) * D * 2;
 	double flops = 6 * lin * T + 3 * 2 * att;
-	double med = median_(t + 1, steps);
+	double med = bench_median(t + 1, steps);
 	/* 16 bytes per parameter (weights, gradients, m, v) and the activations the engine keeps. */
 	double KD = D, QD = D, H = c.num_attention_heads;
 	double acts = T * (L * (5 * D + 2 * QD + 2 * KD + 3 * In + H + 2) + 2 * D + V + 3) +
 	              T * (2 * D + 2 * QD + 3 * KD + 3 * In);
 	double bound_mb = (16.0 * m->nparams + 4 * acts) / 1048576;
-	double cmed = median_(ct + 1, steps);
+	double cmed = bench_median(ct + 1, steps);
 	printf("params=%zu tokens=%d step_s=%.4f cpu_s=%.4f tokens_per_s=%.1f gflop=%.1f gflops=%.2f loss=%.4f loss0=%.7f gnorm0=%.7f rss_mb=%ld bound_mb=%.0f gemm=%s\n",
 	       m->nparams, T, med, cmed, T / med, flops / 1e9, flops / med / 1e9, loss, loss0, gnorm0,
 	       rss_mb_(), bound_mb, sw_backend_cpu_gemm_kernels());
@@ -196,7 +185,7 @@ static int sgemm_(void)
 			if (r)
 				t[r - 1] = now_() - t0;
 		}
-		double med = median_(t, 5), f = 2.0 * M * N * K;
+		double med = bench_median(t, 5), f = 2.0 * M * N * K;
 		best = fmax(best, f / med);
 		sum_f += f, sum_t += med;
 		free(A), free(B), free(C);
@@ -273,7 +262,7 @@ static int bandwidth_(void)
 			t[r - 1] = now_() - t0;
 		s += acc;
 	}
-	double med = median_(t, 5);
+	double med = bench_median(t, 5);
 	printf("bandwidth_gbs=%.2f check=%llu\n", n * sizeof *x / med / 1e9, (unsigned long long)(s & 0xff));
 	free(x);
 	return 0;
@@ -322,7 +311,7 @@ static int decode_(int nseq, int nnew)
 		t[k] = now_() - t0;
 		total += t[k];
 	}
-	double med = median_(t, nnew);
+	double med = bench_median(t, nnew);
 	double kv_mb = (double)c.num_hidden_layers * 2 * nseq * (plen + nnew) * c.hidden_size * 4 / 1048576;
 	/* tokens_per_s as generate() is timed: prefill and every step, over the new tokens. */
 	printf("nseq=%d new=%d step_s=%.5f step_tokens_per_s=%.2f tokens_per_s=%.2f prefill_s=%.4f weight_mb=%.0f kv_mb=%.1f rss_mb=%ld\n",
