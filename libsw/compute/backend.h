@@ -60,6 +60,11 @@
 #include "sw/backend.h"
 #include "sw/error.h"
 
+/* The elementwise activations of act_fwd/act_bwd (Hugging Face's names:
+ * "gelu" is the erf form, "gelu_pytorch_tanh" the tanh one, "quick_gelu"
+ * x * sigmoid(1.702 x), "silu" x * sigmoid(x)). */
+enum { SW_ACT_GELU = 0, SW_ACT_GELU_TANH, SW_ACT_QUICK_GELU, SW_ACT_SILU };
+
 /* The keys and values one decoding query sees, in a paged KV cache. */
 typedef struct sw_kv_view {
 	const float *k, *v;        /* this layer's pools: [npages][page][KVH * hd] */
@@ -74,7 +79,7 @@ typedef struct sw_kv_view {
  * caller sizes scratch with the *_scratch query, in floats); "T" is a number
  * of tokens (rows), activations are [T, width]; a packed batch of sequences
  * is given cu_seqlens style (sequence s has rows cu[s] .. cu[s+1]-1, and
- * attention is causal within each sequence and never crosses into another);
+ * attention never crosses from one sequence into another);
  * q is [T, H, hd] and k, v are [T, KVH, hd] (grouped-query attention: query
  * head h reads key/value head h / (H / KVH)).
  */
@@ -134,20 +139,37 @@ struct sw_backend {
 	void (*rmsnorm_bwd)(float *dx, float *dw, const float *dout, const float *x,
 	                    const float *w, const float *rstd, int T, int D);
 
+	/* out = (x - mean) * rstd * w + b per row of width D; mean, rstd [T]
+	 * saved for backward (b may be NULL: no bias).  Backward: dx +=
+	 * (accumulates), dw +=, db += (db may be NULL). */
+	void (*layernorm_fwd)(float *out, float *mean, float *rstd, const float *x, const float *w,
+	                      const float *b, int T, int D, float eps);
+	void (*layernorm_bwd)(float *dx, float *dw, float *db, const float *dout, const float *x,
+	                      const float *w, const float *mean, const float *rstd, int T, int D);
+
+	/* y = act(x) elementwise, act an SW_ACT_*; backward overwrites
+	 * dx = dy * act'(x). */
+	void (*act_fwd)(float *y, const float *x, size_t n, int act);
+	void (*act_bwd)(float *dx, const float *dy, const float *x, size_t n, int act);
+
 	/* Rotary embedding in place on x [T, nh, hd] at positions pos[t], in
 	 * Hugging Face's rotate_half layout (pairs i and i + hd/2); inverse
 	 * rotates back, which is the backward of the forward rotation. */
 	void (*rope)(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
 	             int inverse);
 
-	/* Causal attention over packed sequences: out [T, H, hd], lse [T, H]
-	 * (log-sum-exp of each query's scores, saved for backward). */
+	/* Attention over packed sequences: out [T, H, hd], lse [T, H]
+	 * (log-sum-exp of each query's scores, saved for backward).  causal: a
+	 * query sees the keys of its sequence up to its own position; 0: every
+	 * key of its sequence (a vision encoder). */
 	void (*attn_fwd)(float *out, float *lse, const float *q, const float *k, const float *v,
-	                 const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch);
+	                 const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+	                 float *scratch);
 	/* dq, dk, dv are overwritten. */
 	void (*attn_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out,
 	                 const float *lse, const float *q, const float *k, const float *v,
-	                 const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch);
+	                 const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+	                 float *scratch);
 	/* Floats of scratch attn_fwd/attn_bwd need for sequences up to maxlen. */
 	size_t (*attn_scratch)(int maxlen);
 

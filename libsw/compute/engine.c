@@ -428,7 +428,7 @@ static int layer_fwd_(sw_engine *e, int l, acts_ *a, float *out, sw_error *err)
 	int rc;
 	o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, eps);
 	qkv_(e, L, a, a->xn1, T, e->pos);
-	o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd, e->attn_scratch);
+	o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd, 1, e->attn_scratch);
 	if ((rc = o->copy(a->mid, a->res, TD * sizeof(float), err)))
 		return rc;
 	o->gemm(0, 1, T, D, QD, 1, a->att, QD, L->wo, QD, 1, a->mid, D);
@@ -588,7 +588,7 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		o->gemm(0, 0, T, QD, D, 1, dres, D, L->wo, QD, 0, datt, QD);
 		o->gemm(1, 0, D, QD, T, 1, dres, D, a->att, QD, 1, G->wo, QD);
 		o->attn_bwd(dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H,
-		            KVH, hd, e->attn_scratch);
+		            KVH, hd, 1, e->attn_scratch);
 		o->rope(dq, e->pos, T, H, hd, e->inv_freq, 1);
 		o->rope(dk, e->pos, T, KVH, hd, e->inv_freq, 1);
 		float *gq = dq, *gk = dk;

@@ -136,6 +136,52 @@ static void test_entries_(const sw_backend *be)
 	be->free(NULL);
 }
 
+/* ---- the vision ops (layernorm, activations, non-causal attention) ---- */
+
+/* Run them on be from the same inputs; the results downloaded into out. */
+static void vision_ops_(const sw_backend *be, float *out, size_t nout)
+{
+	enum { T = 13, D = 16, H = 2, HD = 8 };
+	sw_error err = { 0 };
+	uint64_t s = 12345;
+	float h[T * D * 3];
+	for (int i = 0; i < T * D * 3; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		h[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 4 - 2);
+	}
+	int32_t cu[3] = { 0, 9, T };
+	size_t na = be->attn_scratch(9);
+	float *x = be->alloc(sizeof h, &err), *y = be->alloc(sizeof(float) * T * D * 8, &err),
+	      *sc = be->alloc(sizeof(float) * na, &err);
+	int32_t *dcu = be->alloc(sizeof cu, &err);
+	be->upload(x, h, sizeof h, &err);
+	be->upload(dcu, cu, sizeof cu, &err);
+	float *q = x, *k = x + T * D, *v = x + 2 * T * D, *w = x + 5, *b = x + 40;
+	float *ln = y, *mean = y + T * D, *rstd = mean + T, *dx = y + 2 * T * D, *dw = dx + T * D,
+	      *db = dw + D, *act = y + 4 * T * D, *dact = y + 5 * T * D, *att = y + 6 * T * D,
+	      *lse = att + T * D;
+	be->memset(y, 0, sizeof(float) * T * D * 8, &err);
+	be->layernorm_fwd(ln, mean, rstd, q, w, b, T, D, 1e-6f);
+	be->layernorm_bwd(dx, dw, db, k, q, w, mean, rstd, T, D);
+	be->act_fwd(act, q, T * D, SW_ACT_QUICK_GELU);
+	be->act_bwd(dact, k, q, T * D, SW_ACT_GELU_TANH);
+	be->attn_fwd(att, lse, q, k, v, dcu, 2, H, H, HD, 0, sc);
+	be->download(out, y, nout * sizeof(float), &err);
+	ok(be->sync(&err) == 0, "%s: the vision ops run (%s)", be->name, err.msg);
+	be->free(x), be->free(y), be->free(sc), be->free(dcu);
+}
+
+static void test_vision_ops_(void)
+{
+	size_t n = 13 * 16 * 8;
+	float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float));
+	vision_ops_(sw_backend_cpu(), a, n);
+	vision_ops_(sw_backend_guard(), b, n);
+	ok(!memcmp(a, b, n * sizeof(float)),
+	   "layernorm, its backward, the activations and non-causal attention: guard = cpu bit for bit");
+	free(a), free(b);
+}
+
 /* ---- the guard's protection ---- */
 
 static void test_guard_faults_(void)
@@ -336,6 +382,7 @@ int main(void)
 	test_entries_(sw_backend_cpu());
 	test_entries_(sw_backend_guard());
 	test_guard_faults_();
+	test_vision_ops_();
 	test_same_bits_("llama", cfg_("llama", false, false, false));
 	test_same_bits_("qwen2 (bias, tied)", cfg_("qwen2", true, false, true));
 	test_same_bits_("qwen3 (q/k norm)", cfg_("qwen3", false, true, false));

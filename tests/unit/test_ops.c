@@ -236,16 +236,16 @@ static void test_rope_(void)
 struct att_ctx {
 	float *q, *k, *v, *out, *lse, *R, *scratch;
 	const int32_t *cu;
-	int nseq, H, KVH, hd;
+	int nseq, H, KVH, hd, causal;
 };
 static double att_loss_(void *p)
 {
 	struct att_ctx *c = p;
 	ops->attn_fwd(c->out, c->lse, c->q, c->k, c->v, c->cu, c->nseq, c->H, c->KVH, c->hd,
-	              c->scratch);
+	              c->causal, c->scratch);
 	return dot_(c->out, c->R, (size_t)c->cu[c->nseq] * c->H * c->hd);
 }
-/* Plain causal attention per sequence, in double. */
+/* Plain attention per sequence (causal or not), in double. */
 static void att_ref_(double *out, const struct att_ctx *c)
 {
 	int H = c->H, KVH = c->KVH, hd = c->hd;
@@ -254,9 +254,9 @@ static void att_ref_(double *out, const struct att_ctx *c)
 		int o = c->cu[q], L = c->cu[q + 1] - o;
 		for (int i = 0; i < L; i++)
 			for (int h = 0; h < H; h++) {
-				int g = h / (H / KVH);
+				int g = h / (H / KVH), last = c->causal ? i : L - 1;
 				double m = -1e300, sum = 0;
-				for (int j = 0; j <= i; j++) {
+				for (int j = 0; j <= last; j++) {
 					double d = 0;
 					for (int e = 0; e < hd; e++)
 						d += (double)c->q[((o + i) * H + h) * hd + e] *
@@ -264,11 +264,11 @@ static void att_ref_(double *out, const struct att_ctx *c)
 					s[j] = d / sqrt(hd);
 					m = s[j] > m ? s[j] : m;
 				}
-				for (int j = 0; j <= i; j++)
+				for (int j = 0; j <= last; j++)
 					sum += (s[j] = exp(s[j] - m));
 				for (int e = 0; e < hd; e++) {
 					double a = 0;
-					for (int j = 0; j <= i; j++)
+					for (int j = 0; j <= last; j++)
 						a += s[j] / sum * c->v[((o + j) * KVH + g) * hd + e];
 					out[((o + i) * H + h) * hd + e] = a;
 				}
@@ -276,23 +276,25 @@ static void att_ref_(double *out, const struct att_ctx *c)
 	}
 	free(s);
 }
-static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd, int nsample)
+static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd, int nsample,
+                            int causal)
 {
 	int T = cu[nseq], maxlen = 0;
 	for (int s = 0; s < nseq; s++)
 		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
 	struct att_ctx c = { rnd_(T * H * hd, 1.5), rnd_(T * KVH * hd, 1.5), rnd_(T * KVH * hd, 1),
 	                     zeros_(T * H * hd), zeros_(T * H), rnd_(T * H * hd, 1),
-	                     zeros_(ops->attn_scratch(maxlen)), cu, nseq, H, KVH, hd };
+	                     zeros_(ops->attn_scratch(maxlen)), cu, nseq, H, KVH, hd, causal };
 	double *ref = malloc((size_t)T * H * hd * sizeof *ref), sc;
 	att_ref_(ref, &c);
 	att_loss_(&c);
 	double d = maxdiff_(c.out, ref, (size_t)T * H * hd, &sc);
-	ok(d < 1e-5, "attention forward, %d sequences up to %d tokens, %d/%d heads: matches (err %.2g)",
-	   nseq, maxlen, H, KVH, d);
+	ok(d < 1e-5, "%s attention forward, %d sequences up to %d tokens, %d/%d heads: matches (err %.2g)",
+	   causal ? "causal" : "non-causal", nseq, maxlen, H, KVH, d);
 
 	float *dq = zeros_(T * H * hd), *dk = rnd_(T * KVH * hd, 1), *dv = rnd_(T * KVH * hd, 1);
-	ops->attn_bwd(dq, dk, dv, c.R, c.out, c.lse, c.q, c.k, c.v, cu, nseq, H, KVH, hd, c.scratch);
+	ops->attn_bwd(dq, dk, dv, c.R, c.out, c.lse, c.q, c.k, c.v, cu, nseq, H, KVH, hd, causal,
+	              c.scratch);
 	size_t *idx = NULL, nq = (size_t)T * H * hd, nk = (size_t)T * KVH * hd;
 	size_t *iq = NULL, *ik = NULL;
 	if (nsample) {
@@ -309,6 +311,11 @@ static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd,
 
 	/* The same keys and values in a paged cache, pages out of order: the
 	 * decoding attention must give every query the same output. */
+	if (!causal) {
+		free(c.q), free(c.k), free(c.v), free(c.out), free(c.lse), free(c.R), free(c.scratch);
+		free(ref), free(dq), free(dk), free(dv), free(iq), free(ik);
+		return;
+	}
 	int page = 4, npages = 0;
 	for (int s = 0; s < nseq; s++)
 		npages += (cu[s + 1] - cu[s] + page - 1) / page;
@@ -337,6 +344,100 @@ static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd,
 	free(c.q), free(c.k), free(c.v), free(c.out), free(c.lse), free(c.R), free(c.scratch);
 	free(ref), free(dq), free(dk), free(dv), free(idx), free(iq), free(ik);
 	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
+}
+
+/* ---- layernorm, activations --------------------------------------------- */
+struct ln_ctx { float *x, *w, *b, *out, *mean, *rstd, *R; int T, D; };
+static double ln_loss_(void *p)
+{
+	struct ln_ctx *c = p;
+	ops->layernorm_fwd(c->out, c->mean, c->rstd, c->x, c->w, c->b, c->T, c->D, 1e-5f);
+	return dot_(c->out, c->R, (size_t)c->T * c->D);
+}
+static void test_layernorm_(int with_bias)
+{
+	int T = 5, D = 24;
+	struct ln_ctx c = { rnd_(T * D, 2), rnd_(D, 1.5), with_bias ? rnd_(D, 1) : NULL, zeros_(T * D),
+	                    zeros_(T), zeros_(T), rnd_(T * D, 1), T, D };
+	for (int i = 0; i < T * D; i++)
+		c.x[i] += 3.0f; /* a mean far from 0 */
+	ln_loss_(&c);
+	double *ref = malloc((size_t)T * D * sizeof *ref), sc;
+	for (int t = 0; t < T; t++) {
+		double mu = 0, var = 0;
+		for (int d = 0; d < D; d++)
+			mu += c.x[t * D + d];
+		mu /= D;
+		for (int d = 0; d < D; d++)
+			var += (c.x[t * D + d] - mu) * (c.x[t * D + d] - mu);
+		var /= D;
+		for (int d = 0; d < D; d++)
+			ref[t * D + d] = (c.x[t * D + d] - mu) / sqrt(var + 1e-5) * c.w[d] + (c.b ? c.b[d] : 0);
+	}
+	double d = maxdiff_(c.out, ref, (size_t)T * D, &sc);
+	ok(d < 1e-5, "layernorm forward%s matches (err %.2g)", with_bias ? "" : " without bias", d);
+	float *dx = rnd_(T * D, 1), *dx0 = malloc(T * D * sizeof(float)), *dw = rnd_(D, 1),
+	      *dw0 = malloc(D * sizeof(float)), *db = rnd_(D, 1), *db0 = malloc(D * sizeof(float));
+	memcpy(dx0, dx, T * D * sizeof(float)), memcpy(dw0, dw, D * sizeof(float));
+	memcpy(db0, db, D * sizeof(float));
+	ops->layernorm_bwd(dx, dw, c.b ? db : NULL, c.R, c.x, c.w, c.mean, c.rstd, T, D);
+	/* The accumulated part alone, for the finite differences. */
+	for (int i = 0; i < T * D; i++)
+		dx[i] -= dx0[i];
+	for (int i = 0; i < D; i++)
+		dw[i] -= dw0[i], db[i] -= db0[i];
+	double ex = fd_check_(ln_loss_, &c, c.x, dx, (size_t)T * D, NULL, 0, 1e-2f);
+	double ew = fd_check_(ln_loss_, &c, c.w, dw, D, NULL, 0, 1e-2f);
+	ok(ex < 5e-3, "layernorm d/dx by finite differences, accumulated (rel err %.2g)", ex);
+	ok(ew < 5e-3, "layernorm d/dw by finite differences, accumulated (rel err %.2g)", ew);
+	if (c.b) {
+		double eb = fd_check_(ln_loss_, &c, c.b, db, D, NULL, 0, 1e-2f);
+		ok(eb < 5e-3, "layernorm d/db by finite differences, accumulated (rel err %.2g)", eb);
+	}
+	free(c.x), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.R), free(ref);
+	free(dx), free(dx0), free(dw), free(dw0), free(db), free(db0);
+}
+
+/* PyTorch's values (torch 2.15: F.gelu, F.gelu(approximate="tanh"),
+ * x * sigmoid(1.702 x), F.silu, and the gradient of their sum). */
+static void test_act_(void)
+{
+	static const float x[11] = { -6.0f, -3.1f, -1.7f, -0.9f, -0.25f, 0, 0.3f, 0.8f, 1.5f, 2.9f, 5.5f };
+	static const float want[4][2][11] = {
+		{ { -0.0f, -0.00299953506f, -0.075761348f, -0.165654108f, -0.100323416f, 0, 0.18537344f, 0.630515695f, 1.39978909f, 2.89458919f, 5.5f },
+		  { -2.98023224e-08f, -0.00915947556f, -0.115317971f, -0.0554166436f, 0.304626703f, 0.5f, 0.732327759f, 1.01989794f, 1.12746918f, 1.01539648f, 1.0000006f } },
+		{ { -0.0f, -0.00262656808f, -0.0758940876f, -0.165771484f, -0.100324646f, 0, 0.185370937f, 0.630431712f, 1.39957154f, 2.89503336f, 5.5f },
+		  { 0, -0.00873925537f, -0.115914613f, -0.0550672263f, 0.304645896f, 0.5f, 0.732295513f, 1.0195837f, 1.12771082f, 1.01512551f, 1 } },
+		{ { -0.00022035357f, -0.0157660488f, -0.089217335f, -0.159957424f, -0.0988003463f, 0, 0.187484145f, 0.636815727f, 1.39166224f, 2.87931299f, 5.4995265f },
+		  { -0.00033830243f, -0.0216115192f, -0.0913980156f, -0.0461303741f, 0.293499529f, 0.5f, 0.744625747f, 1.01710594f, 1.09884799f, 1.02782476f, 1.00071955f } },
+		{ { -0.0148357386f, -0.133632496f, -0.262590945f, -0.260145456f, -0.109455876f, 0, 0.172332764f, 0.551979601f, 1.22636163f, 2.74875474f, 5.4776144f },
+		  { -0.0123264315f, -0.0847647116f, -0.0675645098f, 0.104100212f, 0.376289994f, 0.5f, 0.647780061f, 0.861102223f, 1.04129422f, 1.09120369f, 1.01822436f } },
+	};
+	static const char *names[4] = { "gelu", "gelu_tanh", "quick_gelu", "silu" };
+	static const int acts[4] = { SW_ACT_GELU, SW_ACT_GELU_TANH, SW_ACT_QUICK_GELU, SW_ACT_SILU };
+	float ones[11], y[11], dx[11];
+	for (int i = 0; i < 11; i++)
+		ones[i] = 1;
+	for (int a = 0; a < 4; a++) {
+		ops->act_fwd(y, x, 11, acts[a]);
+		ops->act_bwd(dx, ones, x, 11, acts[a]);
+		double ey = 0, ed = 0;
+		for (int i = 0; i < 11; i++) {
+			ey = fmax(ey, fabs(y[i] - want[a][0][i]));
+			ed = fmax(ed, fabs(dx[i] - want[a][1][i]));
+		}
+		ok(ey < 1e-6, "act %s forward equals PyTorch's (err %.2g)", names[a], ey);
+		ok(ed < 1e-6, "act %s backward equals PyTorch's gradient (err %.2g)", names[a], ed);
+	}
+	/* Backward overwrites dx and scales by dy. */
+	float dy[11];
+	for (int i = 0; i < 11; i++)
+		dy[i] = 0.5f * (float)i - 2, dx[i] = 1e9f;
+	ops->act_bwd(dx, dy, x, 11, SW_ACT_GELU);
+	double e = 0;
+	for (int i = 0; i < 11; i++)
+		e = fmax(e, fabs(dx[i] - dy[i] * want[0][1][i]));
+	ok(e < 1e-5, "act backward overwrites dx with dy * act'(x) (err %.2g)", e);
 }
 
 /* ---- swiglu, bias ------------------------------------------------------- */
@@ -496,12 +597,17 @@ int main(void)
 	test_rmsnorm_();
 	test_rope_();
 	int32_t cu1[4] = { 0, 5, 6, 14 };
-	test_attention_(3, cu1, 4, 2, 8, 0);
+	test_attention_(3, cu1, 4, 2, 8, 0, 1);
+	test_attention_(3, cu1, 4, 2, 8, 0, 0);
 	int32_t cu2[2] = { 0, 9 };
-	test_attention_(1, cu2, 3, 3, 4, 0);
+	test_attention_(1, cu2, 3, 3, 4, 0, 1);
 	/* Longer than one 128-row tile: checked on a sample of entries. */
 	int32_t cu3[3] = { 0, 300, 431 };
-	test_attention_(2, cu3, 2, 1, 8, 40);
+	test_attention_(2, cu3, 2, 1, 8, 40, 1);
+	test_attention_(2, cu3, 2, 1, 8, 40, 0);
+	test_layernorm_(1);
+	test_layernorm_(0);
+	test_act_();
 	test_swiglu_();
 	test_bias_();
 	test_logprob_();

@@ -421,6 +421,65 @@ static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x
 	}
 }
 
+/* Mean and variance in double, two passes: the rows are short (a vision
+ * tower's width) and PyTorch's own are exact to float rounding. */
+static void layernorm_fwd_(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int T, int D, float eps)
+{
+#pragma omp parallel for if (BIG_((size_t)T * D))
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * D;
+		float *o = out + (size_t)t * D;
+		double s = 0, ss = 0;
+		for (int d = 0; d < D; d++)
+			s += xr[d];
+		float mu = (float)(s / D);
+		for (int d = 0; d < D; d++)
+			ss += ((double)xr[d] - mu) * ((double)xr[d] - mu);
+		float r = (float)(1.0 / sqrt(ss / D + (double)eps));
+		mean[t] = mu, rstd[t] = r;
+		for (int d = 0; d < D; d++) {
+			float y = (xr[d] - mu) * r * w[d];
+			o[d] = b ? y + b[d] : y;
+		}
+	}
+}
+
+static void layernorm_bwd_(float *dx, float *dw, float *db, const float *dout, const float *x,
+                           const float *w, const float *mean, const float *rstd, int T, int D)
+{
+#pragma omp parallel for if (BIG_((size_t)T * D))
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+		float *dxr = dx + (size_t)t * D;
+		float mu = mean[t], r = rstd[t];
+		double sg = 0, sgx = 0;
+		for (int d = 0; d < D; d++) {
+			float gw = g[d] * w[d];
+			sg += gw;
+			sgx += (double)gw * ((xr[d] - mu) * r);
+		}
+		float mg = (float)(sg / D), mgx = (float)(sgx / D);
+		for (int d = 0; d < D; d++)
+			dxr[d] += r * (g[d] * w[d] - mg - (xr[d] - mu) * r * mgx);
+	}
+	/* dw, db sum over rows: split the columns so no two threads share one. */
+#pragma omp parallel if (BIG_((size_t)T * D))
+	{
+		int nt = omp_get_num_threads(), me = omp_get_thread_num();
+		int chunk = (D + nt - 1) / nt, d0 = me * chunk, d1 = d0 + chunk < D ? d0 + chunk : D;
+		for (int t = 0; t < T; t++) {
+			const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+			float mu = mean[t], r = rstd[t];
+			for (int d = d0; d < d1; d++) {
+				dw[d] += g[d] * ((xr[d] - mu) * r);
+				if (db)
+					db[d] += g[d];
+			}
+		}
+	}
+}
+
 static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
                   int inverse)
 {
@@ -511,14 +570,15 @@ SW_VEC static void row_exp_(float *x, int n, float l)
 }
 
 /* Scores of query rows i0..i0+nb-1 against keys 0..nk-1, turned into the
- * causal softmax P in place (row r sees keys 0..i0+r).  With have_lse the
- * normaliser is taken from lse (backward), else computed and stored. */
+ * softmax P in place (row r sees keys 0..i0+r when causal, else all nk).
+ * With have_lse the normaliser is taken from lse (backward), else computed
+ * and stored. */
 static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_stride,
-                          int have_lse)
+                          int have_lse, int causal)
 {
 	for (int r = 0; r < nb; r++) {
 		float *s = S + (size_t)r * nk;
-		int last = i0 + r;
+		int last = causal ? i0 + r : nk - 1;
 		float l;
 		if (have_lse) {
 			l = lse[(size_t)r * lse_stride];
@@ -542,7 +602,8 @@ static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_
  * A pair owns its rows of dk and dv, so the backward needs no atomics.
  */
 static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
-                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+                      float *scratch)
 {
 	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
 	float scale = 1.0f / sqrtf((float)hd);
@@ -557,10 +618,10 @@ static void attn_fwd_(float *out, float *lse, const float *q, const float *k, co
 			const float *V = v + (size_t)o * ks + (size_t)g * hd;
 			for (int h = g * grp; h < (g + 1) * grp; h++)
 				for (int i0 = 0; i0 < L; i0 += QB) {
-					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+					int nb = L - i0 < QB ? L - i0 : QB, nk = causal ? i0 + nb : L;
 					const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
 					gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
-					softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0);
+					softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0, causal);
 					gemm_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
 					       out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
 				}
@@ -569,7 +630,8 @@ static void attn_fwd_(float *out, float *lse, const float *q, const float *k, co
 
 static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
                       const float *lse, const float *q, const float *k, const float *v,
-                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+                      float *scratch)
 {
 	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
 	float scale = 1.0f / sqrtf((float)hd);
@@ -588,10 +650,10 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 			}
 			for (int h = g * grp; h < (g + 1) * grp; h++)
 				for (int i0 = 0; i0 < L; i0 += QB) {
-					int nb = L - i0 < QB ? L - i0 : QB, nk = i0 + nb;
+					int nb = L - i0 < QB ? L - i0 : QB, nk = causal ? i0 + nb : L;
 					size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
 					gemm_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
-					softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1);
+					softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1, causal);
 					gemm_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
 					for (int r = 0; r < nb; r++) {
 						const float *g_ = dout + qo + (size_t)r * qs;
@@ -702,6 +764,58 @@ static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *
 		size_t o = c * SPAN_;
 		swiglu_bwd_span_(dgate + o, dup + o, dh + o, gate + o, up + o, SPAN_LEN_(n, c));
 	}
+}
+
+/* The activations in libm's erff/tanhf/expf (the span loops are not
+ * cloned per vector width: libm calls do not vectorise). */
+static float act1_(float x, int act)
+{
+	switch (act) {
+	case SW_ACT_GELU:
+		return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+	case SW_ACT_GELU_TANH:
+		return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+	case SW_ACT_QUICK_GELU:
+		return x / (1.0f + expf(-1.702f * x));
+	default:
+		return x / (1.0f + expf(-x));
+	}
+}
+
+static float dact1_(float x, int act)
+{
+	switch (act) {
+	case SW_ACT_GELU:
+		return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+		       x * 0.39894228040143268f * expf(-0.5f * x * x);
+	case SW_ACT_GELU_TANH: {
+		float u = 0.79788456080286536f * (x + 0.044715f * x * x * x), th = tanhf(u);
+		return 0.5f * (1.0f + th) +
+		       0.5f * x * (1.0f - th * th) * 0.79788456080286536f * (1.0f + 0.134145f * x * x);
+	}
+	case SW_ACT_QUICK_GELU: {
+		float s = 1.0f / (1.0f + expf(-1.702f * x));
+		return s + 1.702f * x * s * (1.0f - s);
+	}
+	default: {
+		float s = 1.0f / (1.0f + expf(-x));
+		return s * (1.0f + x * (1.0f - s));
+	}
+	}
+}
+
+static void act_fwd_(float *y, const float *x, size_t n, int act)
+{
+#pragma omp parallel for if (BIG_(n))
+	for (size_t i = 0; i < n; i++)
+		y[i] = act1_(x[i], act);
+}
+
+static void act_bwd_(float *dx, const float *dy, const float *x, size_t n, int act)
+{
+#pragma omp parallel for if (BIG_(n))
+	for (size_t i = 0; i < n; i++)
+		dx[i] = dy[i] * dact1_(x[i], act);
 }
 
 static void add_(float *y, const float *x, size_t n)
@@ -860,6 +974,10 @@ static const sw_backend cpu_ = {
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,
 	.rmsnorm_bwd = rmsnorm_bwd_,
+	.layernorm_fwd = layernorm_fwd_,
+	.layernorm_bwd = layernorm_bwd_,
+	.act_fwd = act_fwd_,
+	.act_bwd = act_bwd_,
 	.rope = rope_,
 	.attn_fwd = attn_fwd_,
 	.attn_bwd = attn_bwd_,

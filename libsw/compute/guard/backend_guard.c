@@ -373,6 +373,36 @@ static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x
 	leave_();
 }
 
+static void layernorm_fwd_(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int T, int D, float eps)
+{
+	ENTER_("layernorm_fwd", out, mean, rstd, x, w, b) return;
+	CPU_->layernorm_fwd(out, mean, rstd, x, w, b, T, D, eps);
+	leave_();
+}
+
+static void layernorm_bwd_(float *dx, float *dw, float *db, const float *dout, const float *x,
+                           const float *w, const float *mean, const float *rstd, int T, int D)
+{
+	ENTER_("layernorm_bwd", dx, dw, db, dout, x, w, mean, rstd) return;
+	CPU_->layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, T, D);
+	leave_();
+}
+
+static void act_fwd_(float *y, const float *x, size_t n, int act)
+{
+	ENTER_("act_fwd", y, x) return;
+	CPU_->act_fwd(y, x, n, act);
+	leave_();
+}
+
+static void act_bwd_(float *dx, const float *dy, const float *x, size_t n, int act)
+{
+	ENTER_("act_bwd", dx, dy, x) return;
+	CPU_->act_bwd(dx, dy, x, n, act);
+	leave_();
+}
+
 static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
                   int inverse)
 {
@@ -382,19 +412,21 @@ static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const flo
 }
 
 static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
-                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+                      float *scratch)
 {
 	ENTER_("attn_fwd", out, lse, q, k, v, cu, scratch) return;
-	CPU_->attn_fwd(out, lse, q, k, v, cu, nseq, H, KVH, hd, scratch);
+	CPU_->attn_fwd(out, lse, q, k, v, cu, nseq, H, KVH, hd, causal, scratch);
 	leave_();
 }
 
 static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
                       const float *lse, const float *q, const float *k, const float *v,
-                      const int32_t *cu, int nseq, int H, int KVH, int hd, float *scratch)
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+                      float *scratch)
 {
 	ENTER_("attn_bwd", dq, dk, dv, dout, out, lse, q, k, v, cu, scratch) return;
-	CPU_->attn_bwd(dq, dk, dv, dout, out, lse, q, k, v, cu, nseq, H, KVH, hd, scratch);
+	CPU_->attn_bwd(dq, dk, dv, dout, out, lse, q, k, v, cu, nseq, H, KVH, hd, causal, scratch);
 	leave_();
 }
 
@@ -513,6 +545,10 @@ static const sw_backend guard_ = {
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,
 	.rmsnorm_bwd = rmsnorm_bwd_,
+	.layernorm_fwd = layernorm_fwd_,
+	.layernorm_bwd = layernorm_bwd_,
+	.act_fwd = act_fwd_,
+	.act_bwd = act_bwd_,
 	.rope = rope_,
 	.attn_fwd = attn_fwd_,
 	.attn_bwd = attn_bwd_,
