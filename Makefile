@@ -121,8 +121,15 @@ $(B)/bin/sw-datagen: tests/datagen.c $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
+# The vision demo's picture generator (examples/vision/shapes.c), like sw-datagen a
+# program of the examples, not of cmd/.
+all: $(B)/bin/sw-shapes
+$(B)/bin/sw-shapes: examples/vision/shapes.c $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+
 # Each fuzz target, linked with tests/fuzz/replay.c instead of libFuzzer.
-$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(B)/lib/libsw.a
+$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(wildcard tests/fuzz/*.h) $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< tests/fuzz/replay.c $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
