@@ -200,12 +200,9 @@ static int parse_(cfg_ *x, sw_image_proc *p)
 		if (!yyjson_is_int(r))
 			return bad_(x, SW_ETYPE, "field 'resample' is %s, not an integer", yyjson_get_type_desc(r));
 		int64_t k = yyjson_get_sint(r);
-		if (k == 0)
-			return bad_(x, SW_EINVAL, "resample 0 (NEAREST) is not supported: 1 (LANCZOS), "
-			                          "2 (BILINEAR), 3 (BICUBIC), 4 (BOX) or 5 (HAMMING)");
-		if (k < 1 || k > 5 || (yyjson_is_uint(r) && yyjson_get_uint(r) > 5))
-			return bad_(x, SW_EINVAL, "resample %lld is not supported: 1 (LANCZOS), 2 (BILINEAR), "
-			                          "3 (BICUBIC), 4 (BOX) or 5 (HAMMING)", (long long)k);
+		if (k < 0 || k > 5 || (yyjson_is_uint(r) && yyjson_get_uint(r) > 5))
+			return bad_(x, SW_EINVAL, "resample %lld is not supported: 0 (NEAREST), 1 (LANCZOS), "
+			                          "2 (BILINEAR), 3 (BICUBIC), 4 (BOX) or 5 (HAMMING)", (long long)k);
 		p->resample = (int)k;
 	}
 	v = yyjson_obj_get(x->root, "do_center_crop");
@@ -492,6 +489,29 @@ static void pass_y_(const uint8_t *src, int w, uint8_t *dst, int oh, const coeff
 	}
 }
 
+/*
+ * NEAREST: Pillow's affine scaling (Geometry.c, ImagingScaleAffine): the
+ * source position of each output pixel's centre, accumulated in double
+ * from one pixel to the next as Pillow does, truncated.
+ */
+static void nearest_(const uint8_t *src, int w, int h, uint8_t *dst, int ow, int oh)
+{
+	double ax = (double)((float)w - 0.0f) / ow, ay = (double)((float)h - 0.0f) / oh;
+	double yo = 0.0 + ay * 0.5;
+	for (int y = 0; y < oh; y++, yo += ay) {
+		int yi = yo < 0.0 ? -1 : (int)yo;
+		double xo = 0.0 + ax * 0.5;
+		for (int x = 0; x < ow; x++, xo += ax) {
+			int xi = xo < 0.0 ? -1 : (int)xo;
+			uint8_t *d = dst + ((size_t)y * ow + x) * 3;
+			if (yi >= 0 && yi < h && xi >= 0 && xi < w)
+				memcpy(d, src + ((size_t)yi * w + xi) * 3, 3);
+			else
+				memset(d, 0, 3); /* Pillow fills what maps outside with zeros */
+		}
+	}
+}
+
 /* Pillow's Image.resize((ow, oh), resample) of an RGB picture: *out is malloc'd. */
 static int resize_(const uint8_t *src, int w, int h, int ow, int oh, int resample, uint8_t **out)
 {
@@ -503,6 +523,11 @@ static int resize_(const uint8_t *src, int w, int h, int ow, int oh, int resampl
 		return SW_ENOMEM;
 	if (!need_x && !need_y) {
 		memcpy(dst, src, n);
+		*out = dst;
+		return 0;
+	}
+	if (resample == 0) {
+		nearest_(src, w, h, dst, ow, oh);
 		*out = dst;
 		return 0;
 	}

@@ -58,8 +58,9 @@ void sw_image_release(sw_image *im);
  * resample, do_center_crop and crop_size where a crop is done, do_rescale,
  * rescale_factor, do_normalize, image_mean, image_std): none is defaulted.
  * size is {shortest_edge} or {height, width} (an integer: shortest_edge);
- * resample is 1 (LANCZOS), 2 (BILINEAR), 3 (BICUBIC), 4 (BOX) or 5
- * (HAMMING), computed as Pillow does on 8-bit pixels; others are refused.
+ * resample is 0 (NEAREST), 1 (LANCZOS), 2 (BILINEAR), 3 (BICUBIC), 4 (BOX)
+ * or 5 (HAMMING), computed as Pillow 13 does on 8-bit pixels; others (6 and
+ * 7, Pillow's MKS filters) are refused.
  * A configuration whose output size would depend on the picture (a
  * shortest-edge resize without a crop) is refused: a vision tower takes
  * one size.

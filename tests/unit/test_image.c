@@ -286,8 +286,8 @@ static void test_proc_errors_(void)
 		               "image_processor_type" };
 	for (size_t i = 0; i < sizeof need / sizeof *need; i++)
 		proc_refuse_(need[i], NULL, SW_ENOENT, need[i]);
-	proc_refuse_("resample", "0", SW_EINVAL, "resample 0 (NEAREST) is not supported");
 	proc_refuse_("resample", "6", SW_EINVAL, "resample 6 is not supported");
+	proc_refuse_("resample", "-1", SW_EINVAL, "resample -1 is not supported");
 	proc_refuse_("resample", "\"bicubic\"", SW_ETYPE, "not an integer");
 	proc_refuse_("do_center_crop", "false", SW_EINVAL, "would depend on the picture");
 	proc_refuse_("size", "{\"shortest_edge\": 30, \"longest_edge\": 60}", SW_EINVAL, "longest_edge");
