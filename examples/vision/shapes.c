@@ -204,6 +204,8 @@ static void split_(const char *dir, const char *name, char prefix, int count, ui
 	}
 	if (sw_writer_close(w) || (ws && sw_writer_close(ws)))
 		die_("cannot write the prompts", path);
+	sw_writer_free(w);
+	sw_writer_free(ws);
 	sw_rec_free(r);
 	sw_rec_free(item);
 	sw_image_release(&im);

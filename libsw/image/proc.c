@@ -623,6 +623,11 @@ int sw_image_preprocess(const sw_image_proc *p, const sw_image *im, float *out, 
 			oh = w <= h ? nl : p->shortest;
 			ow = w <= h ? p->shortest : nl;
 		}
+		if ((uint64_t)ow * oh > SW_IMAGE_MAX_PIXELS) {
+			free(rgb);
+			return sw_fail(err, SW_ETOOBIG, "a picture of %d x %d pixels resizes to %d x %d: more than "
+			               "the limit of %llu pixels", w, h, ow, oh, (unsigned long long)SW_IMAGE_MAX_PIXELS);
+		}
 		int rc = resize_(rgb, w, h, ow, oh, p->resample, &rs);
 		free(rgb);
 		if (rc)

@@ -334,6 +334,17 @@ static void test_proc_errors_(void)
 	ok(p && sw_image_preprocess(p, &g, o2, &e) == SW_EINVAL && strstr(e.msg, "do_convert_rgb"),
 	   "a gray one is refused: %s", e.msg);
 	sw_image_proc_free(p);
+	/* a resize beyond the pixel limit is refused before it allocates */
+	edited_(text, sizeof text, "size", "{\"shortest_edge\": 8192}");
+	ok(sw_image_proc_parse(text, strlen(text), "pc.json", &p, &e) == 0, "shortest_edge 8192 parses");
+	uint8_t *wide = calloc(30 * 16 * 3, 1), *thin = calloc(2 * 4000, 1);
+	sw_image a = { 30, 16, 3, wide }, b = { 2, 4000, 1, thin };
+	ok(p && sw_image_preprocess(p, &a, o2, &e) == SW_ETOOBIG && strstr(e.msg, "resizes to 15360 x 8192"),
+	   "30 x 16 to 15360 x 8192 refused: %s", e.msg);
+	ok(p && sw_image_preprocess(p, &b, o2, &e) == SW_ERANGE && strstr(e.msg, "resizes to a side of"),
+	   "2 x 4000 refused: %s", e.msg);
+	free(wide), free(thin);
+	sw_image_proc_free(p);
 }
 
 /* sw_image_proc_write_clip writes what transformers wrote for the clip30 fixture. */
