@@ -22,7 +22,7 @@ OPT       ?= -O2 -g
 SAN       ?=
 CFLAGS_SW := -std=c11 $(OPT) -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
              -fPIC -fopenmp -Ilibsw -Ithird_party $(SAN) $(CFLAGS)
-LDLIBS_SW := -lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
+LDLIBS_SW := -lmsgpackc -lzstd -lpng -lz -ljpeg -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
 LDFLAGS_SW:= $(SAN) $(LDFLAGS)
 
 PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
@@ -38,7 +38,7 @@ HEADERS   := $(wildcard libsw/sw/*.h)
 LIB_HDR   := $(sort $(shell find libsw -name '*.h'))
 MANPAGES  := $(wildcard man/*.[157])
 
-DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libsodium-dev libseccomp-dev
+DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libsodium-dev libseccomp-dev libpng-dev libjpeg62-turbo-dev
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap python3-msgpack
 DEPS_BENCH := jq zstd hyperfine
 DEPS_DEMO  := jq librsvg2-bin
@@ -121,8 +121,15 @@ $(B)/bin/sw-datagen: tests/datagen.c $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
+# The vision demo's picture generator (examples/vision/shapes.c), like sw-datagen a
+# program of the examples, not of cmd/.
+all: $(B)/bin/sw-shapes
+$(B)/bin/sw-shapes: examples/vision/shapes.c $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+
 # Each fuzz target, linked with tests/fuzz/replay.c instead of libFuzzer.
-$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(B)/lib/libsw.a
+$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(wildcard tests/fuzz/*.h) $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< tests/fuzz/replay.c $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 

@@ -20,6 +20,7 @@
 #include "verify.h"
 #include "sampler.h"
 #include "sample.h"
+#include "image.h"
 #include "rollout.h"
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
