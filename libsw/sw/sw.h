@@ -21,6 +21,7 @@
 #include "sampler.h"
 #include "sample.h"
 #include "rollout.h"
+#include "dist.h"
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
 #pragma GCC visibility push(default)
