@@ -5,7 +5,8 @@
 # process on one core (-j 1).  Figures: the step's training time (the
 # metrics' time_s.train: forward, backward, the gradient sums, AdamW), the
 # tokens trained per second (the job's, and per rank), and the time the
-# ranks spent summing gradients (time_s.allreduce) as a share of it.
+# ranks spent summing gradients once they had met (time_s.allreduce) as a
+# share of it.
 # Medians of RUNS runs.  Environment: RUNS (default 3), SW_BENCH_SIZE (small),
 # SW_BENCH_SAMPLES (16), SW_BENCH_PROMPT and SW_BENCH_RESPONSE (16 and 48 tokens).
 set -eu
@@ -21,7 +22,8 @@ done
 d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-dp.XXXXXX")
 trap 'rm -rf "$d"' EXIT
 # as tests/helpers.bash's sw_mpirun: root, a container, ranks not pinned
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+	OMPI_MCA_mpi_yield_when_idle=1
 mpi() { mpirun --oversubscribe --bind-to none "$@"; }
 
 sw-model init -q -s "$size" --seed 1 "$d/m"

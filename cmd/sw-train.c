@@ -443,9 +443,8 @@ int main(int argc, char **argv)
 	if (sw_comm_open(&comm, &err))
 		cli_die("%s", err.msg);
 	/* every rank has the same command line: each says so and leaves */
-	if (comm && (tc.rank >= 0 || weights))
-		die_ranks_(comm, 2, weights ? "--weights (a store trained in place) is for one process: under mpirun give --model"
-		                            : "--rank is for one process: under mpirun each rank trains its own samples");
+	if (comm && tc.rank >= 0)
+		die_ranks_(comm, 2, "--rank is for one process: under mpirun each rank trains its own samples");
 	tc.comm = comm;
 	tc.zero1 = zero1 && comm;
 	tc.ctx = comm;

@@ -31,13 +31,14 @@ need_mpirun() {
 # sw_mpirun ARGS...: mpirun with the settings the tests need here: as root Open MPI
 # wants its two allow-run-as-root variables; in a container the shared-memory
 # transport cannot use cross-memory attach (single_copy_mechanism=none); ranks may
-# outnumber the cores (--oversubscribe) and must not be pinned to one of them.
+# outnumber the cores (--oversubscribe), must not be pinned to one of them, and
+# give the core away while they wait (yield_when_idle) rather than spin on it.
 # Under make check, LeakSanitizer would report what Open MPI keeps until exit.
 sw_mpirun() {
 	ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 	OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
-	OMPI_MCA_hwloc_base_binding_policy=none \
+	OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_mpi_yield_when_idle=1 \
 		command mpirun --oversubscribe --bind-to none "$@"
 }
 
@@ -67,4 +68,36 @@ grpo_set() {
 			i=$((i + 1))
 		done
 	done
+}
+
+# A store made from a model directory, and a store saved to one: the C API,
+# since sw-run is what makes stores in a real run.
+mkstore() {
+	command -v cc >/dev/null || skip "no C compiler"
+	cat >mkstore.c <<-'EOF'
+	#include <stdio.h>
+	#include <string.h>
+	#include "sw/sw.h"
+	int main(int argc, char **argv) {
+		sw_error e = { 0 };
+		char spec[256];
+		sw_store *s;
+		if (argc == 3 && !strcmp(argv[1], "create")) {
+			if (sw_store_name_random("sw-train-test", spec, sizeof spec, &e) ||
+			    !(s = sw_store_create_from_model(spec, argv[2], 0, &e)))
+				return fprintf(stderr, "%s\n", e.msg), 1;
+			printf("%s\n", spec);
+		} else if (argc == 4 && !strcmp(argv[1], "save")) {
+			if (!(s = sw_store_open(argv[2], false, &e)) || sw_store_save_model(s, argv[3], SW_DT_F32, &e))
+				return fprintf(stderr, "%s\n", e.msg), 1;
+			printf("%llu\n", (unsigned long long)sw_store_version(s));
+		} else {
+			return 2;
+		}
+		sw_store_close(s);
+		return 0;
+	}
+	EOF
+	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
+		-lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
 }

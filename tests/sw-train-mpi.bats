@@ -8,6 +8,12 @@ load helpers
 
 TINY=$TOP/tests/fixtures/models/tiny-llama
 
+# Stores a test made go, also when it fails half-way.
+teardown() {
+	[ -f "$BATS_TEST_TMPDIR/stores" ] || return 0
+	while read -r spec; do rm -f "/dev/shm/${spec#shm:}" "/dev/shm/${spec#shm:}.opt"; done <"$BATS_TEST_TMPDIR/stores"
+}
+
 # The largest |a - b| over the weights of two model directories.
 maxdiff() {
 	python3 - "$1/model.safetensors" "$2/model.safetensors" <<'PY'
@@ -31,24 +37,25 @@ each_rank() {
 	sw_mpirun -np 2 sh -c 'r=$OMPI_COMM_WORLD_RANK; "$@" 2>err.$r; echo $? >status.$r' sh "$@"
 }
 
-# |a - b| <= tol * max(|a|, |b|)
+# |a - b| <= tol * max(|a|, |b|) + abs
 near() {
-	awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN {
+	awk -v a="$1" -v b="$2" -v t="$3" -v f="${4:-0}" 'BEGIN {
 		d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b; if (n > m) m = n
-		exit !(d <= t * m) }'
+		exit !(d <= t * m + f) }'
 }
 
 # The tolerance against one process: the sums are the same numbers added in
 # another order, and AdamW's first steps (m / sqrt(v) is about the sign of the
 # gradient) amplify the last bit of a near-zero gradient element up to the
-# learning rate; at lr 1e-3 every weight is within 1e-5 (1% of lr) of one
-# process's, and the loss and gradient norm within 1e-6 of theirs.
+# learning rate; at lr 1e-3 every weight is within 2e-5 (2% of lr) of one
+# process's, and the loss and gradient norm within 1e-6 of theirs (a loss that
+# is 0 but for rounding, as Dr. GRPO's can be, within 1e-12).
 same_step() {
 	local a=$1 b=$2
 	d=$(maxdiff "$a" "$b")
 	echo "max |w1 - w2| = $d"
-	awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }'
-	near "$(jq .loss "$a.jsonl")" "$(jq .loss "$b.jsonl")" 1e-6
+	awk -v d="$d" 'BEGIN { exit !(d <= 2e-5) }'
+	near "$(jq .loss "$a.jsonl")" "$(jq .loss "$b.jsonl")" 1e-6 1e-12
 	near "$(jq .grad_norm "$a.jsonl")" "$(jq .grad_norm "$b.jsonl")" 1e-6
 	# the same shuffle state, schedule position and version
 	[ "$(jq -c 'del(.optimizer_blake2b)' "$a/trainer_state.json")" = "$(jq -c 'del(.optimizer_blake2b)' "$b/trainer_state.json")" ]
@@ -101,6 +108,21 @@ same_step() {
 	done
 }
 
+@test "every algorithm, a reference and the KL in the reward: 2 ranks give one process's step" {
+	need_mpirun
+	grpo_set | sw-balance -n 2 -f json >bal.jsonl
+	i=0
+	for opts in "-a sft" "-a grpo --ref $TINY --kl-coef 0.1" "-a dr_grpo" "-a dapo --minibatches 2" "-a rloo" \
+		"-a reinforce++ --gamma 0.9" "-a grpo --ref $TINY --kl-coef 0.1 --kl-in-reward --epochs 2"; do
+		i=$((i + 1))
+		sw-train $opts -m "$TINY" -o one$i --lr 1e-3 --metrics one$i.jsonl bal.jsonl >one$i.out
+		sw_mpirun -np 2 sw-train $opts -m "$TINY" -o two$i --lr 1e-3 --metrics two$i.jsonl bal.jsonl >two$i.out
+		echo "$opts"
+		same_step one$i two$i
+		cmp one$i.out two$i.out
+	done
+}
+
 @test "--shard-moments: the moments sharded give the same bits, and the saved state continues the same" {
 	need_mpirun
 	grpo_set | sw-balance -n 2 -f json >bal.jsonl
@@ -126,6 +148,25 @@ same_step() {
 	sw-train -m "$TINY" -o p --lr 1e-3 bal.jsonl >/dev/null
 	sw-train -m "$TINY" -o pz --lr 1e-3 --shard-moments bal.jsonl >/dev/null
 	cmp p/model.safetensors pz/model.safetensors
+}
+
+@test "a weight store under 2 ranks: rank 0 trains it in place, the others a copy; the directory's steps" {
+	need_mpirun
+	mkstore
+	sft_set >sft.jsonl
+	spec=$(./mkstore create "$TINY")
+	echo "$spec" >>"$BATS_TEST_TMPDIR/stores"
+	opts="-a sft --lr 1e-3 --epochs 3 --minibatches 2"
+	sw_mpirun -np 2 sw-train $opts --weights "$spec" --metrics m.jsonl sft.jsonl >/dev/null
+	[ -f "/dev/shm/${spec#shm:}.opt" ]
+	# the second step finds the store in the environment, as sw-run hands it over, the moments sharded
+	SW_WEIGHTS=$spec sw_mpirun -np 2 sw-train $opts --shard-moments --metrics m.jsonl sft.jsonl >/dev/null
+	[ "$(./mkstore save "$spec" saved)" = 2 ]
+	[ "$(jq -s 'map(.ranks) | unique' m.jsonl)" = "$(printf '[\n  2\n]')" ]
+	# the same two steps on a model directory: the same bits
+	sw_mpirun -np 2 sw-train $opts -m "$TINY" -o d sft.jsonl >/dev/null
+	sw_mpirun -np 2 sw-train $opts -m d -o d sft.jsonl >/dev/null
+	cmp d/model.safetensors saved/model.safetensors
 }
 
 @test "a bad record on rank 1: every rank exits 1 with rank 1's message, nothing written" {
@@ -156,18 +197,13 @@ same_step() {
 	[ ! -e out ]
 }
 
-@test "under mpirun: --rank and --weights are usage errors on every rank" {
+@test "under mpirun: --rank is a usage error on every rank" {
 	need_mpirun
 	grpo_set | sw-balance -n 2 -f json >bal.jsonl
 	each_rank sw-train -m "$TINY" -o out --rank 1 bal.jsonl
 	for r in 0 1; do
 		[ "$(cat status.$r)" = 2 ]
 		[ "$(cat err.$r)" = "sw-train: --rank is for one process: under mpirun each rank trains its own samples" ]
-	done
-	each_rank sw-train --weights shm:sw-mpi-test-$$ bal.jsonl
-	for r in 0 1; do
-		[ "$(cat status.$r)" = 2 ]
-		[ "$(cat err.$r)" = "sw-train: --weights (a store trained in place) is for one process: under mpirun give --model" ]
 	done
 	[ ! -e out ]
 }

@@ -162,38 +162,6 @@ near() {
 	[ "$stderr" = "sw-train: 's1/optimizer.bin' is there but 's1/trainer_state.json' is not: a damaged trainer state" ]
 }
 
-# A store made from a model directory, and a store saved to one: the C API,
-# since sw-run is what makes stores in a real run.
-mkstore() {
-	command -v cc >/dev/null || skip "no C compiler"
-	cat >mkstore.c <<-'EOF'
-	#include <stdio.h>
-	#include <string.h>
-	#include "sw/sw.h"
-	int main(int argc, char **argv) {
-		sw_error e = { 0 };
-		char spec[256];
-		sw_store *s;
-		if (argc == 3 && !strcmp(argv[1], "create")) {
-			if (sw_store_name_random("sw-train-test", spec, sizeof spec, &e) ||
-			    !(s = sw_store_create_from_model(spec, argv[2], 0, &e)))
-				return fprintf(stderr, "%s\n", e.msg), 1;
-			printf("%s\n", spec);
-		} else if (argc == 4 && !strcmp(argv[1], "save")) {
-			if (!(s = sw_store_open(argv[2], false, &e)) || sw_store_save_model(s, argv[3], SW_DT_F32, &e))
-				return fprintf(stderr, "%s\n", e.msg), 1;
-			printf("%llu\n", (unsigned long long)sw_store_version(s));
-		} else {
-			return 2;
-		}
-		sw_store_close(s);
-		return 0;
-	}
-	EOF
-	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
-		-lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
-}
-
 @test "a weight store is trained in place: the same bits as the model directory, the version bumped" {
 	mkstore
 	sft_set >sft.jsonl

@@ -108,6 +108,7 @@ sw_trainer *sw_trainer_new(const sw_trainer_config *c, sw_error *err)
 	t->c.ref = t->ref;
 	t->be = c->backend ? c->backend : sw_backend_get(NULL, NULL);
 	t->c.loss.algo = c->algo;
+	t->rank = sw_comm_rank(c->comm);
 	t->t0 = now_();
 	return t;
 }

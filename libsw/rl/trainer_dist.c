@@ -54,6 +54,9 @@ int sw_trainer_dist_update(sw_trainer *t, sw_model *grad, float *host, sw_adamw_
 	size_t n = t->model->nparams, size = (size_t)sw_comm_size(cm), me = (size_t)sw_comm_rank(cm), off, len;
 	int zero = t->c.zero1, rc;
 	sw_comm_shard(cm, (int)me, n, &off, &len);
+	/* the ranks meet first, so that *tcomm is the exchange itself, not the wait for the slowest */
+	if ((rc = sw_comm_barrier(cm, err)))
+		return rc;
 	double t0 = now_();
 	if ((rc = o->download(host, grad->arena, n * sizeof *host, err)))
 		return rc;

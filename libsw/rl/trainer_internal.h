@@ -44,6 +44,7 @@ struct sw_trainer {
 	tsample *s;
 	size_t n, cap;
 
+	int rank;               /* sw_comm_rank(c.comm) */
 	/* ZeRO-1 (c.zero1): this rank's shard of the moments, be's memory, while a step runs */
 	float *zm, *zv;
 };

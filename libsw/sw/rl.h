@@ -307,7 +307,9 @@ typedef struct sw_trainer_config {
 	 * the whole stream, trains the samples it owns (field `rank`, else sample i goes to rank
 	 * i % size), and the gradients are summed across the ranks before each update, so every
 	 * rank ends the step with the same weights; the loss weights, minibatches and statistics
-	 * are those of the whole stream, as one process computes them.  Only rank 0 should commit. */
+	 * are those of the whole stream, as one process computes them.  Only rank 0 should commit.
+	 * Over a store (sw_trainer_open_store), rank 0 trains it in place and every other rank a
+	 * copy of its own, taken when it opens it. */
 	sw_comm *comm;
 	int zero1;                   /* with comm: each rank keeps only its shard of AdamW's moments */
 } sw_trainer_config;
@@ -333,7 +335,8 @@ typedef struct sw_trainer_stats {
 	/* seconds: creation to the step (loading, reading), the passes, commit, creation to commit */
 	double time_read, time_old, time_ref, time_adv, time_train, time_write, time_total;
 	int ranks;                   /* the communicator's size (1: one process) */
-	double time_allreduce;       /* seconds of time_train spent summing gradients and gathering weights */
+	double time_allreduce;       /* seconds of time_train spent summing gradients and gathering weights
+	                              * across the ranks, once they have met (not the wait for the slowest) */
 } sw_trainer_stats;
 
 /* sw-train's defaults: grpo, lr 1e-6, max grad norm 1, clip 0.2, k3, one epoch
