@@ -22,7 +22,13 @@ OPT       ?= -O2 -g
 SAN       ?=
 CFLAGS_SW := -std=c11 $(OPT) -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
              -fPIC -fopenmp -Ilibsw -Ithird_party $(SAN) $(CFLAGS)
-LDLIBS_SW := -lmsgpackc -lzstd -lpng -lz -ljpeg -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
+# MPI (libsw/dist/, sw/dist.h): on where mpicc is (Open MPI's --showme gives its flags), off
+# in one line where not, and then every program runs as one process.  Expanded late (=) so
+# that the first `make` of a fresh machine, whose deps-build installs Open MPI, sees it.
+MPICC_     = $(shell command -v mpicc 2>/dev/null)
+MPI_CFLAGS = $(if $(MPICC_),-DSW_HAVE_MPI $(shell mpicc --showme:compile))
+MPI_LIBS   = $(if $(MPICC_),$(shell mpicc --showme:link))
+LDLIBS_SW  = $(MPI_LIBS) -lmsgpackc -lzstd -lpng -lz -ljpeg -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
 LDFLAGS_SW:= $(SAN) $(LDFLAGS)
 
 PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
@@ -38,7 +44,8 @@ HEADERS   := $(wildcard libsw/sw/*.h)
 LIB_HDR   := $(sort $(shell find libsw -name '*.h'))
 MANPAGES  := $(wildcard man/*.[157])
 
-DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libsodium-dev libseccomp-dev libpng-dev libjpeg62-turbo-dev
+DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libsodium-dev libseccomp-dev libpng-dev libjpeg62-turbo-dev \
+              libopenmpi-dev openmpi-bin
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap python3-msgpack
 DEPS_BENCH := jq zstd hyperfine
 DEPS_DEMO  := jq librsvg2-bin
@@ -48,11 +55,11 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 CU_SRC := $(wildcard libsw/compute/cuda/*.cu)
 
 .PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo bench fuzz \
-        install clean completions cuda
+        install clean completions cuda mpi
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: deps-build $(PROGRAMS:%=$(B)/bin/%) $(B)/lib/libsw.a $(B)/lib/libsw.so $(B)/lib/libsw.pc cuda
+all: deps-build $(PROGRAMS:%=$(B)/bin/%) $(B)/lib/libsw.a $(B)/lib/libsw.so $(B)/lib/libsw.pc cuda mpi
 
 # --- dependencies -----------------------------------------------------------
 define need
@@ -80,6 +87,7 @@ $(B)/obj/libsw/stream/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyj
 # The CPU ops' loops (compute/cpu/vmath.h) vectorise only where sqrtf need not set errno and
 # a comparison may be made whichever way a select goes (neither changes a result).
 $(B)/obj/libsw/compute/cpu/%.o: CFLAGS_SW += -fno-math-errno -fno-trapping-math
+$(B)/obj/libsw/dist/%.o: CFLAGS_SW += $(MPI_CFLAGS)
 $(B)/obj/cmd/%.o: cmd/%.c cmd/cli.h $(HEADERS) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -c $< -o $@
@@ -92,7 +100,7 @@ $(B)/lib/libsw.so: $(LIB_OBJ)
 	ln -sf libsw.so.0 $@
 $(B)/lib/libsw.pc: libsw/libsw.pc.in Makefile
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS_SW)|' $< > $@
 $(B)/bin/%: $(B)/obj/cmd/%.o $(CLI_OBJ) $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_SW) -o $@ $^ $(LDLIBS_SW)
@@ -106,6 +114,9 @@ else ifeq ($(CU_SRC),)
 else
 	@$(MAKE) --no-print-directory -f libsw/compute/cuda/cuda.mk B=$(B) NVCC=$(NVCC)
 endif
+
+mpi:
+	@$(if $(MPICC_),:,echo "sw: mpicc not found, building without MPI (every program runs as one process)")
 
 # The example verifier plug-in of examples/plugin/ (tests/sw-verify.bats loads it).
 all: $(B)/plugin/keyword.so
@@ -182,7 +193,7 @@ install: all
 	install -m 644 $(B)/lib/libsw.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/lib/libsw.so.0 $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libsw.so.0 $(DESTDIR)$(PREFIX)/lib/libsw.so
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' libsw/libsw.pc.in \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS_SW)|' libsw/libsw.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/libsw.pc
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/sw/
 	for m in $(MANPAGES); do s=$${m##*.}; install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done

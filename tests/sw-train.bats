@@ -13,33 +13,6 @@ teardown() {
 	while read -r spec; do rm -f "/dev/shm/${spec#shm:}" "/dev/shm/${spec#shm:}.opt"; done <"$BATS_TEST_TMPDIR/stores"
 }
 
-# Byte token ids of a string, comma-separated: tok "ab" -> 97,98
-tok() { printf '%s' "$1" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//; s/,$//'; }
-
-# Eight prompts "kN=" each with its own colour word and <|eos|> (257).
-sft_set() {
-	local i=0
-	for r in red green blue cyan pink gold gray teal; do
-		printf '{"id":"s%d","prompt_tokens":[%s],"response_tokens":[%s,257]}\n' \
-			$i "$(tok "k$i=")" "$(tok "$r")"
-		i=$((i + 1))
-	done
-}
-
-# Four prompts, four candidate responses each; the k-th prompt rewards its k-th.
-grpo_set() {
-	for k in 0 1 2 3; do
-		i=0
-		for r in red blue gold teal; do
-			rew=0
-			[ $i -eq $k ] && rew=1
-			printf '{"id":"p%d/%d","group":"p%d","prompt_tokens":[%s],"response_tokens":[%s,257],"reward":%d.0}\n' \
-				$k $i $k "$(tok "k$k=")" "$(tok "$r")" $rew
-			i=$((i + 1))
-		done
-	done
-}
-
 # Greedy token accuracy of the model on a set: an SFT pass that changes nothing.
 accuracy() {
 	rm -rf acc.out acc.jsonl
@@ -187,38 +160,6 @@ near() {
 	rm s1/trainer_state.json
 	run -1 --separate-stderr sw-train -a sft -m s1 -o s2 sft.jsonl
 	[ "$stderr" = "sw-train: 's1/optimizer.bin' is there but 's1/trainer_state.json' is not: a damaged trainer state" ]
-}
-
-# A store made from a model directory, and a store saved to one: the C API,
-# since sw-run is what makes stores in a real run.
-mkstore() {
-	command -v cc >/dev/null || skip "no C compiler"
-	cat >mkstore.c <<-'EOF'
-	#include <stdio.h>
-	#include <string.h>
-	#include "sw/sw.h"
-	int main(int argc, char **argv) {
-		sw_error e = { 0 };
-		char spec[256];
-		sw_store *s;
-		if (argc == 3 && !strcmp(argv[1], "create")) {
-			if (sw_store_name_random("sw-train-test", spec, sizeof spec, &e) ||
-			    !(s = sw_store_create_from_model(spec, argv[2], 0, &e)))
-				return fprintf(stderr, "%s\n", e.msg), 1;
-			printf("%s\n", spec);
-		} else if (argc == 4 && !strcmp(argv[1], "save")) {
-			if (!(s = sw_store_open(argv[2], false, &e)) || sw_store_save_model(s, argv[3], SW_DT_F32, &e))
-				return fprintf(stderr, "%s\n", e.msg), 1;
-			printf("%llu\n", (unsigned long long)sw_store_version(s));
-		} else {
-			return 2;
-		}
-		sw_store_close(s);
-		return 0;
-	}
-	EOF
-	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
-		-lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
 }
 
 @test "a weight store is trained in place: the same bits as the model directory, the version bumped" {

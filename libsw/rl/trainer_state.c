@@ -611,6 +611,43 @@ static int opt_open_(sw_trainer *t, sw_error *err)
 	return opt_borrow_(t, err);
 }
 
+/*
+ * Data parallel over a store (rl.h): rank 0 alone trains it in place; a rank
+ * above 0 copies the weights and the moments (zeros before the first step)
+ * into memory of its own and lets the stores go, so that only one writer
+ * changes them and no rank reads a weight another is updating.
+ */
+static int private_copy_(sw_trainer *t, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	const sw_backend *be = t->be;
+	size_t bytes = t->model->nparams * sizeof(float);
+	sw_model *w = sw_model_new_on(be, &t->model->cfg, &e2);
+	int rc = 0;
+	if (!w || !(t->mm = sw_model_new_on(be, &t->model->cfg, &e2)) || !(t->vm = sw_model_new_on(be, &t->model->cfg, &e2))) {
+		sw_model_free(w);
+		return sw_fail(err, e2.code, "cannot copy the store's weights: %s", e2.msg);
+	}
+	if ((rc = be->copy(w->arena, t->model->arena, bytes, err)) ||
+	    (rc = t->m ? be->copy(t->mm->arena, t->m, bytes, err) : be->memset(t->mm->arena, 0, bytes, err)) ||
+	    (rc = t->v ? be->copy(t->vm->arena, t->v, bytes, err) : be->memset(t->vm->arena, 0, bytes, err)) ||
+	    (rc = be->sync(err))) {
+		sw_model_free(w);
+		return rc;
+	}
+	sw_model_free(t->model); /* the view: gives the store's arena back */
+	t->model = w;
+	t->m = t->mm->arena;
+	t->v = t->vm->arena;
+	if (t->o_dev)
+		be->unborrow(t->o_dev);
+	t->o_dev = NULL;
+	sw_store_close(t->o);
+	sw_store_close(t->w);
+	t->o = t->w = NULL;
+	return 0;
+}
+
 int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err)
 {
 	sw_error e2 = { 0 };
@@ -631,7 +668,10 @@ int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, s
 		return sw_fail(err, e2.code, "store '%s': %s", weights, e2.msg);
 	t->own_model = 1; /* the view, not the arena */
 	t->start_version = t->version = sw_store_version(t->w);
-	return opt_open_(t, err);
+	int rc = opt_open_(t, err);
+	if (rc || t->rank == 0)
+		return rc;
+	return private_copy_(t, err);
 }
 
 /*

@@ -22,6 +22,7 @@
 #include "sample.h"
 #include "image.h"
 #include "rollout.h"
+#include "dist.h"
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
 #pragma GCC visibility push(default)

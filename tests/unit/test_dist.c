@@ -1,0 +1,255 @@
+/*
+ * test_dist.c - the communicator of sw/dist.h.  Run by hand (tests/run) it
+ * checks the one-rank case, the NULL communicator every program gets
+ * without a launcher.  Run under `mpirun -np N` (tests/dist-mpi.bats) it
+ * checks the collectives across the ranks: rank-order sums that are the
+ * same bits everywhere, the chunked transfers, the verdict of sw_comm_agree,
+ * the gather to a root.  Every rank prints its own TAP lines.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sw/sw.h"
+#include "sw/dist.h"
+#include "common/internal.h"
+#include "dist/dist_internal.h"
+#include "tap.h"
+
+static void test_one_rank(void)
+{
+	sw_error err;
+	memset(&err, 0, sizeof err);
+	is_int(sw_comm_rank(NULL), 0, "NULL: rank 0");
+	is_int(sw_comm_size(NULL), 1, "NULL: size 1");
+	float f[3] = {1.5f, -2, 3};
+	double d[2] = {0.25, 7};
+	is_int(sw_comm_allreduce_sum_f32(NULL, f, 3, &err), SW_OK, "NULL: f32 sum");
+	ok(f[0] == 1.5f && f[1] == -2 && f[2] == 3, "NULL: f32 sum leaves x as it is");
+	is_int(sw_comm_allreduce_sum_f64(NULL, d, 2, &err), SW_OK, "NULL: f64 sum");
+	ok(d[0] == 0.25 && d[1] == 7, "NULL: f64 sum leaves x as it is");
+	is_int(sw_comm_allreduce_max_f64(NULL, d, 2, &err), SW_OK, "NULL: f64 max");
+	ok(d[0] == 0.25 && d[1] == 7, "NULL: f64 max leaves x as it is");
+	is_int(sw_comm_reduce_scatter_sum_f32(NULL, f, 3, &err), SW_OK, "NULL: reduce-scatter");
+	is_int(sw_comm_allgather_f32(NULL, f, 3, &err), SW_OK, "NULL: all-gather");
+	size_t off = 9, len = 9;
+	sw_comm_shard(NULL, 0, 10, &off, &len);
+	ok(off == 0 && len == 10, "NULL: the one shard is everything");
+	char b[4] = "abc";
+	is_int(sw_comm_bcast(NULL, b, 4, 0, &err), SW_OK, "NULL: bcast from 0");
+	is_int(sw_comm_bcast(NULL, b, 4, 1, &err), SW_EINVAL, "NULL: bcast from rank 1 of 1 refused");
+	ok(strstr(err.msg, "rank 1 of 1") != NULL, "the refusal says why: %s", err.msg);
+	void *all = NULL;
+	size_t lens[1] = {99};
+	is_int(sw_comm_gather_bytes(NULL, "xyz", 3, 0, &all, lens, &err), SW_OK, "NULL: gather");
+	ok(all && lens[0] == 3 && memcmp(all, "xyz", 3) == 0, "NULL: gather copies");
+	free(all);
+	is_int(sw_comm_gather_bytes(NULL, NULL, 0, 0, &all, lens, &err), SW_OK, "NULL: gather of nothing");
+	ok(all != NULL && lens[0] == 0, "NULL: an empty gather still mallocs");
+	free(all);
+	is_int(sw_comm_barrier(NULL, &err), SW_OK, "NULL: barrier");
+	sw_error e2;
+	sw_fail(&e2, SW_EFORMAT, "bad thing");
+	is_int(sw_comm_agree(NULL, SW_EFORMAT, &e2), SW_EFORMAT, "NULL: agree returns rc");
+	ok(strcmp(e2.msg, "bad thing") == 0, "NULL: agree leaves the message alone");
+	is_int(sw_comm_agree(NULL, SW_OK, &e2), SW_OK, "NULL: agree on success");
+	sw_comm_close(NULL);
+	ok(1, "close(NULL) is a no-op");
+}
+
+/* Without MPI, a launch as several ranks is refused, not run N times over. */
+static void test_no_mpi_refuses(void)
+{
+	if (sw_comm_have_mpi())
+		return;
+	sw_error err;
+	sw_comm *c = (sw_comm *)1;
+	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+	is_int(sw_comm_open(&c, &err), SW_EINVAL, "built without MPI: a 2-rank launch is refused");
+	ok(c == NULL && strstr(err.msg, "without MPI"), "and says why: %s", err.msg);
+	setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+	is_int(sw_comm_open(&c, &err), SW_OK, "a 1-rank launch is one process");
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+}
+
+/* Shards cover [0, n) once, in rank order, sizes differing by at most one. */
+static void test_shards(sw_comm *c)
+{
+	size_t ns[] = {0, 1, 2, 3, 7, 100, 101};
+	int good = 1;
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+		size_t at = 0;
+		for (int r = 0; r < sw_comm_size(c); r++) {
+			size_t off, len;
+			sw_comm_shard(c, r, ns[i], &off, &len);
+			good &= off == at && len <= ns[i] / (size_t)sw_comm_size(c) + 1;
+			at += len;
+		}
+		good &= at == ns[i];
+	}
+	ok(good, "shards tile the vector in rank order");
+}
+
+/* Every rank holds the same bytes: gathered to rank 0 and compared there. */
+static int same_everywhere_(sw_comm *c, const void *x, size_t n)
+{
+	void *all;
+	size_t *len = calloc((size_t)sw_comm_size(c), sizeof *len);
+	sw_error err;
+	int same = 1;
+	if (sw_comm_gather_bytes(c, x, n, 0, &all, len, &err) != SW_OK)
+		same = 0;
+	if (sw_comm_rank(c) == 0 && same)
+		for (int r = 0; r < sw_comm_size(c); r++)
+			same &= len[r] == n && memcmp((char *)all + (size_t)r * n, x, n) == 0;
+	free(all);
+	free(len);
+	int v = same;
+	sw_comm_bcast(c, &v, sizeof v, 0, &err);
+	return v;
+}
+
+static void test_sums(sw_comm *c, size_t chunk)
+{
+	int rank = sw_comm_rank(c), size = sw_comm_size(c);
+	sw_error err;
+	sw_dist_set_chunk(c, chunk);
+	size_t ns[] = {0, 1, (size_t)size - 1, 5, 1001};
+	for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+		size_t n = ns[k];
+		float *f = malloc(n * sizeof *f + 1);
+		double *d = malloc(n * sizeof *d + 1);
+		for (size_t i = 0; i < n; i++) {
+			f[i] = (float)(rank + 1) * (float)(i % 13) + 0.5f;
+			d[i] = (double)(rank + 1) * (double)i - 0.25;
+		}
+		int rc = sw_comm_allreduce_sum_f32(c, f, n, &err);
+		rc |= sw_comm_allreduce_sum_f64(c, d, n, &err);
+		/* sum over ranks of (r+1) = size(size+1)/2; all values exact in binary */
+		double t = size * (size + 1) / 2.0;
+		int good = rc == SW_OK;
+		for (size_t i = 0; i < n; i++)
+			good &= f[i] == (float)(t * (double)(i % 13) + 0.5 * size) &&
+			        d[i] == t * (double)i - 0.25 * size;
+		ok(good, "chunk %zu, n %zu: sums are right on rank %d", chunk, n, rank);
+		ok(same_everywhere_(c, f, n * sizeof *f) && same_everywhere_(c, d, n * sizeof *d),
+		   "chunk %zu, n %zu: the same bits on every rank", chunk, n);
+		free(f);
+		free(d);
+	}
+	/* Rank order: 1e8 + 1 rounds back to 1e8 in float, so ((1e8 + 1) - 1e8)
+	 * is 0 where (1e8 - 1e8) + 1 would be 1. */
+	if (size == 3) {
+		float v[4];
+		const float mine[3] = {1e8f, 1, -1e8f};
+		for (int i = 0; i < 4; i++)
+			v[i] = mine[rank];
+		sw_comm_allreduce_sum_f32(c, v, 4, &err);
+		ok(v[0] == 0 && v[1] == 0 && v[2] == 0 && v[3] == 0, "the sum is in rank order: %g", v[0]);
+	}
+	/* The maximum: rank r holds r at i == r % 7 and -i elsewhere. */
+	double mx[7];
+	for (int i = 0; i < 7; i++)
+		mx[i] = i == rank % 7 ? 100.0 + rank : -(double)i;
+	is_int(sw_comm_allreduce_max_f64(c, mx, 7, &err), SW_OK, "max");
+	int gm = 1;
+	for (int i = 0; i < 7; i++)
+		gm &= i < size ? mx[i] == 100.0 + i : mx[i] == -(double)i;
+	ok(gm, "max: element-wise across the ranks");
+	/* The halves: reduce-scatter fills only my shard, all-gather the rest. */
+	size_t n = 11, off, len;
+	float x[11], y[11];
+	for (size_t i = 0; i < n; i++)
+		x[i] = y[i] = (float)rank * 0.1f + (float)i;
+	sw_comm_allreduce_sum_f32(c, y, n, &err);
+	is_int(sw_comm_reduce_scatter_sum_f32(c, x, n, &err), SW_OK, "reduce-scatter");
+	sw_comm_shard(c, rank, n, &off, &len);
+	int good = 1;
+	for (size_t i = 0; i < n; i++)
+		good &= i >= off && i < off + len ? x[i] == y[i] : x[i] == (float)rank * 0.1f + (float)i;
+	ok(good, "reduce-scatter: my shard summed, the rest untouched");
+	is_int(sw_comm_allgather_f32(c, x, n, &err), SW_OK, "all-gather");
+	ok(memcmp(x, y, sizeof x) == 0, "reduce-scatter + all-gather = allreduce, bit for bit");
+	sw_dist_set_chunk(c, 0);
+}
+
+static void test_agree(sw_comm *c)
+{
+	int rank = sw_comm_rank(c), size = sw_comm_size(c);
+	sw_error err;
+	memset(&err, 0, sizeof err);
+	is_int(sw_comm_agree(c, SW_OK, &err), SW_OK, "agree: nobody failed");
+	int rc = SW_OK;
+	if (rank == size - 1)
+		rc = sw_fail(&err, SW_EFORMAT, "bad record on the last rank");
+	rc = sw_comm_agree(c, rc, &err);
+	is_int(rc, SW_EFORMAT, "agree: every rank gets the last rank's code");
+	char want[64];
+	snprintf(want, sizeof want, "rank %d: bad record on the last rank", size - 1);
+	ok(strcmp(err.msg, want) == 0, "agree: and its message: %s", err.msg);
+	/* Two ranks fail: the lowest one speaks. */
+	rc = rank >= size - 2 ? sw_fail(&err, rank == size - 1 ? SW_EIO : SW_ERANGE, "from %d", rank) : SW_OK;
+	err.record = (uint64_t)rank + 40;
+	rc = sw_comm_agree(c, rc, &err);
+	int low = size - 2;
+	is_int(rc, SW_ERANGE, "agree: the lowest failing rank's code");
+	snprintf(want, sizeof want, "rank %d: from %d", low, low);
+	ok(strcmp(err.msg, want) == 0 && err.record == (uint64_t)low + 40,
+	   "agree: its message and record: %s", err.msg);
+}
+
+static void test_bcast_gather(sw_comm *c)
+{
+	int rank = sw_comm_rank(c), size = sw_comm_size(c);
+	sw_error err;
+	sw_dist_set_chunk(c, 3);
+	char b[10];
+	memset(b, rank == size - 1 ? 'z' : '.', sizeof b);
+	is_int(sw_comm_bcast(c, b, sizeof b, size - 1, &err), SW_OK, "bcast from the last rank, in chunks of 3");
+	ok(memcmp(b, "zzzzzzzzzz", 10) == 0, "bcast: every rank has the root's bytes");
+	/* rank r sends r*3 bytes of 'a'+r (rank 0 sends none), to the last rank */
+	char mine[64];
+	memset(mine, 'a' + rank, sizeof mine);
+	void *all;
+	size_t *len = calloc((size_t)size, sizeof *len);
+	int root = size - 1;
+	is_int(sw_comm_gather_bytes(c, mine, (size_t)rank * 3, root, &all, rank == root ? len : NULL, &err),
+	       SW_OK, "gather of uneven sizes in chunks of 3");
+	if (rank == root) {
+		int good = all != NULL;
+		size_t pos = 0;
+		for (int r = 0; r < size && good; r++) {
+			good &= len[r] == (size_t)r * 3;
+			for (size_t i = 0; i < len[r]; i++)
+				good &= ((char *)all)[pos + i] == 'a' + r;
+			pos += len[r];
+		}
+		ok(good, "gather: the root has every rank's bytes in rank order");
+	} else
+		ok(all == NULL, "gather: a non-root gets nothing");
+	free(all);
+	free(len);
+	sw_dist_set_chunk(c, 0);
+	is_int(sw_comm_barrier(c, &err), SW_OK, "barrier");
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	test_one_rank();
+	test_no_mpi_refuses();
+	sw_error err;
+	sw_comm *c = NULL;
+	is_int(sw_comm_open(&c, &err), SW_OK, "open: %s", c ? "launched as several ranks" : "one process");
+	test_shards(c);
+	is_int(sw_comm_launched(), c != NULL, "launched by mpirun exactly when there are ranks here");
+	if (c) {
+		ok(sw_comm_size(c) > 1 && sw_comm_rank(c) < sw_comm_size(c), "rank %d of %d", sw_comm_rank(c),
+		   sw_comm_size(c));
+		test_sums(c, 0);
+		test_sums(c, 8); /* two floats, one double per message */
+		test_agree(c);
+		test_bcast_gather(c);
+	}
+	sw_comm_close(c);
+	return tap_done();
+}
