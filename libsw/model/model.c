@@ -834,6 +834,136 @@ int sw_model_image_tokens(const sw_model_config *c)
 	return v->select_full ? L : L - 1;
 }
 
+/* ---- a LLaVA directory's other files ---- */
+
+/* Read dir/name as a mutable JSON document (NULL with err filled). */
+static yyjson_mut_doc *read_mut_(const char *path, sw_error *err)
+{
+	yyjson_read_err je;
+	yyjson_doc *d = yyjson_read_file(path, 0, NULL, &je);
+	if (!d) {
+		sw_fail(err, SW_EFORMAT, "%s: %s", path, je.msg);
+		return NULL;
+	}
+	yyjson_mut_doc *m = yyjson_doc_mut_copy(d, NULL);
+	yyjson_doc_free(d);
+	if (!m)
+		sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+	return m;
+}
+
+/* Write a JSON document to path atomically (pretty, two spaces, as transformers). */
+static int write_mut_(yyjson_mut_doc *d, const char *path, sw_error *err)
+{
+	size_t len;
+	char *json = yyjson_mut_write(d, YYJSON_WRITE_PRETTY_TWO_SPACES | YYJSON_WRITE_NEWLINE_AT_END, &len);
+	if (!json)
+		return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+	sw_afile f;
+	int rc;
+	if ((rc = sw_afile_open(&f, path, err)) || (rc = sw_afile_write(&f, json, len, err)) ||
+	    (rc = sw_afile_commit(&f, err)))
+		sw_afile_abort(&f);
+	free(json);
+	return rc;
+}
+
+int sw_model_save_vision_files(const sw_model_config *c, const char *dir, const char *image_token,
+                               sw_error *err)
+{
+	const sw_vision_config *v = &c->vision;
+	if (!v->model_type[0])
+		return sw_fail(err, SW_EINVAL, "%s: not a LLaVA model", dir);
+	if (strcmp(v->model_type, "clip_vision_model"))
+		return sw_fail(err, SW_EINVAL, "%s: only a CLIP tower's image processor is written", dir);
+	char path[4200];
+	int rc = 0;
+	/* tokenizer.json: the image token, added at its id (the next one) */
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	yyjson_mut_doc *d = read_mut_(path, err);
+	if (!d)
+		return err ? err->code : SW_EFORMAT;
+	yyjson_mut_val *added = yyjson_mut_obj_get(yyjson_mut_doc_get_root(d), "added_tokens");
+	size_t i, n;
+	yyjson_mut_val *e;
+	int64_t next = -1;
+	yyjson_mut_arr_foreach(added, i, n, e) {
+		int64_t id = yyjson_mut_get_sint(yyjson_mut_obj_get(e, "id"));
+		next = id > next ? id : next;
+	}
+	if (!yyjson_mut_is_arr(added) || next + 1 != v->image_token_id) {
+		yyjson_mut_doc_free(d);
+		return sw_fail(err, SW_EINVAL, "%s: the image token's id %d is not the tokenizer's next (%lld)", path,
+		               v->image_token_id, (long long)next + 1);
+	}
+	yyjson_mut_val *t = yyjson_mut_arr_add_obj(d, added);
+	bool ok = t && yyjson_mut_obj_add_int(d, t, "id", v->image_token_id) &&
+	          yyjson_mut_obj_add_strcpy(d, t, "content", image_token) &&
+	          yyjson_mut_obj_add_bool(d, t, "single_word", false) && yyjson_mut_obj_add_bool(d, t, "lstrip", false) &&
+	          yyjson_mut_obj_add_bool(d, t, "rstrip", false) && yyjson_mut_obj_add_bool(d, t, "normalized", false) &&
+	          yyjson_mut_obj_add_bool(d, t, "special", true);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	if (rc)
+		return rc;
+	/* tokenizer_config.json: where transformers finds it (extra_special_tokens) */
+	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+	if (!(d = read_mut_(path, err)))
+		return err ? err->code : SW_EFORMAT;
+	yyjson_mut_val *x = yyjson_mut_obj(d);
+	ok = x && yyjson_mut_obj_add_strcpy(d, x, "image_token", image_token) &&
+	     yyjson_mut_obj_add_val(d, yyjson_mut_doc_get_root(d), "extra_special_tokens", x);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	if (rc)
+		return rc;
+	/* preprocessor_config.json: CLIPImageProcessor at the tower's size, CLIP's mean and std */
+	static const double mean[3] = { 0.48145466, 0.4578275, 0.40821073 }, std[3] = { 0.26862954, 0.26130258, 0.27577711 };
+	d = yyjson_mut_doc_new(NULL);
+	yyjson_mut_val *r = d ? yyjson_mut_obj(d) : NULL, *crop = r ? yyjson_mut_obj(d) : NULL,
+		       *size = r ? yyjson_mut_obj(d) : NULL;
+	ok = r && crop && size;
+	if (ok) {
+		yyjson_mut_doc_set_root(d, r);
+		ok = yyjson_mut_obj_add_int(d, crop, "height", v->image_size) &&
+		     yyjson_mut_obj_add_int(d, crop, "width", v->image_size) &&
+		     yyjson_mut_obj_add_int(d, size, "shortest_edge", v->image_size) &&
+		     yyjson_mut_obj_add_val(d, r, "crop_size", crop) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_center_crop", true) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_convert_rgb", true) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_normalize", true) && yyjson_mut_obj_add_bool(d, r, "do_rescale", true) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_resize", true) &&
+		     yyjson_mut_obj_add_val(d, r, "image_mean", yyjson_mut_arr_with_double(d, mean, 3)) &&
+		     yyjson_mut_obj_add_str(d, r, "image_processor_type", "CLIPImageProcessor") &&
+		     yyjson_mut_obj_add_val(d, r, "image_std", yyjson_mut_arr_with_double(d, std, 3)) &&
+		     yyjson_mut_obj_add_str(d, r, "processor_class", "LlavaProcessor") &&
+		     yyjson_mut_obj_add_int(d, r, "resample", 3) && /* bicubic */
+		     yyjson_mut_obj_add_val(d, r, "rescale_factor", yyjson_mut_rawcpy(d, "0.00392156862745098")) &&
+		     yyjson_mut_obj_add_val(d, r, "size", size);
+	}
+	snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	if (rc)
+		return rc;
+	/* processor_config.json: LlavaProcessor's expansion of <image> */
+	d = yyjson_mut_doc_new(NULL);
+	r = d ? yyjson_mut_obj(d) : NULL;
+	ok = r != NULL;
+	if (ok) {
+		yyjson_mut_doc_set_root(d, r);
+		ok = yyjson_mut_obj_add_strcpy(d, r, "image_token", image_token) &&
+		     yyjson_mut_obj_add_int(d, r, "num_additional_image_tokens", 1) &&
+		     yyjson_mut_obj_add_int(d, r, "patch_size", v->patch_size) &&
+		     yyjson_mut_obj_add_str(d, r, "processor_class", "LlavaProcessor") &&
+		     yyjson_mut_obj_add_str(d, r, "vision_feature_select_strategy", v->select_full ? "full" : "default");
+	}
+	snprintf(path, sizeof path, "%s/processor_config.json", dir);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	return rc;
+}
+
 /* ---- the arena ---- */
 
 /* Walk the tensors in arena order: fill t (when not NULL) and the model's pointers. */

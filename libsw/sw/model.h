@@ -242,6 +242,18 @@ int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err);
  * same bytes.
  */
 int sw_model_save(const sw_model *m, const char *dir, sw_dtype dt, sw_error *err);
+/*
+ * Beside a LLaVA model with a CLIP tower in dir, the files a processor
+ * needs: image_token (the text, "<image>") added to dir/tokenizer.json at
+ * the config's image_token_id, which must be the tokenizer's next id, and
+ * to tokenizer_config.json (extra_special_tokens); preprocessor_config.json
+ * (CLIPImageProcessor: resize the shortest edge to image_size, bicubic,
+ * centre crop to image_size, rescale by 1/255, CLIP's mean and std) and
+ * processor_config.json (LlavaProcessor, which expands each image token to
+ * sw_model_image_tokens()).
+ */
+int sw_model_save_vision_files(const sw_model_config *c, const char *dir, const char *image_token,
+                               sw_error *err);
 /* Only the safetensors file, to path. */
 int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_error *err);
 
