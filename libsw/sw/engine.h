@@ -269,6 +269,9 @@ typedef struct sw_adamw_config {
 	int64_t warmup_steps;      /* linear warm-up from 0 over these steps */
 	int64_t total_steps;       /* length of the decay (warm-up included) */
 	float min_lr_ratio;
+	/* A LLaVA model's vision tower ("vision_tower.*") is updated only when
+	 * this is true (false, the default: frozen, no decay either). */
+	bool train_vision_tower;
 } sw_adamw_config;
 
 /* lr, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.01, no clipping, constant. */
