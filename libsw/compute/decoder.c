@@ -619,9 +619,15 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, void *ctx,
                     sw_error *err)
 {
+	return sw_decoder_rows_images(d, tokens, n, NULL, fn, ctx, err);
+}
+
+int sw_decoder_rows_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                           sw_rows_fn fn, void *ctx, sw_error *err)
+{
 	if (!d || !fn)
 		return sw_fail(err, SW_EINVAL, "no decoder or callback");
-	int id = sw_decoder_add(d, tokens, n, err);
+	int id = sw_decoder_add_images(d, tokens, n, im, err);
 	if (id < 0)
 		return id;
 	int ntok, nout, rc = run_(d, id, &ntok, &nout, err);
@@ -674,8 +680,14 @@ static int score_rows_(void *p, int r0, int nr, const float *logits)
 int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
                      float *entropy, sw_error *err)
 {
+	return sw_decoder_score_images(d, tokens, n, NULL, logprobs, entropy, err);
+}
+
+int sw_decoder_score_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                            float *logprobs, float *entropy, sw_error *err)
+{
 	if (!d || !logprobs)
 		return sw_fail(err, SW_EINVAL, "no decoder or output");
 	score_ctx_ c = { tokens, n, d->m->cfg.vocab_size, logprobs, entropy };
-	return sw_decoder_rows(d, tokens, n, score_rows_, &c, err);
+	return sw_decoder_rows_images(d, tokens, n, im, score_rows_, &c, err);
 }

@@ -245,6 +245,13 @@ typedef int (*sw_rows_fn)(void *ctx, int row0, int nrows, const float *logits);
 int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, void *ctx,
                     sw_error *err);
 
+/* sw_decoder_score and sw_decoder_rows of a prompt with a LLaVA model's
+ * images (im as for sw_decoder_add_images). */
+int sw_decoder_score_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                            float *logprobs, float *entropy, sw_error *err);
+int sw_decoder_rows_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                           sw_rows_fn fn, void *ctx, sw_error *err);
+
 /* The next-token logits of id after its last step ([vocab], decoder-owned), or NULL. */
 const float *sw_decoder_last_logits(const sw_decoder *d, int id);
 /* Tokens of id in the cache (its length, not counting pending ones); -1 for an unknown id. */

@@ -286,6 +286,28 @@ static void test_greedy_(const sw_model *m)
 	free(rec), free(px);
 }
 
+/* Scoring a prompt with its image: the decoder's arithmetic, transformers' log-probs. */
+static void test_score_(const sw_model *m, const ref_ *r)
+{
+	sw_error err = { 0 };
+	sw_decoder *d = sw_decoder_new(m, 2, 256, &err);
+	int n = r->cu[1];
+	float *lp = calloc((size_t)n, sizeof(float));
+	sw_images im = { r->nimg[0], r->px };
+	int rc = d ? sw_decoder_score_images(d, r->tok, n, &im, lp, NULL, &err) : -1;
+	double worst = 0;
+	for (int t = 0; t < n; t++)
+		if (r->tgt[t] >= 0)
+			worst = fmax(worst, fabs(lp[t] - r->lp[t]));
+	ok(rc == 0 && worst < 1e-4, "%s: sw_decoder_score_images = transformers' log-probs (max err %.2g) (%s)",
+	   m->backend->name, worst, err.msg);
+	sw_images none = { 0, NULL };
+	rc = sw_decoder_score_images(d, r->tok, n, &none, lp, NULL, &err);
+	ok(rc == SW_EINVAL && strstr(err.msg, "too few images"), "scoring without the image: %s", err.msg);
+	free(lp);
+	sw_decoder_free(d);
+}
+
 static void test_errors_(const sw_model *m, const ref_ *r)
 {
 	sw_error err = { 0 };
@@ -392,6 +414,8 @@ static void test_model_(const char *name)
 	test_adamw_(m, oc.grad);
 	test_greedy_(m);
 	test_greedy_(mg);
+	test_score_(m, &r);
+	test_score_(mg, &r);
 	test_errors_(m, &r);
 	test_save_(m);
 	free_out_(&oc), free_out_(&og);
