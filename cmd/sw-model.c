@@ -170,6 +170,13 @@ static void init_(const char *dir, const char *size, const char *config, uint64_
 		if (c.vocab_size < vocab)
 			cli_die("%s: field 'vocab_size' is %d, smaller than the byte tokenizer's %d", config,
 			        c.vocab_size, vocab);
+		/* a LLaVA: "<image>" is added to the byte tokenizer at the next id, processors for CLIP only */
+		if (c.vision.model_type[0] && c.vision.image_token_id != vocab)
+			cli_die("%s: field 'image_token_index' is %d; the byte tokenizer's image token is %d", config,
+			        c.vision.image_token_id, vocab);
+		if (c.vision.model_type[0] && strcmp(c.vision.model_type, "clip_vision_model"))
+			cli_die("%s: a %s tower: init writes the image processor of a CLIP tower only", config,
+			        c.vision.model_type);
 	} else {
 		const struct size_ *s = NULL;
 		for (size_t i = 0; i < sizeof sizes_ / sizeof *sizes_; i++)

@@ -123,6 +123,14 @@ bad() {
 	# the weights under transformers 5's names, the patch embedding a 4-d conv weight
 	run -0 sh -c 'head -c 20000 vl/model.safetensors | tr -d "\0" | grep -o "\"vision_tower.embeddings.patch_embedding.weight\":{[^}]*}"'
 	[ "$output" = '"vision_tower.embeddings.patch_embedding.weight":{"dtype":"F32","shape":[64,3,6,6],"data_offsets":[3518208,3545856]}' ]
+	# init -c with a LLaVA config: the image token must be the byte tokenizer's next id
+	run -0 sw-model init -c vl/config.json vl2
+	run -0 jq -c '[.added_tokens[-1].id, .added_tokens[-1].content]' vl2/tokenizer.json
+	[ "$output" = '[261,"<image>"]' ]
+	jq '.image_token_index = 7' vl/config.json >img7.json
+	run -1 --separate-stderr sw-model init -c img7.json vl3
+	[ "$stderr" = "sw-model: img7.json: field 'image_token_index' is 7; the byte tokenizer's image token is 261" ]
+	[ ! -e vl3 ]
 	# convert keeps the layout (the tokenizer and processor files copied)
 	run -0 sw-model convert --dtype bf16 vl vl16
 	[ -e vl16/preprocessor_config.json ]

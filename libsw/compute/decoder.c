@@ -19,6 +19,11 @@
  * same bits whatever else shares the step: sampling with a seed gives the
  * same text at any batch size.
  *
+ * A LLaVA prompt's images (sw_decoder_add_images) are run through the
+ * tower when the prompt is added; their features take the image tokens'
+ * rows at its prefill, and are let go after it: the cache then holds the
+ * image like any prefix, so forks share it.
+ *
  * The cache, the step's activations and the logits are the model's
  * backend's memory (backend.h); the host keeps the bookkeeping (page
  * tables, reference counts, pending tokens), uploads the step's indices and

@@ -11,6 +11,10 @@
  *   mid = res_l + att Wo^T; xn2 = rmsnorm(mid);
  *   h = silu(xn2 Wg^T) * (xn2 Wu^T); res_{l+1} = mid + h Wd^T
  * then logits = rmsnorm(res_L) Wlm^T and per-token log-probs and entropy.
+ * A LLaVA model's images go through vision.c first; their projected
+ * features replace the embeddings of the image tokens (in order, one
+ * image's N tokens after another), and the backward hands those rows'
+ * gradient to vision.c (the image token's embedding row gets none).
  * For backward the activations of every layer are kept in one block sized
  * from the batch's token count; scoring keeps one layer's worth.  Under an
  * activation budget (sw_engine_act_budget) a training forward keeps all of

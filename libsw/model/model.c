@@ -468,7 +468,9 @@ static int parse_llava_(cfg_ctx_ *x, sw_model_config *c)
 			return bad_(x, "field '%s' has %s", "vision_feature_layer", "not 1 to 8 layers");
 		v->n_feature_layers = 0;
 		yyjson_arr_foreach(fl, i, n, e) {
-			if (!yyjson_is_int(e) || llabs(yyjson_get_sint(e)) > MAX_LAYERS)
+			/* a non-negative integer is yyjson's uint, a negative one its sint */
+			if (!yyjson_is_int(e) || (yyjson_is_uint(e) ? yyjson_get_uint(e) > MAX_LAYERS
+			                                             : yyjson_get_sint(e) < -MAX_LAYERS))
 				return bad_(x, "field '%s' has %s", "vision_feature_layer", "an element that is no layer");
 			v->feature_layers[v->n_feature_layers++] = (int)yyjson_get_sint(e);
 		}

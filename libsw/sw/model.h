@@ -1,6 +1,7 @@
 /*
- * sw/model.h - a Llama-family decoder: its configuration, and its parameters
- * in one arena with named views.
+ * sw/model.h - a Llama-family decoder, or a LLaVA model (that decoder with a
+ * CLIP or SigLIP vision tower and a projector): its configuration, and its
+ * parameters in one arena with named views.
  *
  * Every parameter is float32 in memory, whatever the file held (f32, f16 or
  * bf16 are converted on load), laid out in one contiguous block in a fixed
@@ -167,6 +168,21 @@ typedef struct sw_model {
  * A feature this engine does not implement (another hidden_act, a rope type
  * other than default or llama3, sliding-window attention in use, mixture of
  * experts, biases on o_proj or the MLP) is SW_EFORMAT naming the field.
+ *
+ * model_type "llava" (LlavaForConditionalGeneration) is read into c and
+ * c->vision: text_config as above, vision_config (clip_vision_model or
+ * siglip_vision_model without its pooling head) and the LLaVA fields.
+ * transformers 5 writes every field; transformers 4 wrote these configs as
+ * a diff against their classes' defaults, so what is absent there takes
+ * the default of LlavaConfig (image_token_index 32000, vision_feature_layer
+ * -2, strategy "default", projector_hidden_act "gelu", projector bias,
+ * image_seq_length 576), of CLIPVisionConfig / SiglipVisionConfig (hidden
+ * 768, intermediate 3072, 12 layers, 12 heads, 3 channels, image 224, patch
+ * 32 / 16, quick_gelu / gelu_pytorch_tanh, epsilon 1e-5 / 1e-6) and, in
+ * text_config alone, of LlamaConfig / Qwen2Config / Qwen3Config (vocabulary
+ * 32000 / 151936, hidden 4096, intermediate 11008 / 22016, 32 layers and
+ * heads, 2048 / 32768 positions, epsilon 1e-6).  text_config and
+ * vision_config themselves are required.
  */
 int sw_model_config_load(const char *config_json_path, sw_model_config *c, sw_error *err);
 /* Check the sizes of c (positive, heads divisible by kv heads, no overflow). */

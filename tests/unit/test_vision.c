@@ -114,6 +114,28 @@ static void test_config_(const sw_model *m)
 	   sw_model_tensor(m, "model.layers.1.mlp.down_proj.weight"), "projector and text tensors by name");
 }
 
+/* llava-hf/llava-1.5-7b-hf's config.json as transformers 4 wrote it: a diff against the classes' defaults. */
+static void test_llava15_(void)
+{
+	char path[400];
+	const char *top = getenv("SW_TOP");
+	snprintf(path, sizeof path, "%s/tests/fuzz/seeds/fuzz_model_config/llava-1.5-7b.json", top ? top : ".");
+	sw_model_config c;
+	sw_error err = { 0 };
+	int rc = sw_model_config_load(path, &c, &err);
+	const sw_vision_config *v = &c.vision;
+	ok(rc == 0 && c.hidden_size == 4096 && c.intermediate_size == 11008 && c.num_hidden_layers == 32 &&
+	   c.num_attention_heads == 32 && c.num_key_value_heads == 32 && c.vocab_size == 32064 &&
+	   c.max_position_embeddings == 4096 && c.rms_norm_eps == 1e-5f,
+	   "llava-1.5's text_config: what it leaves out is LlamaConfig's (%s)", err.msg);
+	ok(rc == 0 && v->hidden_size == 1024 && v->num_hidden_layers == 24 && v->image_size == 336 &&
+	   v->patch_size == 14 && !strcmp(v->hidden_act, "quick_gelu") && v->layer_norm_eps == 1e-5f &&
+	   v->num_channels == 3 && v->image_token_id == 32000 && v->projector_bias && v->image_seq_length == 576,
+	   "its vision_config and LLaVA fields: CLIPVisionConfig's and LlavaConfig's defaults");
+	is_int(sw_model_image_tokens(&c), 576, "an image takes 576 tokens (24 x 24 patches)");
+	is_int((long long)sw_model_config_nparams(&c), 7063427072LL, "7,063,427,072 parameters, as transformers counts them");
+}
+
 static void test_features_(const sw_model *m, const ref_ *r)
 {
 	sw_error err = { 0 };
@@ -426,6 +448,7 @@ static void test_model_(const char *name)
 int main(void)
 {
 	sw_engine_threads(2);
+	test_llava15_();
 	test_model_("tiny-llava-clip");
 	test_model_("tiny-llava-siglip");
 	return tap_done();
