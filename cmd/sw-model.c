@@ -3,6 +3,7 @@
  *
  *   sw-model init [-s size | -c config.json] [--seed n] [--dtype t] DIR
  *       a randomly initialised Llama-family model with the byte tokenizer
+ *       (tiny-vl: a LLaVA, CLIP tower and Llama, with "<image>" added to it)
  *   sw-model info [--json] [--batch n] [--seq n] DIR
  *       its shapes, parameter count and the memory to train and generate
  *   sw-model convert [--dtype t] SRC DST
@@ -25,8 +26,9 @@
 enum { OPT_SEED = 0x100, OPT_DTYPE, OPT_JSON, OPT_BATCH, OPT_SEQ };
 
 static const cli_opt opts[] = {
-	{ 's', 's', "size", "size", "tiny|small|base",
-	  "init: the named size, tiny (~1M parameters), small (~13M) or base (~100M); default tiny" },
+	{ 's', 's', "size", "size", "tiny|small|base|tiny-vl",
+	  "init: the named size, tiny (~1M parameters), small (~13M), base (~100M) or tiny-vl (tiny\n"
+	  "with a CLIP tower: a LLaVA); default tiny" },
 	{ 'c', 'c', "config", "file", "file", "init: the shapes of this config.json instead of a named size" },
 	{ OPT_SEED, 0, "seed", "n", NULL, "init: the seed of the random weights (default 0)" },
 	{ OPT_DTYPE, 0, "dtype", "type", "f32|bf16", "init, convert: write the weights as f32 (default) or bf16" },
@@ -51,7 +53,23 @@ static const struct size_ {
 	{ "tiny", 128, 384, 4, 4, 2, 1024 },
 	{ "small", 384, 1536, 6, 6, 2, 2048 },
 	{ "base", 768, 2560, 12, 12, 12, 2048 },
+	{ "tiny-vl", 128, 384, 4, 4, 2, 1024 },
 };
+
+/* tiny-vl's vision half: CLIP, image 30 in patches of 6 (25 image tokens), as LLaVA wires it. */
+static void tiny_vl_(sw_model_config *c)
+{
+	sw_vision_config *v = &c->vision;
+	strcpy(v->model_type, "clip_vision_model");
+	v->hidden_size = 64, v->intermediate_size = 256, v->num_hidden_layers = 3, v->num_attention_heads = 4;
+	v->image_size = 30, v->patch_size = 6, v->num_channels = 3, v->layer_norm_eps = 1e-5f;
+	strcpy(v->hidden_act, "quick_gelu");
+	v->image_token_id = c->vocab_size++; /* "<image>", after the byte tokenizer's specials */
+	v->feature_layers[0] = -2, v->n_feature_layers = 1;
+	strcpy(v->projector_hidden_act, "gelu");
+	v->projector_bias = true;
+	v->image_seq_length = sw_model_image_tokens(c);
+}
 
 static void die_(const sw_error *e)
 {
@@ -152,13 +170,20 @@ static void init_(const char *dir, const char *size, const char *config, uint64_
 		if (c.vocab_size < vocab)
 			cli_die("%s: field 'vocab_size' is %d, smaller than the byte tokenizer's %d", config,
 			        c.vocab_size, vocab);
+		/* a LLaVA: "<image>" is added to the byte tokenizer at the next id, processors for CLIP only */
+		if (c.vision.model_type[0] && c.vision.image_token_id != vocab)
+			cli_die("%s: field 'image_token_index' is %d; the byte tokenizer's image token is %d", config,
+			        c.vision.image_token_id, vocab);
+		if (c.vision.model_type[0] && strcmp(c.vision.model_type, "clip_vision_model"))
+			cli_die("%s: a %s tower: init writes the image processor of a CLIP tower only", config,
+			        c.vision.model_type);
 	} else {
 		const struct size_ *s = NULL;
 		for (size_t i = 0; i < sizeof sizes_ / sizeof *sizes_; i++)
 			if (!strcmp(sizes_[i].name, size))
 				s = &sizes_[i];
 		if (!s)
-			cli_usage("unknown size '%s' (tiny, small or base)", size);
+			cli_usage("unknown size '%s' (tiny, small, base or tiny-vl)", size);
 		strcpy(c.model_type, "llama");
 		c.vocab_size = vocab;
 		c.hidden_size = s->hidden;
@@ -170,6 +195,8 @@ static void init_(const char *dir, const char *size, const char *config, uint64_
 		c.max_position_embeddings = s->max_pos;
 		c.rms_norm_eps = 1e-5f;
 		c.rope_theta = 10000.0f;
+		if (!strcmp(size, "tiny-vl"))
+			tiny_vl_(&c);
 	}
 	/* the tokenizer written beside the weights is the byte one: its specials rule */
 	c.bos_token_id = sw_tokenizer_bos(tok);
@@ -190,6 +217,8 @@ static void init_(const char *dir, const char *size, const char *config, uint64_
 	if (sw_model_save(m, dir, dt, &err))
 		die_(&err);
 	if (sw_tokenizer_save_byte(dir, &err))
+		die_(&err);
+	if (c.vision.model_type[0] && sw_model_save_vision_files(&c, dir, "<image>", &err))
 		die_(&err);
 	/* transformers' layout, but the stop ids on one line: [1, 2] */
 	char eos[128] = "";
@@ -262,8 +291,13 @@ static void info_(const char *dir, int json, uint64_t batch, uint64_t seq)
 	const double state = 16 * P, act = 4 * act_tok * tokens;
 	/* Generation: f32 weights and a key and a value per layer, token and kv head. */
 	const double kv_tok = 2 * L * KV * 4, kv = kv_tok * tokens;
-	const char *arch = !strcmp(c->model_type, "llama") ? "LlamaForCausalLM"
+	const sw_vision_config *v = &c->vision;
+	const char *arch = v->model_type[0]                  ? "LlavaForConditionalGeneration"
+	                   : !strcmp(c->model_type, "llama") ? "LlamaForCausalLM"
 	                   : !strcmp(c->model_type, "qwen2") ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+	char fl[96] = "";
+	for (int i = 0; i < v->n_feature_layers; i++)
+		snprintf(fl + strlen(fl), sizeof fl - strlen(fl), "%s%d", i ? ", " : "", v->feature_layers[i]);
 	char eos[128] = "", f1[32], f2[32], f3[32], f4[32];
 	for (int i = 0; i < c->n_eos; i++)
 		snprintf(eos + strlen(eos), sizeof eos - strlen(eos), "%s%d", i ? ", " : "", c->eos_token_ids[i]);
@@ -303,6 +337,23 @@ static void info_(const char *dir, int json, uint64_t batch, uint64_t seq)
 		x = yyjson_mut_obj_add_arr(j, o, "eos_token_id");
 		for (int i = 0; i < c->n_eos; i++)
 			yyjson_mut_arr_add_int(j, x, c->eos_token_ids[i]);
+		if (v->model_type[0]) {
+			x = yyjson_mut_obj_add_obj(j, o, "vision");
+			yyjson_mut_obj_add_strcpy(j, x, "model_type", v->model_type);
+			yyjson_mut_obj_add_int(j, x, "image_size", v->image_size);
+			yyjson_mut_obj_add_int(j, x, "patch_size", v->patch_size);
+			yyjson_mut_obj_add_int(j, x, "image_tokens", sw_model_image_tokens(c));
+			yyjson_mut_obj_add_int(j, x, "image_token_id", v->image_token_id);
+			yyjson_mut_obj_add_int(j, x, "num_hidden_layers", v->num_hidden_layers);
+			yyjson_mut_obj_add_int(j, x, "hidden_size", v->hidden_size);
+			yyjson_mut_obj_add_int(j, x, "intermediate_size", v->intermediate_size);
+			yyjson_mut_obj_add_int(j, x, "num_attention_heads", v->num_attention_heads);
+			yyjson_mut_obj_add_strcpy(j, x, "hidden_act", v->hidden_act);
+			yyjson_mut_obj_add_val(j, x, "vision_feature_layer", raw_(j, "%s%s%s", v->n_feature_layers > 1 ? "[" : "",
+			                                                         fl, v->n_feature_layers > 1 ? "]" : ""));
+			yyjson_mut_obj_add_str(j, x, "vision_feature_select_strategy", v->select_full ? "full" : "default");
+			yyjson_mut_obj_add_strcpy(j, x, "projector_hidden_act", v->projector_hidden_act);
+		}
 		yyjson_mut_obj_add_val(j, o, "parameters", raw_(j, "%.0f", P));
 		yyjson_mut_obj_add_val(j, o, "weights_bytes", raw_(j, "%.0f", 4 * P));
 		x = yyjson_mut_obj_add_obj(j, o, "train");
@@ -340,6 +391,16 @@ static void info_(const char *dir, int json, uint64_t batch, uint64_t seq)
 		printf("  vocabulary      %d%s, bos %d, eos %s\n", c->vocab_size,
 		       c->tie_word_embeddings ? ", tied embeddings" : "", c->bos_token_id, c->n_eos ? eos : "none");
 		printf("  context         %d positions\n", c->max_position_embeddings);
+		if (v->model_type[0]) {
+			printf("  vision          %s, image %d, patch %d: %d tokens an image (id %d); %d layers, hidden %d, "
+			       "intermediate %d, %d heads, %s\n",
+			       v->model_type, v->image_size, v->patch_size, sw_model_image_tokens(c), v->image_token_id,
+			       v->num_hidden_layers, v->hidden_size, v->intermediate_size, v->num_attention_heads,
+			       v->hidden_act);
+			printf("  projector       %s, from hidden state %s, strategy %s (the estimates below leave "
+			       "the tower out)\n",
+			       v->projector_hidden_act, fl, v->select_full ? "full" : "default");
+		}
 		printf("  parameters      %.0f (%.2fM)\n", P, P / 1e6);
 		printf("  weights         %s in f32\n", human_(4 * P, a, sizeof a));
 		printf("  train           %s: %s weights, gradients, AdamW m and v (16 B/param) + %s activations "

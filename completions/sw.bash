@@ -123,7 +123,7 @@ _sw()
 	sw-model)
 		case $prev in
 		-s|--size)
-			COMPREPLY=($(compgen -W "tiny small base" -- "$cur"))
+			COMPREPLY=($(compgen -W "tiny small base tiny-vl" -- "$cur"))
 			return
 			;;
 		-c|--config)

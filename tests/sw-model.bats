@@ -101,6 +101,64 @@ bad() {
 	[ ! -e y ]
 }
 
+@test "init -s tiny-vl: a LLaVA with a CLIP tower, <image> in the tokenizer, the processor configs" {
+	run -0 --separate-stderr sw-model init -v -s tiny-vl --seed 3 vl
+	[ "$stderr" = "sw-model: vl: tiny-vl, 1038336 parameters, f32, seed 3" ]
+	run -0 jq -c '[.architectures[0], .model_type, .image_token_index, .vision_feature_layer, .vision_feature_select_strategy, .projector_hidden_act, .text_config.model_type, .text_config.vocab_size, .vision_config.model_type, .vision_config.image_size, .vision_config.patch_size]' vl/config.json
+	[ "$output" = '["LlavaForConditionalGeneration","llava",261,-2,"default","gelu","llama",262,"clip_vision_model",30,6]' ]
+	run -0 jq -c '[.added_tokens[-1].id, .added_tokens[-1].content, .added_tokens[-1].special]' vl/tokenizer.json
+	[ "$output" = '[261,"<image>",true]' ]
+	run -0 jq -c '[.extra_special_tokens.image_token]' vl/tokenizer_config.json
+	[ "$output" = '["<image>"]' ]
+	run -0 jq -c '[.image_processor_type, .size.shortest_edge, .crop_size.height, .resample, .image_mean[0]]' vl/preprocessor_config.json
+	[ "$output" = '["CLIPImageProcessor",30,30,3,0.48145466]' ]
+	run -0 jq -c '[.processor_class, .patch_size, .num_additional_image_tokens, .image_token]' vl/processor_config.json
+	[ "$output" = '["LlavaProcessor",6,1,"<image>"]' ]
+	run -0 sw-model info vl
+	[[ "$output" == *"architecture    LlavaForConditionalGeneration (model_type llama)"* ]]
+	[[ "$output" == *"vision          clip_vision_model, image 30, patch 6: 25 tokens an image (id 261); 3 layers, hidden 64, intermediate 256, 4 heads, quick_gelu"* ]]
+	[[ "$output" == *"projector       gelu, from hidden state -2, strategy default"* ]]
+	run -0 sw-model info --json vl
+	[ "$(jq -c '[.parameters, .vision.image_tokens, .vision.image_token_id, .vision.hidden_size]' <<<"$output")" = '[1038336,25,261,64]' ]
+	# the weights under transformers 5's names, the patch embedding a 4-d conv weight
+	run -0 sh -c 'head -c 20000 vl/model.safetensors | tr -d "\0" | grep -o "\"vision_tower.embeddings.patch_embedding.weight\":{[^}]*}"'
+	[ "$output" = '"vision_tower.embeddings.patch_embedding.weight":{"dtype":"F32","shape":[64,3,6,6],"data_offsets":[3518208,3545856]}' ]
+	# init -c with a LLaVA config: the image token must be the byte tokenizer's next id
+	run -0 sw-model init -c vl/config.json vl2
+	run -0 jq -c '[.added_tokens[-1].id, .added_tokens[-1].content]' vl2/tokenizer.json
+	[ "$output" = '[261,"<image>"]' ]
+	jq '.image_token_index = 7' vl/config.json >img7.json
+	run -1 --separate-stderr sw-model init -c img7.json vl3
+	[ "$stderr" = "sw-model: img7.json: field 'image_token_index' is 7; the byte tokenizer's image token is 261" ]
+	[ ! -e vl3 ]
+	# convert keeps the layout (the tokenizer and processor files copied)
+	run -0 sw-model convert --dtype bf16 vl vl16
+	[ -e vl16/preprocessor_config.json ]
+	run -0 sw-model info --json vl16
+	[ "$(jq .vision.image_tokens <<<"$output")" = 25 ]
+}
+
+@test "llava config.json: fields transformers 4 left out take LlavaConfig's and CLIPVisionConfig's defaults; bad ones are named" {
+	sw-model init -s tiny-vl vl
+	# llava-hf's files leave out what equals the defaults: -2, "default", "gelu", quick_gelu
+	jq 'del(.vision_feature_layer, .vision_feature_select_strategy, .projector_hidden_act, .multimodal_projector_bias, .vision_config.hidden_act, .vision_config.layer_norm_eps, .vision_config.num_channels)' vl/config.json >c.json
+	cp c.json vl/config.json
+	run -0 sw-model info --json vl
+	[ "$(jq -c '[.vision.vision_feature_layer, .vision.hidden_act, .vision.projector_hidden_act]' <<<"$output")" = '[-2,"quick_gelu","gelu"]' ]
+	jq '.vision_feature_select_strategy = "middle"' c.json >vl/config.json
+	bad vl "vl/config.json: field 'vision_feature_select_strategy' is 'middle', which is not supported"
+	jq '.vision_config.model_type = "dinov2"' c.json >vl/config.json
+	bad vl "vl/config.json: vision_config: field 'model_type' is 'dinov2': only clip_vision_model and siglip_vision_model are supported"
+	jq 'del(.text_config)' c.json >vl/config.json
+	bad vl "vl/config.json: field 'text_config' is missing"
+	jq '.image_token_index = 262' c.json >vl/config.json
+	bad vl "vl/config.json: field 'image_token_index' is 262, outside the vocabulary of 262"
+	jq '.vision_feature_layer = 4' c.json >vl/config.json
+	bad vl "vl/config.json: field 'vision_feature_layer' is 4; the tower has hidden states 0 to 3"
+	jq '.vision_config.image_size = 32' c.json >vl/config.json
+	bad vl "vl/config.json: vision_config: image_size 32 is not a multiple of patch_size 6"
+}
+
 @test "init refuses a directory that holds a model" {
 	sw-model init m
 	cp m/model.safetensors before
@@ -270,7 +328,7 @@ bad() {
 	run -2 --separate-stderr sw-model info --seed 1 m
 	[ "${stderr_lines[0]}" = "sw-model: option '--seed' does not apply to 'info'" ]
 	run -2 --separate-stderr sw-model init -s huge m
-	[ "${stderr_lines[0]}" = "sw-model: unknown size 'huge' (tiny, small or base)" ]
+	[ "${stderr_lines[0]}" = "sw-model: unknown size 'huge' (tiny, small, base or tiny-vl)" ]
 	run -2 --separate-stderr sw-model init -s tiny -c x.json m
 	[ "${stderr_lines[0]}" = "sw-model: options '--size' and '--config' exclude each other" ]
 	run -2 --separate-stderr sw-model init --dtype f16 m

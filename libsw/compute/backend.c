@@ -21,3 +21,15 @@ const char *sw_backend_name(const sw_backend *be)
 {
 	return be ? be->name : "cpu";
 }
+
+int sw_act_code(const char *name)
+{
+	static const struct { const char *name; int code; } map[] = {
+		{ "gelu", SW_ACT_GELU }, { "gelu_pytorch_tanh", SW_ACT_GELU_TANH },
+		{ "quick_gelu", SW_ACT_QUICK_GELU }, { "silu", SW_ACT_SILU },
+	};
+	for (size_t i = 0; name && i < sizeof map / sizeof *map; i++)
+		if (!strcmp(name, map[i].name))
+			return map[i].code;
+	return -1;
+}

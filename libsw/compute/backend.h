@@ -64,6 +64,8 @@
  * "gelu" is the erf form, "gelu_pytorch_tanh" the tanh one, "quick_gelu"
  * x * sigmoid(1.702 x), "silu" x * sigmoid(x)). */
 enum { SW_ACT_GELU = 0, SW_ACT_GELU_TANH, SW_ACT_QUICK_GELU, SW_ACT_SILU };
+/* The SW_ACT_* of a config.json name ("gelu", "gelu_pytorch_tanh", "quick_gelu", "silu"), or -1. */
+int sw_act_code(const char *name);
 
 /* The keys and values one decoding query sees, in a paged KV cache. */
 typedef struct sw_kv_view {

@@ -19,6 +19,11 @@
  * same bits whatever else shares the step: sampling with a seed gives the
  * same text at any batch size.
  *
+ * A LLaVA prompt's images (sw_decoder_add_images) are run through the
+ * tower when the prompt is added; their features take the image tokens'
+ * rows at its prefill, and are let go after it: the cache then holds the
+ * image like any prefix, so forks share it.
+ *
  * The cache, the step's activations and the logits are the model's
  * backend's memory (backend.h); the host keeps the bookkeeping (page
  * tables, reference counts, pending tokens), uploads the step's indices and
@@ -28,6 +33,7 @@
 #include <string.h>
 #include "common/internal.h"
 #include "compute/backend.h"
+#include "compute/vision.h"
 #include "sw/engine.h"
 
 #define PAGE 16
@@ -41,6 +47,13 @@ typedef struct seq_ {
 	int npages, cpages;
 	uint64_t stamp;            /* step whose logits row `row` is this sequence's */
 	int row;
+	/* A prompt's image features (device), put at its image tokens' rows
+	 * (runs: start within the pending tokens, length) when it is prefilled. */
+	float *feat;
+	int32_t *runs;
+	int nruns;
+	size_t runs_cap;
+	int t0;                    /* the step's row of its first pending token */
 } seq_;
 
 struct sw_decoder {
@@ -67,6 +80,7 @@ struct sw_decoder {
 	float *x, *xl, *rl;        /* the last run's hidden states, carved from buf */
 	int32_t *last;             /* [nout] the last run's last row of each sequence (in ibuf) */
 	uint64_t stepno;
+	sw_vision_run *vis;        /* a LLaVA model's tower, made at the first image */
 };
 
 static size_t kd_(const sw_model_config *c)
@@ -127,8 +141,12 @@ void sw_decoder_free(sw_decoder *d)
 	if (!d)
 		return;
 	if (d->seqs)
-		for (int i = 0; i < d->max_seqs; i++)
-			free(d->seqs[i].pend), free(d->seqs[i].pages);
+		for (int i = 0; i < d->max_seqs; i++) {
+			free(d->seqs[i].pend), free(d->seqs[i].pages), free(d->seqs[i].runs);
+			if (d->be)
+				d->be->free(d->seqs[i].feat);
+		}
+	sw_vision_run_free(d->vis);
 	free(d->seqs);
 	free(d->refs);
 	free(d->free_pages);
@@ -211,6 +229,56 @@ int sw_decoder_add(sw_decoder *d, const int32_t *tokens, int n, sw_error *err)
 	return id;
 }
 
+/* Drop a sequence's image features (prefilled, or the sequence removed). */
+static void drop_feat_(const sw_decoder *d, seq_ *s)
+{
+	d->be->free(s->feat);
+	s->feat = NULL;
+	s->nruns = 0;
+}
+
+int sw_decoder_add_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                          sw_error *err)
+{
+	if (!d)
+		return sw_fail(err, SW_EINVAL, "no decoder");
+	int nimg = im ? im->n : 0;
+	if (nimg && !im->pixels)
+		return sw_fail(err, SW_EINVAL, "%d images without their pixels", nimg);
+	const sw_model_config *c = &d->m->cfg;
+	int32_t *runs = NULL;
+	size_t cap = 0;
+	int nruns = 0, rc;
+	if (n < 1 || !tokens)
+		return sw_fail(err, SW_EINVAL, "a sequence needs at least one token");
+	if ((rc = sw_image_runs(c, tokens, n, nimg, &runs, &cap, &nruns, err))) {
+		free(runs);
+		return rc;
+	}
+	float *feat = NULL;
+	if (nimg) {
+		const float *f;
+		size_t bytes = sizeof(float) * (size_t)nimg * sw_model_image_tokens(c) * c->hidden_size;
+		if ((!d->vis && !(d->vis = sw_vision_run_new(d->m, err))) ||
+		    (rc = sw_vision_run_forward(d->vis, im->pixels, nimg, false, &f, err)) ||
+		    !(feat = d->be->alloc(bytes, err)) || (rc = d->be->copy(feat, f, bytes, err))) {
+			d->be->free(feat);
+			free(runs);
+			return rc ? rc : err ? err->code : SW_ENOMEM;
+		}
+	}
+	int id = sw_decoder_add(d, tokens, n, err);
+	if (id < 0) {
+		d->be->free(feat);
+		free(runs);
+		return id;
+	}
+	seq_ *s = &d->seqs[id];
+	free(s->runs);
+	s->runs = runs, s->runs_cap = cap, s->nruns = nruns, s->feat = feat;
+	return id;
+}
+
 static int reserve_pages_(seq_ *s, int n)
 {
 	if (n <= s->cpages)
@@ -256,6 +324,7 @@ int sw_decoder_remove(sw_decoder *d, int id)
 	seq_ *s = get_(d, id);
 	if (!s)
 		return SW_EINVAL;
+	drop_feat_(d, s);
 	for (int i = 0; i < s->npages; i++)
 		if (--d->refs[s->pages[i]] == 0)
 			d->free_pages[d->nfree++] = s->pages[i];
@@ -408,6 +477,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		while (s->npages < want)
 			s->pages[s->npages++] = take_page_(d);
 		memcpy(ptab + np, s->pages, sizeof *ptab * (size_t)s->npages);
+		s->t0 = t;
 		for (int j = 0; j < s->npend; j++, t++) {
 			tok[t] = s->pend[j];
 			pos[t] = s->len + j;
@@ -442,6 +512,20 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 	d->x = x;
 
 	o->embed_fwd(x, m->embed, tok, ntok, D);
+	/* A prompt's images: their features at its image tokens' rows. */
+	for (int i = 0; i < d->max_seqs && !rc; i++) {
+		seq_ *s = &d->seqs[i];
+		if (!(s->live && s->npend && (only < 0 || i == only)) || !s->feat)
+			continue;
+		size_t f = 0;
+		for (int r2 = 0; r2 < s->nruns && !rc; r2++) {
+			size_t len = (size_t)s->runs[2 * r2 + 1] * D;
+			rc = o->copy(x + (size_t)(s->t0 + s->runs[2 * r2]) * D, s->feat + f, len * sizeof(float), err);
+			f += len;
+		}
+	}
+	if (rc)
+		return rc;
 	for (int l = 0; l < nl; l++) {
 		const sw_layer *L = &m->layers[l];
 		o->rmsnorm_fwd(xn, rstd, x, L->attn_norm, ntok, D, eps);
@@ -492,6 +576,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		seq_ *s = &d->seqs[d->ids[j]];
 		s->len += s->npend;
 		s->npend = 0;
+		drop_feat_(d, s);
 	}
 	return SW_OK;
 }
@@ -539,9 +624,15 @@ int sw_decoder_step(sw_decoder *d, int *nout_p, const int **ids, const float **l
 int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, void *ctx,
                     sw_error *err)
 {
+	return sw_decoder_rows_images(d, tokens, n, NULL, fn, ctx, err);
+}
+
+int sw_decoder_rows_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                           sw_rows_fn fn, void *ctx, sw_error *err)
+{
 	if (!d || !fn)
 		return sw_fail(err, SW_EINVAL, "no decoder or callback");
-	int id = sw_decoder_add(d, tokens, n, err);
+	int id = sw_decoder_add_images(d, tokens, n, im, err);
 	if (id < 0)
 		return id;
 	int ntok, nout, rc = run_(d, id, &ntok, &nout, err);
@@ -594,8 +685,14 @@ static int score_rows_(void *p, int r0, int nr, const float *logits)
 int sw_decoder_score(sw_decoder *d, const int32_t *tokens, int n, float *logprobs,
                      float *entropy, sw_error *err)
 {
+	return sw_decoder_score_images(d, tokens, n, NULL, logprobs, entropy, err);
+}
+
+int sw_decoder_score_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                            float *logprobs, float *entropy, sw_error *err)
+{
 	if (!d || !logprobs)
 		return sw_fail(err, SW_EINVAL, "no decoder or output");
 	score_ctx_ c = { tokens, n, d->m->cfg.vocab_size, logprobs, entropy };
-	return sw_decoder_rows(d, tokens, n, score_rows_, &c, err);
+	return sw_decoder_rows_images(d, tokens, n, im, score_rows_, &c, err);
 }

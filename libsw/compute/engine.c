@@ -11,6 +11,10 @@
  *   mid = res_l + att Wo^T; xn2 = rmsnorm(mid);
  *   h = silu(xn2 Wg^T) * (xn2 Wu^T); res_{l+1} = mid + h Wd^T
  * then logits = rmsnorm(res_L) Wlm^T and per-token log-probs and entropy.
+ * A LLaVA model's images go through vision.c first; their projected
+ * features replace the embeddings of the image tokens (in order, one
+ * image's N tokens after another), and the backward hands those rows'
+ * gradient to vision.c (the image token's embedding row gets none).
  * For backward the activations of every layer are kept in one block sized
  * from the batch's token count; scoring keeps one layer's worth.  Under an
  * activation budget (sw_engine_act_budget) a training forward keeps all of
@@ -24,6 +28,7 @@
 #include <string.h>
 #include "common/internal.h"
 #include "compute/backend.h"
+#include "compute/vision.h"
 #include "sw/engine.h"
 
 /* One layer's saved activations (pointers into the activation block). */
@@ -75,6 +80,17 @@ struct sw_engine {
 	/* Backward scratch, carved on first use. */
 	float *bblock;
 	size_t bblock_floats;
+	/* A LLaVA model's images: the tower's run, what is trained, and where
+	 * the batch's image tokens are (runs of consecutive rows: start, length). */
+	sw_vision_run *vis;
+	bool train_proj, train_tower;
+	int nimages;
+	int32_t *h_runs;
+	int nruns;
+	size_t runs_cap;
+	const float *feat;         /* [nimages * N, D] the last forward's features (the run's) */
+	float *dfeat;              /* their gradient */
+	size_t dfeat_floats;
 };
 
 void sw_rope_inv_freq(const struct sw_model_config *c, float *inv)
@@ -135,8 +151,13 @@ sw_engine *sw_engine_new(const sw_model *m, sw_error *err)
 	e->logits_budget = (size_t)1 << 28; /* 1 GiB */
 	e->act_budget = SIZE_MAX;
 	e->keep_logits = true;
+	e->train_proj = true;
 	if (!(e->inv_freq = sw_rope_upload(e->be, &m->cfg, err))) {
 		free(e);
+		return NULL;
+	}
+	if (m->cfg.vision.model_type[0] && !(e->vis = sw_vision_run_new(m, err))) {
+		sw_engine_free(e);
 		return NULL;
 	}
 	return e;
@@ -154,7 +175,74 @@ void sw_engine_free(sw_engine *e)
 	free(e->h_idx);
 	free(e->h_logits);
 	free(e->h_argmax);
+	sw_vision_run_free(e->vis);
+	e->be->free(e->dfeat);
+	free(e->h_runs);
 	free(e);
+}
+
+void sw_engine_train_vision(sw_engine *e, bool projector, bool tower)
+{
+	if (e)
+		e->train_proj = projector, e->train_tower = tower;
+}
+
+/*
+ * The runs of image tokens in tokens[0..T) (start, length pairs into
+ * *runs, grown as needed), checked against nimages images of N tokens
+ * each.  Shared with the decoder through vision.h.
+ */
+int sw_image_runs(const sw_model_config *c, const int32_t *tokens, int T, int nimages,
+                  int32_t **runs, size_t *cap, int *nruns, sw_error *err)
+{
+	int N = sw_model_image_tokens(c), img = c->vision.image_token_id, count = 0;
+	*nruns = 0;
+	if (nimages < 0)
+		return sw_fail(err, SW_EINVAL, "%d images", nimages);
+	if (!N) {
+		if (nimages)
+			return sw_fail(err, SW_EINVAL, "%d images for a model without a vision tower", nimages);
+		return SW_OK;
+	}
+	for (int t = 0; t < T; t++) {
+		if (tokens[t] != img)
+			continue;
+		if (t == 0 || tokens[t - 1] != img) {
+			if ((size_t)(*nruns + 1) * 2 > *cap) {
+				size_t nc = *cap ? 2 * *cap : 16;
+				int32_t *r = realloc(*runs, sizeof *r * nc);
+				if (!r)
+					return sw_fail(err, SW_ENOMEM, "out of memory");
+				*runs = r, *cap = nc;
+			}
+			(*runs)[2 * *nruns] = t, (*runs)[2 * *nruns + 1] = 0;
+			(*nruns)++;
+		}
+		(*runs)[2 * *nruns - 1]++;
+		count++;
+	}
+	if (count != nimages * N)
+		return sw_fail(err, SW_EINVAL,
+		               "%d image tokens (id %d) for %d images of %d tokens each: %s images", count, img,
+		               nimages, N, count > nimages * N ? "too few" : "too many");
+	return SW_OK;
+}
+
+/* Copy the features into the embeddings at the image tokens (dir 1), or
+ * the embeddings' gradient there out into dfeat and zero it (dir -1). */
+static int scatter_(const sw_engine *e, float *x, float *feat, int dir, sw_error *err)
+{
+	size_t D = (size_t)e->m->cfg.hidden_size, f = 0;
+	int rc = SW_OK;
+	for (int r = 0; r < e->nruns && !rc; r++) {
+		size_t at = (size_t)e->h_runs[2 * r] * D, n = (size_t)e->h_runs[2 * r + 1] * D;
+		if (dir > 0)
+			rc = e->be->copy(x + at, feat + f, n * sizeof(float), err);
+		else if (!(rc = e->be->copy(feat + f, x + at, n * sizeof(float), err)))
+			rc = e->be->memset(x + at, 0, n * sizeof(float), err);
+		f += n;
+	}
+	return rc;
 }
 
 void sw_engine_logits_budget(sw_engine *e, size_t floats)
@@ -231,7 +319,7 @@ const float *sw_engine_logits(const sw_engine *e)
 
 /* Check the batch and copy its indices (the caller's arrays may go away
  * before the backward). */
-static int take_batch_(sw_engine *e, const sw_batch *b, sw_error *err)
+static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_error *err)
 {
 	const sw_model_config *c = &e->m->cfg;
 	if (!b || b->nseq < 1 || !b->tokens || !b->cu_seqlens)
@@ -284,6 +372,13 @@ static int take_batch_(sw_engine *e, const sw_batch *b, sw_error *err)
 				tgt[t] = t + 1 < b->cu_seqlens[s + 1] ? b->tokens[t + 1] : -1;
 		}
 	memcpy(cu, b->cu_seqlens, sizeof *cu * (b->nseq + 1));
+	int nimg = im ? im->n : 0;
+	int rc = sw_image_runs(c, b->tokens, T, nimg, &e->h_runs, &e->runs_cap, &e->nruns, err);
+	if (rc)
+		return rc;
+	if (nimg && !im->pixels)
+		return sw_fail(err, SW_EINVAL, "%d images without their pixels", nimg);
+	e->nimages = nimg;
 	e->tokens = e->idx, e->pos = e->idx + T, e->targets = e->idx + 2 * (size_t)T;
 	e->cu = e->idx + 3 * (size_t)T;
 	e->h_targets = tgt;
@@ -447,10 +542,17 @@ static int layer_fwd_(sw_engine *e, int l, acts_ *a, float *out, sw_error *err)
 int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float *logprobs,
                       float *entropy, sw_error *err)
 {
+	return sw_engine_forward_images(e, b, NULL, for_backward, logprobs, entropy, err);
+}
+
+int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *im, bool for_backward,
+                             float *logprobs, float *entropy, sw_error *err)
+{
 	if (!e)
 		return sw_fail(err, SW_EINVAL, "no engine");
 	e->have_fwd = false;
-	int rc = take_batch_(e, b, err);
+	e->nimages = 0;
+	int rc = take_batch_(e, b, im, err);
 	const sw_model *m = e->m;
 	const sw_model_config *c = &m->cfg;
 	int nl = c->num_hidden_layers;
@@ -478,6 +580,12 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
 	float eps = c->rms_norm_eps;
 
 	o->embed_fwd(input_(e, 0, for_backward), m->embed, e->tokens, T, D);
+	if (e->nimages) {
+		bool keep = for_backward && (e->train_proj || e->train_tower);
+		if ((rc = sw_vision_run_forward(e->vis, im->pixels, e->nimages, keep, &e->feat, err)) ||
+		    (rc = scatter_(e, input_(e, 0, for_backward), (float *)e->feat, 1, err)))
+			return rc;
+	}
 	for (int l = 0; l < nl; l++) {
 		acts_ *a = slot_(e, l, for_backward);
 		float *out = l + 1 == nl ? e->resL : input_(e, l + 1, for_backward);
@@ -613,7 +721,24 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		o->gemm(1, 0, KD, D, T, 1, dv, KD, a->xn1, D, 1, G->wv, D);
 		o->rmsnorm_bwd(dres, G->attn_norm, dxn, a->res, L->attn_norm, a->rstd1, T, D);
 	}
+	/* The image tokens' rows: their gradient goes to the features (the
+	 * image token's embedding got none, transformers' masked_scatter). */
+	if (e->nimages) {
+		size_t nf = (size_t)e->nimages * sw_model_image_tokens(c) * D;
+		if (nf > e->dfeat_floats) {
+			o->free(e->dfeat);
+			e->dfeat_floats = 0;
+			if (!(e->dfeat = o->alloc(nf * sizeof(float), err)))
+				return SW_ENOMEM;
+			e->dfeat_floats = nf;
+		}
+		if ((rc = scatter_(e, dres, e->dfeat, -1, err)))
+			return rc;
+	}
 	o->embed_bwd(g->embed, dres, e->tokens, T, D);
+	if (e->nimages && (e->train_proj || e->train_tower) &&
+	    (rc = sw_vision_run_backward(e->vis, e->dfeat, g, e->train_tower, err)))
+		return rc;
 	return o->sync(err);
 }
 

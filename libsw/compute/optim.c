@@ -8,6 +8,7 @@
  * on the parameters' backend: the host sees only the gradient's norm.
  */
 #include <math.h>
+#include <string.h>
 #include "common/internal.h"
 #include "compute/backend.h"
 #include "sw/engine.h"
@@ -26,6 +27,7 @@ sw_adamw_config sw_adamw_defaults(float lr)
 	c.max_grad_norm = 0;
 	c.schedule = SW_LR_CONSTANT;
 	c.min_lr_ratio = 0;
+	c.train_vision_tower = false;
 	return c;
 }
 
@@ -82,6 +84,8 @@ int sw_adamw_step(const sw_adamw_config *c, sw_model *p, sw_model *g, float *m, 
 	float bc2 = (float)(1.0 - pow(c->beta2, (double)(step + 1)));
 	for (size_t i = 0; i < p->ntensors; i++) {
 		const sw_tensor *t = &p->tensors[i];
+		if (!c->train_vision_tower && !strncmp(t->name, "vision_tower.", 13))
+			continue;
 		float wd = t->ndim == 1 && !c->decay_1d ? 0 : c->weight_decay;
 		o->adamw(p->arena + t->offset, g->arena + t->offset, gs, m + t->offset, v + t->offset,
 		         t->numel, lr, c->beta1, c->beta2, c->eps, wd, bc1, bc2);

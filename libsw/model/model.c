@@ -151,7 +151,13 @@ static int refuse_(cfg_ctx_ *x, const char *key, const char *why)
 	return bad_(x, "field '%s': %s is not supported", key, why);
 }
 
-static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
+/*
+ * diff: a LLaVA file's text_config, which transformers 4 wrote as a diff
+ * against the text model's config class (to_diff_dict): a field it leaves
+ * out has that class's default (LlamaConfig's, Qwen2Config's or
+ * Qwen3Config's), so none is missing.
+ */
+static int parse_config_(cfg_ctx_ *x, sw_model_config *c, bool diff)
 {
 	yyjson_val *root = x->root;
 	int rc;
@@ -201,6 +207,14 @@ static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
 	if (llama) {
 		c->eos_token_ids[0] = 2;
 		c->n_eos = 1;
+	}
+	if (diff) {
+		c->vocab_size = llama ? 32000 : 151936;
+		c->hidden_size = 4096;
+		c->intermediate_size = llama ? 11008 : 22016;
+		c->num_hidden_layers = c->num_attention_heads = 32;
+		c->max_position_embeddings = llama ? 2048 : 32768;
+		c->rms_norm_eps = 1e-6f;
 	}
 
 	if ((rc = get_int_(x, "vocab_size", 1, MAX_VOCAB, &c->vocab_size)) ||
@@ -267,7 +281,7 @@ static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
 	 * checks above, so that an unsupported feature is named first) */
 	static const char *const required[] = { "vocab_size", "hidden_size", "intermediate_size",
 		"num_hidden_layers", "num_attention_heads", "max_position_embeddings", "rms_norm_eps" };
-	for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+	for (size_t i = 0; i < sizeof required / sizeof *required && !diff; i++) {
 		yyjson_val *v = yyjson_obj_get(root, required[i]);
 		if (!v || yyjson_is_null(v))
 			return bad_(x, "field '%s' is %s", required[i], v ? "null; it is required" : "missing; it is required");
@@ -312,6 +326,163 @@ static int parse_config_(cfg_ctx_ *x, sw_model_config *c)
 	return 0;
 }
 
+/* ---- a LLaVA config.json: text_config, vision_config and the wiring ---- */
+
+/* A string field (absent or null keeps *out); among the names in ok when ok is given. */
+static int get_str_(cfg_ctx_ *x, const char *key, char *out, size_t size, const char *const *ok)
+{
+	yyjson_val *v = yyjson_obj_get(x->root, key);
+	if (!v || yyjson_is_null(v))
+		return 0;
+	const char *str = yyjson_get_str(v);
+	if (!str)
+		return bad_(x, "field '%s' is %s, not a string", key, yyjson_get_type_desc(v));
+	if (ok) {
+		size_t i = 0;
+		while (ok[i] && strcmp(ok[i], str))
+			i++;
+		if (!ok[i]) {
+			char m[96];
+			snprintf(m, sizeof m, "'%.40s', which is not supported", str);
+			return bad_(x, "field '%s' is %s", key, m);
+		}
+	}
+	snprintf(out, size, "%s", str);
+	return 0;
+}
+
+static const char *const acts_[] = { "quick_gelu", "gelu", "gelu_pytorch_tanh", "silu", NULL };
+
+/*
+ * vision_config, with the defaults of CLIPVisionConfig / SiglipVisionConfig
+ * for what is absent (transformers 4 wrote a diff against them; 5 writes
+ * every field).
+ */
+static int parse_vision_(cfg_ctx_ *x, sw_vision_config *v)
+{
+	int rc;
+	yyjson_val *mt = yyjson_obj_get(x->root, "model_type");
+	const char *type = mt ? yyjson_get_str(mt) : NULL;
+	if (!type)
+		return bad_(x, "field '%s' is %s", "model_type", mt ? "not a string" : "missing");
+	bool clip = !strcmp(type, "clip_vision_model"), siglip = !strcmp(type, "siglip_vision_model");
+	if (!clip && !siglip)
+		return bad_(x, "field '%s' is '%s': only clip_vision_model and siglip_vision_model are supported",
+		            "model_type", type);
+	snprintf(v->model_type, sizeof v->model_type, "%s", type);
+	v->hidden_size = 768, v->intermediate_size = 3072, v->num_hidden_layers = 12;
+	v->num_attention_heads = 12, v->num_channels = 3, v->image_size = 224;
+	v->patch_size = clip ? 32 : 16;
+	v->layer_norm_eps = clip ? 1e-5f : 1e-6f;
+	snprintf(v->hidden_act, sizeof v->hidden_act, "%s", clip ? "quick_gelu" : "gelu_pytorch_tanh");
+	if ((rc = get_int_(x, "hidden_size", 1, MAX_HIDDEN, &v->hidden_size)) ||
+	    (rc = get_int_(x, "intermediate_size", 1, MAX_INTER, &v->intermediate_size)) ||
+	    (rc = get_int_(x, "num_hidden_layers", 1, MAX_LAYERS, &v->num_hidden_layers)) ||
+	    (rc = get_int_(x, "num_attention_heads", 1, MAX_HEADS, &v->num_attention_heads)) ||
+	    (rc = get_int_(x, "num_channels", 1, 16, &v->num_channels)) ||
+	    (rc = get_int_(x, "image_size", 1, 1 << 14, &v->image_size)) ||
+	    (rc = get_int_(x, "patch_size", 1, 1 << 14, &v->patch_size)) ||
+	    (rc = get_float_(x, x->root, "layer_norm_eps", &v->layer_norm_eps)) ||
+	    (rc = get_str_(x, "hidden_act", v->hidden_act, sizeof v->hidden_act, acts_)))
+		return rc;
+	if (siglip && (rc = refuse_(x, "vision_use_head", "SigLIP's attention-pooling head")))
+		return rc;
+	return 0;
+}
+
+static int vision_check_(const sw_vision_config *v, int vocab, sw_error *err)
+{
+	if (!v->model_type[0])
+		return 0;
+	if (v->hidden_size % v->num_attention_heads)
+		return sw_fail(err, SW_EFORMAT, "vision_config: hidden_size %d is not a multiple of num_attention_heads %d",
+		               v->hidden_size, v->num_attention_heads);
+	if (v->image_size % v->patch_size)
+		return sw_fail(err, SW_EFORMAT, "vision_config: image_size %d is not a multiple of patch_size %d",
+		               v->image_size, v->patch_size);
+	if ((int64_t)(v->image_size / v->patch_size) * (v->image_size / v->patch_size) > 1 << 20)
+		return sw_fail(err, SW_EFORMAT, "vision_config: too many patches");
+	if (v->image_token_id < 0 || v->image_token_id >= vocab)
+		return sw_fail(err, SW_EFORMAT, "field 'image_token_index' is %d, outside the vocabulary of %d",
+		               v->image_token_id, vocab);
+	if (v->n_feature_layers < 1 || v->n_feature_layers > SW_MAX_FEATURE_LAYERS)
+		return sw_fail(err, SW_EFORMAT, "field 'vision_feature_layer' has %d layers, not 1 to %d",
+		               v->n_feature_layers, SW_MAX_FEATURE_LAYERS);
+	for (int i = 0; i < v->n_feature_layers; i++) {
+		int l = v->feature_layers[i];
+		if (l < -(v->num_hidden_layers + 1) || l > v->num_hidden_layers)
+			return sw_fail(err, SW_EFORMAT,
+			               "field 'vision_feature_layer' is %d; the tower has hidden states 0 to %d", l,
+			               v->num_hidden_layers);
+	}
+	return 0;
+}
+
+static int parse_llava_(cfg_ctx_ *x, sw_model_config *c)
+{
+	yyjson_val *root = x->root, *tc = yyjson_obj_get(root, "text_config"),
+		   *vc = yyjson_obj_get(root, "vision_config");
+	if (!tc || !yyjson_is_obj(tc))
+		return bad_(x, "field '%s' is %s", "text_config", tc ? "not an object" : "missing");
+	if (!vc || !yyjson_is_obj(vc))
+		return bad_(x, "field '%s' is %s", "vision_config", vc ? "not an object" : "missing");
+	char tpath[300], vpath[300];
+	snprintf(tpath, sizeof tpath, "%.280s: text_config", x->path);
+	snprintf(vpath, sizeof vpath, "%.280s: vision_config", x->path);
+	cfg_ctx_ xt = { tpath, tc, x->err }, xv = { vpath, vc, x->err };
+	int rc;
+	if ((rc = parse_config_(&xt, c, true)))
+		return rc;
+	/* a tie in the outer config wins, as LlavaConfig passes it down */
+	if ((rc = get_bool_(x, "tie_word_embeddings", &c->tie_word_embeddings)))
+		return rc;
+	sw_vision_config *v = &c->vision;
+	if ((rc = parse_vision_(&xv, v)))
+		return rc;
+	/* LlavaConfig's defaults for what transformers 4 left out */
+	v->image_token_id = 32000;
+	v->feature_layers[0] = -2, v->n_feature_layers = 1;
+	v->select_full = false;
+	snprintf(v->projector_hidden_act, sizeof v->projector_hidden_act, "gelu");
+	v->projector_bias = true;
+	v->image_seq_length = 576;
+	if (yyjson_obj_get(root, "image_token_index") && yyjson_obj_get(root, "image_token_id"))
+		return bad_(x, "fields '%s' and %s both given", "image_token_index", "'image_token_id'");
+	if ((rc = get_int_(x, "image_token_index", 0, MAX_VOCAB - 1, &v->image_token_id)) ||
+	    (rc = get_int_(x, "image_token_id", 0, MAX_VOCAB - 1, &v->image_token_id)) ||
+	    (rc = get_int_(x, "image_seq_length", 0, INT_MAX, &v->image_seq_length)) ||
+	    (rc = get_bool_(x, "multimodal_projector_bias", &v->projector_bias)) ||
+	    (rc = get_str_(x, "projector_hidden_act", v->projector_hidden_act, sizeof v->projector_hidden_act,
+	                   acts_)))
+		return rc;
+	char strat[16] = "default";
+	static const char *const strats[] = { "default", "full", NULL };
+	if ((rc = get_str_(x, "vision_feature_select_strategy", strat, sizeof strat, strats)))
+		return rc;
+	v->select_full = !strcmp(strat, "full");
+	yyjson_val *fl = yyjson_obj_get(root, "vision_feature_layer");
+	if (fl && yyjson_is_arr(fl)) {
+		size_t i, n;
+		yyjson_val *e;
+		if (yyjson_arr_size(fl) < 1 || yyjson_arr_size(fl) > SW_MAX_FEATURE_LAYERS)
+			return bad_(x, "field '%s' has %s", "vision_feature_layer", "not 1 to 8 layers");
+		v->n_feature_layers = 0;
+		yyjson_arr_foreach(fl, i, n, e) {
+			/* a non-negative integer is yyjson's uint, a negative one its sint */
+			if (!yyjson_is_int(e) || (yyjson_is_uint(e) ? yyjson_get_uint(e) > MAX_LAYERS
+			                                             : yyjson_get_sint(e) < -MAX_LAYERS))
+				return bad_(x, "field '%s' has %s", "vision_feature_layer", "an element that is no layer");
+			v->feature_layers[v->n_feature_layers++] = (int)yyjson_get_sint(e);
+		}
+	} else if ((rc = get_int_(x, "vision_feature_layer", -MAX_LAYERS, MAX_LAYERS, &v->feature_layers[0]))) {
+		return rc;
+	}
+	sw_error e2 = { 0 };
+	if ((rc = vision_check_(v, c->vocab_size, &e2)))
+		return sw_fail(x->err, rc, "%s: %.200s", x->path, e2.msg);
+	return 0;
+}
+
 int sw_model_config_check(const sw_model_config *c, sw_error *err)
 {
 #define RANGE_(f, lo, hi)                                                                      \
@@ -349,6 +520,30 @@ int sw_model_config_check(const sw_model_config *c, sw_error *err)
 		if (c->eos_token_ids[i] < 0 || c->eos_token_ids[i] >= c->vocab_size)
 			return sw_fail(err, SW_EFORMAT, "field 'eos_token_id' has %d, past the vocabulary of %d",
 			               c->eos_token_ids[i], c->vocab_size);
+	const sw_vision_config *v = &c->vision;
+	if (v->model_type[0]) {
+		if (strcmp(v->model_type, "clip_vision_model") && strcmp(v->model_type, "siglip_vision_model"))
+			return sw_fail(err, SW_EFORMAT, "vision_config: model_type '%.31s' is not supported",
+			               v->model_type);
+#define VRANGE_(f, lo, hi)                                                                       \
+	if (v->f < (lo) || v->f > (hi))                                                          \
+		return sw_fail(err, SW_EFORMAT, "vision_config: field '" #f "' is %d, not from %d to %d", \
+		               v->f, (int)(lo), (int)(hi));
+		VRANGE_(hidden_size, 1, MAX_HIDDEN)
+		VRANGE_(intermediate_size, 1, MAX_INTER)
+		VRANGE_(num_hidden_layers, 1, MAX_LAYERS)
+		VRANGE_(num_attention_heads, 1, MAX_HEADS)
+		VRANGE_(num_channels, 1, 16)
+		VRANGE_(image_size, 1, 1 << 14)
+		VRANGE_(patch_size, 1, 1 << 14)
+#undef VRANGE_
+		if (!(v->layer_norm_eps > 0) || !isfinite(v->layer_norm_eps))
+			return sw_fail(err, SW_EFORMAT, "vision_config: field 'layer_norm_eps' is not a positive number");
+		if (sw_act_code(v->hidden_act) < 0 || sw_act_code(v->projector_hidden_act) < 0)
+			return sw_fail(err, SW_EFORMAT, "an activation '%.23s' or '%.23s' that is not supported",
+			               v->hidden_act, v->projector_hidden_act);
+		return vision_check_(v, c->vocab_size, err);
+	}
 	return 0;
 }
 
@@ -407,10 +602,13 @@ int sw_model_config_parse(const char *text, size_t len, const char *path, sw_mod
 	}
 	int rc;
 	cfg_ctx_ x = { path, yyjson_doc_get_root(doc), err };
+	yyjson_val *mt = yyjson_is_obj(x.root) ? yyjson_obj_get(x.root, "model_type") : NULL;
 	if (!yyjson_is_obj(x.root))
 		rc = bad_(&x, "%s is %s, not an object", "the document", yyjson_get_type_desc(x.root));
+	else if (mt && yyjson_is_str(mt) && !strcmp(yyjson_get_str(mt), "llava"))
+		rc = parse_llava_(&x, c);
 	else
-		rc = parse_config_(&x, c);
+		rc = parse_config_(&x, c, false);
 	yyjson_doc_free(doc);
 	return rc;
 }
@@ -445,8 +643,106 @@ int sw_model_config_write(const sw_model_config *c, const char *path, const char
 	return rc;
 }
 
+static int text_config_text_(const sw_model_config *c, const char *path, const char *torch_dtype, sw_buf *b,
+                             sw_error *err);
+
+/* A float as JSON: the shortest decimal that reads back as x (sw_fmt_float), raw. */
+static yyjson_mut_val *jfloat_(yyjson_mut_doc *d, float x)
+{
+	char t[64];
+	sw_fmt_float(t, sizeof t, x);
+	return yyjson_mut_rawcpy(d, t);
+}
+
+/*
+ * A LLaVA config.json as transformers 5 writes LlavaForConditionalGeneration's:
+ * the text model's config.json as text_config, vision_config, the wiring; keys sorted.
+ */
+static int llava_config_text_(const sw_model_config *c, const char *path, const char *torch_dtype, sw_buf *b,
+                              sw_error *err)
+{
+	sw_model_config tc = *c;
+	memset(&tc.vision, 0, sizeof tc.vision);
+	sw_buf tb = { 0 };
+	int rc = text_config_text_(&tc, path, NULL, &tb, err);
+	if (rc) {
+		sw_buf_release(&tb);
+		return rc;
+	}
+	yyjson_doc *td = yyjson_read((const char *)tb.p, tb.len, 0);
+	sw_buf_release(&tb);
+	yyjson_mut_doc *d = yyjson_mut_doc_new(NULL);
+	const sw_vision_config *v = &c->vision;
+	if (!td || !d)
+		goto oom;
+	yyjson_mut_val *r = yyjson_mut_obj(d), *vc = yyjson_mut_obj(d), *arch = yyjson_mut_arr(d);
+	yyjson_mut_val *text = yyjson_val_mut_copy(d, yyjson_doc_get_root(td));
+	if (!r || !vc || !arch || !text)
+		goto oom;
+	yyjson_mut_obj_remove_key(text, "architectures");
+	yyjson_mut_doc_set_root(d, r);
+	yyjson_mut_arr_add_str(d, arch, "LlavaForConditionalGeneration");
+	bool ok = yyjson_mut_obj_add_val(d, r, "architectures", arch);
+	if (torch_dtype)
+		ok = ok && yyjson_mut_obj_add_str(d, r, "dtype", torch_dtype);
+	ok = ok && yyjson_mut_obj_add_int(d, r, "image_seq_length", v->image_seq_length) &&
+	     yyjson_mut_obj_add_int(d, r, "image_token_index", v->image_token_id) &&
+	     yyjson_mut_obj_add_str(d, r, "model_type", "llava") &&
+	     yyjson_mut_obj_add_bool(d, r, "multimodal_projector_bias", v->projector_bias) &&
+	     yyjson_mut_obj_add_str(d, r, "projector_hidden_act", v->projector_hidden_act) &&
+	     yyjson_mut_obj_add_val(d, r, "text_config", text) &&
+	     yyjson_mut_obj_add_bool(d, r, "tie_word_embeddings", c->tie_word_embeddings);
+	bool clip = !strcmp(v->model_type, "clip_vision_model");
+	ok = ok && yyjson_mut_obj_add_real(d, vc, "attention_dropout", 0.0) &&
+	     yyjson_mut_obj_add_str(d, vc, "hidden_act", v->hidden_act) &&
+	     yyjson_mut_obj_add_int(d, vc, "hidden_size", v->hidden_size) &&
+	     yyjson_mut_obj_add_int(d, vc, "image_size", v->image_size) &&
+	     yyjson_mut_obj_add_int(d, vc, "intermediate_size", v->intermediate_size) &&
+	     yyjson_mut_obj_add_val(d, vc, "layer_norm_eps", jfloat_(d, v->layer_norm_eps)) &&
+	     yyjson_mut_obj_add_str(d, vc, "model_type", v->model_type) &&
+	     yyjson_mut_obj_add_int(d, vc, "num_attention_heads", v->num_attention_heads) &&
+	     yyjson_mut_obj_add_int(d, vc, "num_channels", v->num_channels) &&
+	     yyjson_mut_obj_add_int(d, vc, "num_hidden_layers", v->num_hidden_layers) &&
+	     yyjson_mut_obj_add_int(d, vc, "patch_size", v->patch_size);
+	if (!clip)
+		ok = ok && yyjson_mut_obj_add_bool(d, vc, "vision_use_head", false);
+	ok = ok && yyjson_mut_obj_add_val(d, r, "vision_config", vc);
+	if (v->n_feature_layers == 1) {
+		ok = ok && yyjson_mut_obj_add_int(d, r, "vision_feature_layer", v->feature_layers[0]);
+	} else {
+		yyjson_mut_val *fl = yyjson_mut_arr_with_sint32(d, v->feature_layers, (size_t)v->n_feature_layers);
+		ok = ok && fl && yyjson_mut_obj_add_val(d, r, "vision_feature_layer", fl);
+	}
+	ok = ok && yyjson_mut_obj_add_str(d, r, "vision_feature_select_strategy", v->select_full ? "full" : "default");
+	if (!ok)
+		goto oom;
+	size_t len;
+	char *json = yyjson_mut_write(d, YYJSON_WRITE_PRETTY_TWO_SPACES, &len);
+	rc = !json || sw_buf_put(b, json, len) || sw_buf_put(b, "\n", 1);
+	free(json);
+	yyjson_doc_free(td);
+	yyjson_mut_doc_free(d);
+	return rc ? sw_fail(err, SW_ENOMEM, "%s: out of memory", path) : 0;
+oom:
+	yyjson_doc_free(td);
+	yyjson_mut_doc_free(d);
+	return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+}
+
 int sw_model_config_text(const sw_model_config *c, const char *path, const char *torch_dtype, sw_buf *b,
                           sw_error *err)
+{
+	int rc;
+	sw_error e2 = { 0 };
+	if ((rc = sw_model_config_check(c, &e2)))
+		return sw_fail(err, rc, "%s: %.200s", path, e2.msg);
+	if (c->vision.model_type[0])
+		return llava_config_text_(c, path, torch_dtype, b, err);
+	return text_config_text_(c, path, torch_dtype, b, err);
+}
+
+static int text_config_text_(const sw_model_config *c, const char *path, const char *torch_dtype, sw_buf *b,
+                             sw_error *err)
 {
 	int rc;
 	sw_error e2 = { 0 };
@@ -531,6 +827,145 @@ int sw_model_config_save(const sw_model_config *c, const char *path, sw_error *e
 	return sw_model_config_write(c, path, NULL, err);
 }
 
+int sw_model_image_tokens(const sw_model_config *c)
+{
+	const sw_vision_config *v = &c->vision;
+	if (!v->model_type[0] || v->patch_size < 1)
+		return 0;
+	int side = v->image_size / v->patch_size, L = side * side + (!strcmp(v->model_type, "clip_vision_model") ? 1 : 0);
+	return v->select_full ? L : L - 1;
+}
+
+/* ---- a LLaVA directory's other files ---- */
+
+/* Read dir/name as a mutable JSON document (NULL with err filled). */
+static yyjson_mut_doc *read_mut_(const char *path, sw_error *err)
+{
+	yyjson_read_err je;
+	yyjson_doc *d = yyjson_read_file(path, 0, NULL, &je);
+	if (!d) {
+		sw_fail(err, SW_EFORMAT, "%s: %s", path, je.msg);
+		return NULL;
+	}
+	yyjson_mut_doc *m = yyjson_doc_mut_copy(d, NULL);
+	yyjson_doc_free(d);
+	if (!m)
+		sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+	return m;
+}
+
+/* Write a JSON document to path atomically (pretty, two spaces, as transformers). */
+static int write_mut_(yyjson_mut_doc *d, const char *path, sw_error *err)
+{
+	size_t len;
+	char *json = yyjson_mut_write(d, YYJSON_WRITE_PRETTY_TWO_SPACES | YYJSON_WRITE_NEWLINE_AT_END, &len);
+	if (!json)
+		return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
+	sw_afile f;
+	int rc;
+	if ((rc = sw_afile_open(&f, path, err)) || (rc = sw_afile_write(&f, json, len, err)) ||
+	    (rc = sw_afile_commit(&f, err)))
+		sw_afile_abort(&f);
+	free(json);
+	return rc;
+}
+
+int sw_model_save_vision_files(const sw_model_config *c, const char *dir, const char *image_token,
+                               sw_error *err)
+{
+	const sw_vision_config *v = &c->vision;
+	if (!v->model_type[0])
+		return sw_fail(err, SW_EINVAL, "%s: not a LLaVA model", dir);
+	if (strcmp(v->model_type, "clip_vision_model"))
+		return sw_fail(err, SW_EINVAL, "%s: only a CLIP tower's image processor is written", dir);
+	char path[4200];
+	int rc = 0;
+	/* tokenizer.json: the image token, added at its id (the next one) */
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	yyjson_mut_doc *d = read_mut_(path, err);
+	if (!d)
+		return err ? err->code : SW_EFORMAT;
+	yyjson_mut_val *added = yyjson_mut_obj_get(yyjson_mut_doc_get_root(d), "added_tokens");
+	size_t i, n;
+	yyjson_mut_val *e;
+	int64_t next = -1;
+	yyjson_mut_arr_foreach(added, i, n, e) {
+		int64_t id = yyjson_mut_get_sint(yyjson_mut_obj_get(e, "id"));
+		next = id > next ? id : next;
+	}
+	if (!yyjson_mut_is_arr(added) || next + 1 != v->image_token_id) {
+		yyjson_mut_doc_free(d);
+		return sw_fail(err, SW_EINVAL, "%s: the image token's id %d is not the tokenizer's next (%lld)", path,
+		               v->image_token_id, (long long)next + 1);
+	}
+	yyjson_mut_val *t = yyjson_mut_arr_add_obj(d, added);
+	bool ok = t && yyjson_mut_obj_add_int(d, t, "id", v->image_token_id) &&
+	          yyjson_mut_obj_add_strcpy(d, t, "content", image_token) &&
+	          yyjson_mut_obj_add_bool(d, t, "single_word", false) && yyjson_mut_obj_add_bool(d, t, "lstrip", false) &&
+	          yyjson_mut_obj_add_bool(d, t, "rstrip", false) && yyjson_mut_obj_add_bool(d, t, "normalized", false) &&
+	          yyjson_mut_obj_add_bool(d, t, "special", true);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	if (rc)
+		return rc;
+	/* tokenizer_config.json: where transformers finds it (extra_special_tokens) */
+	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+	if (!(d = read_mut_(path, err)))
+		return err ? err->code : SW_EFORMAT;
+	yyjson_mut_val *x = yyjson_mut_obj(d);
+	ok = x && yyjson_mut_obj_add_strcpy(d, x, "image_token", image_token) &&
+	     yyjson_mut_obj_add_val(d, yyjson_mut_doc_get_root(d), "extra_special_tokens", x);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	if (rc)
+		return rc;
+	/* preprocessor_config.json: CLIPImageProcessor at the tower's size, CLIP's mean and std */
+	static const double mean[3] = { 0.48145466, 0.4578275, 0.40821073 }, std[3] = { 0.26862954, 0.26130258, 0.27577711 };
+	d = yyjson_mut_doc_new(NULL);
+	yyjson_mut_val *r = d ? yyjson_mut_obj(d) : NULL, *crop = r ? yyjson_mut_obj(d) : NULL,
+		       *size = r ? yyjson_mut_obj(d) : NULL;
+	ok = r && crop && size;
+	if (ok) {
+		yyjson_mut_doc_set_root(d, r);
+		ok = yyjson_mut_obj_add_int(d, crop, "height", v->image_size) &&
+		     yyjson_mut_obj_add_int(d, crop, "width", v->image_size) &&
+		     yyjson_mut_obj_add_int(d, size, "shortest_edge", v->image_size) &&
+		     yyjson_mut_obj_add_val(d, r, "crop_size", crop) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_center_crop", true) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_convert_rgb", true) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_normalize", true) && yyjson_mut_obj_add_bool(d, r, "do_rescale", true) &&
+		     yyjson_mut_obj_add_bool(d, r, "do_resize", true) &&
+		     yyjson_mut_obj_add_val(d, r, "image_mean", yyjson_mut_arr_with_double(d, mean, 3)) &&
+		     yyjson_mut_obj_add_str(d, r, "image_processor_type", "CLIPImageProcessor") &&
+		     yyjson_mut_obj_add_val(d, r, "image_std", yyjson_mut_arr_with_double(d, std, 3)) &&
+		     yyjson_mut_obj_add_str(d, r, "processor_class", "LlavaProcessor") &&
+		     yyjson_mut_obj_add_int(d, r, "resample", 3) && /* bicubic */
+		     yyjson_mut_obj_add_val(d, r, "rescale_factor", yyjson_mut_rawcpy(d, "0.00392156862745098")) &&
+		     yyjson_mut_obj_add_val(d, r, "size", size);
+	}
+	snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	if (rc)
+		return rc;
+	/* processor_config.json: LlavaProcessor's expansion of <image> */
+	d = yyjson_mut_doc_new(NULL);
+	r = d ? yyjson_mut_obj(d) : NULL;
+	ok = r != NULL;
+	if (ok) {
+		yyjson_mut_doc_set_root(d, r);
+		ok = yyjson_mut_obj_add_strcpy(d, r, "image_token", image_token) &&
+		     yyjson_mut_obj_add_int(d, r, "num_additional_image_tokens", 1) &&
+		     yyjson_mut_obj_add_int(d, r, "patch_size", v->patch_size) &&
+		     yyjson_mut_obj_add_str(d, r, "processor_class", "LlavaProcessor") &&
+		     yyjson_mut_obj_add_str(d, r, "vision_feature_select_strategy", v->select_full ? "full" : "default");
+	}
+	snprintf(path, sizeof path, "%s/processor_config.json", dir);
+	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
+	yyjson_mut_doc_free(d);
+	return rc;
+}
+
 /* ---- the arena ---- */
 
 /* Walk the tensors in arena order: fill t (when not NULL) and the model's pointers. */
@@ -586,6 +1021,62 @@ static size_t layout_(const sw_model_config *c, sw_model *m, sw_tensor *t)
 		ADD_(m->lm_head, V, H, "lm_head.weight");
 	else if (t)
 		m->lm_head = m->embed;
+
+	/* A LLaVA model's tower and projector, after the language model. */
+	const sw_vision_config *v = &c->vision;
+	if (v->model_type[0]) {
+		bool clip = !strcmp(v->model_type, "clip_vision_model");
+		sw_vision_weights *w = t ? &m->vision : NULL; /* used only when t is */
+		const size_t VH = (size_t)v->hidden_size, VI = (size_t)v->intermediate_size;
+		const size_t side = (size_t)(v->image_size / v->patch_size), np = side * side + (clip ? 1 : 0);
+		const size_t pp = (size_t)v->num_channels * v->patch_size * v->patch_size;
+		const char *p = "vision_tower";
+		if (clip)
+			ADD_(w->class_embedding, VH, 0, "%s.embeddings.class_embedding", p);
+		ADD_(w->patch_w, VH, pp, "%s.embeddings.patch_embedding.weight", p);
+		if (t) { /* a conv's weight: [out, channels, p, p] */
+			t[nt - 1].ndim = 4;
+			t[nt - 1].shape[1] = v->num_channels;
+			t[nt - 1].shape[2] = t[nt - 1].shape[3] = v->patch_size;
+		}
+		if (!clip)
+			ADD_(w->patch_b, VH, 0, "%s.embeddings.patch_embedding.bias", p);
+		ADD_(w->pos, np, VH, "%s.embeddings.position_embedding.weight", p);
+		if (clip) {
+			ADD_(w->pre_w, VH, 0, "%s.pre_layrnorm.weight", p);
+			ADD_(w->pre_b, VH, 0, "%s.pre_layrnorm.bias", p);
+		}
+		for (int l = 0; l < v->num_hidden_layers; l++) {
+			sw_vision_layer *y = t ? &m->vision.layers[l] : NULL;
+			const char *q = "vision_tower.encoder.layers";
+			ADD_(y->ln1_w, VH, 0, "%s.%d.layer_norm1.weight", q, l);
+			ADD_(y->ln1_b, VH, 0, "%s.%d.layer_norm1.bias", q, l);
+			ADD_(y->wq, VH, VH, "%s.%d.self_attn.q_proj.weight", q, l);
+			ADD_(y->bq, VH, 0, "%s.%d.self_attn.q_proj.bias", q, l);
+			ADD_(y->wk, VH, VH, "%s.%d.self_attn.k_proj.weight", q, l);
+			ADD_(y->bk, VH, 0, "%s.%d.self_attn.k_proj.bias", q, l);
+			ADD_(y->wv, VH, VH, "%s.%d.self_attn.v_proj.weight", q, l);
+			ADD_(y->bv, VH, 0, "%s.%d.self_attn.v_proj.bias", q, l);
+			ADD_(y->wo, VH, VH, "%s.%d.self_attn.out_proj.weight", q, l);
+			ADD_(y->bo, VH, 0, "%s.%d.self_attn.out_proj.bias", q, l);
+			ADD_(y->ln2_w, VH, 0, "%s.%d.layer_norm2.weight", q, l);
+			ADD_(y->ln2_b, VH, 0, "%s.%d.layer_norm2.bias", q, l);
+			ADD_(y->fc1_w, VI, VH, "%s.%d.mlp.fc1.weight", q, l);
+			ADD_(y->fc1_b, VI, 0, "%s.%d.mlp.fc1.bias", q, l);
+			ADD_(y->fc2_w, VH, VI, "%s.%d.mlp.fc2.weight", q, l);
+			ADD_(y->fc2_b, VH, 0, "%s.%d.mlp.fc2.bias", q, l);
+		}
+		ADD_(w->post_w, VH, 0, "%s.post_layernorm.weight", p);
+		ADD_(w->post_b, VH, 0, "%s.post_layernorm.bias", p);
+		const char *j = "multi_modal_projector";
+		const size_t FIN = VH * (size_t)v->n_feature_layers;
+		ADD_(w->proj1_w, H, FIN, "%s.linear_1.weight", j);
+		if (v->projector_bias)
+			ADD_(w->proj1_b, H, 0, "%s.linear_1.bias", j);
+		ADD_(w->proj2_w, H, H, "%s.linear_2.weight", j);
+		if (v->projector_bias)
+			ADD_(w->proj2_b, H, 0, "%s.linear_2.bias", j);
+	}
 #undef ADD_
 	if (m)
 		m->ntensors = nt;
@@ -620,6 +1111,9 @@ static sw_model *make_(const sw_backend *be, const sw_model_config *c, float *ar
 	size_t nt = m->ntensors, bytes = m->nparams * sizeof(float);
 	m->tensors = calloc(nt, sizeof *m->tensors);
 	m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
+	if (c->vision.model_type[0] &&
+	    !(m->vision.layers = calloc((size_t)c->vision.num_hidden_layers, sizeof *m->vision.layers)))
+		goto oom;
 	if (!m->tensors || !m->layers)
 		goto oom;
 	if (own) {
@@ -688,6 +1182,7 @@ void sw_model_free(sw_model *m)
 		m->backend->unborrow(m->arena);
 	free(m->tensors);
 	free(m->layers);
+	free(m->vision.layers);
 	free(m);
 }
 
@@ -771,7 +1266,8 @@ static bool ends_with_(const char *s, const char *suffix)
 /* Tensor i of the arena's order into data (host memory). */
 static void fill_(const sw_tensor *t, size_t i, float *data, uint64_t seed, float std)
 {
-	if (ends_with_(t->name, "norm.weight")) {
+	if (ends_with_(t->name, "norm.weight") || ends_with_(t->name, "norm1.weight") ||
+	    ends_with_(t->name, "norm2.weight")) {
 		for (size_t j = 0; j < t->numel; j++)
 			data[j] = 1.0f;
 		return;

@@ -423,6 +423,46 @@ static int derived_(const char *name)
 	return n >= 19 && !strcmp(name + n - 19, "rotary_emb.inv_freq");
 }
 
+/*
+ * A LLaVA checkpoint's tensor name as the model names it (sw/model.h): the
+ * layout transformers 5 writes ("language_model.model.X",
+ * "language_model.lm_head.weight", "vision_tower.X",
+ * "multi_modal_projector.X"), the one it holds in memory
+ * ("model.language_model.X", "lm_head.weight", "model.vision_tower.X",
+ * "model.multi_modal_projector.X") and the llava-hf checkpoints' (the
+ * tower's names under "vision_tower.vision_model.") all read.  A text
+ * model's names are its own.
+ */
+static const char *canon_(const sw_model *m, const char *name, char *buf, size_t size)
+{
+	static const char *const map[][2] = {
+		{ "language_model.model.", "model." },
+		{ "language_model.lm_head.", "lm_head." },
+		{ "model.language_model.", "model." },
+		{ "model.vision_tower.vision_model.", "vision_tower." },
+		{ "model.vision_tower.", "vision_tower." },
+		{ "vision_tower.vision_model.", "vision_tower." },
+		{ "model.multi_modal_projector.", "multi_modal_projector." },
+	};
+	if (!m->cfg.vision.model_type[0])
+		return name;
+	for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+		size_t n = strlen(map[i][0]);
+		if (!strncmp(name, map[i][0], n)) {
+			snprintf(buf, size, "%s%s", map[i][1], name + n);
+			return buf;
+		}
+	}
+	return name;
+}
+
+/* The name a tensor is saved under: transformers 5's layout for a LLaVA model. */
+static void saved_name_(const sw_model *m, const sw_tensor *t, char *buf, size_t size)
+{
+	bool text = strncmp(t->name, "vision_tower.", 13) && strncmp(t->name, "multi_modal_projector.", 22);
+	snprintf(buf, size, "%s%s", m->cfg.vision.model_type[0] && text ? "language_model." : "", t->name);
+}
+
 typedef struct load_ctx_ {
 	sw_model *m;
 	float *host;           /* the arena where the host writes it in place (cpu), else NULL */
@@ -441,6 +481,8 @@ static int load_st_(load_ctx_ *x, const sw_st_file *fp, const char *path, int fi
 	sw_model *m = x->m;
 	for (size_t i = 0; i < f.n && !rc; i++) {
 		const sw_st_tensor *t = &f.t[i];
+		char cb[160];
+		const char *nm = canon_(m, t->name, cb, sizeof cb);
 		if (derived_(t->name))
 			continue;
 		if (only) {
@@ -454,9 +496,9 @@ static int load_st_(load_ctx_ *x, const sw_st_file *fp, const char *path, int fi
 				break;
 			}
 		}
-		const sw_tensor *mt = sw_model_tensor(m, t->name);
+		const sw_tensor *mt = sw_model_tensor(m, nm);
 		float *dst = NULL;
-		if (!mt && m->cfg.tie_word_embeddings && !strcmp(t->name, "lm_head.weight")) {
+		if (!mt && m->cfg.tie_word_embeddings && !strcmp(nm, "lm_head.weight")) {
 			/* some tied checkpoints carry the copy; it must be the copy */
 			if (x->tied_lm) {
 				rc = fail_t_(err, SW_EFORMAT, &f, t->name, "appears in two files");
@@ -490,10 +532,10 @@ static int load_st_(load_ctx_ *x, const sw_st_file *fp, const char *path, int fi
 			for (int d = 0; d < t->ndim && strlen(got) < 100; d++)
 				snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
 				         (long long)t->shape[d]);
-			if (mt->ndim == 2)
-				snprintf(want, sizeof want, "%lld, %lld", (long long)mt->shape[0], (long long)mt->shape[1]);
-			else
-				snprintf(want, sizeof want, "%lld", (long long)mt->shape[0]);
+			want[0] = 0;
+			for (int d = 0; d < mt->ndim; d++)
+				snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "",
+				         (long long)mt->shape[d]);
 			rc = fail_t_(err, SW_EFORMAT, &f, t->name, "shape [%s], but config.json makes it [%s]", got, want);
 			break;
 		}
@@ -616,8 +658,10 @@ static int load_sharded_(load_ctx_ *x, const char *dir, const char *index, sw_er
 			goto out;
 		}
 		files[i] = file;
-		if (!derived_(names[i]) && !sw_model_tensor(x->m, names[i]) &&
-		    !(x->m->cfg.tie_word_embeddings && !strcmp(names[i], "lm_head.weight"))) {
+		char cb[160];
+		const char *nm = canon_(x->m, names[i], cb, sizeof cb);
+		if (!derived_(names[i]) && !sw_model_tensor(x->m, nm) &&
+		    !(x->m->cfg.tie_word_embeddings && !strcmp(nm, "lm_head.weight"))) {
 			rc = sw_fail(err, SW_EFORMAT, "%s: tensor '%.80s' is not a tensor of this %s model (unexpected)",
 			             index, names[i], x->m->cfg.model_type);
 			goto out;
@@ -651,7 +695,8 @@ static int load_sharded_(load_ctx_ *x, const char *dir, const char *index, sw_er
 	free(only);
 	/* a name in the index that no shard held */
 	for (i = 0; i < nt && !rc; i++) {
-		const sw_tensor *mt = sw_model_tensor(x->m, names[i]);
+		char cb[160];
+		const sw_tensor *mt = sw_model_tensor(x->m, canon_(x->m, names[i], cb, sizeof cb));
 		if (mt && !x->seen[mt - x->m->tensors])
 			rc = sw_fail(err, SW_EFORMAT, "%s/%s: tensor '%.80s' is missing (the index puts it there)", dir,
 			             files[i], names[i]);
@@ -736,16 +781,21 @@ static uint16_t to_bf16_(float x)
 	return (uint16_t)(b >> 16);
 }
 
+typedef struct named_ {
+	const sw_tensor *t;
+	char name[128];            /* as saved */
+} named_;
+
 static int cmp_tensor_name_(const void *a, const void *b)
 {
-	return strcmp((*(const sw_tensor *const *)a)->name, (*(const sw_tensor *const *)b)->name);
+	return strcmp(((const named_ *)a)->name, ((const named_ *)b)->name);
 }
 
 int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_error *err)
 {
 	if (dt != SW_DT_F32 && dt != SW_DT_BF16)
 		return sw_fail(err, SW_EINVAL, "%s: weights are written as F32 or BF16, not %s", path, dtype_name_(dt));
-	const sw_tensor **order = malloc(m->ntensors * sizeof *order);
+	named_ *order = malloc(m->ntensors * sizeof *order);
 	sw_buf h = { 0 };
 	int rc = 0;
 	if (!order)
@@ -757,8 +807,10 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 		free(order);
 		return sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
 	}
-	for (size_t i = 0; i < m->ntensors; i++)
-		order[i] = &m->tensors[i];
+	for (size_t i = 0; i < m->ntensors; i++) {
+		order[i].t = &m->tensors[i];
+		saved_name_(m, &m->tensors[i], order[i].name, sizeof order[i].name);
+	}
 	qsort(order, m->ntensors, sizeof *order, cmp_tensor_name_);
 	/* the header as the safetensors library writes it: compact, sorted, padded with spaces */
 	const char *meta = "{\"__metadata__\":{\"format\":\"pt\"}";
@@ -766,16 +818,14 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 		goto oom;
 	uint64_t off = 0, es = dt == SW_DT_F32 ? 4 : 2;
 	for (size_t i = 0; i < m->ntensors; i++) {
-		const sw_tensor *t = order[i];
-		char line[256];
-		if (t->ndim == 2)
-			snprintf(line, sizeof line, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}",
-			         t->name, dtype_name_(dt), (long long)t->shape[0], (long long)t->shape[1],
-			         (unsigned long long)off, (unsigned long long)(off + t->numel * es));
-		else
-			snprintf(line, sizeof line, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
-			         t->name, dtype_name_(dt), (long long)t->shape[0], (unsigned long long)off,
-			         (unsigned long long)(off + t->numel * es));
+		const sw_tensor *t = order[i].t;
+		char line[320], shape[96] = "";
+		for (int d = 0; d < t->ndim; d++)
+			snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "",
+			         (long long)t->shape[d]);
+		snprintf(line, sizeof line, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
+		         order[i].name, dtype_name_(dt), shape, (unsigned long long)off,
+		         (unsigned long long)(off + t->numel * es));
 		if (sw_buf_put(&h, line, strlen(line)))
 			goto oom;
 		off += t->numel * es;
@@ -795,7 +845,7 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	rc = sw_afile_write(&f, h.p, h.len, err);
 	uint16_t buf[8192];
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
-		const sw_tensor *t = order[i];
+		const sw_tensor *t = order[i].t;
 		const float *data = host ? host + t->offset : tbuf;
 		if (!host && (rc = m->backend->download(tbuf, t->data, t->numel * sizeof(float), err)))
 			break;

@@ -76,6 +76,26 @@ int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float 
                       float *entropy, sw_error *err);
 
 /*
+ * A LLaVA model's images for a batch: pixel_values [n][channels][size][size]
+ * (float32, host memory, as the image processor gives them), in the order
+ * their image tokens appear in the batch.  Each image takes
+ * sw_model_image_tokens() consecutive image tokens (image_token_id) of the
+ * prompt, whose embeddings its projected features replace, as transformers'
+ * LlavaModel does.  A count of image tokens other than n times that is
+ * SW_EINVAL ("too many" or "too few" images), as is an image for a text model.
+ */
+typedef struct sw_images {
+	int n;
+	const float *pixels;
+} sw_images;
+
+/* sw_engine_forward with images (im NULL or im->n 0: none); the backward
+ * then carries the gradient into the projector (and the tower: see
+ * sw_engine_train_vision). */
+int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *im, bool for_backward,
+                             float *logprobs, float *entropy, sw_error *err);
+
+/*
  * The logits [ntokens, vocab] of the last forward, or NULL if none (or if
  * a training forward was too large to keep them: see below).
  */
@@ -128,6 +148,14 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
                        sw_model *grad, sw_error *err);
 
 /*
+ * Which of a LLaVA model's vision parameters the backward differentiates:
+ * the projector (default true) and the tower (default false: frozen, as
+ * LLaVA trains).  A part not trained gets no gradient added (its slice of
+ * grad is left as it is, 0 when zeroed).
+ */
+void sw_engine_train_vision(sw_engine *e, bool projector, bool tower);
+
+/*
  * Cross-entropy of the batch's targets, weighted per token:
  * loss = -sum_t weight[t] * logprobs[t] / norm, where weight NULL means 1
  * for every row with a target and norm <= 0 means the sum of the weights
@@ -163,6 +191,15 @@ void sw_decoder_free(sw_decoder *d);
 
 /* A new sequence with n >= 1 pending tokens; returns its id (>= 0) or an SW_E* code. */
 int sw_decoder_add(sw_decoder *d, const int32_t *tokens, int n, sw_error *err);
+/*
+ * sw_decoder_add with a LLaVA model's images (im as for
+ * sw_engine_forward_images: as many as the prompt's image tokens take):
+ * their features are computed here and take the places of the image
+ * tokens when the prompt is prefilled.  The cache then holds the image's
+ * keys and values like any prompt's, so sw_decoder_fork shares them.
+ */
+int sw_decoder_add_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                          sw_error *err);
 /* Append n tokens to sequence id (pending until the next step). */
 int sw_decoder_append(sw_decoder *d, int id, const int32_t *tokens, int n, sw_error *err);
 /*
@@ -208,6 +245,13 @@ typedef int (*sw_rows_fn)(void *ctx, int row0, int nrows, const float *logits);
 int sw_decoder_rows(sw_decoder *d, const int32_t *tokens, int n, sw_rows_fn fn, void *ctx,
                     sw_error *err);
 
+/* sw_decoder_score and sw_decoder_rows of a prompt with a LLaVA model's
+ * images (im as for sw_decoder_add_images). */
+int sw_decoder_score_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                            float *logprobs, float *entropy, sw_error *err);
+int sw_decoder_rows_images(sw_decoder *d, const int32_t *tokens, int n, const sw_images *im,
+                           sw_rows_fn fn, void *ctx, sw_error *err);
+
 /* The next-token logits of id after its last step ([vocab], decoder-owned), or NULL. */
 const float *sw_decoder_last_logits(const sw_decoder *d, int id);
 /* Tokens of id in the cache (its length, not counting pending ones); -1 for an unknown id. */
@@ -232,6 +276,9 @@ typedef struct sw_adamw_config {
 	int64_t warmup_steps;      /* linear warm-up from 0 over these steps */
 	int64_t total_steps;       /* length of the decay (warm-up included) */
 	float min_lr_ratio;
+	/* A LLaVA model's vision tower ("vision_tower.*") is updated only when
+	 * this is true (false, the default: frozen, no decay either). */
+	bool train_vision_tower;
 } sw_adamw_config;
 
 /* lr, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.01, no clipping, constant. */

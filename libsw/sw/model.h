@@ -1,6 +1,7 @@
 /*
- * sw/model.h - a Llama-family decoder: its configuration, and its parameters
- * in one arena with named views.
+ * sw/model.h - a Llama-family decoder, or a LLaVA model (that decoder with a
+ * CLIP or SigLIP vision tower and a projector): its configuration, and its
+ * parameters in one arena with named views.
  *
  * Every parameter is float32 in memory, whatever the file held (f32, f16 or
  * bf16 are converted on load), laid out in one contiguous block in a fixed
@@ -36,6 +37,34 @@
 typedef enum sw_dtype { SW_DT_F32, SW_DT_F16, SW_DT_BF16 } sw_dtype;
 
 #define SW_MAX_EOS 8
+#define SW_MAX_FEATURE_LAYERS 8
+
+/*
+ * The vision half of a LLaVA model (LlavaForConditionalGeneration): its
+ * tower (CLIP or SigLIP, config.json's vision_config) and how its features
+ * reach the language model (the LLaVA fields of config.json).  model_type
+ * "" is a text-only model.
+ */
+typedef struct sw_vision_config {
+	char model_type[32];       /* "clip_vision_model" or "siglip_vision_model"; "" none */
+	int hidden_size;
+	int intermediate_size;
+	int num_hidden_layers;
+	int num_attention_heads;
+	int image_size;            /* the square the processor gives (pixel_values [3][size][size]) */
+	int patch_size;
+	int num_channels;
+	float layer_norm_eps;
+	char hidden_act[24];       /* "quick_gelu", "gelu", "gelu_pytorch_tanh", "silu" */
+	/* LLaVA */
+	int image_token_id;        /* image_token_index (older) or image_token_id */
+	int feature_layers[SW_MAX_FEATURE_LAYERS]; /* vision_feature_layer: hidden-state indices, < 0 from the end */
+	int n_feature_layers;      /* 1 for an int in config.json; a list's features are concatenated */
+	bool select_full;          /* vision_feature_select_strategy "full"; false: "default" (CLS dropped) */
+	char projector_hidden_act[24];
+	bool projector_bias;       /* multimodal_projector_bias */
+	int image_seq_length;      /* what config.json says (the processor's count), informational */
+} sw_vision_config;
 
 typedef struct sw_model_config {
 	char model_type[32];       /* "llama", "qwen2", "qwen3", ... as in config.json */
@@ -58,13 +87,14 @@ typedef struct sw_model_config {
 	int bos_token_id;          /* -1 when absent */
 	int eos_token_ids[SW_MAX_EOS];
 	int n_eos;
+	sw_vision_config vision;   /* a LLaVA model's tower; vision.model_type "" for text only */
 } sw_model_config;
 
 /* One named parameter: a view into the arena. */
 typedef struct sw_tensor {
 	char name[96];             /* Hugging Face name, "model.layers.0.self_attn.q_proj.weight" */
 	int ndim;
-	int64_t shape[2];
+	int64_t shape[4];          /* a conv's weight (the patch embedding) has 4 */
 	size_t numel;
 	size_t offset;             /* in floats from the start of the arena */
 	float *data;
@@ -81,6 +111,33 @@ typedef struct sw_layer {
 	float *w_down;             /* [hidden, intermediate] */
 } sw_layer;
 
+/* One encoder layer of a vision tower (every Linear has a bias). */
+typedef struct sw_vision_layer {
+	float *ln1_w, *ln1_b;      /* layer_norm1 [vh] */
+	float *wq, *bq, *wk, *bk, *wv, *bv; /* self_attn.{q,k,v}_proj [vh, vh], [vh] */
+	float *wo, *bo;            /* self_attn.out_proj */
+	float *ln2_w, *ln2_b;      /* layer_norm2 */
+	float *fc1_w, *fc1_b;      /* mlp.fc1 [vi, vh] */
+	float *fc2_w, *fc2_b;      /* mlp.fc2 [vh, vi] */
+} sw_vision_layer;
+
+/*
+ * A LLaVA model's vision parameters, after the language model's in the
+ * same arena.  In-memory names: "vision_tower.X" and
+ * "multi_modal_projector.X" (X as transformers names it inside the tower);
+ * the language model's keep the text model's names ("model.X", "lm_head.weight").
+ */
+typedef struct sw_vision_weights {
+	float *class_embedding;    /* [vh], CLIP only */
+	float *patch_w, *patch_b;  /* patch_embedding [vh, channels, p, p]; bias SigLIP only */
+	float *pos;                /* position_embedding [npos, vh] */
+	float *pre_w, *pre_b;      /* pre_layrnorm, CLIP only */
+	sw_vision_layer *layers;   /* [vision.num_hidden_layers] */
+	float *post_w, *post_b;    /* post_layernorm (kept, not used by LLaVA's features) */
+	float *proj1_w, *proj1_b;  /* multi_modal_projector.linear_1 [hidden, vh * n_feature_layers] */
+	float *proj2_w, *proj2_b;  /* linear_2 [hidden, hidden]; biases NULL without projector_bias */
+} sw_vision_weights;
+
 typedef struct sw_model {
 	sw_model_config cfg;
 	float *arena;              /* every parameter, one block of nparams floats */
@@ -93,6 +150,7 @@ typedef struct sw_model {
 	float *final_norm;         /* model.norm.weight [hidden] */
 	float *lm_head;            /* lm_head.weight [vocab, hidden]; == embed when tied */
 	const sw_backend *backend; /* where the arena lives (never NULL) */
+	sw_vision_weights vision;  /* a LLaVA model's (cfg.vision.model_type set), else all NULL */
 } sw_model;
 
 /*
@@ -110,12 +168,34 @@ typedef struct sw_model {
  * A feature this engine does not implement (another hidden_act, a rope type
  * other than default or llama3, sliding-window attention in use, mixture of
  * experts, biases on o_proj or the MLP) is SW_EFORMAT naming the field.
+ *
+ * model_type "llava" (LlavaForConditionalGeneration) is read into c and
+ * c->vision: text_config as above, vision_config (clip_vision_model or
+ * siglip_vision_model without its pooling head) and the LLaVA fields.
+ * transformers 5 writes every field; transformers 4 wrote these configs as
+ * a diff against their classes' defaults, so what is absent there takes
+ * the default of LlavaConfig (image_token_index 32000, vision_feature_layer
+ * -2, strategy "default", projector_hidden_act "gelu", projector bias,
+ * image_seq_length 576), of CLIPVisionConfig / SiglipVisionConfig (hidden
+ * 768, intermediate 3072, 12 layers, 12 heads, 3 channels, image 224, patch
+ * 32 / 16, quick_gelu / gelu_pytorch_tanh, epsilon 1e-5 / 1e-6) and, in
+ * text_config alone, of LlamaConfig / Qwen2Config / Qwen3Config (vocabulary
+ * 32000 / 151936, hidden 4096, intermediate 11008 / 22016, 32 layers and
+ * heads, 2048 / 32768 positions, epsilon 1e-6).  text_config and
+ * vision_config themselves are required.
  */
 int sw_model_config_load(const char *config_json_path, sw_model_config *c, sw_error *err);
 /* Check the sizes of c (positive, heads divisible by kv heads, no overflow). */
 int sw_model_config_check(const sw_model_config *c, sw_error *err);
 /* Write c as a config.json transformers loads; atomically (temp file, rename). */
 int sw_model_config_save(const sw_model_config *c, const char *path, sw_error *err);
+/*
+ * Image tokens one image takes in a LLaVA prompt (each <image> of the text
+ * expanded to this many, as transformers' processor does): the tower's
+ * patches, plus CLIP's class token under vision_feature_select_strategy
+ * "full"; 0 for a text model.
+ */
+int sw_model_image_tokens(const sw_model_config *c);
 /* The number of floats in the arena of a model of this configuration. */
 size_t sw_model_config_nparams(const sw_model_config *c);
 
@@ -178,6 +258,18 @@ int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err);
  * same bytes.
  */
 int sw_model_save(const sw_model *m, const char *dir, sw_dtype dt, sw_error *err);
+/*
+ * Beside a LLaVA model with a CLIP tower in dir, the files a processor
+ * needs: image_token (the text, "<image>") added to dir/tokenizer.json at
+ * the config's image_token_id, which must be the tokenizer's next id, and
+ * to tokenizer_config.json (extra_special_tokens); preprocessor_config.json
+ * (CLIPImageProcessor: resize the shortest edge to image_size, bicubic,
+ * centre crop to image_size, rescale by 1/255, CLIP's mean and std) and
+ * processor_config.json (LlavaProcessor, which expands each image token to
+ * sw_model_image_tokens()).
+ */
+int sw_model_save_vision_files(const sw_model_config *c, const char *dir, const char *image_token,
+                               sw_error *err);
 /* Only the safetensors file, to path. */
 int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_error *err);
 

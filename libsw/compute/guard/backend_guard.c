@@ -75,13 +75,19 @@ static void fail_(const char *fmt, const char *what, int e)
 	g_.pending.sys_errno = e;
 }
 
+/* The region holding p; a pointer one past a region's end is that region's
+ * only when no other region starts there (mappings can be adjacent). */
 static region_ *find_(const void *p)
 {
 	const char *c = p;
-	for (size_t i = 0; i < g_.n; i++)
-		if (c >= g_.r[i].base && c <= g_.r[i].base + g_.r[i].bytes)
+	region_ *end = NULL;
+	for (size_t i = 0; i < g_.n; i++) {
+		if (c >= g_.r[i].base && c < g_.r[i].base + g_.r[i].bytes)
 			return &g_.r[i];
-	return NULL;
+		if (c == g_.r[i].base + g_.r[i].bytes)
+			end = &g_.r[i];
+	}
+	return end;
 }
 
 /* Open or close the regions in g_.open (the lock is held). */
