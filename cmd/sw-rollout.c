@@ -409,6 +409,12 @@ int main(int argc, char **argv)
 	sw_rollout_feed_counts(feed_, &nrec, &bytes_in, &ended, &written, &skipped);
 	if (rank == 0)
 		cli_summary(written, bytes_in, sw_writer_bytes_out(w_));
+	/* how evenly the ranks worked, for sw-run's metrics ($SW_RANK_TIMES) */
+	double *busy = cli_malloc(sizeof *busy * (size_t)sw_comm_size(comm_));
+	int nbusy = sw_rollout_feed_busy(feed_, busy, sw_comm_size(comm_));
+	if (nbusy && sw_run_rank_times_put("sw-rollout", busy, nbusy, &err))
+		cli_warn("%s", err.msg);
+	free(busy);
 	if (rank == 0 && skipped && cli_verbosity >= 0)
 		cli_warn("skipped %llu invalid record%s", (unsigned long long)skipped, skipped == 1 ? "" : "s");
 	sw_rollout_feed_free(feed_);
