@@ -11,6 +11,11 @@
  * leaves the previous model directory as it was.  With --weights STORE
  * (sw-run's way) the weights and the optimiser state STORE.opt (or
  * $SW_OPT) are trained in place, published as the next version at the end.
+ *
+ * Under mpirun (or srun) every rank reads the whole stream (rank 0 reads
+ * standard input and hands it on) and trains its own samples; a failure
+ * on any rank is agreed on by all before any exits, and rank 0 alone
+ * writes the model, the metrics and the samples.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +32,7 @@ enum {
 	OPT_CLIP_LOW, OPT_CLIP_HIGH, OPT_CLIP_DUAL, OPT_KL_COEF, OPT_KL_EST, OPT_KL_REWARD, OPT_REF,
 	OPT_ENTROPY, OPT_TIS, OPT_EPOCHS, OPT_MINIBATCHES, OPT_MICRO_TOKENS, OPT_RANK, OPT_TRAIN_ON,
 	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE, OPT_WEIGHTS,
-	OPT_DEVICE
+	OPT_DEVICE, OPT_SHARD_MOMENTS
 };
 
 static const cli_opt opts[] = {
@@ -60,6 +65,7 @@ static const cli_opt opts[] = {
 	{ OPT_MICRO_TOKENS, 0, "micro-tokens", "num", NULL,
 	  "token budget of a micro batch when samples have no 'micro' (default 8192)" },
 	{ OPT_RANK, 0, "rank", "r", NULL, "train only the samples with rank r" },
+	{ OPT_SHARD_MOMENTS, 0, "shard-moments", NULL, NULL, "under mpirun: shard AdamW's moments across the ranks (ZeRO-1)" },
 	{ OPT_TRAIN_ON, 0, "train-on", "what", "response|prompt+response", "tokens SFT learns (default response)" },
 	{ OPT_MAX_LEN, 0, "max-len", "tokens", NULL,
 	  "the constant of seq-mean-token-sum-norm (default: the longest response)" },
@@ -91,9 +97,16 @@ static double opt_num_(const char *opt, const char *s, double lo, double hi)
 	return x;
 }
 
+/* A terminal, as far as the program can tell: mpirun hands its ranks a pseudo-terminal
+ * whatever its own output is, so under a launcher nothing is one. */
+static int tty_(int fd)
+{
+	return !sw_comm_launched() && isatty(fd);
+}
+
 static int progress_(void)
 {
-	return cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2));
+	return cli_verbosity > 0 || (cli_verbosity == 0 && tty_(2));
 }
 
 static int is_store_(const char *s)
@@ -103,8 +116,7 @@ static int is_store_(const char *s)
 
 static void on_update_(void *ctx, uint64_t update, const sw_rl_stats *rs, const sw_adamw_stats *as)
 {
-	(void)ctx;
-	if (progress_())
+	if (progress_() && sw_comm_rank(ctx) == 0)
 		fprintf(stderr, "%s: update %llu: loss %.6g, grad norm %.4g, lr %.3g\n", prog.name,
 		        (unsigned long long)update, rs->loss, as->grad_norm, (double)as->lr);
 }
@@ -114,15 +126,71 @@ static const char *input_name_(const char *f)
 	return strcmp(f, "-") ? f : "stdin";
 }
 
-static void read_samples_(sw_trainer *tr, char **files, int nfiles)
+/* Say msg, leave the ranks and exit with status.  Every rank says it before any leaves:
+ * mpirun stops the whole job when the first rank exits with an error. */
+static noreturn void die_ranks_(sw_comm *comm, int status, const char *msg)
+{
+	/* in one write, so that the ranks' lines do not mix on a shared stderr */
+	char line[sizeof((sw_error *)0)->msg + 64];
+	int n = snprintf(line, sizeof line, "%s: %s\n", prog.name, msg);
+	if (write(2, line, n < (int)sizeof line ? (size_t)n : sizeof line - 1) < 0)
+		n = 0;
+	sw_comm_close(comm);
+	cli_exit(status);
+}
+
+/* Every rank's verdict on rc (one process: rc itself); a failure exits 1 on every rank with
+ * the message of the lowest rank that failed. */
+static void agree_or_die_(sw_comm *comm, int rc, sw_error *err)
+{
+	if ((rc = sw_comm_agree(comm, rc, err)))
+		die_ranks_(comm, 1, err->msg);
+}
+
+/* A reader of file; under ranks, standard input (which mpirun gives rank 0 alone) is read
+ * whole by rank 0 and handed to every rank, *held until the reader is done with it. */
+static sw_reader *open_input_(sw_comm *comm, const char *file, void **held, sw_error *err)
+{
+	*held = NULL;
+	if (!comm || strcmp(file, "-"))
+		return sw_reader_open(file, err);
+	uint64_t n = 0, cap = 0;
+	char *buf = NULL;
+	int rc = SW_OK;
+	ssize_t k = 1;
+	while (sw_comm_rank(comm) == 0 && k > 0) {
+		if (n == cap)
+			buf = cli_realloc(buf, cap = cap ? 2 * cap : 1 << 16, 1);
+		if ((k = read(0, buf + n, cap - n)) < 0 && errno != EINTR) {
+			snprintf(err->msg, sizeof err->msg, "cannot read stdin: %s", strerror(errno));
+			rc = err->code = SW_EIO;
+		}
+		n += k > 0 ? (uint64_t)k : 0;
+		k = k < 0 && errno == EINTR ? 1 : k;
+	}
+	agree_or_die_(comm, rc, err);
+	if (sw_comm_bcast(comm, &n, sizeof n, 0, err) || !(*held = buf = cli_realloc(buf, n ? n : 1, 1)) ||
+	    sw_comm_bcast(comm, buf, n, 0, err))
+		agree_or_die_(comm, err->code ? err->code : SW_EIO, err);
+	return sw_reader_memopen(buf, n, "stdin", err);
+}
+
+/*
+ * Read every file into the trainer: SW_OK, or the first error with err set.  Under ranks
+ * an error about a sample another rank trains is that rank's to report: reading stops,
+ * *foreign holds the error's code, and SW_OK is returned.
+ */
+static int read_samples_(sw_trainer *tr, sw_comm *comm, char **files, int nfiles, int *foreign, sw_error *err)
 {
 	size_t max_record = cli_max_record();
-	sw_error err = { 0 };
 	for (int i = 0; i < nfiles; i++) {
-		sw_reader *r = sw_reader_open(files[i], &err);
+		void *held;
+		sw_reader *r = open_input_(comm, files[i], &held, err);
 		const char *name = input_name_(files[i]);
-		if (!r)
-			cli_die("cannot open '%s': %s", files[i], strerror(err.sys_errno));
+		if (!r) {
+			snprintf(err->msg, sizeof err->msg, "cannot open '%s': %s", files[i], strerror(err->sys_errno));
+			return SW_EIO;
+		}
 		sw_reader_set_max_record(r, max_record);
 		int rc;
 		for (;;) {
@@ -135,16 +203,36 @@ static void read_samples_(sw_trainer *tr, char **files, int nfiles)
 			}
 			if (sw_rec_own(rec))
 				cli_die("out of memory");
-			if (sw_trainer_add(tr, rec, name, sw_reader_records(r), &err))
-				cli_die("%s", err.msg);
+			if ((rc = sw_trainer_add(tr, rec, name, sw_reader_records(r), err))) {
+				long long owner = sw_trainer_sample_owner(tr, sw_trainer_nsamples(tr) - 1);
+				if (owner >= 0 && owner != sw_comm_rank(comm)) {
+					*foreign = rc;
+					rc = SW_OK;
+				}
+				sw_reader_free(r);
+				free(held);
+				return rc;
+			}
 		}
 		/* an input of no bytes is no samples, not a broken stream */
-		if (rc < 0 && sw_reader_error(r)->code != SW_EEMPTY)
-			cli_die_stream(name, sw_reader_error(r));
+		if (rc < 0 && sw_reader_error(r)->code != SW_EEMPTY) {
+			char buf[200];
+			rc = sw_reader_error(r)->code;
+			snprintf(err->msg, sizeof err->msg, "%s: %s", name, sw_error_str(sw_reader_error(r), buf, sizeof buf));
+			err->code = rc;
+			sw_reader_free(r);
+			free(held);
+			return rc == SW_EPIPE ? SW_EIO : rc;
+		}
 		sw_reader_free(r);
+		free(held);
 	}
-	if (!sw_trainer_nsamples(tr))
-		cli_die("%s: no samples to train on (the input is empty)", nfiles == 1 ? input_name_(files[0]) : "input");
+	if (!sw_trainer_nsamples(tr)) {
+		snprintf(err->msg, sizeof err->msg, "%s: no samples to train on (the input is empty)",
+		         nfiles == 1 ? input_name_(files[0]) : "input");
+		return err->code = SW_EEMPTY;
+	}
+	return SW_OK;
 }
 
 static void write_metrics_(const char *path, const sw_trainer *tr, const sw_trainer_stats *st)
@@ -170,7 +258,7 @@ int main(int argc, char **argv)
 {
 	const char *arg, *model = NULL, *out = NULL, *weights = NULL, *opt_spec = NULL, *metrics = NULL;
 	int c, optind_, force = 0, fmt_json = 0, threads = 0, fmt_set = 0, total_set = 0, seed_set = 0;
-	int agg_set = 0, kl_set = 0;
+	int agg_set = 0, kl_set = 0, zero1 = 0;
 	sw_trainer_config tc = sw_trainer_defaults();
 	sw_writer_opts wo = { SW_FMT_MSGPACK, 0 };
 	tc.loss.clip_high = -1; /* the algorithm's default */
@@ -264,6 +352,7 @@ int main(int argc, char **argv)
 			break;
 		case 'z': wo.zstd_level = 3; break;
 		case OPT_FORCE: force = 1; break;
+		case OPT_SHARD_MOMENTS: zero1 = 1; break;
 		}
 	}
 	/* what sw-run hands every stage in the environment */
@@ -330,10 +419,10 @@ int main(int argc, char **argv)
 		tc.agg = sw_rl_algo_default_agg(tc.algo);
 	if (tc.kl_in_reward && !kl_set)
 		tc.loss.kl_kind = SW_RL_K1; /* verl's default penalty in the reward */
-	if (!fmt_set && !wo.zstd_level && isatty(1))
+	if (!fmt_set && !wo.zstd_level && tty_(1))
 		fmt_json = 1; /* as sw-cat: a terminal gets JSON unless asked otherwise */
 	wo.format = fmt_json ? SW_FMT_JSON : SW_FMT_MSGPACK;
-	if (isatty(1) && (!fmt_json || wo.zstd_level) && !force)
+	if (tty_(1) && (!fmt_json || wo.zstd_level) && !force)
 		cli_usage("refusing to write binary to a terminal (use -f json or --force)");
 	if (sodium_init() < 0)
 		cli_die("cannot initialise libsodium");
@@ -348,15 +437,37 @@ int main(int argc, char **argv)
 		nfiles = 1;
 	}
 
+	/* the ranks of mpirun or srun; NULL: one process */
 	sw_error err = { 0 };
+	sw_comm *comm;
+	if (sw_comm_open(&comm, &err))
+		cli_die("%s", err.msg);
+	/* every rank has the same command line: each says so and leaves */
+	if (comm && (tc.rank >= 0 || weights))
+		die_ranks_(comm, 2, weights ? "--weights (a store trained in place) is for one process: under mpirun give --model"
+		                            : "--rank is for one process: under mpirun each rank trains its own samples");
+	tc.comm = comm;
+	tc.zero1 = zero1 && comm;
+	tc.ctx = comm;
+	int rank = sw_comm_rank(comm), rc, foreign = 0;
 	sw_trainer *tr = sw_trainer_new(&tc, &err);
-	if (!tr || (weights ? sw_trainer_open_store(tr, weights, opt_spec, &err)
-	                    : sw_trainer_load_dir(tr, model, out, &err)))
-		cli_die("%s", err.msg);
-	read_samples_(tr, files, nfiles);
+	rc = !tr ? err.code : weights ? sw_trainer_open_store(tr, weights, opt_spec, &err)
+	                              : sw_trainer_load_dir(tr, model, out, &err);
+	agree_or_die_(comm, rc, &err);
+	rc = read_samples_(tr, comm, files, nfiles, &foreign, &err);
+	/* the sample's owner speaks first; the others' own view of it is a last resort */
+	agree_or_die_(comm, rc, &err);
+	agree_or_die_(comm, foreign, &err);
 	sw_trainer_stats st;
-	if (sw_trainer_step(tr, &st, &err) || sw_trainer_commit(tr, &st, &err))
-		cli_die("%s", err.msg);
+	if (sw_trainer_step(tr, &st, &err)) /* agreed by every rank inside */
+		die_ranks_(comm, 1, err.msg);
+	agree_or_die_(comm, rank == 0 ? sw_trainer_commit(tr, &st, &err) : SW_OK, &err);
+	/* the ranks are done: rank 0 writes the rest as one process does */
+	sw_comm_close(comm);
+	if (rank > 0) {
+		sw_trainer_free(tr);
+		cli_exit(0);
+	}
 	if (metrics)
 		write_metrics_(metrics, tr, &st);
 

@@ -38,5 +38,33 @@ sw_mpirun() {
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 	OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
 	OMPI_MCA_hwloc_base_binding_policy=none \
-		mpirun --oversubscribe --bind-to none "$@"
+		command mpirun --oversubscribe --bind-to none "$@"
+}
+
+# The sample sets of sw-train's tests (tests/sw-train.bats, tests/sw-train-mpi.bats).
+# Byte token ids of a string, comma-separated: tok "ab" -> 97,98
+tok() { printf '%s' "$1" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//; s/,$//'; }
+
+# Eight prompts "kN=" each with its own colour word and <|eos|> (257).
+sft_set() {
+	local i=0
+	for r in red green blue cyan pink gold gray teal; do
+		printf '{"id":"s%d","prompt_tokens":[%s],"response_tokens":[%s,257]}\n' \
+			$i "$(tok "k$i=")" "$(tok "$r")"
+		i=$((i + 1))
+	done
+}
+
+# Four prompts, four candidate responses each; the k-th prompt rewards its k-th.
+grpo_set() {
+	for k in 0 1 2 3; do
+		i=0
+		for r in red blue gold teal; do
+			rew=0
+			[ $i -eq $k ] && rew=1
+			printf '{"id":"p%d/%d","group":"p%d","prompt_tokens":[%s],"response_tokens":[%s,257],"reward":%d.0}\n' \
+				$k $i $k "$(tok "k$k=")" "$(tok "$r")" $rew
+			i=$((i + 1))
+		done
+	done
 }

@@ -57,6 +57,11 @@ static size_t kind_size_(kind_ k)
 	return k == KIND_F32_SUM_ ? sizeof(float) : sizeof(double);
 }
 
+int sw_comm_launched(void)
+{
+	return launched_size_() != 0;
+}
+
 int sw_comm_have_mpi(void)
 {
 #ifdef SW_HAVE_MPI

@@ -26,6 +26,7 @@ struct tsample {
 	int valid;          /* 0: verifier_error, masked out */
 	int mine;           /* valid, of our rank */
 	long long micro, rank, version; /* -1: absent */
+	long long owner;    /* the rank that trains it; -1: not known */
 	size_t nloss;       /* tokens the loss is over */
 	size_t goff;        /* its first token in the flat per-token arrays */
 	double adv;
@@ -372,6 +373,15 @@ static int load_sample_(sw_trainer *t, tsample *s, sw_error *err)
 	/* a failed verifier masks the sample: it is never given a default reward */
 	s->valid = !(sw_rec_get(s->rec, "verifier_error", &v) == 0 && v.type != SW_T_NIL);
 	s->mine = s->valid && (t->c.rank < 0 || s->rank == t->c.rank);
+	if (t->c.comm) {
+		long long size = sw_comm_size(t->c.comm);
+		if (s->rank >= size)
+			return rec_fail_(err, s, SW_ERANGE, "field 'rank' is %lld, but there are %lld ranks "
+			                 "(balance the stream with sw-balance -n %lld)", s->rank, size, size);
+		s->owner = s->rank >= 0 ? s->rank : (long long)((size_t)(s - t->s) % (size_t)size);
+		s->mine = s->valid && s->owner == sw_comm_rank(t->c.comm);
+	} else
+		s->owner = 0;
 	if (t->c.rank >= 0 && s->valid && s->rank < 0)
 		return rec_fail_(err, s, SW_ENOENT,
 		                 "field 'rank' is missing (--rank %lld trains the samples sw-balance gave that rank)",
@@ -422,11 +432,17 @@ int sw_trainer_add(sw_trainer *t, sw_rec *rec, const char *file, uint64_t recno,
 	}
 	tsample *s = &t->s[t->n++];
 	memset(s, 0, sizeof *s);
+	s->owner = -1;
 	s->rec = rec;
 	s->recno = recno;
 	if (!(s->file = strdup(file)))
 		return oom_(err);
 	return load_sample_(t, s, err);
+}
+
+long long sw_trainer_sample_owner(const sw_trainer *t, size_t i)
+{
+	return i < t->n ? t->s[i].owner : -1;
 }
 
 /* Number the groups: equal strings, equal ids, whatever their order in the stream. */
@@ -692,7 +708,18 @@ typedef struct step_ {
 	size_t *moff, *wpos;
 	totals tot;
 	sw_rl_adv_stats as;
+	/* data parallel (t->c.comm) */
+	tsample **own;          /* a minibatch's samples of this rank */
+	float *host;            /* nparams floats: gradients and weights on their way between ranks */
+	double tcomm;
 } step_;
+
+/* A sample the step trains: every rank's under a communicator (the minibatches, the loss
+ * weights and the statistics are the whole stream's), else those of --rank (or all). */
+static int trains_(const step_ *k, const tsample *s)
+{
+	return k->t->c.comm ? s->valid : s->mine;
+}
 
 static void step_release_(step_ *k)
 {
@@ -703,6 +730,7 @@ static void step_release_(step_ *k)
 	sw_model_free(k->grad);
 	free(k->m_lp), free(k->m_old), free(k->m_beh), free(k->m_ref), free(k->m_ent), free(k->m_adv);
 	free(k->g_lp), free(k->g_ent), free(k->m_w), free(k->wmini), free(k->moff), free(k->wpos);
+	free(k->own), free(k->host);
 }
 
 /* The reference model: a directory, or a store read in place (it is frozen). */
@@ -767,14 +795,14 @@ static int survey_(step_ *k, sw_trainer_stats *st, sw_error *err)
 		nvalid += s->valid;
 		nmine += s->mine;
 		st->masked += !s->valid;
-		k->by_micro |= s->mine && s->micro >= 0;
+		k->by_micro |= trains_(k, s) && s->micro >= 0;
 	}
 	if (!t->n)
 		return sw_fail(err, SW_EEMPTY, "no samples to train on");
 	if (!nvalid)
 		return sw_fail(err, SW_EEMPTY, "%s: every one of the %zu samples is masked out by its 'verifier_error'",
 		               t->s[0].file, t->n);
-	if (!nmine)
+	if (!nmine && !t->c.comm) /* a rank may have nothing to add to the sum */
 		return sw_fail(err, SW_EEMPTY, "%s: no sample of rank %lld among the %zu", t->s[0].file, t->c.rank, t->n);
 	for (size_t i = 0; k->by_micro && i < t->n; i++)
 		if (t->s[i].mine && t->s[i].micro < 0)
@@ -965,22 +993,51 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 	sw_rl_stats rs = { 0 };
 	micro_list mm = { 0 };
 	rc = micro_split_(M, nm, k->by_micro, t->c.micro_tokens, &mm, err);
+	if (!rc && t->c.comm) {
+		/* M is now in the order one process trains it (the next pass shuffles from it); this
+		 * rank's share is split again into micro batches of its own */
+		size_t no = 0;
+		for (size_t i = 0; i < nm; i++)
+			if (M[i]->mine)
+				k->own[no++] = M[i];
+		micro_free_(&mm);
+		rc = micro_split_(k->own, no, k->by_micro, t->c.micro_tokens, &mm, err);
+	}
 	for (size_t b = 0; !rc && b < mm.n; b++)
 		rc = micro_(k, mm.mb[b], mm.len[b], ep, lo, &rs, err);
 	micro_free_(&mm);
+	/* a rank that failed stops every rank, before the sum that would wait for it */
+	if (t->c.comm && (rc = sw_comm_agree(t->c.comm, rc, err)) == 0)
+		rc = sw_trainer_dist_reduce_stats(t->c.comm, &rs, err);
 	if (rc)
 		return rc;
 	/* weights in a store change from here on: readers wait for the publish */
 	if (t->w && (rc = sw_trainer_store_begin(t, err)))
 		return rc;
 	sw_adamw_stats ast = { 0 };
-	if (sw_adamw_step(&t->c.adam, t->model, k->grad, t->m, t->v, (int64_t)t->updates, &ast, &e2))
+	if (t->c.comm ? sw_trainer_dist_update(t, k->grad, k->host, &ast, &k->tcomm, &e2)
+	              : sw_adamw_step(&t->c.adam, t->model, k->grad, t->m, t->v, (int64_t)t->updates, &ast, &e2))
 		return sw_fail(err, e2.code, "update %llu: %s (the model is left as it was)",
 		               (unsigned long long)t->updates + 1, e2.msg);
 	t->updates++;
 	add_stats_(&k->tot, &rs, &ast);
 	if (t->c.on_update)
 		t->c.on_update(t->c.ctx, t->updates, &rs, &ast);
+	return 0;
+}
+
+/* The counts micro_ kept of this rank's samples, summed over the ranks. */
+static int reduce_totals_(step_ *k, sw_error *err)
+{
+	totals *o = &k->tot;
+	double x[7] = { (double)o->tokens_trained, o->mis_sum, o->mis_kl, (double)o->mis_tokens, (double)o->offpolicy,
+		        (double)o->acc_right, (double)o->acc_tokens };
+	int rc;
+	if ((rc = sw_comm_allreduce_sum_f64(k->t->c.comm, x, 7, err)) ||
+	    (rc = sw_comm_allreduce_max_f64(k->t->c.comm, &o->mis_max, 1, err)))
+		return rc;
+	o->tokens_trained = (uint64_t)x[0], o->mis_sum = x[1], o->mis_kl = x[2], o->mis_tokens = (uint64_t)x[3];
+	o->offpolicy = (uint64_t)x[4], o->acc_right = (uint64_t)x[5], o->acc_tokens = (uint64_t)x[6];
 	return 0;
 }
 
@@ -993,7 +1050,7 @@ static int train_(step_ *k, sw_trainer_stats *st, sw_error *err)
 	if (!(k->T = calloc(t->n, sizeof *k->T)))
 		return oom_(err);
 	for (size_t i = 0; i < t->n; i++)
-		if (t->s[i].mine && t->s[i].nloss) {
+		if (trains_(k, &t->s[i]) && t->s[i].nloss) {
 			k->T[k->nT++] = &t->s[i];
 			maxresp = t->s[i].nloss > maxresp ? t->s[i].nloss : maxresp;
 		}
@@ -1007,6 +1064,11 @@ static int train_(step_ *k, sw_trainer_stats *st, sw_error *err)
 		return sw_fail(err, e2.code, "cannot allocate the gradients: %s", e2.msg);
 	if (!(k->moff = calloc(k->nT + 1, sizeof *k->moff)) || !(k->wpos = calloc(t->n, sizeof *k->wpos)))
 		return oom_(err);
+	if (t->c.comm && (!(k->own = calloc(k->nT, sizeof *k->own)) ||
+	                  !(k->host = malloc(t->model->nparams * sizeof *k->host))))
+		return oom_(err);
+	if (t->c.comm && t->c.zero1 && (rc = sw_trainer_dist_zero_begin(t, err)))
+		return rc;
 	double tt = now_();
 	k->use_tis = t->c.loss.tis_cap > 0;
 	sw_rl_loss_opts lo = t->c.loss;
@@ -1031,7 +1093,11 @@ static int train_(step_ *k, sw_trainer_stats *st, sw_error *err)
 				return rc;
 		}
 	}
+	if (t->c.comm && ((t->c.zero1 && (rc = sw_trainer_dist_zero_end(t, k->host, err))) ||
+	                  (rc = sw_trainer_dist_check_weights(t, k->host, err)) || (rc = reduce_totals_(k, err))))
+		return rc;
 	st->time_train = now_() - tt;
+	st->time_allreduce = k->tcomm;
 	return 0;
 }
 
@@ -1054,7 +1120,7 @@ static void summarise_(step_ *k, sw_trainer_stats *st)
 		double s = 0;
 		size_t n = 0;
 		for (size_t i = 0; i < t->n; i++)
-			if (t->s[i].mine)
+			if (trains_(k, &t->s[i]))
 				for (size_t j = t->s[i].goff; j < t->s[i].goff + t->s[i].nloss; j++, n++)
 					s += k->kl_pen[j];
 		st->kl = n ? s / (double)n : 0;
@@ -1110,8 +1176,11 @@ int sw_trainer_step(sw_trainer *t, sw_trainer_stats *st, sw_error *err)
 	if (t->stepped)
 		return sw_fail(err, SW_EINVAL, "the trainer has made its step: commit it, and start another");
 	st->time_read = now_() - t->t0;
-	if (!(rc = number_groups_(t, err)) && !(rc = survey_(&k, st, err)) && !(rc = before_training_(&k, st, err)) &&
-	    !(rc = train_(&k, st, err))) {
+	/* under a communicator each phase that may fail on one rank ends in a verdict of all */
+	sw_comm *c = t->c.comm;
+	if (!(rc = sw_comm_agree(c, number_groups_(t, err), err)) && !(rc = sw_comm_agree(c, survey_(&k, st, err), err)) &&
+	    !(rc = sw_comm_agree(c, before_training_(&k, st, err), err)) && !(rc = train_(&k, st, err))) {
+		st->ranks = sw_comm_size(c);
 		summarise_(&k, st);
 		/* the samples pass through with the advantage they were trained with */
 		for (size_t i = 0; !rc && i < t->n; i++)
@@ -1215,6 +1284,10 @@ int sw_trainer_metrics(const sw_trainer *t, const sw_trainer_stats *st, sw_rec *
 		              st->time_write, st->time_total };
 	for (int i = 0; i < 7; i++)
 		e |= sw_rec_set_f64(tm, tk[i], round(tv[i] * 1e6) / 1e6);
+	if (st->ranks > 1) { /* data parallel: how many ranks, and what summing across them cost */
+		e |= sw_rec_set_f64(tm, "allreduce", round(st->time_allreduce * 1e6) / 1e6);
+		e |= sw_rec_set_u64(r, "ranks", (uint64_t)st->ranks);
+	}
 	e |= sw_rec_set_map(r, "time_s", tm);
 	sw_rec_free(tm);
 	return e ? oom_(err) : 0;

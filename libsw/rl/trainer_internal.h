@@ -43,6 +43,9 @@ struct sw_trainer {
 
 	tsample *s;
 	size_t n, cap;
+
+	/* ZeRO-1 (c.zero1): this rank's shard of the moments, be's memory, while a step runs */
+	float *zm, *zv;
 };
 
 /* trainer_state.c */
@@ -52,5 +55,25 @@ int sw_trainer_commit_dir(sw_trainer *t, sw_error *err);
 /* Open the update of both stores, before the first in-place change. */
 int sw_trainer_store_begin(sw_trainer *t, sw_error *err);
 int sw_trainer_commit_store(sw_trainer *t, sw_error *err);
+
+/*
+ * trainer_dist.c: the data-parallel pieces of a step under c.comm.
+ * dist_update: one AdamW update from this rank's gradient: the gradients
+ * summed across the ranks (host: nparams floats of scratch), the norm as
+ * the rank-order sum of the shards' sums of squares, then every shard
+ * updated (zero1: only this rank's, and the weights all-gathered), so
+ * sharded and unsharded give the same bits; *tcomm gets the seconds spent
+ * moving data.  zero_begin/zero_end: the moments' shard taken from t->m, v
+ * (ranks above 0 then free their full copies) and given back to rank 0's
+ * for the commit.  check_weights: every rank holds the same weights (a
+ * digest compared across the ranks).  reduce_stats: an update's loss
+ * statistics summed over the ranks.
+ */
+int sw_trainer_dist_update(sw_trainer *t, sw_model *grad, float *host, sw_adamw_stats *ast, double *tcomm,
+                           sw_error *err);
+int sw_trainer_dist_zero_begin(sw_trainer *t, sw_error *err);
+int sw_trainer_dist_zero_end(sw_trainer *t, float *host, sw_error *err);
+int sw_trainer_dist_check_weights(sw_trainer *t, float *host, sw_error *err);
+int sw_trainer_dist_reduce_stats(sw_comm *c, sw_rl_stats *rs, sw_error *err);
 
 #endif

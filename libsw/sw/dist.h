@@ -38,6 +38,9 @@ typedef struct sw_comm sw_comm;
  * SW_EINVAL saying so (each rank would otherwise redo the whole job).
  */
 int sw_comm_open(sw_comm **out, sw_error *err);
+/* 1 when a launcher (mpirun, srun) started this process, with any number of
+ * ranks: its standard streams are then the launcher's, not a terminal's. */
+int sw_comm_launched(void);
 /* Leave the ranks (MPI_Finalize); NULL is a no-op. */
 void sw_comm_close(sw_comm *c);
 int sw_comm_rank(const sw_comm *c);

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "error.h"
+#include "dist.h"
 #include "engine.h"
 #include "model.h"
 #include "record.h"
@@ -302,6 +303,13 @@ typedef struct sw_trainer_config {
 	/* called after each update (may be NULL): the update's number, its loss statistics and AdamW's */
 	void (*on_update)(void *ctx, uint64_t update, const sw_rl_stats *rs, const sw_adamw_stats *as);
 	void *ctx;
+	/* Data parallel (sw/dist.h): NULL is one process.  Under a communicator every rank adds
+	 * the whole stream, trains the samples it owns (field `rank`, else sample i goes to rank
+	 * i % size), and the gradients are summed across the ranks before each update, so every
+	 * rank ends the step with the same weights; the loss weights, minibatches and statistics
+	 * are those of the whole stream, as one process computes them.  Only rank 0 should commit. */
+	sw_comm *comm;
+	int zero1;                   /* with comm: each rank keeps only its shard of AdamW's moments */
 } sw_trainer_config;
 
 typedef struct sw_trainer_stats {
@@ -324,6 +332,8 @@ typedef struct sw_trainer_stats {
 	double tokens_per_s;
 	/* seconds: creation to the step (loading, reading), the passes, commit, creation to commit */
 	double time_read, time_old, time_ref, time_adv, time_train, time_write, time_total;
+	int ranks;                   /* the communicator's size (1: one process) */
+	double time_allreduce;       /* seconds of time_train spent summing gradients and gathering weights */
 } sw_trainer_stats;
 
 /* sw-train's defaults: grpo, lr 1e-6, max grad norm 1, clip 0.2, k3, one epoch
@@ -356,6 +366,9 @@ uint64_t sw_trainer_version(const sw_trainer *t);
 /* Add one sample; file and recno (1-based) name it in messages. */
 int sw_trainer_add(sw_trainer *t, sw_rec *rec, const char *file, uint64_t recno, sw_error *err);
 size_t sw_trainer_nsamples(const sw_trainer *t);
+/* The rank that trains sample i (0 without a communicator); -1 when that is not known
+ * (its `rank` field was unreadable): an error about it is then every rank's. */
+long long sw_trainer_sample_owner(const sw_trainer *t, size_t i);
 sw_rec *sw_trainer_sample(sw_trainer *t, size_t i);
 
 int sw_trainer_step(sw_trainer *t, sw_trainer_stats *st, sw_error *err);

@@ -241,6 +241,7 @@ int main(void)
 	sw_comm *c = NULL;
 	is_int(sw_comm_open(&c, &err), SW_OK, "open: %s", c ? "launched as several ranks" : "one process");
 	test_shards(c);
+	is_int(sw_comm_launched(), c != NULL, "launched by mpirun exactly when there are ranks here");
 	if (c) {
 		ok(sw_comm_size(c) > 1 && sw_comm_rank(c) < sw_comm_size(c), "rank %d of %d", sw_comm_rank(c),
 		   sw_comm_size(c));
