@@ -357,9 +357,9 @@ int main(int argc, char **argv)
 	/* under mpirun or srun, the ranks share the prompts out; rank 0 alone writes */
 	if (sw_comm_open(&comm_, &err))
 		cli_die("%s", err.msg);
-	int rank = sw_comm_rank(comm_), dp = sw_comm_size(comm_) > 1;
+	int rank = sw_comm_rank(comm_), launched = sw_comm_launched();
 	/* (a rank's standard output is the launcher's relay, a terminal under mpirun whatever mpirun's is) */
-	cli_output_format(out, &wo, fmt_set || dp, force || dp);
+	cli_output_format(out, &wo, fmt_set || launched, force || launched);
 	sw_engine_threads(o_.threads);
 	load_model_();
 	if (rank == 0 && !(w_ = sw_writer_open(out, &wo, &err)))
@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 	if (!sigaction(SIGINT, NULL, &old) && old.sa_handler != SIG_IGN)
 		signal(SIGINT, on_signal_);
 	signal(SIGTERM, on_signal_);
-	progress_ = rank == 0 && (cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2)));
+	progress_ = rank == 0 && (cli_verbosity > 0 || (cli_verbosity == 0 && !launched && isatty(2)));
 	t0_ = now_();
 	cli_progress(1, 0); /* (starts the clock of cli_summary; shows nothing) */
 	sw_rollout_feed_io fio = { NULL, put_, flush_, skipped_ };

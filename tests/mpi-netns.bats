@@ -37,6 +37,22 @@ across() {
 	[[ $output == *"sw-rollout: rank 1: $PWD/bad.jsonl: record 6: field 'prompt' is a uint, not a string"* ]]
 }
 
+@test "sw-train across the two hosts: the single-host result, bit for bit (and one process's to within rounding)" {
+	grpo_set | sw-balance -n 2 -f json >bal.jsonl
+	sw_mpirun -np 2 sw-train -m "$M" -o host --lr 1e-3 --metrics host.jsonl bal.jsonl >host.out
+	across sh -c "mpirun2 -np 2 sw-train -m '$M' -o '$PWD/hosts' --lr 1e-3 --metrics '$PWD/hosts.jsonl' '$PWD/bal.jsonl' >'$PWD/hosts.out'"
+	[ "$status" -eq 0 ]
+	# the gradients summed over TCP between the namespaces in rank order: the very bits of one host
+	cmp host/model.safetensors hosts/model.safetensors
+	cmp host/optimizer.bin hosts/optimizer.bin
+	cmp host.out hosts.out
+	[ "$(jq .ranks hosts.jsonl)" = 2 ]
+	[ "$(jq .loss hosts.jsonl)" = "$(jq .loss host.jsonl)" ]
+	# and the loss of one process on the whole stream, to within rounding (sw-train(1))
+	sw-train -m "$M" -o one --lr 1e-3 --metrics one.jsonl bal.jsonl >/dev/null
+	awk -v a="$(jq .loss one.jsonl)" -v b="$(jq .loss hosts.jsonl)" 'BEGIN { d = a - b; exit !(d * d <= 1e-12 * a * a) }'
+}
+
 @test "README: the hostfile block runs as written on the two hosts (node1, node2: the namespaces)" {
 	awk '$0 == "## Running under MPI and Slurm" { on = 1; next } on && /^## / { exit }
 		on && /^    / { if (!inblk) { n++; inblk = 1 } if (n == 2) print substr($0, 5); next }

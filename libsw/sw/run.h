@@ -54,7 +54,7 @@ typedef struct sw_experiment {
 	uint64_t keep_ckpt;                              /* checkpoints kept besides the best; 0: every one */
 	char *workdir;                                   /* where the run started; stages run there */
 	char *cmd[SW_NSTAGE];                            /* NULL until given or sw_experiment_check */
-	uint64_t ranks;                                  /* rollout and train as this many ranks (1: one process) */
+	uint64_t ranks;                                  /* rollout as this many ranks (1: one process) */
 	char *launcher;                                  /* what starts them; NULL: mpirun, or srun under Slurm */
 	char **monitor;                                  /* "NAME=W,D,H" specs in the order given */
 	size_t nmonitor;
@@ -101,9 +101,10 @@ int sw_experiment_enter(sw_experiment *x, sw_error *err);
 
 /*
  * The command line each stage runs: the experiment's, and with more than
- * one rank the launcher before those of the rollout, train and
- * eval-rollout stages: x->launcher, else `srun -n "$SW_RANKS" ...` inside
- * a Slurm allocation (SLURM_JOB_ID set), else `mpirun -np "$SW_RANKS"`.
+ * one rank the launcher before those of the rollout and eval-rollout
+ * stages: x->launcher, else `srun -n "$SW_RANKS" ...` inside a Slurm
+ * allocation (SLURM_JOB_ID set), else `mpirun -np "$SW_RANKS"`.  (The train
+ * stage stays one process: sw-train trains a store only as one.)
  * cmds[s] are malloc'd (sw_experiment_stage_cmds_free).
  */
 int sw_experiment_stage_cmds(const sw_experiment *x, char *cmds[], sw_error *err);
@@ -232,7 +233,7 @@ typedef struct sw_stage_env {
 	double lr_scale;
 	const char *device;             /* SW_DEVICE; NULL: as inherited */
 	const char *model;              /* SW_MODEL: the run's model directory, for its tokenizer */
-	uint64_t ranks;                 /* SW_RANKS: data-parallel ranks of rollout and train */
+	uint64_t ranks;                 /* SW_RANKS: data-parallel ranks of the rollout */
 } sw_stage_env;
 /* Set it in this process's environment, which the stages inherit (OMP_WAIT_POLICY only if unset). */
 int sw_stage_env_set(const sw_stage_env *e, sw_error *err);
