@@ -180,3 +180,22 @@ mpi_block() {
 	run -2 --separate-stderr bash "$TOP/examples/slurm/sw-run.sbatch" m
 	[[ $stderr == *"usage: sbatch sw-run.sbatch MODEL PROMPTS RUNDIR"* ]]
 }
+
+@test "--ranks 2 and SIGKILL: the guard ends the launcher, the launcher's ranks die with it, the stores go" {
+	rollout="sh -c 'echo \$\$ >>\"\$SW_RUN/pids\"; exec $ROLLOUT --max-new-tokens 200'"
+	sw-run -q -m m -p prompts.jsonl -o run --iters 50 -b 4 -n 2 --ranks 2 --sort "$noting_sort" \
+		--rollout "$rollout" --train 'sleep 0.3; sw-cat' 2>/dev/null &
+	pid=$!
+	for i in $(seq 300); do [ -e run/samples/iter-0001.msgpack.zst ] && [ "$(wc -l <run/pids 2>/dev/null)" -ge 4 ] && break; sleep 0.05; done
+	[ "$(wc -l <run/pids)" -ge 4 ]
+	kill -KILL $pid
+	wait $pid || true
+	for i in $(seq 100); do [ "$(left run)" = 0 ] && break; sleep 0.05; done
+	[ "$(left run)" = 0 ]
+	for p in $(cat run/pids); do
+		for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		run ! kill -0 "$p"
+	done
+	run -0 sw-run -q --resume run --iters 2 --rollout "$ROLLOUT" --train sw-cat
+	[ "$(left run)" = 0 ]
+}
