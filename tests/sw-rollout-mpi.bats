@@ -60,6 +60,18 @@ prompts() {
 	cmp k1.msgpack k2.msgpack
 }
 
+@test "an input that breaks off: the samples before, then rank 0's message as one process says it" {
+	need_mpirun
+	{ prompts; printf '{"id":"x","prompt":'; } >cut.jsonl
+	run -1 --separate-stderr sw-rollout -m "$M" -n 2 --max-new-tokens 6 -o one.msgpack cut.jsonl
+	one=$stderr
+	[[ $one == "sw-rollout: cut.jsonl: line 10"* ]]
+	run -1 --separate-stderr sw_mpirun -np 2 sw-rollout -m "$M" -n 2 --max-new-tokens 6 -o two.msgpack cut.jsonl
+	[ "${stderr_lines[0]}" = "$one" ]
+	cmp one.msgpack two.msgpack
+	[ "$(sw-cat -c two.msgpack)" = 18 ]
+}
+
 @test "ranks above 0 write nothing: standard output is rank 0's alone, -o is written once" {
 	need_mpirun
 	prompts >in.jsonl

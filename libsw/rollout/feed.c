@@ -350,6 +350,10 @@ static int read_chunk_(sw_rollout_feed *f, sw_buf *b)
 		/* at the end already?  then this chunk is the last (no empty chunk after it) */
 		pthread_mutex_lock(&f->m);
 		last = !f->qcount && f->qdone;
+		if (last && f->qerr[0] && !f->fatal[0]) { /* (as take_ notes it at the end) */
+			copy_(f->fatal, sizeof f->fatal, f->qerr);
+			f->fatal_code = SW_EIO;
+		}
 		pthread_mutex_unlock(&f->m);
 	}
 	if (!rc) {
