@@ -357,7 +357,7 @@ int main(int argc, char **argv)
 	/* under mpirun or srun, the ranks share the prompts out; rank 0 alone writes */
 	if (sw_comm_open(&comm_, &err))
 		cli_die("%s", err.msg);
-	int rank = sw_comm_rank(comm_), launched = sw_comm_launched();
+	int rank = sw_comm_rank(comm_), size = sw_comm_size(comm_), launched = sw_comm_launched();
 	/* (a rank's standard output is the launcher's relay, a terminal under mpirun whatever mpirun's is) */
 	cli_output_format(out, &wo, fmt_set || launched, force || launched);
 	sw_engine_threads(o_.threads);
@@ -410,8 +410,8 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		cli_summary(written, bytes_in, sw_writer_bytes_out(w_));
 	/* how evenly the ranks worked, for sw-run's metrics ($SW_RANK_TIMES) */
-	double *busy = cli_malloc(sizeof *busy * (size_t)sw_comm_size(comm_));
-	int nbusy = sw_rollout_feed_busy(feed_, busy, sw_comm_size(comm_));
+	double *busy = cli_malloc(sizeof *busy * (size_t)size);
+	int nbusy = sw_rollout_feed_busy(feed_, busy, size);
 	if (nbusy && sw_run_rank_times_put("sw-rollout", busy, nbusy, &err))
 		cli_warn("%s", err.msg);
 	free(busy);
