@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+#include "sw/dist.h"
 
 enum {
 	OPT_FORCE = 0x100, OPT_WEIGHTS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_MAXNEW, OPT_STOP,
@@ -78,46 +78,6 @@ static sw_model *m_;
 static sw_store *store_;
 static sw_tokenizer *tok_;
 
-static void add_eos_(uint64_t id)
-{
-	if (id < (uint64_t)m_->cfg.vocab_size && o_.neos < (int)(sizeof o_.eos / sizeof *o_.eos))
-		o_.eos[o_.neos++] = (int32_t)id;
-}
-
-/* eos_token_id of generation_config.json (an id or a list), where there is one. */
-static void generation_config_eos_(const char *dir)
-{
-	char path[4096];
-	snprintf(path, sizeof path, "%s/generation_config.json", dir);
-	if (access(path, F_OK))
-		return;
-	sw_error err = { 0 };
-	sw_reader *r = sw_reader_open(path, &err);
-	sw_rec *rec = sw_rec_new();
-	if (!r || !rec)
-		cli_die("cannot read '%s': %s", path, r ? "out of memory" : strerror(err.sys_errno));
-	if (sw_reader_next(r, rec) != 1)
-		cli_die_stream(path, sw_reader_error(r));
-	sw_val v;
-	if (sw_rec_get(rec, "eos_token_id", &v) == 0) {
-		if (v.type == SW_T_UINT) {
-			add_eos_(v.v.u);
-		} else if (v.type == SW_T_ARRAY) {
-			sw_iter it;
-			sw_val e;
-			sw_iter_init(&it, &v);
-			while (sw_iter_next(&it, &e) == 1)
-				if (e.type == SW_T_UINT)
-					add_eos_(e.v.u);
-		} else if (v.type != SW_T_NIL) {
-			cli_die("%s: field 'eos_token_id' is a %s, not a token id or a list of them", path,
-			        sw_type_name(v.type));
-		}
-	}
-	sw_rec_free(rec);
-	sw_reader_free(r);
-}
-
 static bool same_shape_(const sw_model_config *a, const sw_model_config *b)
 {
 	return a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
@@ -167,146 +127,20 @@ static void load_model_(void)
 		cli_die("the tokenizer has %zu tokens, more than the model's vocabulary of %d",
 		        sw_tokenizer_vocab(tok_), V);
 	/* (the model's and the tokenizer's end tokens the scheduler adds itself) */
-	if (o_.model_dir)
-		generation_config_eos_(o_.model_dir);
+	if (o_.model_dir && sw_rollout_generation_eos(o_.model_dir, V, o_.eos, (int)(sizeof o_.eos / sizeof *o_.eos),
+	                                              &o_.neos, &err))
+		cli_die("%s", err.msg);
 }
 
-/* ---- input ------------------------------------------------------------------------ */
-
-/*
- * Input is read by a thread of its own into a queue of record copies: the
- * scheduler takes a prompt only when one is there, and blocks (after the
- * output is flushed) only when it has nothing else to do.
- */
-enum { QCAP = 256 };
-
-typedef struct qitem_ {
-	uint8_t *bytes;
-	size_t n;
-	const char *name;
-	uint64_t recno;            /* in its input, from 1 */
-} qitem_;
-
-static char **files_;
-static int nfiles_;
-static size_t max_record_;
-static pthread_mutex_t qm_ = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t qput_ = PTHREAD_COND_INITIALIZER, qtake_ = PTHREAD_COND_INITIALIZER;
-static qitem_ q_[QCAP];
-static int qhead_, qcount_;
-static bool qdone_;
-static char qerr_[640];              /* why the input ended early, or empty */
-static uint64_t bytes_in_, nread_;  /* input records read */
-/* The signal that interrupts the run (SIGINT, SIGTERM), 0 until one comes: main
- * ends the run between two steps, next_ stops waiting for input. */
-static volatile sig_atomic_t stop_sig_;
-
-static void *reader_main_(void *arg)
-{
-	(void)arg;
-	sw_error err = { 0 };
-	sw_rec *rec = sw_rec_new();
-	char buf[512];
-	if (!rec)
-		snprintf(qerr_, sizeof qerr_, "out of memory");
-	for (int i = 0; rec && i < nfiles_ && !qerr_[0]; i++) {
-		const char *name = strcmp(files_[i], "-") ? files_[i] : "stdin";
-		sw_reader *r = sw_reader_open(files_[i], &err);
-		if (!r) {
-			snprintf(qerr_, sizeof qerr_, "cannot open '%s': %s", files_[i], strerror(err.sys_errno));
-			break;
-		}
-		sw_reader_set_max_record(r, max_record_);
-		int rc;
-		while ((rc = sw_reader_next(r, rec)) == 1) {
-			const uint8_t *p;
-			size_t n;
-			uint8_t *copy = NULL;
-			if (sw_rec_bytes(rec, &p, &n) == 0 && (copy = malloc(n ? n : 1)))
-				memcpy(copy, p, n);
-			pthread_mutex_lock(&qm_);
-			while (qcount_ == QCAP)
-				pthread_cond_wait(&qput_, &qm_);
-			if (!copy) {
-				snprintf(qerr_, sizeof qerr_, "out of memory");
-				pthread_mutex_unlock(&qm_);
-				break;
-			}
-			q_[(qhead_ + qcount_++) % QCAP] = (qitem_){ copy, n, name, sw_reader_records(r) };
-			bytes_in_ += n;
-			nread_++;
-			pthread_cond_signal(&qtake_);
-			pthread_mutex_unlock(&qm_);
-		}
-		if (rc < 0) {
-			pthread_mutex_lock(&qm_);
-			snprintf(qerr_, sizeof qerr_, "%s: %s", name, sw_error_str(sw_reader_error(r), buf, sizeof buf));
-			pthread_mutex_unlock(&qm_);
-		}
-		sw_reader_free(r);
-	}
-	sw_rec_free(rec);
-	pthread_mutex_lock(&qm_);
-	qdone_ = true;
-	pthread_cond_signal(&qtake_);
-	pthread_mutex_unlock(&qm_);
-	return NULL;
-}
-
-/* ---- the scheduler's ends: records in, samples out, invalid records --------------- */
+/* ---- the output, and what the feed (sw_rollout_feed: the input, the ranks) hands it ---------- */
 
 static sw_writer *w_;
 static const char *out_name_ = "stdout";
-static sw_rec *in_;
-static qitem_ cur_;                  /* the record in in_ */
-static uint64_t written_;
-static char fatal_[640];             /* why the run fails once the samples before are out */
-static bool halted_;                 /* an invalid record ended the reading */
-
-static int next_(void *ctx, bool block, sw_rec **rec)
-{
-	(void)ctx;
-	free(cur_.bytes);
-	cur_.bytes = NULL;
-	pthread_mutex_lock(&qm_);
-	if (!qcount_ && !qdone_) {
-		if (!block) {
-			pthread_mutex_unlock(&qm_);
-			return SW_ROLLOUT_WAIT;
-		}
-		/* about to wait: let what we have flow on downstream */
-		if (sw_writer_flush(w_))
-			cli_die_stream(out_name_, sw_writer_error(w_));
-		while (!qcount_ && !qdone_ && !stop_sig_) {
-			/* a signal does not end a condition wait: look for one every 100 ms */
-			struct timespec t;
-			clock_gettime(CLOCK_REALTIME, &t);
-			t.tv_nsec += 100000000;
-			t.tv_sec += t.tv_nsec / 1000000000;
-			t.tv_nsec %= 1000000000;
-			pthread_cond_timedwait(&qtake_, &qm_, &t);
-		}
-		if (stop_sig_) {
-			pthread_mutex_unlock(&qm_);
-			return SW_EIO; /* stops the scheduler; main knows why */
-		}
-	}
-	if (!qcount_) {
-		if (qerr_[0] && !fatal_[0])
-			memcpy(fatal_, qerr_, sizeof fatal_);
-		pthread_mutex_unlock(&qm_);
-		return 0;
-	}
-	cur_ = q_[qhead_];
-	qhead_ = (qhead_ + 1) % QCAP;
-	qcount_--;
-	pthread_cond_signal(&qput_);
-	pthread_mutex_unlock(&qm_);
-	if (sw_rec_load(in_, cur_.bytes, cur_.n))
-		cli_die("%s: record %llu: not a map", cur_.name, (unsigned long long)cur_.recno);
-	*rec = in_;
-	return 1;
-}
+static sw_rollout_feed *feed_;
+static sw_comm *comm_;               /* the ranks under an MPI launcher, NULL: one process */
+/* The signal that interrupts the run (SIGINT, SIGTERM), 0 until one comes: main
+ * ends the run between two steps, the feed stops waiting for input. */
+static volatile sig_atomic_t stop_sig_;
 
 /* ---- progress on a terminal: samples, tokens/s, the time left ------------------------ */
 
@@ -328,11 +162,11 @@ static void progress_line_(int final)
 	if (!progress_ || (!final && t - tlast_ < 0.25))
 		return;
 	tlast_ = t;
-	pthread_mutex_lock(&qm_);
-	uint64_t prompts = nread_, done = qdone_;
-	pthread_mutex_unlock(&qm_);
+	uint64_t prompts, bytes, written_, skipped;
+	int done;
+	sw_rollout_feed_counts(feed_, &prompts, &bytes, &done, &written_, &skipped);
 	/* every prompt gives G samples (skipped ones none): the total is known once the input has ended */
-	uint64_t total = (prompts - sw_rollout_skipped(ro_)) * (uint64_t)o_.rc.G;
+	uint64_t total = (prompts - skipped) * (uint64_t)(o_.rc.score ? 1 : o_.rc.G);
 	double el = t - t0_, rate = el > 0 ? (double)written_ / el : 0;
 	char eta[32] = "?";
 	if (done && rate > 0 && total >= written_) {
@@ -353,7 +187,6 @@ static int put_(void *ctx, const uint8_t *mp, size_t n)
 	(void)ctx;
 	if (sw_writer_put_raw(w_, mp, n))
 		cli_die_stream(out_name_, sw_writer_error(w_));
-	written_++;
 	progress_line_(0);
 	return 0;
 }
@@ -366,20 +199,11 @@ static int flush_(void *ctx)
 	return 0;
 }
 
-/* An invalid record: skipped and counted with --skip-invalid, else fatal (after the drain). */
-static void invalid_(void *ctx, const char *msg)
+static void skipped_(void *ctx, const char *msg)
 {
 	(void)ctx;
-	char bad[512];
-	snprintf(bad, sizeof bad, "%s: record %llu: %s", cur_.name, (unsigned long long)cur_.recno, msg);
-	if (o_.rc.skip_invalid) {
-		if (cli_verbosity >= 0)
-			cli_warn("%s (skipped)", bad);
-		return;
-	}
-	halted_ = true;
-	if (!fatal_[0])
-		memcpy(fatal_, bad, sizeof bad);
+	if (cli_verbosity >= 0)
+		cli_warn("%s (skipped)", msg);
 }
 
 /* ---- main ---------------------------------------------------------------------------- */
@@ -395,11 +219,14 @@ static void on_signal_(int sig)
 static void interrupted_(void)
 {
 	int sig = stop_sig_;
-	if (sw_writer_close(w_))
+	uint64_t nrec, bytes, written_, skipped;
+	int ended;
+	sw_rollout_feed_counts(feed_, &nrec, &bytes, &ended, &written_, &skipped);
+	if (w_ && sw_writer_close(w_))
 		cli_die_stream(out_name_, sw_writer_error(w_));
 	if (progress_ == 2)
 		progress_line_(1);
-	if (cli_verbosity >= 0)
+	if (w_ && cli_verbosity >= 0)
 		cli_warn("interrupted (%s): %llu sample%s written to %s", sig == SIGINT ? "SIGINT" : "SIGTERM",
 		         (unsigned long long)written_, written_ == 1 ? "" : "s", out_name_);
 	signal(sig, SIG_DFL);
@@ -524,25 +351,21 @@ int main(int argc, char **argv)
 	if (!o_.be)
 		o_.be = cli_device(NULL);
 
-	files_ = argv + optind_;
-	nfiles_ = argc - optind_;
-	static char *stdin_only[] = { "-", NULL };
-	if (nfiles_ == 0) {
-		files_ = stdin_only;
-		nfiles_ = 1;
-	}
-	cli_output_format(out, &wo, fmt_set, force);
-
+	int nfiles = argc - optind_;
+	char **files = cli_inputs(argc, argv, optind_, &nfiles);
+	sw_error err = { 0 };
+	/* under mpirun or srun, the ranks share the prompts out; rank 0 alone writes */
+	if (sw_comm_open(&comm_, &err))
+		cli_die("%s", err.msg);
+	int rank = sw_comm_rank(comm_), size = sw_comm_size(comm_), launched = sw_comm_launched();
+	/* (a rank's standard output is the launcher's relay, a terminal under mpirun whatever mpirun's is) */
+	cli_output_format(out, &wo, fmt_set || launched, force || launched);
 	sw_engine_threads(o_.threads);
 	load_model_();
-	sw_error err = { 0 };
-	if (!(w_ = sw_writer_open(out, &wo, &err)))
+	if (rank == 0 && !(w_ = sw_writer_open(out, &wo, &err)))
 		cli_die("cannot write '%s': %s", out, err.msg);
 	if (strcmp(out, "-"))
 		out_name_ = out;
-	max_record_ = cli_max_record();
-	if (!(in_ = sw_rec_new()))
-		cli_die("out of memory");
 
 	o_.rc.stops = stops;
 	o_.rc.stop_ids = o_.eos;
@@ -559,42 +382,49 @@ int main(int argc, char **argv)
 	if (!sigaction(SIGINT, NULL, &old) && old.sa_handler != SIG_IGN)
 		signal(SIGINT, on_signal_);
 	signal(SIGTERM, on_signal_);
-	progress_ = cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2));
+	progress_ = rank == 0 && (cli_verbosity > 0 || (cli_verbosity == 0 && !launched && isatty(2)));
 	t0_ = now_();
 	cli_progress(1, 0); /* (starts the clock of cli_summary; shows nothing) */
-	pthread_t reader;
-	if (pthread_create(&reader, NULL, reader_main_, NULL))
-		cli_die("cannot start the input thread");
-	sw_rollout_io io = { NULL, next_, put_, flush_, invalid_ };
+	sw_rollout_feed_io fio = { NULL, put_, flush_, skipped_ };
+	if (!(feed_ = sw_rollout_feed_new(comm_, files, nfiles, cli_max_record(), &o_.rc, &fio, &stop_sig_, &err)))
+		cli_die("%s", err.msg);
 	int rc = 0;
-	while (!stop_sig_ && (rc = sw_rollout_step(ro, &io, &err)) == 1)
+	while (!stop_sig_ && (rc = sw_rollout_step(ro, sw_rollout_feed_io_of(feed_), &err)) == 1)
 		;
 	if (stop_sig_)
 		interrupted_();
-	if (rc && !(rc == SW_EFORMAT && halted_))
-		cli_die("%s", err.msg);
+	rc = sw_rollout_feed_finish(feed_, rc, &err);
 	if (progress_ == 2)
 		progress_line_(1);
-
-	pthread_join(reader, NULL);
-	uint64_t bytes_in = bytes_in_;
-	if (sw_writer_close(w_))
+	/* what came before a bad record is out, the output closed whole, before the message */
+	if (w_ && sw_writer_close(w_))
 		cli_die_stream(out_name_, sw_writer_error(w_));
-	if (fatal_[0])
-		cli_die("%s", fatal_);
-	cli_summary(written_, bytes_in, sw_writer_bytes_out(w_));
-	uint64_t skipped = sw_rollout_skipped(ro);
-	if (skipped && cli_verbosity >= 0)
+	sw_comm_close(comm_);
+	if (rc && rank == 0)
+		cli_die("%s", err.msg);
+	if (rc)
+		cli_exit(1); /* (rank 0 says why) */
+	uint64_t nrec, bytes_in, written, skipped;
+	int ended;
+	sw_rollout_feed_counts(feed_, &nrec, &bytes_in, &ended, &written, &skipped);
+	if (rank == 0)
+		cli_summary(written, bytes_in, sw_writer_bytes_out(w_));
+	/* how evenly the ranks worked, for sw-run's metrics ($SW_RANK_TIMES) */
+	double *busy = cli_malloc(sizeof *busy * (size_t)size);
+	int nbusy = sw_rollout_feed_busy(feed_, busy, size);
+	if (nbusy && sw_run_rank_times_put("sw-rollout", busy, nbusy, &err))
+		cli_warn("%s", err.msg);
+	free(busy);
+	if (rank == 0 && skipped && cli_verbosity >= 0)
 		cli_warn("skipped %llu invalid record%s", (unsigned long long)skipped, skipped == 1 ? "" : "s");
+	sw_rollout_feed_free(feed_);
 	sw_rollout_free(ro);
 	sw_writer_free(w_);
-	sw_rec_free(in_);
 	sw_tokenizer_free(tok_);
 	sw_model_free(m_);
 	sw_store_close(store_);
 	for (size_t i = 0; i < o_.rc.nstops; i++)
 		free((char *)stops[i]);
 	free(stops);
-	free(cur_.bytes);
 	cli_exit(0);
 }

@@ -35,7 +35,7 @@
 enum {
 	OPT_ITERS = 0x100, OPT_EVAL, OPT_EVAL_EVERY, OPT_CKPT_EVERY, OPT_SEED, OPT_REF, OPT_SELECT,
 	OPT_SORT, OPT_ROLLOUT, OPT_VERIFY, OPT_BALANCE, OPT_TRAIN, OPT_EVAL_ROLLOUT, OPT_MONITOR,
-	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE, OPT_KEEP_CKPT, OPT_SIGN_KEY
+	OPT_RESUME, OPT_ACCURACY, OPT_KEEP, OPT_DEVICE, OPT_KEEP_CKPT, OPT_SIGN_KEY, OPT_RANKS, OPT_LAUNCHER
 };
 
 static const cli_opt opts[] = {
@@ -62,6 +62,8 @@ static const cli_opt opts[] = {
 	{ OPT_TRAIN, 0, "train", "cmd", NULL, "the train stage" },
 	{ OPT_EVAL_ROLLOUT, 0, "eval-rollout", "cmd", NULL, "the generation of an evaluation" },
 	{ OPT_MONITOR, 0, "monitor", "name=w,d,h", "@monitors", "set a monitor's warn, degrade and hard thresholds (repeatable)" },
+	{ OPT_RANKS, 0, "ranks", "n", NULL, "generate as n data-parallel ranks (rollout, eval-rollout), $SW_RANKS (default 1)" },
+	{ OPT_LAUNCHER, 0, "launcher", "cmd", NULL, "what starts the ranks (default: mpirun -np \"$SW_RANKS\", srun under Slurm)" },
 	{ OPT_KEEP, 0, "keep-stores", NULL, NULL, "leave the weight stores in place when the run ends (for inspection)" },
 	{ OPT_RESUME, 0, "resume", "dir", "dir", "continue the run in dir after a crash, a failure or a halt" },
 	{ OPT_SIGN_KEY, 0, "sign-key", "file", "file", "sign every audit record with this key of sw-audit keygen (default $SW_SIGN_KEY)" },
@@ -104,6 +106,7 @@ typedef struct run_ {
 	sw_runlog *log;            /* audit.log */
 	sw_monitor *mon;
 	sw_pipeline *pl, *eval_pl; /* the stages of an iteration, of an evaluation */
+	char *cmds[SW_NSTAGE];     /* the stages' command lines, the launcher before the ranked ones */
 	sw_run_guard *guard;
 	double t0;                 /* when this process started the loop */
 	uint64_t first;            /* the first iteration it ran */
@@ -165,7 +168,7 @@ static void stage_env_(run_ *r, uint64_t it)
 {
 	sw_error err = { 0 };
 	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir, it, r->x.seed,
-	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model };
+	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model, r->x.ranks };
 	if (sw_stage_env_set(&e, &err))
 		cli_die("%s", err.msg);
 }
@@ -199,7 +202,7 @@ static const sw_stage_proc *run_stages_(run_ *r, sw_pipeline *pl, const int *sta
                                          sw_tally *t, uint64_t it)
 {
 	sw_error err = { 0 };
-	int rc = sw_pipeline_run(pl, stages, n, r->x.cmd, in_fd, samples, t, &err);
+	int rc = sw_pipeline_run(pl, stages, n, r->cmds, in_fd, samples, t, &err);
 	stop_point_(r, it);
 	if (rc)
 		cli_die("%s", err.msg);
@@ -342,7 +345,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 
 	/* figures; an evaluation due after this iteration runs before the monitors decide */
 	double tm0 = now_();
-	sw_rec *train, *bal;
+	sw_rec *train, *bal, *ranks = sw_run_rank_times(r->dir);
 	if (sw_run_stage_records(r->dir, &train, &bal, warn, sizeof warn))
 		cli_warn("%s (its figures are left out)", warn);
 	sw_mon_obs o = sw_tally_obs(&t);
@@ -365,7 +368,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		.pool_update_s = tp, .wall_s = wall,
 		.eval_s = r->x.eval && !isnan(r->last_eval_accuracy) ? te : NAN,
 		.monitor_s = t.secs + (now_() - tm0) - te,
-		.weight_version = sw_store_version(r->s.w), .lr_scale = r->lr_scale, .ev = ev, .nev = nev,
+		.weight_version = sw_store_version(r->s.w), .lr_scale = r->lr_scale, .ev = ev, .nev = nev, .ranks = ranks,
 	};
 	sw_rec *m = rec_new_();
 	metrics_(r, m, sw_metrics_iteration(m, &f));
@@ -381,7 +384,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		sw_run_progress_line(line, sizeof line, &pr);
 		fprintf(stderr, "sw-run: %s\n", line);
 	}
-	sw_rec_free(train), sw_rec_free(bal), free(samples), free(trained);
+	sw_rec_free(train), sw_rec_free(bal), sw_rec_free(ranks), free(samples), free(trained);
 
 	for (size_t i = 0; i < nev; i++)
 		if (ev[i].level == SW_MON_WARN)
@@ -408,18 +411,10 @@ static void cleanup_(void)
 	r->guard = NULL;
 }
 
-/* Named first, so that the guard removes what loading them made. */
 static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
 {
 	sw_error err = { 0 };
-	if (sw_run_stores_name(&r->s, "sw-run", &err))
-		cli_die("%s", err.msg);
-	const char *specs[] = { r->s.spec, r->s.opt_spec, r->s.ref_spec };
-	for (int i = 0; i < 3; i++)
-		sw_run_guard_store(r->guard, specs[i]);
-	if (r->x.keep)
-		sw_run_guard_keep(r->guard);
-	if (sw_run_stores_load(&r->s, weights_from, version, r->x.ref ? r->x.model : NULL, &err))
+	if (sw_run_stores_make(&r->s, r->guard, r->x.keep, weights_from, version, r->x.ref ? r->x.model : NULL, &err))
 		cli_die("%s", err.msg);
 }
 
@@ -529,6 +524,8 @@ int main(int argc, char **argv)
 		rc = sw_experiment_set(x, "device", sw_backend_name(cli_device(NULL)), &err);
 	if (!rc)
 		rc = sw_experiment_check(x, &err);
+	if (!rc)
+		rc = sw_experiment_stage_cmds(x, r->cmds, &err);
 	if (!rc) /* where the run started: a resumed one goes there first */
 		rc = sw_experiment_enter(x, &err);
 	if (rc == SW_EINVAL)

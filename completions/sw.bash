@@ -378,6 +378,14 @@ _sw()
 			COMPREPLY=($(compgen -W "nonfinite= kl= entropy= violation_rate= verifier_errors= length_growth= reward_dominance= reward_hacking=" -- "$cur"))
 			return
 			;;
+		--ranks)
+			:
+			return
+			;;
+		--launcher)
+			:
+			return
+			;;
 		--resume)
 			_filedir -d
 			return
@@ -388,7 +396,7 @@ _sw()
 			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --keep-ckpt --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --keep-stores --resume --sign-key -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-c --config -m --model -p --prompts -o --out --iters -b --batch -n --group --seed --eval --eval-every --ckpt-every --keep-ckpt --device --ref --accuracy --select --sort --rollout --verify --balance --train --eval-rollout --monitor --ranks --launcher --keep-stores --resume --sign-key -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		;;

@@ -23,7 +23,8 @@ struct sw_rollout_group {
 	char *gid;
 	int32_t *ptok;
 	int plen, max_new;         /* max_new: for this prompt, within the context */
-	uint64_t index;            /* 0-based place in the input: the RNG stream */
+	uint64_t index;            /* 0-based among the records this scheduler pulled: its output order */
+	uint64_t place;            /* 0-based place in the whole input: the RNG stream, the default id */
 	int root;                  /* decoder id of the prompt-only sequence; -1 when gone */
 	float *root_logits;        /* its next-token logits once prefilled */
 	uint64_t version;          /* of the weights that prefilled it */
@@ -547,7 +548,7 @@ static int draw_(sw_rollout *r, const group_ *g, int k, int step, const float *l
                  sw_error *err)
 {
 	sw_error e = { 0 };
-	double u = sw_rng_uniform(r->c.seed, g->index, (uint32_t)k, (uint32_t)step);
+	double u = sw_rng_uniform(r->c.seed, g->place, (uint32_t)k, (uint32_t)step);
 	int t = sw_sampler_pick(r->sampler, logits, u, lp, &e);
 	if (t < 0) {
 		char p[sizeof r->halt_msg];
@@ -603,13 +604,13 @@ static int start_sample_(sw_rollout *r, const sw_rollout_io *io, group_ *g, sw_e
 }
 
 /* The group id: the record's id (a string, or an integer written in decimal), else its number. */
-static char *group_id_(sw_rollout *r, const char **bad)
+static char *group_id_(sw_rollout *r, uint64_t place, const char **bad)
 {
 	sw_val v;
 	char buf[32];
 	*bad = NULL;
 	if (sw_rec_get(r->in, "id", &v))
-		snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->nread);
+		snprintf(buf, sizeof buf, "%llu", (unsigned long long)place + 1);
 	else if (v.type == SW_T_STR)
 		return strndup(v.v.str.ptr, v.v.str.len);
 	else if (v.type == SW_T_UINT)
@@ -624,10 +625,12 @@ static char *group_id_(sw_rollout *r, const char **bad)
 }
 
 /* The prompt record pulled last, when valid: a new group (NULL with *msg set when not). */
-static group_ *group_of_(sw_rollout *r, char *msg, size_t size, sw_error *err)
+static group_ *group_of_(sw_rollout *r, const sw_rollout_io *io, char *msg, size_t size, sw_error *err)
 {
 	const char *badtype;
-	char *gid = group_id_(r, &badtype);
+	/* where the input is shared out among ranks, its place in the whole input */
+	uint64_t place = io->place ? io->place(io->ctx) : r->nread - 1;
+	char *gid = group_id_(r, place, &badtype);
 	if (!gid) {
 		if (badtype)
 			snprintf(msg, size, "field 'id' is a %s, not a string or an integer", badtype);
@@ -675,6 +678,7 @@ static group_ *group_of_(sw_rollout *r, char *msg, size_t size, sw_error *err)
 			g->plen = (int)n;
 			g->max_new = max_new < r->C - g->plen ? max_new : r->C - g->plen;
 			g->index = r->nread - 1;
+			g->place = place;
 			g->root = -1;
 			return g;
 		}
@@ -703,7 +707,7 @@ static int admit_(sw_rollout *r, const sw_rollout_io *io, bool block, group_ **o
 		}
 		r->nread++;
 		char msg[sizeof r->halt_msg] = "";
-		group_ *g = group_of_(r, msg, sizeof msg, err);
+		group_ *g = group_of_(r, io, msg, sizeof msg, err);
 		if (g) {
 			*out = g;
 			return 0;

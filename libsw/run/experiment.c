@@ -81,6 +81,8 @@ static const key_ keys_[] = {
 	{ "keep-stores", K_FLAG, F_(keep), 0, 0 },
 	{ "keep-ckpt", K_NUM, F_(keep_ckpt), 0, 1000000 },
 	{ "workdir", K_STR, F_(workdir), 0, 0 },
+	{ "ranks", K_NUM, F_(ranks), 1, 4096 },
+	{ "launcher", K_CMD, F_(launcher), 0, 0 },
 };
 #undef F_
 
@@ -93,6 +95,7 @@ void sw_experiment_init(sw_experiment *x)
 	x->seed = 1;
 	x->eval_every = 5;
 	x->ckpt_every = 1;
+	x->ranks = 1;
 }
 
 void sw_experiment_release(sw_experiment *x)
@@ -100,7 +103,7 @@ void sw_experiment_release(sw_experiment *x)
 	if (!x)
 		return;
 	free(x->model), free(x->prompts), free(x->out), free(x->eval), free(x->accuracy), free(x->device);
-	free(x->workdir);
+	free(x->workdir), free(x->launcher);
 	for (int s = 0; s < SW_NSTAGE; s++)
 		free(x->cmd[s]);
 	for (size_t i = 0; i < x->nmonitor; i++)
@@ -296,6 +299,10 @@ int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err)
 		rc |= put_(&b, "ref\n");
 	if (x->accuracy)
 		rc |= put_(&b, "accuracy %s\n", x->accuracy);
+	if (x->ranks > 1)
+		rc |= put_(&b, "ranks %llu\n", (unsigned long long)x->ranks);
+	if (x->launcher)
+		rc |= put_(&b, "launcher %s\n", x->launcher);
 	for (int s = 0; s < SW_STAGE_TAP; s++)
 		rc |= put_(&b, "%s %s\n", stage_name_[s], x->cmd[s] ? x->cmd[s] : stage_default_[s]);
 	for (size_t i = 0; i < x->nmonitor; i++)
@@ -367,4 +374,43 @@ int sw_experiment_enter(sw_experiment *x, sw_error *err)
 	if (chdir(x->workdir))
 		return sw_fail(err, SW_EIO, "cannot enter the run's working directory '%s': %s", x->workdir, strerror(errno));
 	return 0;
+}
+
+/*
+ * The launcher goes before the stage's command line as it is (not around a
+ * shell of its own): the outer shell expands $SW_MODEL and the rest, so the
+ * ranks get the values whatever the launcher passes on; what follows a pipe
+ * in a user's command runs once, after the ranks.  Under Slurm, srun hands
+ * standard input to task 0 only (as mpirun does), ends the step when a
+ * task fails, and lets the rollout's and the train's steps share the
+ * allocation's CPUs (--overlap: they run at once, as the pipeline's stages).
+ */
+int sw_experiment_stage_cmds(const sw_experiment *x, char *cmds[], sw_error *err)
+{
+	const char *slurm = getenv("SLURM_JOB_ID");
+	const char *launcher = x->launcher ? x->launcher
+	                     : slurm && *slurm ? "srun -n \"$SW_RANKS\" --overlap --input=0 --kill-on-bad-exit=1"
+	                                       : "mpirun -np \"$SW_RANKS\"";
+	for (int s = 0; s < SW_NSTAGE; s++)
+		cmds[s] = NULL;
+	for (int s = 0; s < SW_NSTAGE; s++) {
+		const char *c = x->cmd[s] ? x->cmd[s] : stage_default_[s];
+		/* not the train stage yet: sw-train trains the run's store in place only as one process
+		 * (under mpirun it takes model directories), so it trains every rank's samples itself */
+		bool ranked = x->ranks > 1 && (s == SW_STAGE_ROLLOUT || s == SW_STAGE_EVAL_ROLLOUT);
+		if (ranked ? asprintf(&cmds[s], "%s %s", launcher, c) < 0 : !(cmds[s] = strdup(c))) {
+			cmds[s] = NULL;
+			sw_experiment_stage_cmds_free(cmds);
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		}
+	}
+	return 0;
+}
+
+void sw_experiment_stage_cmds_free(char *cmds[])
+{
+	for (int s = 0; s < SW_NSTAGE; s++) {
+		free(cmds[s]);
+		cmds[s] = NULL;
+	}
 }

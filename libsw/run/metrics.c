@@ -150,6 +150,8 @@ int sw_metrics_iteration(sw_rec *m, const sw_iter_figures *f)
 	if (f->balance && !sw_rec_get_map(f->balance, "imbalance", ib))
 		imb = num_of_(ib, "max_over_mean");
 	rc |= num_(m, "imbalance", imb);
+	/* measured: the data-parallel stages' ranks, largest busy time over the mean */
+	rc |= f->ranks ? sw_rec_set_map(m, "rank_imbalance", f->ranks) : sw_rec_set_nil(m, "rank_imbalance");
 	rc |= num_(m, "monitor_overhead", sw_ratio(f->monitor_s, f->wall_s));
 	rc |= sw_rec_set_u64(m, "samples", t->n);
 	rc |= sw_rec_set_u64(m, "weight_version", f->weight_version);

@@ -422,6 +422,7 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 		{ "SW_POOL", "pool" },
 		{ "SW_BALANCE_STATS", "tmp/balance-stats.json" },
 		{ "SW_TRAIN_METRICS", "tmp/train-metrics.jsonl" },
+		{ "SW_RANK_TIMES", "tmp/rank-times.jsonl" },
 	};
 	for (size_t i = 0; !rc && i < sizeof files / sizeof *files; i++)
 		if (!(rc = sw_run_path(buf, sizeof buf, err, "%s/%s", e->rundir, files[i][1])))
@@ -430,6 +431,8 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 	rc = rc ? rc : setenv_("SW_LR_SCALE", buf, err);
 	if (!rc && e->device)
 		rc = setenv_("SW_DEVICE", e->device, err);
+	snprintf(buf, sizeof buf, "%llu", (unsigned long long)(e->ranks ? e->ranks : 1));
+	rc = rc ? rc : setenv_("SW_RANKS", buf, err);
 	/*
 	 * Stages share the cores: a thread that spins waiting for its team
 	 * burns the time another stage (or its own team-mate) needs.  Measured

@@ -214,7 +214,7 @@ int sw_rundir_resume(const char *dir, uint64_t iter, sw_error *err)
 
 int sw_run_scratch_reset(const char *dir, char *tap, size_t n, sw_error *err)
 {
-	static const char *const scratch[] = { "tmp/balance-stats.json", "tmp/train-metrics.jsonl" };
+	static const char *const scratch[] = { "tmp/balance-stats.json", "tmp/train-metrics.jsonl", "tmp/rank-times.jsonl" };
 	char p[SW_RUN_PATH_MAX];
 	int rc = sw_run_path(tap, n, err, "%s/tmp/verified.msgpack", dir);
 	for (size_t i = 0; !rc && i < sizeof scratch / sizeof *scratch; i++)

@@ -31,6 +31,21 @@ int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t vers
 	return 0;
 }
 
+int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, int keep, const char *weights_from, uint64_t version,
+                       const char *ref_model, sw_error *err)
+{
+	int rc = sw_run_stores_name(s, "sw-run", err);
+	if (rc)
+		return rc;
+	/* the guard knows them before they exist, so that it removes what loading them made */
+	const char *specs[] = { s->spec, s->opt_spec, s->ref_spec };
+	for (int i = 0; i < 3; i++)
+		sw_run_guard_store(g, specs[i]);
+	if (keep)
+		sw_run_guard_keep(g);
+	return sw_run_stores_load(s, weights_from, version, ref_model, err);
+}
+
 sw_store *sw_run_stores_opt(sw_run_stores *s)
 {
 	if (!s->opt)

@@ -28,6 +28,7 @@
 #ifndef SW_ROLLOUT_H
 #define SW_ROLLOUT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,11 @@ typedef struct sw_rollout_io {
 	/* The record pulled last is invalid, and why (no location; the program knows
 	 * which record it is).  It is then skipped or ends the reading (skip_invalid). */
 	void (*invalid)(void *ctx, const char *msg);
+	/* The 0-based place in the whole input of the record next gave last: the
+	 * stream of its draws and, without an id, its name (place + 1).  Where
+	 * ranks share an input out, a prompt thus draws what it draws in one
+	 * process.  NULL: the records pulled before it, as in one process. */
+	uint64_t (*place)(void *ctx);
 } sw_rollout_io;
 
 typedef struct sw_rollout sw_rollout;
@@ -124,6 +130,78 @@ int sw_rollout_run(sw_rollout *r, const sw_rollout_io *io, sw_error *err);
 /* Invalid records skipped, and response tokens generated, so far. */
 uint64_t sw_rollout_skipped(const sw_rollout *r);
 uint64_t sw_rollout_tokens(const sw_rollout *r);
+
+/*
+ * generation_config.json's eos_token_id in model directory dir (an id or a
+ * list of them), where the file is there: the ids below vocab go to
+ * ids[*n...] (at most cap in all).  0 also when there is no such file;
+ * SW_EFORMAT / SW_EIO naming the file when it cannot be read or the field is
+ * neither an id nor a list.
+ */
+int sw_rollout_generation_eos(const char *dir, int vocab, int32_t *ids, int cap, int *n, sw_error *err);
+
+/* ---- the feed: a program's input and output around the scheduler ------------------------- */
+
+typedef struct sw_comm sw_comm; /* sw/dist.h */
+
+/*
+ * The feed reads the input files in a thread of its own (so that decoding
+ * never waits on a pipe that has nothing in it yet) and hands the records
+ * to the scheduler through the sw_rollout_io it makes; samples come back
+ * in input order through the program's put.  An invalid record is named
+ * "FILE: record N: why".
+ *
+ * Under an MPI launcher (comm of more than one rank) the ranks share the
+ * input out: rank 0 reads it in chunks of up to SW_ROLLOUT_CHUNK records
+ * and broadcasts each; every rank generates a contiguous block of the
+ * chunk (its prompts draw by their place in the whole input, so a sample
+ * is what one process makes of it); the blocks' samples are gathered to
+ * rank 0, which puts them in input order.  The output is thus the one
+ * process's, byte for byte.  Only rank 0 reads files and calls put and
+ * flush; skipped is called on the rank that found the record.
+ */
+enum { SW_ROLLOUT_CHUNK = 1024 };
+
+typedef struct sw_rollout_feed_io {
+	void *ctx;
+	int (*put)(void *ctx, const uint8_t *mp, size_t n); /* a sample, in input order; non-zero: fail */
+	int (*flush)(void *ctx);                             /* samples so far on downstream */
+	void (*skipped)(void *ctx, const char *msg);         /* an invalid record skipped (skip_invalid) */
+} sw_rollout_feed_io;
+
+typedef struct sw_rollout_feed sw_rollout_feed;
+
+/*
+ * A feed of files[0..nfiles) ("-" standard input) for a scheduler made
+ * with configuration c (its G, score and skip_invalid count here), over
+ * comm (NULL: one process).  Records over max_record bytes are an error
+ * (0: the reader's default).  *stop, when it becomes non-zero (a signal),
+ * ends a wait for input: the scheduler then fails with SW_EINTR.  The
+ * feed borrows files, comm, io and stop.  NULL with err set on failure.
+ */
+sw_rollout_feed *sw_rollout_feed_new(sw_comm *comm, char *const *files, int nfiles, size_t max_record,
+                                     const sw_rollout_config *c, const sw_rollout_feed_io *io,
+                                     const volatile sig_atomic_t *stop, sw_error *err);
+/* The feed's io, for sw_rollout_step. */
+const sw_rollout_io *sw_rollout_feed_io_of(sw_rollout_feed *f);
+/*
+ * After the steps, with what the last one returned (0, or < 0 with err
+ * set): collective over the ranks.  0 when every record was read and
+ * every sample put; else the first failure in input order (an invalid
+ * record, a read error: SW_EFORMAT / SW_EIO, the samples before it put),
+ * or a rank's failure, "rank R: " before its message under MPI.  Every
+ * rank returns the same code.
+ */
+int sw_rollout_feed_finish(sw_rollout_feed *f, int rc, sw_error *err);
+/* Input records read and their bytes, whether the input has ended, samples put, invalid records
+ * skipped (of every rank: on rank 0 under MPI). */
+void sw_rollout_feed_counts(sw_rollout_feed *f, uint64_t *records, uint64_t *bytes, int *ended,
+                            uint64_t *written, uint64_t *skipped);
+/* Rank 0 under MPI: each rank's seconds spent generating (not waiting on the others) in busy[0..size); 0 when not. */
+int sw_rollout_feed_busy(const sw_rollout_feed *f, double *busy, int size);
+/* After the input ended, or while its thread waits for room; a thread blocked in a read is left
+ * behind with what it uses (the program is about to end). */
+void sw_rollout_feed_free(sw_rollout_feed *f);
 
 #pragma GCC visibility pop
 

@@ -54,6 +54,8 @@ typedef struct sw_experiment {
 	uint64_t keep_ckpt;                              /* checkpoints kept besides the best; 0: every one */
 	char *workdir;                                   /* where the run started; stages run there */
 	char *cmd[SW_NSTAGE];                            /* NULL until given or sw_experiment_check */
+	uint64_t ranks;                                  /* rollout as this many ranks (1: one process) */
+	char *launcher;                                  /* what starts them; NULL: mpirun, or srun under Slurm */
 	char **monitor;                                  /* "NAME=W,D,H" specs in the order given */
 	size_t nmonitor;
 } sw_experiment;
@@ -96,6 +98,17 @@ int sw_experiment_inputs(const sw_experiment *x, sw_error *err);
  * the caller's directory first.  No workdir yet: the current one is it.
  */
 int sw_experiment_enter(sw_experiment *x, sw_error *err);
+
+/*
+ * The command line each stage runs: the experiment's, and with more than
+ * one rank the launcher before those of the rollout and eval-rollout
+ * stages: x->launcher, else `srun -n "$SW_RANKS" ...` inside a Slurm
+ * allocation (SLURM_JOB_ID set), else `mpirun -np "$SW_RANKS"`.  (The train
+ * stage stays one process: sw-train trains a store only as one.)
+ * cmds[s] are malloc'd (sw_experiment_stage_cmds_free).
+ */
+int sw_experiment_stage_cmds(const sw_experiment *x, char *cmds[], sw_error *err);
+void sw_experiment_stage_cmds_free(char *cmds[]);
 
 /* Write the resolved experiment in the file format, atomically, so that `sw-run -c PATH` repeats it. */
 int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err);
@@ -220,6 +233,7 @@ typedef struct sw_stage_env {
 	double lr_scale;
 	const char *device;             /* SW_DEVICE; NULL: as inherited */
 	const char *model;              /* SW_MODEL: the run's model directory, for its tokenizer */
+	uint64_t ranks;                 /* SW_RANKS: data-parallel ranks of the rollout */
 } sw_stage_env;
 /* Set it in this process's environment, which the stages inherit (OMP_WAIT_POLICY only if unset). */
 int sw_stage_env_set(const sw_stage_env *e, sw_error *err);
@@ -268,6 +282,7 @@ typedef struct sw_iter_figures {
 	double lr_scale;
 	const sw_mon_event *ev;         /* the tripped monitors */
 	size_t nev;
+	sw_rec *ranks;                  /* sw_run_rank_times, or NULL */
 } sw_iter_figures;
 
 /*
@@ -276,6 +291,20 @@ typedef struct sw_iter_figures {
  * given and warn says what broke.
  */
 int sw_run_stage_records(const char *rundir, sw_rec **train, sw_rec **bal, char *warn, size_t n);
+
+/*
+ * A data-parallel program's word on its ranks: rank 0 appends
+ * {"program": PROGRAM, "busy_s": [each rank's seconds at work, not waiting
+ * on the others]} to the file $SW_RANK_TIMES names (sw-run sets it for
+ * its stages); nothing when it is not set.
+ */
+int sw_run_rank_times_put(const char *program, const double *busy, int n, sw_error *err);
+/*
+ * What the stages of the iteration said (rundir/tmp/rank-times.jsonl,
+ * removed once read): a map program ("rollout", "train") -> the ranks'
+ * imbalance, their largest busy time over the mean; NULL when none said.
+ */
+sw_rec *sw_run_rank_times(const char *rundir);
 
 /* An iteration's progress line: "iter 3/10: reward ..., elapsed 1m05s, ETA 2m10s". */
 typedef struct sw_progress {
@@ -323,6 +352,9 @@ int sw_run_stores_name(sw_run_stores *s, const char *prefix, sw_error *err);
 /* Load the weights from a model directory at version; the reference from ref_model (NULL: none). */
 int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t version, const char *ref_model,
                        sw_error *err);
+/* Name them, tell the guard to remove them (unless keep), then load them (as the two calls above). */
+int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, int keep, const char *weights_from, uint64_t version,
+                       const char *ref_model, sw_error *err);
 /* The optimiser store, opened once the trainer has made it (it knows its size); NULL before. */
 sw_store *sw_run_stores_opt(sw_run_stores *s);
 /* Close the stores, and remove them unless keep. */

@@ -266,10 +266,12 @@ static void test_stage_env_(void)
 	ok(!strcmp(tmp_get(args, got, sizeof got, NULL), want), "on the run's pool: %s", got);
 	unlink(fake);
 
-	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m" };
+	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m", 3 };
 	unsetenv("SW_DEVICE");
 	ok(!sw_stage_env_set(&e, &err) && getenv("SW_DEVICE") && !strcmp(getenv("SW_DEVICE"), "guard"),
 	   "the stages' SW_DEVICE (%s)", err.msg);
+	ok(getenv("SW_RANKS") && !strcmp(getenv("SW_RANKS"), "3"), "the stages' SW_RANKS");
+	ok(getenv("SW_RANK_TIMES") && strstr(getenv("SW_RANK_TIMES"), "/tmp/rank-times.jsonl"), "where ranks say how long they worked");
 	e.device = NULL;
 	ok(!sw_stage_env_set(&e, &err) && !strcmp(getenv("SW_DEVICE"), "guard"), "none given: as inherited");
 }
