@@ -53,7 +53,9 @@ static struct {
 	sw_error err;         /* the first failure since the last sync */
 	double *partial;      /* sumsq's per-block sums [SUMSQ_BLOCKS + 1] */
 	int *first;           /* first_nonfinite's answer */
-} st_ = { PTHREAD_MUTEX_INITIALIZER, 0, -1, "cuda", 0, 0, {}, 0, 0 };
+	float *work;          /* the column sums' partials, grown on demand (work_n floats) */
+	size_t work_n;
+} st_ = { PTHREAD_MUTEX_INITIALIZER, 0, -1, "cuda", 0, 0, {}, 0, 0, 0, 0 };
 
 static int vfail_(sw_error *e, int code, const char *fmt, va_list ap)
 {
@@ -456,7 +458,92 @@ static void embed_bwd_(float *dtable, const float *dout, const int32_t *tok, int
 	embed_bwd_launch_(st_.stream, dtable, dout, tok, T, D);
 }
 
-/* ---- RMSNorm, LayerNorm: a block per row; weight gradients a thread per column ---- */
+/* ---- sums over rows, per column (weight and bias gradients) ----
+ *
+ * A column's sum over T rows in two passes with a fixed split: COL_CHUNKS
+ * chunks of rows, each summed in row order by one thread into a partial,
+ * then the partials added to the destination in chunk order.  The split
+ * does not depend on the device, so the bits do not either; and there are
+ * COL_CHUNKS times more threads than columns to hide the loads' latency.
+ */
+#define COL_CHUNKS 64
+
+enum { COL_RMS_W, COL_LN_W, COL_SUM };
+
+/* What row t adds to column d. */
+template <int KIND>
+__device__ __forceinline__ float col_term_(const float *a, const float *b, const float *s1,
+                                           const float *s2, size_t t, int D, int d)
+{
+	size_t i = t * D + d;
+	if (KIND == COL_RMS_W) /* dw of RMSNorm: dout * x * rstd */
+		return a[i] * b[i] * s1[t];
+	if (KIND == COL_LN_W) /* dw of LayerNorm: dout * (x - mean) * rstd */
+		return a[i] * ((b[i] - s1[t]) * s2[t]);
+	return a[i]; /* a plain column sum: a bias's gradient */
+}
+
+template <int KIND>
+static __global__ void col_part_k_(float *part, const float *a, const float *b, const float *s1,
+                                   const float *s2, int T, int D)
+{
+	int d = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
+	if (d >= D)
+		return;
+	size_t t0 = (size_t)T * c / COL_CHUNKS, t1 = (size_t)T * (c + 1) / COL_CHUNKS;
+	float acc = 0;
+	for (size_t t = t0; t < t1; t++)
+		acc += col_term_<KIND>(a, b, s1, s2, t, D, d);
+	part[(size_t)c * D + d] = acc;
+}
+
+static __global__ void col_add_k_(float *dst, const float *part, int D)
+{
+	int d = blockIdx.x * blockDim.x + threadIdx.x;
+	if (d >= D)
+		return;
+	float acc = 0;
+	for (int c = 0; c < COL_CHUNKS; c++)
+		acc += part[(size_t)c * D + d];
+	dst[d] += acc;
+}
+
+/* The workspace, at least n floats; stream-ordered, so the ops queued
+ * before a regrowth finish with the old one first. */
+static float *work_(size_t n)
+{
+	pthread_mutex_lock(&st_.mu);
+	cudaError_t rc = cudaSuccess;
+	if (n > st_.work_n) {
+		if (st_.work)
+			rc = cudaFreeAsync(st_.work, st_.stream);
+		st_.work = NULL, st_.work_n = 0;
+		if (rc == cudaSuccess &&
+		    (rc = cudaMallocAsync((void **)&st_.work, n * sizeof(float), st_.stream)) == cudaSuccess)
+			st_.work_n = n;
+	}
+	float *w = st_.work;
+	pthread_mutex_unlock(&st_.mu);
+	keep_("workspace", rc); /* takes the lock itself */
+	return rc == cudaSuccess ? w : NULL;
+}
+
+/* dst[d] += sum over rows t of KIND's term. */
+template <int KIND>
+static void col_sum_launch_(cudaStream_t s, const char *what, float *dst, const float *a,
+                            const float *b, const float *s1, const float *s2, int T, int D)
+{
+	float *part = work_((size_t)COL_CHUNKS * D);
+	if (!part)
+		return;
+	dim3 grid((unsigned)((D + TPB - 1) / TPB), COL_CHUNKS);
+	col_part_k_<KIND><<<grid, TPB, 0, s>>>(part, a, b, s1, s2, T, D);
+	LAUNCHED_(what);
+	col_add_k_<<<(D + TPB - 1) / TPB, TPB, 0, s>>>(dst, part, D);
+	LAUNCHED_(what);
+}
+
+/* ---- RMSNorm, LayerNorm: a block per row; weight gradients by column sums ---- */
 
 static __global__ void rmsnorm_fwd_k_(float *out, float *rstd, const float *x, const float *w, int D,
                                       float eps)
@@ -505,18 +592,6 @@ static __global__ void rmsnorm_bwd_dx_k_(float *dx, const float *dout, const flo
 		dx[(size_t)t * D + d] += g[d] * w[d] * r - c * xr[d];
 }
 
-static __global__ void rmsnorm_bwd_dw_k_(float *dw, const float *dout, const float *x,
-                                         const float *rstd, int T, int D)
-{
-	int d = blockIdx.x * blockDim.x + threadIdx.x;
-	if (d >= D)
-		return;
-	float acc = dw[d];
-	for (int t = 0; t < T; t++)
-		acc += dout[(size_t)t * D + d] * x[(size_t)t * D + d] * rstd[t];
-	dw[d] = acc;
-}
-
 static void rmsnorm_bwd_launch_(cudaStream_t s, float *dx, float *dw, const float *dout,
                                 const float *x, const float *w, const float *rstd, int T, int D)
 {
@@ -524,8 +599,7 @@ static void rmsnorm_bwd_launch_(cudaStream_t s, float *dx, float *dw, const floa
 		return;
 	rmsnorm_bwd_dx_k_<<<T, TPB, 0, s>>>(dx, dout, x, w, rstd, D);
 	LAUNCHED_("rmsnorm_bwd");
-	rmsnorm_bwd_dw_k_<<<(D + TPB - 1) / TPB, TPB, 0, s>>>(dw, dout, x, rstd, T, D);
-	LAUNCHED_("rmsnorm_bwd");
+	col_sum_launch_<COL_RMS_W>(s, "rmsnorm_bwd", dw, dout, x, rstd, NULL, T, D);
 }
 
 static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x, const float *w,
@@ -596,23 +670,6 @@ static __global__ void layernorm_bwd_dx_k_(float *dx, const float *dout, const f
 		dx[(size_t)t * D + d] += r * (g[d] * w[d] - mg - (xr[d] - mu) * r * mgx);
 }
 
-static __global__ void layernorm_bwd_dw_k_(float *dw, float *db, const float *dout, const float *x,
-                                           const float *mean, const float *rstd, int T, int D)
-{
-	int d = blockIdx.x * blockDim.x + threadIdx.x;
-	if (d >= D)
-		return;
-	float aw = dw[d], ab = db ? db[d] : 0.0f;
-	for (int t = 0; t < T; t++) {
-		float g = dout[(size_t)t * D + d];
-		aw += g * ((x[(size_t)t * D + d] - mean[t]) * rstd[t]);
-		ab += g;
-	}
-	dw[d] = aw;
-	if (db)
-		db[d] = ab;
-}
-
 static void layernorm_bwd_launch_(cudaStream_t s, float *dx, float *dw, float *db,
                                   const float *dout, const float *x, const float *w,
                                   const float *mean, const float *rstd, int T, int D)
@@ -621,8 +678,9 @@ static void layernorm_bwd_launch_(cudaStream_t s, float *dx, float *dw, float *d
 		return;
 	layernorm_bwd_dx_k_<<<T, TPB, 0, s>>>(dx, dout, x, w, mean, rstd, D);
 	LAUNCHED_("layernorm_bwd");
-	layernorm_bwd_dw_k_<<<(D + TPB - 1) / TPB, TPB, 0, s>>>(dw, db, dout, x, mean, rstd, T, D);
-	LAUNCHED_("layernorm_bwd");
+	col_sum_launch_<COL_LN_W>(s, "layernorm_bwd", dw, dout, x, mean, rstd, T, D);
+	if (db)
+		col_sum_launch_<COL_SUM>(s, "layernorm_bwd", db, dout, NULL, NULL, NULL, T, D);
 }
 
 static void layernorm_bwd_(float *dx, float *dw, float *db, const float *dout, const float *x,
@@ -778,17 +836,6 @@ static __global__ void bias_fwd_k_(float *y, const float *b, size_t n, int N)
 		y[i] += b[i % N];
 }
 
-static __global__ void bias_bwd_k_(float *db, const float *dy, int T, int N)
-{
-	int j = blockIdx.x * blockDim.x + threadIdx.x;
-	if (j >= N)
-		return;
-	float s = 0;
-	for (int t = 0; t < T; t++)
-		s += dy[(size_t)t * N + j];
-	db[j] += s;
-}
-
 static void add_launch_(cudaStream_t s, float *y, const float *x, size_t n)
 {
 	if (!n)
@@ -818,8 +865,7 @@ static void bias_bwd_launch_(cudaStream_t s, float *db, const float *dy, int T, 
 {
 	if (T <= 0 || N <= 0)
 		return;
-	bias_bwd_k_<<<(N + TPB - 1) / TPB, TPB, 0, s>>>(db, dy, T, N);
-	LAUNCHED_("bias_bwd");
+	col_sum_launch_<COL_SUM>(s, "bias_bwd", db, dy, NULL, NULL, NULL, T, N);
 }
 
 static void add_(float *y, const float *x, size_t n)
@@ -900,6 +946,26 @@ __device__ __forceinline__ float dot_(const float *q, const float *k, int hd, in
 	return warp_sum_(s);
 }
 
+/* A row of hd floats into lanes (lane l holds l, l + 32, ...; 0 past hd), and back times f. */
+__device__ __forceinline__ void lanes_load_(float *r, const float *src, int hd, int lane)
+{
+#pragma unroll
+	for (int e = 0; e < ATT_E; e++) {
+		int d = lane + e * WARP;
+		r[e] = d < hd ? src[d] : 0.0f;
+	}
+}
+
+__device__ __forceinline__ void lanes_store_(float *dst, const float *r, float f, int hd, int lane)
+{
+#pragma unroll
+	for (int e = 0; e < ATT_E; e++) {
+		int d = lane + e * WARP;
+		if (d < hd)
+			dst[d] = r[e] * f;
+	}
+}
+
 /* The sequence row t is in: the last s with cu[s] <= t. */
 __device__ __forceinline__ int seq_of_(const int32_t *cu, int nseq, int t)
 {
@@ -925,13 +991,8 @@ static __global__ void attn_fwd_k_(float *out, float *lse, const float *q, const
 	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH);
 	int s = seq_of_(cu, nseq, t), j0 = cu[s], j1 = causal ? t + 1 : cu[s + 1];
 	int qs = H * hd, ks = KVH * hd;
-	float qr[ATT_E], o[ATT_E];
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		qr[e] = d < hd ? q[(size_t)t * qs + (size_t)h * hd + d] : 0.0f;
-		o[e] = 0;
-	}
+	float qr[ATT_E], o[ATT_E] = { 0 };
+	lanes_load_(qr, q + (size_t)t * qs + (size_t)h * hd, hd, lane);
 	float m = -INFINITY, l = 0;
 	for (int j = j0; j < j1; j++) {
 		const float *kr = k + (size_t)j * ks + (size_t)g * hd;
@@ -947,12 +1008,7 @@ static __global__ void attn_fwd_k_(float *out, float *lse, const float *q, const
 		}
 		m = mn;
 	}
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		if (d < hd)
-			out[(size_t)t * qs + (size_t)h * hd + d] = o[e] / l;
-	}
+	lanes_store_(out + (size_t)t * qs + (size_t)h * hd, o, 1.0f / l, hd, lane);
 	if (lane == 0)
 		lse[(size_t)t * H + h] = m + logf(l);
 }
@@ -971,17 +1027,10 @@ static __global__ void attn_bwd_dq_k_(float *dq, const float *dout, const float 
 	int s = seq_of_(cu, nseq, t), j0 = cu[s], j1 = causal ? t + 1 : cu[s + 1];
 	int qs = H * hd, ks = KVH * hd;
 	size_t qo = (size_t)t * qs + (size_t)h * hd;
-	float qr[ATT_E], gr[ATT_E], acc[ATT_E];
-	float di = 0;
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		qr[e] = d < hd ? q[qo + d] : 0.0f;
-		gr[e] = d < hd ? dout[qo + d] : 0.0f;
-		di += d < hd ? gr[e] * out[qo + d] : 0.0f;
-		acc[e] = 0;
-	}
-	di = warp_sum_(di);
+	float qr[ATT_E], gr[ATT_E], acc[ATT_E] = { 0 };
+	lanes_load_(qr, q + qo, hd, lane);
+	lanes_load_(gr, dout + qo, hd, lane);
+	float di = dot_(gr, out + qo, hd, lane);
 	float L = lse[(size_t)t * H + h];
 	for (int j = j0; j < j1; j++) {
 		const float *kr = k + (size_t)j * ks + (size_t)g * hd;
@@ -1004,12 +1053,7 @@ static __global__ void attn_bwd_dq_k_(float *dq, const float *dout, const float 
 				acc[e] = fmaf(ds, kr[d], acc[e]);
 		}
 	}
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		if (d < hd)
-			dq[qo + d] = acc[e] * scale;
-	}
+	lanes_store_(dq + qo, acc, scale, hd, lane);
 }
 
 /* dk, dv: a warp per (key, key/value head) over the queries that see it,
@@ -1028,14 +1072,9 @@ static __global__ void attn_bwd_dkv_k_(float *dk, float *dv, const float *dout, 
 	int s = seq_of_(cu, nseq, j), i0 = causal ? j : cu[s], i1 = cu[s + 1];
 	int qs = H * hd, ks = KVH * hd;
 	size_t ko = (size_t)j * ks + (size_t)g * hd;
-	float kr[ATT_E], vr[ATT_E], ak[ATT_E], av[ATT_E];
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		kr[e] = d < hd ? k[ko + d] : 0.0f;
-		vr[e] = d < hd ? v[ko + d] : 0.0f;
-		ak[e] = av[e] = 0;
-	}
+	float kr[ATT_E], vr[ATT_E], ak[ATT_E] = { 0 }, av[ATT_E] = { 0 };
+	lanes_load_(kr, k + ko, hd, lane);
+	lanes_load_(vr, v + ko, hd, lane);
 	for (int h = g * grp; h < (g + 1) * grp; h++)
 		for (int i = i0; i < i1; i++) {
 			size_t qo = (size_t)i * qs + (size_t)h * hd;
@@ -1061,14 +1100,8 @@ static __global__ void attn_bwd_dkv_k_(float *dk, float *dv, const float *dout, 
 				}
 			}
 		}
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		if (d < hd) {
-			dk[ko + d] = ak[e] * scale;
-			dv[ko + d] = av[e];
-		}
-	}
+	lanes_store_(dk + ko, ak, scale, hd, lane);
+	lanes_store_(dv + ko, av, 1.0f, hd, lane);
 }
 
 static bool attn_shape_ok_(const char *what, int H, int KVH, int hd)
@@ -1163,13 +1196,8 @@ static __global__ void attn_paged_k_(float *out, const float *q, int n, int H, i
 	const int32_t *pt = kv.pages + kv.page_off[i];
 	int nk = kv.nkeys[i];
 	size_t qo = ((size_t)i * H + h) * hd;
-	float qr[ATT_E], o[ATT_E];
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		qr[e] = d < hd ? q[qo + d] : 0.0f;
-		o[e] = 0;
-	}
+	float qr[ATT_E], o[ATT_E] = { 0 };
+	lanes_load_(qr, q + qo, hd, lane);
 	float m = -INFINITY, l = 0;
 	for (int j = 0; j < nk; j++) {
 		size_t row = ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
@@ -1184,12 +1212,7 @@ static __global__ void attn_paged_k_(float *out, const float *q, int n, int H, i
 		}
 		m = mn;
 	}
-#pragma unroll
-	for (int e = 0; e < ATT_E; e++) {
-		int d = lane + e * WARP;
-		if (d < hd)
-			out[qo + d] = nk > 0 ? o[e] / l : 0.0f;
-	}
+	lanes_store_(out + qo, o, nk > 0 ? 1.0f / l : 0.0f, hd, lane);
 }
 
 static void attn_paged_launch_(cudaStream_t s, float *out, const float *q, int n, int H, int KVH,
