@@ -185,6 +185,13 @@ for t in test_engine test_rollout test_trainer; do
 	rm -f "$f"
 done
 
+# ---- out-of-bounds accesses and races, where the sanitizer works (not on gVisor) ----
+if command -v compute-sanitizer >/dev/null; then
+	part "compute-sanitizer memcheck of the GPU tests" 90 env SW_GPU_REQUIRED=1 compute-sanitizer \
+		--tool memcheck --print-limit 20 --error-exitcode 9 "$bins/tests/test_gpu"
+	grep -E '^========= (Invalid|ERROR SUMMARY)' "$logs" | head -n 5 | sed 's/^/  /' | tee -a "$sum"
+fi
+
 # ---- a program asked for the GPU ----
 part "sw-train --device cuda starts and reaches its input check" 20 \
 	sh -c "'$bins/bin/sw-train' --device cuda -m /nonexistent </dev/null 2>&1 | grep -v 'no NVIDIA driver\|cannot load\|built without'"
