@@ -3,6 +3,7 @@
 #   make            build libsw (static and shared) and every program
 #   make test       build, then run the C unit tests and the bats CLI tests
 #   make check      the same suite under AddressSanitizer and UBSan
+#   make test-gpu   the GPU tests (tests/gpu/), on a machine with a GPU
 #   make demo       build, then the main job: examples/arith (SFT, then GRPO with a safety verifier)
 #   make bench      the benchmarks of bench/ (figures go to bench/RESULTS.md)
 #   make fuzz       run every fuzz target of tests/fuzz/ (FUZZ_SECONDS each)
