@@ -3,6 +3,7 @@
 #   make            build libsw (static and shared) and every program
 #   make test       build, then run the C unit tests and the bats CLI tests
 #   make check      the same suite under AddressSanitizer and UBSan
+#   make test-gpu   the GPU tests (tests/gpu/), on a machine with a GPU
 #   make demo       build, then the main job: examples/arith (SFT, then GRPO with a safety verifier)
 #   make bench      the benchmarks of bench/ (figures go to bench/RESULTS.md)
 #   make fuzz       run every fuzz target of tests/fuzz/ (FUZZ_SECONDS each)
@@ -55,7 +56,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 CU_SRC := $(wildcard libsw/compute/cuda/*.cu)
 
 .PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo bench fuzz \
-        install clean completions cuda mpi
+        install clean completions cuda mpi test-gpu
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -106,6 +107,8 @@ $(B)/bin/%: $(B)/obj/cmd/%.o $(CLI_OBJ) $(B)/lib/libsw.a
 	$(CC) $(LDFLAGS_SW) -o $@ $^ $(LDLIBS_SW)
 
 # The GPU half: built with nvcc where there is one, skipped in one line where not.
+# libsw finds libsw-cuda.so next to the programs (../lib), then in PREFIX/lib.
+$(B)/obj/libsw/compute/backend.o: CFLAGS_SW += -DSW_LIBDIR='"$(PREFIX)/lib"'
 cuda:
 ifeq ($(NVCC),)
 	@echo "sw: nvcc not found, skipping the CUDA build"
@@ -144,8 +147,16 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(wildcard tests/fuzz/*.h) $(B)/
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< tests/fuzz/replay.c $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
-test: all deps-test $(UNIT_BIN) $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+test: all deps-test $(UNIT_BIN) $(B)/tests/test_gpu $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 	@B=$(B) SW_SAN="$(SAN)" tests/run
+
+# The GPU tests (tests/gpu/): make test runs them too, as skips where there is no GPU;
+# test-gpu runs them where there is one, a missing GPU a failure.
+$(B)/tests/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/unit/*.h) $(B)/lib/libsw.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_SW) -Itests/unit -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+test-gpu: all $(B)/tests/test_gpu $(B)/tests/test_engine $(B)/tests/test_rollout $(B)/tests/test_trainer
+	@B=$(B) tests/gpu/run
 
 check:
 	$(MAKE) --no-print-directory B=build-san OPT="-O1 -g -fno-omit-frame-pointer" \
@@ -192,6 +203,7 @@ install: all
 	install -m 755 $(PROGRAMS:%=$(B)/bin/%) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(B)/lib/libsw.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/lib/libsw.so.0 $(DESTDIR)$(PREFIX)/lib/
+	if [ -f $(B)/lib/libsw-cuda.so ]; then install -m 755 $(B)/lib/libsw-cuda.so $(DESTDIR)$(PREFIX)/lib/; fi
 	ln -sf libsw.so.0 $(DESTDIR)$(PREFIX)/lib/libsw.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS_SW)|' libsw/libsw.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/libsw.pc

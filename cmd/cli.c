@@ -368,8 +368,10 @@ const sw_backend *cli_device(const char *arg)
 	const sw_backend *be = sw_backend_get(arg ? arg : getenv("SW_DEVICE"), &err);
 	if (!be && !strncmp(err.msg, "SW_GEMM: ", 9)) /* not the device's name: it names itself */
 		cli_die("%s", err.msg);
-	if (!be && arg)
+	if (!be && arg && err.code == SW_EINVAL) /* a name no backend has */
 		cli_usage("%s", err.msg);
+	if (!be && arg) /* a backend this machine cannot give (SW_ENOENT: cuda without a GPU) */
+		cli_die("%s", err.msg);
 	if (!be)
 		cli_die("SW_DEVICE: %s", err.msg);
 	return be;

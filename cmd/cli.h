@@ -63,11 +63,13 @@ uint64_t cli_uint(const char *opt, const char *s, uint64_t min, uint64_t max);
 /*
  * The compute device: --device's argument (arg), else $SW_DEVICE, else cpu.
  * An unknown name is a usage error for arg, an error (exit 1) for
- * SW_DEVICE; the message lists the known ones.
+ * SW_DEVICE; the message lists the known ones.  A device this machine
+ * cannot give (cuda without the backend, the driver or a GPU) is an error
+ * (exit 1) naming what is missing.
  */
 const sw_backend *cli_device(const char *arg);
-#define CLI_OPT_DEVICE(id) { id, 0, "device", "name", "cpu|guard", \
-	                     "compute on this device: cpu or guard (default $SW_DEVICE, else cpu)" }
+#define CLI_OPT_DEVICE(id) { id, 0, "device", "name", "cpu|guard|cuda", \
+	                     "compute on this device: cpu, guard, cuda or cuda:N, the Nth GPU (default $SW_DEVICE, else cpu)" }
 
 /* The record size limit: $SW_MAX_RECORD (bytes, or with K, M, G), else the default. */
 size_t cli_max_record(void);

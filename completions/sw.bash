@@ -270,7 +270,7 @@ _sw()
 			return
 			;;
 		--device)
-			COMPREPLY=($(compgen -W "cpu guard" -- "$cur"))
+			COMPREPLY=($(compgen -W "cpu guard cuda" -- "$cur"))
 			return
 			;;
 		-f|--format)
@@ -339,7 +339,7 @@ _sw()
 			return
 			;;
 		--device)
-			COMPREPLY=($(compgen -W "cpu guard" -- "$cur"))
+			COMPREPLY=($(compgen -W "cpu guard cuda" -- "$cur"))
 			return
 			;;
 		--accuracy)
@@ -564,7 +564,7 @@ _sw()
 			return
 			;;
 		--device)
-			COMPREPLY=($(compgen -W "cpu guard" -- "$cur"))
+			COMPREPLY=($(compgen -W "cpu guard cuda" -- "$cur"))
 			return
 			;;
 		--metrics)

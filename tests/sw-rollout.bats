@@ -417,10 +417,10 @@ store_of_m() {
 	run -2 --separate-stderr sw-rollout -m "$M" --stop ''
 	[ "${stderr_lines[0]}" = "sw-rollout: option '--stop' wants a non-empty string" ]
 	run -2 --separate-stderr sw-rollout -m "$M" --device tpu in.jsonl
-	[ "${stderr_lines[0]}" = "sw-rollout: unknown device 'tpu' (known: cpu, guard)" ]
+	[ "${stderr_lines[0]}" = "sw-rollout: unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)" ]
 	[ "${#stderr_lines[@]}" = 2 ]
 	run -1 --separate-stderr env SW_DEVICE=tpu sw-rollout -m "$M" in.jsonl
-	[ "$stderr" = "sw-rollout: SW_DEVICE: unknown device 'tpu' (known: cpu, guard)" ]
+	[ "$stderr" = "sw-rollout: SW_DEVICE: unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)" ]
 }
 
 @test "SW_GEMM chooses who computes the products: the same samples either way, another name is exit 1" {

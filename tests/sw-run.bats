@@ -372,11 +372,11 @@ await() {
 	run -2 --separate-stderr sw-run -c exp --resume run
 	[[ ${stderr_lines[0]} == "sw-run: --resume continues a run with its own config: give one of -c and --resume" ]]
 	run -2 --separate-stderr sw-run -c exp -o run --device tpu
-	[ "${stderr_lines[0]}" = "sw-run: unknown device 'tpu' (known: cpu, guard)" ]
+	[ "${stderr_lines[0]}" = "sw-run: unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)" ]
 	printf 'device tpu\n' >bad
 	run -2 --separate-stderr sw-run -c bad -o run
-	[ "${stderr_lines[0]}" = "sw-run: bad: line 1: unknown device 'tpu' (known: cpu, guard)" ]
+	[ "${stderr_lines[0]}" = "sw-run: bad: line 1: unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)" ]
 	run -1 --separate-stderr env SW_DEVICE=tpu sw-run -c exp -o fresh
-	[ "$stderr" = "sw-run: SW_DEVICE: unknown device 'tpu' (known: cpu, guard)" ]
+	[ "$stderr" = "sw-run: SW_DEVICE: unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)" ]
 	[ ! -e fresh ]
 }

@@ -222,11 +222,11 @@ near() {
 @test "an unknown device: a usage error with --device, an error in SW_DEVICE" {
 	sft_set >sft.jsonl
 	run -2 --separate-stderr sw-train --device x -m "$TINY" -o out sft.jsonl
-	[ "${stderr_lines[0]}" = "sw-train: unknown device 'x' (known: cpu, guard)" ]
+	[ "${stderr_lines[0]}" = "sw-train: unknown device 'x' (known: cpu, guard, cuda, cuda:N)" ]
 	[[ ${stderr_lines[1]} == "usage: sw-train "* ]]
 	[ "${#stderr_lines[@]}" = 2 ]
 	run -1 --separate-stderr env SW_DEVICE=x sw-train -m "$TINY" -o out sft.jsonl
-	[ "$stderr" = "sw-train: SW_DEVICE: unknown device 'x' (known: cpu, guard)" ]
+	[ "$stderr" = "sw-train: SW_DEVICE: unknown device 'x' (known: cpu, guard, cuda, cuda:N)" ]
 	[ ! -e out ]
 	# --device wins over the environment
 	SW_DEVICE=x sw-train --device cpu -a sft -m "$TINY" -o out sft.jsonl >/dev/null

@@ -1,10 +1,84 @@
 /*
  * backend.c - the backends by name (sw/backend.h): the one place a program's
- * --device word becomes a backend.
+ * --device word becomes a backend.  "cuda" and "cuda:N" load the CUDA
+ * backend, a shared object built apart (compute/cuda/, libsw-cuda.so), on
+ * the first request: libsw links no CUDA library, so the programs start on
+ * machines without one and fail only when asked for a GPU they cannot have.
  */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "common/internal.h"
 #include "compute/backend.h"
+
+/* Where `make install` puts libraries (the Makefile sets it from PREFIX). */
+#ifndef SW_LIBDIR
+#define SW_LIBDIR "/usr/local/lib"
+#endif
+#define CUDA_SO "libsw-cuda.so"
+
+/* libsw-cuda.so's one entry (compute/cuda/backend_cuda.cu). */
+typedef const sw_backend *(*cuda_open_fn)(int dev, size_t abi, sw_error *err);
+
+/* The directory above the running program's: its build or install tree
+ * (build/bin/sw-train -> build). */
+static int exe_top_(char *dir, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", dir, size - 1);
+	if (n <= 0)
+		return -1;
+	dir[n] = 0;
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			return -1;
+		*slash = 0;
+	}
+	return 0;
+}
+
+static const sw_backend *cuda_(const char *name, sw_error *err)
+{
+	int dev = 0;
+	if (name[4] == ':') {
+		char *end;
+		long v = strtol(name + 5, &end, 10);
+		if (name[5] < '0' || name[5] > '9' || *end || v > 255) {
+			sw_fail(err, SW_EINVAL, "unknown device '%s' (known: cpu, guard, cuda, cuda:N)", name);
+			return NULL;
+		}
+		dev = (int)v;
+	}
+	/* Next to the program (../lib), then the installed one. */
+	char top[PATH_MAX], path[2][PATH_MAX + 32];
+	int np = 0;
+	if (!exe_top_(top, sizeof top))
+		snprintf(path[np++], sizeof path[0], "%s/lib/%s", top, CUDA_SO);
+	snprintf(path[np++], sizeof path[0], "%s/%s", SW_LIBDIR, CUDA_SO);
+	for (int i = 0; i < np; i++) {
+		if (access(path[i], F_OK))
+			continue;
+		void *h = dlopen(path[i], RTLD_NOW | RTLD_LOCAL);
+		if (!h) {
+			/* dlerror names the library that is missing (libcublas.so.13, ...). */
+			sw_fail(err, SW_ENOENT, "device '%s': cannot load %s: %s", name, path[i], dlerror());
+			return NULL;
+		}
+		cuda_open_fn open = (cuda_open_fn)(uintptr_t)dlsym(h, "sw_cuda_backend_open");
+		if (!open) {
+			sw_fail(err, SW_ENOENT, "device '%s': %s has no sw_cuda_backend_open", name, path[i]);
+			return NULL;
+		}
+		/* The handle stays open: the backend is process-wide (backend.h). */
+		return open(dev, sizeof(sw_backend), err);
+	}
+	sw_fail(err, SW_ENOENT, "device '%s': built without CUDA (no %s%s%s)", name, path[0],
+	        np > 1 ? ", no " : "", np > 1 ? path[1] : "");
+	return NULL;
+}
 
 const sw_backend *sw_backend_get(const char *name, sw_error *err)
 {
@@ -13,7 +87,9 @@ const sw_backend *sw_backend_get(const char *name, sw_error *err)
 		return sw_backend_cpu()->sync(err) ? NULL : sw_backend_cpu();
 	if (!strcmp(name, "guard"))
 		return sw_backend_cpu()->sync(err) ? NULL : sw_backend_guard();
-	sw_fail(err, SW_EINVAL, "unknown device '%s' (known: cpu, guard)", name);
+	if (!strncmp(name, "cuda", 4) && (!name[4] || name[4] == ':'))
+		return cuda_(name, err);
+	sw_fail(err, SW_EINVAL, "unknown device '%s' (known: cpu, guard, cuda, cuda:N)", name);
 	return NULL;
 }
 

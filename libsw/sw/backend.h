@@ -6,7 +6,10 @@
  * reference (its device memory is host memory, so a model on it is read and
  * written as before); "guard" runs the CPU's arithmetic, bit for bit, over
  * memory the host cannot touch (any direct access faults), which proves
- * that nothing bypasses the backend.  A CUDA backend is to come.
+ * that nothing bypasses the backend.  "cuda" (or "cuda:N", the Nth GPU) is
+ * the CUDA backend, a shared object (libsw-cuda.so) loaded on the first
+ * request from the program's ../lib, then the installed lib directory; one
+ * GPU a process.  It is written and compiled but not yet run on a GPU.
  *
  * Backends are process-wide and never freed: sw_backend_get() returns the
  * same object for a name every time.  Models are put on one with
@@ -24,11 +27,14 @@
 typedef struct sw_backend sw_backend;
 
 /*
- * The backend of that name: "cpu" or "guard"; NULL or "" is "cpu".  An
- * unknown name is NULL with SW_EINVAL, the message listing the known ones.
+ * The backend of that name: "cpu", "guard", "cuda" or "cuda:N"; NULL or ""
+ * is "cpu".  An unknown name is NULL with SW_EINVAL, the message listing the
+ * known ones; a CUDA backend that cannot be had (not built, a library, the
+ * driver or the GPU missing) is NULL with SW_ENOENT, the message naming
+ * what is missing.
  */
 const sw_backend *sw_backend_get(const char *name, sw_error *err);
-/* Its name ("cpu", "guard"); "cpu" for NULL. */
+/* Its name ("cpu", "guard", "cuda", "cuda:1"); "cpu" for NULL. */
 const char *sw_backend_name(const sw_backend *be);
 
 #pragma GCC visibility pop

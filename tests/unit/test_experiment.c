@@ -81,7 +81,7 @@ static void test_bad_(void)
 		{ "group 70000\n", "option '--group' wants a whole number from 1 to 65536, not '70000'", SW_EINVAL },
 		{ "monitor kl=3,2,1\n", "%s: line 1: monitor 'kl=3,2,1': the levels must rise from warn to hard", SW_EINVAL },
 		{ "monitor nope=1,2,3\n", "%s: line 1: no monitor named 'nope'", SW_EINVAL },
-		{ "device tpu\n", "%s: line 1: unknown device 'tpu' (known: cpu, guard)", SW_EINVAL },
+		{ "device tpu\n", "%s: line 1: unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)", SW_EINVAL },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		sw_experiment x;
@@ -143,7 +143,7 @@ static void test_round_trip_(void)
 	sw_experiment_release(&b);
 	sw_experiment_init(&a);
 	ok(sw_experiment_set(&a, "device", "tpu", &e) == SW_EINVAL &&
-	   !strcmp(e.msg, "unknown device 'tpu' (known: cpu, guard)") && !a.device, "an unknown device: %s", e.msg);
+	   !strcmp(e.msg, "unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)") && !a.device, "an unknown device: %s", e.msg);
 	ok(sw_experiment_set(&a, "device", "", &e) == SW_EINVAL && !a.device, "no device: %s", e.msg);
 	ok(!sw_experiment_set(&a, "device", "cpu", &e) && !strcmp(a.device, "cpu"), "a device named");
 	sw_experiment_release(&a);

@@ -1,0 +1,1496 @@
+/*
+ * backend_cuda.cu - the CUDA backend (compute/backend.h), built into its own
+ * shared object, libsw-cuda.so, which libsw dlopens when a program asks for
+ * "cuda" or "cuda:N" (compute/backend.c): libsw and the programs link no
+ * CUDA library, so they start on machines that have none.
+ *
+ * f32 only (bf16 is not written).  One device per process, one stream: ops
+ * are queued on it in order and return nothing; a failed launch or call is
+ * kept (the first one) and reported by the next sync, then cleared.  Memory
+ * comes from the stream-ordered pool (cudaMallocAsync), which keeps what is
+ * freed for the next allocation instead of handing it back to the driver.
+ *
+ * Products: cuBLAS sgemm in its default math mode, which for f32 does not
+ * use TF32 (so results stay near the CPU's).  Everything else is a kernel
+ * here, each in three layers: a static __global__ kernel, a launcher taking
+ * the stream that checks the launch, and the backend entry.
+ *
+ * Determinism: no kernel adds with atomics; every reduction is a fixed tree
+ * (a block's shared-memory halving, a warp's xor butterfly) over a fixed
+ * split of the work, so a call gives the same bits every run.  Batch
+ * invariance: linear_rows, attn_paged, kv_write, rows_gather and the
+ * row-wise ops compute each row with arithmetic that depends on that row
+ * (and the weights) only, never on how many rows share the call.
+ *
+ * NOT YET RUN ON A GPU: written and compiled on a machine without one;
+ * tests/gpu/ checks each op against the CPU backend where a GPU is present.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "compute/backend.h"
+}
+
+#define WARP 32
+#define TPB 256 /* threads per block of the row and elementwise kernels */
+
+/* ---- the device's state ---- */
+
+static struct {
+	pthread_mutex_t mu;
+	int ready, dev;
+	char name[32];
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	sw_error err;         /* the first failure since the last sync */
+	double *partial;      /* sumsq's per-block sums [SUMSQ_BLOCKS + 1] */
+	int *first;           /* first_nonfinite's answer */
+	float *work;          /* the column sums' partials, grown on demand (work_n floats) */
+	size_t work_n;
+} st_ = { PTHREAD_MUTEX_INITIALIZER, 0, -1, "cuda", 0, 0, {}, 0, 0, 0, 0 };
+
+static int vfail_(sw_error *e, int code, const char *fmt, va_list ap)
+{
+	if (e) {
+		memset(e, 0, sizeof *e);
+		e->code = code;
+		vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+	}
+	return code;
+}
+
+static int fail_(sw_error *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail_(e, code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* Keep the first failure for sync; true when there was one. */
+static bool keep_(const char *what, cudaError_t rc)
+{
+	if (rc == cudaSuccess)
+		return false;
+	pthread_mutex_lock(&st_.mu);
+	if (!st_.err.code)
+		fail_(&st_.err, SW_EIO, "cuda: %s: %s", what, cudaGetErrorString(rc));
+	pthread_mutex_unlock(&st_.mu);
+	return true;
+}
+
+static void keep_blas_(const char *what, cublasStatus_t rc)
+{
+	if (rc == CUBLAS_STATUS_SUCCESS)
+		return;
+	pthread_mutex_lock(&st_.mu);
+	if (!st_.err.code)
+		fail_(&st_.err, SW_EIO, "cuda: %s: cuBLAS status %d", what, (int)rc);
+	pthread_mutex_unlock(&st_.mu);
+}
+
+/* After a launch: a bad configuration or an earlier fault shows here. */
+#define LAUNCHED_(what) keep_(what, cudaGetLastError())
+
+/* Blocks for n items at TPB a block, capped (grid-stride loops do the rest). */
+static unsigned blocks_(size_t n)
+{
+	size_t b = (n + TPB - 1) / TPB;
+	return (unsigned)(b > 65535 * 16 ? 65535 * 16 : b);
+}
+
+/* ---- reductions: fixed trees ---- */
+
+__device__ __forceinline__ float warp_sum_(float v)
+{
+	for (int o = WARP / 2; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+/* Sum over a block of TPB threads; every thread gets the result.  sh holds
+ * TPB values of T. */
+template <typename T> __device__ T block_sum_(T v, T *sh)
+{
+	sh[threadIdx.x] = v;
+	__syncthreads();
+	for (int s = TPB / 2; s > 0; s >>= 1) {
+		if ((int)threadIdx.x < s)
+			sh[threadIdx.x] += sh[threadIdx.x + s];
+		__syncthreads();
+	}
+	T r = sh[0];
+	__syncthreads();
+	return r;
+}
+
+__device__ float block_max_(float v, float *sh)
+{
+	sh[threadIdx.x] = v;
+	__syncthreads();
+	for (int s = TPB / 2; s > 0; s >>= 1) {
+		if ((int)threadIdx.x < s)
+			sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+		__syncthreads();
+	}
+	float r = sh[0];
+	__syncthreads();
+	return r;
+}
+
+/* ---- memory ---- */
+
+static void *alloc_(size_t bytes, sw_error *err)
+{
+	void *p = NULL;
+	cudaError_t rc = cudaMallocAsync(&p, bytes ? bytes : 1, st_.stream);
+	if (rc != cudaSuccess) {
+		cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+		fail_(err, SW_ENOMEM, "cuda: cannot allocate %zu bytes of device memory: %s", bytes,
+		      cudaGetErrorString(rc));
+		return NULL;
+	}
+	if ((uintptr_t)p & 63) { /* the pool aligns to 256 bytes; the contract wants 64 */
+		cudaFreeAsync(p, st_.stream);
+		fail_(err, SW_ENOMEM, "cuda: the memory pool gave a pointer that is not 64-byte aligned");
+		return NULL;
+	}
+	return p;
+}
+
+static void free_(void *p)
+{
+	if (p)
+		keep_("free", cudaFreeAsync(p, st_.stream));
+}
+
+/* Host memory lent to the device: pinned and mapped, read over the bus. */
+static void *borrow_(void *host, size_t bytes, sw_error *err)
+{
+	cudaError_t rc = cudaHostRegister(host, bytes, cudaHostRegisterMapped);
+	void *d = NULL;
+	if (rc == cudaSuccess && (rc = cudaHostGetDevicePointer(&d, host, 0)) != cudaSuccess)
+		cudaHostUnregister(host);
+	if (rc != cudaSuccess) {
+		cudaGetLastError();
+		fail_(err, SW_EIO, "cuda: cannot lend %zu bytes of host memory to the device: %s", bytes,
+		      cudaGetErrorString(rc));
+		return NULL;
+	}
+	return d;
+}
+
+static void unborrow_(void *p)
+{
+	/* Ops still queued may read it. */
+	keep_("unborrow", cudaStreamSynchronize(st_.stream));
+	void *host = NULL;
+	cudaPointerAttributes a;
+	if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.hostPointer)
+		host = a.hostPointer;
+	keep_("unborrow", cudaHostUnregister(host ? host : p));
+}
+
+static int call_(const char *what, cudaError_t rc, sw_error *err)
+{
+	if (rc == cudaSuccess)
+		return SW_OK;
+	keep_(what, rc);
+	return fail_(err, SW_EIO, "cuda: %s: %s", what, cudaGetErrorString(rc));
+}
+
+static int memset_(void *dst, int byte, size_t n, sw_error *err)
+{
+	return call_("memset", cudaMemsetAsync(dst, byte, n, st_.stream), err);
+}
+
+/* From pageable host memory the copy has taken the bytes when it returns. */
+static int upload_(void *dst, const void *host, size_t n, sw_error *err)
+{
+	return call_("upload", cudaMemcpyAsync(dst, host, n, cudaMemcpyHostToDevice, st_.stream), err);
+}
+
+static int download_(void *host, const void *src, size_t n, sw_error *err)
+{
+	int rc = call_("download", cudaMemcpyAsync(host, src, n, cudaMemcpyDeviceToHost, st_.stream), err);
+	return rc ? rc : call_("download", cudaStreamSynchronize(st_.stream), err);
+}
+
+static int copy_(void *dst, const void *src, size_t n, sw_error *err)
+{
+	return call_("copy", cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, st_.stream), err);
+}
+
+static const void *host_view_(const void *p)
+{
+	(void)p;
+	return NULL;
+}
+
+static int sync_(sw_error *err)
+{
+	keep_("sync", cudaStreamSynchronize(st_.stream));
+	pthread_mutex_lock(&st_.mu);
+	int rc = st_.err.code;
+	if (rc && err)
+		*err = st_.err;
+	memset(&st_.err, 0, sizeof st_.err);
+	pthread_mutex_unlock(&st_.mu);
+	return rc;
+}
+
+/* ---- KV cache and rows ---- */
+
+static __global__ void kv_write_k_(float *kpool, float *vpool, const float *k, const float *v, int kd,
+                                   int page, const int32_t *ptab, const int32_t *poff,
+                                   const int32_t *pos)
+{
+	int j = blockIdx.x;
+	size_t at = (size_t)ptab[poff[j] + pos[j] / page] * page * kd + (size_t)(pos[j] % page) * kd;
+	for (int d = threadIdx.x; d < kd; d += blockDim.x) {
+		kpool[at + d] = k[(size_t)j * kd + d];
+		vpool[at + d] = v[(size_t)j * kd + d];
+	}
+}
+
+static void kv_write_launch_(cudaStream_t s, float *kpool, float *vpool, const float *k,
+                             const float *v, int n, int kd, int page, const int32_t *ptab,
+                             const int32_t *poff, const int32_t *pos)
+{
+	if (n <= 0 || kd <= 0)
+		return;
+	kv_write_k_<<<n, TPB, 0, s>>>(kpool, vpool, k, v, kd, page, ptab, poff, pos);
+	LAUNCHED_("kv_write");
+}
+
+static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
+                      int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
+{
+	kv_write_launch_(st_.stream, kpool, vpool, k, v, n, kd, page, ptab, poff, pos);
+}
+
+static __global__ void rows_gather_k_(float *out, const float *src, const int32_t *rows, int D)
+{
+	int j = blockIdx.x;
+	const float *s = src + (size_t)rows[j] * D;
+	for (int d = threadIdx.x; d < D; d += blockDim.x)
+		out[(size_t)j * D + d] = s[d];
+}
+
+static void rows_gather_launch_(cudaStream_t s, float *out, const float *src, const int32_t *rows,
+                                int n, int D)
+{
+	if (n <= 0 || D <= 0)
+		return;
+	rows_gather_k_<<<n, TPB, 0, s>>>(out, src, rows, D);
+	LAUNCHED_("rows_gather");
+}
+
+static void rows_gather_(float *out, const float *src, const int32_t *rows, int n, int D)
+{
+	rows_gather_launch_(st_.stream, out, src, rows, n, D);
+}
+
+/* The smallest row holding a NaN or Inf: atomicMin, whose result does not
+ * depend on the order the rows are looked at. */
+static __global__ void first_nonfinite_k_(int *first, const float *x, int cols)
+{
+	int j = blockIdx.x;
+	const float *z = x + (size_t)j * cols;
+	int bad = 0;
+	for (int c = threadIdx.x; c < cols; c += blockDim.x)
+		bad |= !isfinite(z[c]);
+	if (__syncthreads_or(bad) && threadIdx.x == 0)
+		atomicMin(first, j);
+}
+
+static int first_nonfinite_(const float *x, int rows, int cols)
+{
+	if (rows <= 0 || cols <= 0)
+		return -1;
+	int none = 0x7f7f7f7f, got = none;
+	keep_("first_nonfinite", cudaMemsetAsync(st_.first, 0x7f, sizeof(int), st_.stream));
+	first_nonfinite_k_<<<rows, TPB, 0, st_.stream>>>(st_.first, x, cols);
+	LAUNCHED_("first_nonfinite");
+	keep_("first_nonfinite", cudaMemcpyAsync(&got, st_.first, sizeof got, cudaMemcpyDeviceToHost,
+	                                         st_.stream));
+	keep_("first_nonfinite", cudaStreamSynchronize(st_.stream));
+	return got == none ? -1 : got;
+}
+
+/* ---- products ---- */
+
+/* Row-major C = alpha op(A) op(B) + beta C is column-major
+ * C^T = alpha op(B)^T op(A)^T + beta C^T: the operands swap. */
+static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	keep_blas_("gemm", cublasSgemm(st_.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+	                               ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
+	                               lda, &beta, C, ldc));
+}
+
+/*
+ * The batch-invariant product: one warp per output column n (a row of W),
+ * over the rows of A in tiles of LR_TILE (W's row is read once a tile).
+ * Element k of the dot product goes to lane (k / 4) % 32, partial k % 4, in
+ * increasing k; the partials are added ((0+1)+(2+3)) and the lanes by a xor
+ * butterfly.  That arithmetic is the same for every (m, n) whatever M, the
+ * tile a row falls in or the vector path, so a row gets the same bits alone
+ * or in a batch.
+ */
+#define LR_TILE 8
+#define LR_WARPS 8
+
+template <bool VEC>
+static __global__ void linear_rows_k_(float *C, const float *A, const float *W, int M, int N, int K,
+                                      float beta)
+{
+	int lane = threadIdx.x % WARP;
+	int n = blockIdx.x * LR_WARPS + threadIdx.x / WARP;
+	if (n >= N)
+		return;
+	const float *w = W + (size_t)n * K;
+	for (int m0 = 0; m0 < M; m0 += LR_TILE) {
+		int mt = M - m0 < LR_TILE ? M - m0 : LR_TILE;
+		float acc[LR_TILE][4];
+#pragma unroll
+		for (int r = 0; r < LR_TILE; r++)
+			acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.0f;
+		for (int k0 = lane * 4; k0 < K; k0 += WARP * 4) {
+			float wv[4], av[4];
+			if (VEC) {
+				float4 t = *(const float4 *)(w + k0);
+				wv[0] = t.x, wv[1] = t.y, wv[2] = t.z, wv[3] = t.w;
+			} else {
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					wv[c] = k0 + c < K ? w[k0 + c] : 0.0f;
+			}
+#pragma unroll
+			for (int r = 0; r < LR_TILE; r++) {
+				if (r >= mt)
+					break;
+				const float *a = A + (size_t)(m0 + r) * K;
+				if (VEC) {
+					float4 t = *(const float4 *)(a + k0);
+					av[0] = t.x, av[1] = t.y, av[2] = t.z, av[3] = t.w;
+#pragma unroll
+					for (int c = 0; c < 4; c++)
+						acc[r][c] = fmaf(av[c], wv[c], acc[r][c]);
+				} else {
+#pragma unroll
+					for (int c = 0; c < 4; c++)
+						if (k0 + c < K)
+							acc[r][c] = fmaf(a[k0 + c], wv[c], acc[r][c]);
+				}
+			}
+		}
+#pragma unroll
+		for (int r = 0; r < LR_TILE; r++) {
+			if (r >= mt)
+				break;
+			float s = warp_sum_((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
+			if (lane == 0) {
+				float *c = C + (size_t)(m0 + r) * N + n;
+				*c = beta == 0 ? s : s + beta * *c;
+			}
+		}
+	}
+}
+
+static void linear_rows_launch_(cudaStream_t s, float *C, const float *A, const float *W, int M,
+                                int N, int K, float beta)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	unsigned grid = (unsigned)((N + LR_WARPS - 1) / LR_WARPS);
+	/* Same arithmetic either way (see above): only the loads differ. */
+	bool vec = K % 4 == 0 && ((uintptr_t)A & 15) == 0 && ((uintptr_t)W & 15) == 0;
+	if (vec)
+		linear_rows_k_<true><<<grid, LR_WARPS * WARP, 0, s>>>(C, A, W, M, N, K, beta);
+	else
+		linear_rows_k_<false><<<grid, LR_WARPS * WARP, 0, s>>>(C, A, W, M, N, K, beta);
+	LAUNCHED_("linear_rows");
+}
+
+static void linear_rows_(float *C, const float *A, const float *W, int M, int N, int K, float beta)
+{
+	linear_rows_launch_(st_.stream, C, A, W, M, N, K, beta);
+}
+
+/* ---- embedding ---- */
+
+/* Tokens repeat: a thread owns a column and adds the rows in token order
+ * (the CPU's order), so no two threads touch one element. */
+static __global__ void embed_bwd_k_(float *dtable, const float *dout, const int32_t *tok, int T,
+                                    int D)
+{
+	int d = blockIdx.x * blockDim.x + threadIdx.x;
+	if (d >= D)
+		return;
+	for (int t = 0; t < T; t++)
+		dtable[(size_t)tok[t] * D + d] += dout[(size_t)t * D + d];
+}
+
+static void embed_bwd_launch_(cudaStream_t s, float *dtable, const float *dout, const int32_t *tok,
+                              int T, int D)
+{
+	if (T <= 0 || D <= 0)
+		return;
+	embed_bwd_k_<<<(D + TPB - 1) / TPB, TPB, 0, s>>>(dtable, dout, tok, T, D);
+	LAUNCHED_("embed_bwd");
+}
+
+static void embed_bwd_(float *dtable, const float *dout, const int32_t *tok, int T, int D)
+{
+	embed_bwd_launch_(st_.stream, dtable, dout, tok, T, D);
+}
+
+/* ---- sums over rows, per column (weight and bias gradients) ----
+ *
+ * A column's sum over T rows in two passes with a fixed split: COL_CHUNKS
+ * chunks of rows, each summed in row order by one thread into a partial,
+ * then the partials added to the destination in chunk order.  The split
+ * does not depend on the device, so the bits do not either; and there are
+ * COL_CHUNKS times more threads than columns to hide the loads' latency.
+ */
+#define COL_CHUNKS 64
+
+enum { COL_RMS_W, COL_LN_W, COL_SUM };
+
+/* What row t adds to column d. */
+template <int KIND>
+__device__ __forceinline__ float col_term_(const float *a, const float *b, const float *s1,
+                                           const float *s2, size_t t, int D, int d)
+{
+	size_t i = t * D + d;
+	if (KIND == COL_RMS_W) /* dw of RMSNorm: dout * x * rstd */
+		return a[i] * b[i] * s1[t];
+	if (KIND == COL_LN_W) /* dw of LayerNorm: dout * (x - mean) * rstd */
+		return a[i] * ((b[i] - s1[t]) * s2[t]);
+	return a[i]; /* a plain column sum: a bias's gradient */
+}
+
+template <int KIND>
+static __global__ void col_part_k_(float *part, const float *a, const float *b, const float *s1,
+                                   const float *s2, int T, int D)
+{
+	int d = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
+	if (d >= D)
+		return;
+	size_t t0 = (size_t)T * c / COL_CHUNKS, t1 = (size_t)T * (c + 1) / COL_CHUNKS;
+	float acc = 0;
+	for (size_t t = t0; t < t1; t++)
+		acc += col_term_<KIND>(a, b, s1, s2, t, D, d);
+	part[(size_t)c * D + d] = acc;
+}
+
+static __global__ void col_add_k_(float *dst, const float *part, int D)
+{
+	int d = blockIdx.x * blockDim.x + threadIdx.x;
+	if (d >= D)
+		return;
+	float acc = 0;
+	for (int c = 0; c < COL_CHUNKS; c++)
+		acc += part[(size_t)c * D + d];
+	dst[d] += acc;
+}
+
+/* The workspace, at least n floats; stream-ordered, so the ops queued
+ * before a regrowth finish with the old one first. */
+static float *work_(size_t n)
+{
+	pthread_mutex_lock(&st_.mu);
+	cudaError_t rc = cudaSuccess;
+	if (n > st_.work_n) {
+		if (st_.work)
+			rc = cudaFreeAsync(st_.work, st_.stream);
+		st_.work = NULL, st_.work_n = 0;
+		if (rc == cudaSuccess &&
+		    (rc = cudaMallocAsync((void **)&st_.work, n * sizeof(float), st_.stream)) == cudaSuccess)
+			st_.work_n = n;
+	}
+	float *w = st_.work;
+	pthread_mutex_unlock(&st_.mu);
+	keep_("workspace", rc); /* takes the lock itself */
+	return rc == cudaSuccess ? w : NULL;
+}
+
+/* dst[d] += sum over rows t of KIND's term. */
+template <int KIND>
+static void col_sum_launch_(cudaStream_t s, const char *what, float *dst, const float *a,
+                            const float *b, const float *s1, const float *s2, int T, int D)
+{
+	float *part = work_((size_t)COL_CHUNKS * D);
+	if (!part)
+		return;
+	dim3 grid((unsigned)((D + TPB - 1) / TPB), COL_CHUNKS);
+	col_part_k_<KIND><<<grid, TPB, 0, s>>>(part, a, b, s1, s2, T, D);
+	LAUNCHED_(what);
+	col_add_k_<<<(D + TPB - 1) / TPB, TPB, 0, s>>>(dst, part, D);
+	LAUNCHED_(what);
+}
+
+/* ---- RMSNorm, LayerNorm: a block per row; weight gradients by column sums ---- */
+
+static __global__ void rmsnorm_fwd_k_(float *out, float *rstd, const float *x, const float *w, int D,
+                                      float eps)
+{
+	__shared__ float sh[TPB];
+	int t = blockIdx.x;
+	const float *xr = x + (size_t)t * D;
+	float ss = 0;
+	for (int d = threadIdx.x; d < D; d += TPB)
+		ss += xr[d] * xr[d];
+	ss = block_sum_(ss, sh);
+	float r = 1.0f / sqrtf(ss / (float)D + eps);
+	if (threadIdx.x == 0)
+		rstd[t] = r;
+	for (int d = threadIdx.x; d < D; d += TPB)
+		out[(size_t)t * D + d] = w[d] * (xr[d] * r);
+}
+
+static void rmsnorm_fwd_launch_(cudaStream_t s, float *out, float *rstd, const float *x,
+                                const float *w, int T, int D, float eps)
+{
+	if (T <= 0 || D <= 0)
+		return;
+	rmsnorm_fwd_k_<<<T, TPB, 0, s>>>(out, rstd, x, w, D, eps);
+	LAUNCHED_("rmsnorm_fwd");
+}
+
+static void rmsnorm_fwd_(float *out, float *rstd, const float *x, const float *w, int T, int D,
+                         float eps)
+{
+	rmsnorm_fwd_launch_(st_.stream, out, rstd, x, w, T, D, eps);
+}
+
+static __global__ void rmsnorm_bwd_dx_k_(float *dx, const float *dout, const float *x,
+                                         const float *w, const float *rstd, int D)
+{
+	__shared__ float sh[TPB];
+	int t = blockIdx.x;
+	const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+	float r = rstd[t], dot = 0;
+	for (int d = threadIdx.x; d < D; d += TPB)
+		dot += g[d] * w[d] * xr[d];
+	dot = block_sum_(dot, sh);
+	float c = dot * r * r * r / (float)D;
+	for (int d = threadIdx.x; d < D; d += TPB)
+		dx[(size_t)t * D + d] += g[d] * w[d] * r - c * xr[d];
+}
+
+static void rmsnorm_bwd_launch_(cudaStream_t s, float *dx, float *dw, const float *dout,
+                                const float *x, const float *w, const float *rstd, int T, int D)
+{
+	if (T <= 0 || D <= 0)
+		return;
+	rmsnorm_bwd_dx_k_<<<T, TPB, 0, s>>>(dx, dout, x, w, rstd, D);
+	LAUNCHED_("rmsnorm_bwd");
+	col_sum_launch_<COL_RMS_W>(s, "rmsnorm_bwd", dw, dout, x, rstd, NULL, T, D);
+}
+
+static void rmsnorm_bwd_(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                         const float *rstd, int T, int D)
+{
+	rmsnorm_bwd_launch_(st_.stream, dx, dw, dout, x, w, rstd, T, D);
+}
+
+/* Mean and variance in double, two passes, as the CPU does. */
+static __global__ void layernorm_fwd_k_(float *out, float *mean, float *rstd, const float *x,
+                                        const float *w, const float *b, int D, float eps)
+{
+	__shared__ double sh[TPB];
+	int t = blockIdx.x;
+	const float *xr = x + (size_t)t * D;
+	double s = 0;
+	for (int d = threadIdx.x; d < D; d += TPB)
+		s += xr[d];
+	s = block_sum_(s, sh);
+	float mu = (float)(s / D);
+	double ss = 0;
+	for (int d = threadIdx.x; d < D; d += TPB)
+		ss += ((double)xr[d] - mu) * ((double)xr[d] - mu);
+	ss = block_sum_(ss, sh);
+	float r = (float)(1.0 / sqrt(ss / D + (double)eps));
+	if (threadIdx.x == 0)
+		mean[t] = mu, rstd[t] = r;
+	for (int d = threadIdx.x; d < D; d += TPB) {
+		float y = (xr[d] - mu) * r * w[d];
+		out[(size_t)t * D + d] = b ? y + b[d] : y;
+	}
+}
+
+static void layernorm_fwd_launch_(cudaStream_t s, float *out, float *mean, float *rstd,
+                                  const float *x, const float *w, const float *b, int T, int D,
+                                  float eps)
+{
+	if (T <= 0 || D <= 0)
+		return;
+	layernorm_fwd_k_<<<T, TPB, 0, s>>>(out, mean, rstd, x, w, b, D, eps);
+	LAUNCHED_("layernorm_fwd");
+}
+
+static void layernorm_fwd_(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int T, int D, float eps)
+{
+	layernorm_fwd_launch_(st_.stream, out, mean, rstd, x, w, b, T, D, eps);
+}
+
+static __global__ void layernorm_bwd_dx_k_(float *dx, const float *dout, const float *x,
+                                           const float *w, const float *mean, const float *rstd,
+                                           int D)
+{
+	__shared__ double sh[TPB];
+	int t = blockIdx.x;
+	const float *xr = x + (size_t)t * D, *g = dout + (size_t)t * D;
+	float mu = mean[t], r = rstd[t];
+	double sg = 0, sgx = 0;
+	for (int d = threadIdx.x; d < D; d += TPB) {
+		float gw = g[d] * w[d];
+		sg += gw;
+		sgx += (double)gw * ((xr[d] - mu) * r);
+	}
+	sg = block_sum_(sg, sh);
+	sgx = block_sum_(sgx, sh);
+	float mg = (float)(sg / D), mgx = (float)(sgx / D);
+	for (int d = threadIdx.x; d < D; d += TPB)
+		dx[(size_t)t * D + d] += r * (g[d] * w[d] - mg - (xr[d] - mu) * r * mgx);
+}
+
+static void layernorm_bwd_launch_(cudaStream_t s, float *dx, float *dw, float *db,
+                                  const float *dout, const float *x, const float *w,
+                                  const float *mean, const float *rstd, int T, int D)
+{
+	if (T <= 0 || D <= 0)
+		return;
+	layernorm_bwd_dx_k_<<<T, TPB, 0, s>>>(dx, dout, x, w, mean, rstd, D);
+	LAUNCHED_("layernorm_bwd");
+	col_sum_launch_<COL_LN_W>(s, "layernorm_bwd", dw, dout, x, mean, rstd, T, D);
+	if (db)
+		col_sum_launch_<COL_SUM>(s, "layernorm_bwd", db, dout, NULL, NULL, NULL, T, D);
+}
+
+static void layernorm_bwd_(float *dx, float *dw, float *db, const float *dout, const float *x,
+                           const float *w, const float *mean, const float *rstd, int T, int D)
+{
+	layernorm_bwd_launch_(st_.stream, dx, dw, db, dout, x, w, mean, rstd, T, D);
+}
+
+/* ---- elementwise ---- */
+
+__device__ __forceinline__ float act1_(float x, int act)
+{
+	switch (act) {
+	case SW_ACT_GELU:
+		return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+	case SW_ACT_GELU_TANH:
+		return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+	case SW_ACT_QUICK_GELU:
+		return x / (1.0f + expf(-1.702f * x));
+	default:
+		return x / (1.0f + expf(-x));
+	}
+}
+
+__device__ __forceinline__ float dact1_(float x, int act)
+{
+	switch (act) {
+	case SW_ACT_GELU:
+		return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+		       x * 0.39894228040143268f * expf(-0.5f * x * x);
+	case SW_ACT_GELU_TANH: {
+		float u = 0.79788456080286536f * (x + 0.044715f * x * x * x), th = tanhf(u);
+		return 0.5f * (1.0f + th) +
+		       0.5f * x * (1.0f - th * th) * 0.79788456080286536f * (1.0f + 0.134145f * x * x);
+	}
+	case SW_ACT_QUICK_GELU: {
+		float s = 1.0f / (1.0f + expf(-1.702f * x));
+		return s + 1.702f * x * s * (1.0f - s);
+	}
+	default: {
+		float s = 1.0f / (1.0f + expf(-x));
+		return s * (1.0f + x * (1.0f - s));
+	}
+	}
+}
+
+#define FOR_EACH_(i, n) \
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+	     i += (size_t)gridDim.x * blockDim.x)
+
+static __global__ void act_fwd_k_(float *y, const float *x, size_t n, int act)
+{
+	FOR_EACH_(i, n)
+		y[i] = act1_(x[i], act);
+}
+
+static __global__ void act_bwd_k_(float *dx, const float *dy, const float *x, size_t n, int act)
+{
+	FOR_EACH_(i, n)
+		dx[i] = dy[i] * dact1_(x[i], act);
+}
+
+static void act_fwd_launch_(cudaStream_t s, float *y, const float *x, size_t n, int act)
+{
+	if (!n)
+		return;
+	act_fwd_k_<<<blocks_(n), TPB, 0, s>>>(y, x, n, act);
+	LAUNCHED_("act_fwd");
+}
+
+static void act_bwd_launch_(cudaStream_t s, float *dx, const float *dy, const float *x, size_t n,
+                            int act)
+{
+	if (!n)
+		return;
+	act_bwd_k_<<<blocks_(n), TPB, 0, s>>>(dx, dy, x, n, act);
+	LAUNCHED_("act_bwd");
+}
+
+static void act_fwd_(float *y, const float *x, size_t n, int act)
+{
+	act_fwd_launch_(st_.stream, y, x, n, act);
+}
+
+static void act_bwd_(float *dx, const float *dy, const float *x, size_t n, int act)
+{
+	act_bwd_launch_(st_.stream, dx, dy, x, n, act);
+}
+
+static __global__ void swiglu_fwd_k_(float *h, const float *gate, const float *up, size_t n)
+{
+	FOR_EACH_(i, n) {
+		float g = gate[i];
+		h[i] = g / (1.0f + expf(-g)) * up[i];
+	}
+}
+
+static __global__ void swiglu_bwd_k_(float *dgate, float *dup, const float *dh, const float *gate,
+                                     const float *up, size_t n)
+{
+	FOR_EACH_(i, n) {
+		float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
+		float d = dh[i], u = up[i];
+		dup[i] = d * silu;
+		dgate[i] = d * u * sg * (1.0f + g * (1.0f - sg));
+	}
+}
+
+static void swiglu_fwd_launch_(cudaStream_t s, float *h, const float *gate, const float *up,
+                               size_t n)
+{
+	if (!n)
+		return;
+	swiglu_fwd_k_<<<blocks_(n), TPB, 0, s>>>(h, gate, up, n);
+	LAUNCHED_("swiglu_fwd");
+}
+
+static void swiglu_bwd_launch_(cudaStream_t s, float *dgate, float *dup, const float *dh,
+                               const float *gate, const float *up, size_t n)
+{
+	if (!n)
+		return;
+	swiglu_bwd_k_<<<blocks_(n), TPB, 0, s>>>(dgate, dup, dh, gate, up, n);
+	LAUNCHED_("swiglu_bwd");
+}
+
+static void swiglu_fwd_(float *h, const float *gate, const float *up, size_t n)
+{
+	swiglu_fwd_launch_(st_.stream, h, gate, up, n);
+}
+
+static void swiglu_bwd_(float *dgate, float *dup, const float *dh, const float *gate,
+                        const float *up, size_t n)
+{
+	swiglu_bwd_launch_(st_.stream, dgate, dup, dh, gate, up, n);
+}
+
+static __global__ void add_k_(float *y, const float *x, size_t n)
+{
+	FOR_EACH_(i, n)
+		y[i] += x[i];
+}
+
+static __global__ void scale_k_(float *x, float s, size_t n)
+{
+	FOR_EACH_(i, n)
+		x[i] *= s;
+}
+
+static __global__ void bias_fwd_k_(float *y, const float *b, size_t n, int N)
+{
+	FOR_EACH_(i, n)
+		y[i] += b[i % N];
+}
+
+static void add_launch_(cudaStream_t s, float *y, const float *x, size_t n)
+{
+	if (!n)
+		return;
+	add_k_<<<blocks_(n), TPB, 0, s>>>(y, x, n);
+	LAUNCHED_("add");
+}
+
+static void scale_launch_(cudaStream_t s, float *x, float f, size_t n)
+{
+	if (!n)
+		return;
+	scale_k_<<<blocks_(n), TPB, 0, s>>>(x, f, n);
+	LAUNCHED_("scale");
+}
+
+static void bias_fwd_launch_(cudaStream_t s, float *y, const float *b, int T, int N)
+{
+	if (T <= 0 || N <= 0)
+		return;
+	size_t n = (size_t)T * N;
+	bias_fwd_k_<<<blocks_(n), TPB, 0, s>>>(y, b, n, N);
+	LAUNCHED_("bias_fwd");
+}
+
+static void bias_bwd_launch_(cudaStream_t s, float *db, const float *dy, int T, int N)
+{
+	if (T <= 0 || N <= 0)
+		return;
+	col_sum_launch_<COL_SUM>(s, "bias_bwd", db, dy, NULL, NULL, NULL, T, N);
+}
+
+static void add_(float *y, const float *x, size_t n)
+{
+	add_launch_(st_.stream, y, x, n);
+}
+
+static void scale_(float *x, float s, size_t n)
+{
+	scale_launch_(st_.stream, x, s, n);
+}
+
+static void bias_fwd_(float *y, const float *b, int T, int N)
+{
+	bias_fwd_launch_(st_.stream, y, b, T, N);
+}
+
+static void bias_bwd_(float *db, const float *dy, int T, int N)
+{
+	bias_bwd_launch_(st_.stream, db, dy, T, N);
+}
+
+/* ---- RoPE ---- */
+
+static __global__ void rope_k_(float *x, const int32_t *pos, int T, int nh, int hd,
+                               const float *inv_freq, int inverse)
+{
+	int half = hd / 2;
+	size_t n = (size_t)T * half;
+	FOR_EACH_(ti, n) {
+		int t = (int)(ti / half), i = (int)(ti % half);
+		/* The angle in float32, as transformers computes it. */
+		float ang = (float)pos[t] * inv_freq[i];
+		double sd, cd;
+		sincos((double)ang, &sd, &cd);
+		float c = (float)cd, s = (float)sd;
+		if (inverse)
+			s = -s;
+		for (int h = 0; h < nh; h++) {
+			float *r = x + ((size_t)t * nh + h) * hd;
+			float a = r[i], b = r[i + half];
+			r[i] = a * c - b * s;
+			r[i + half] = b * c + a * s;
+		}
+	}
+}
+
+static void rope_launch_(cudaStream_t s, float *x, const int32_t *pos, int T, int nh, int hd,
+                         const float *inv_freq, int inverse)
+{
+	if (T <= 0 || nh <= 0 || hd < 2)
+		return;
+	rope_k_<<<blocks_((size_t)T * (hd / 2)), TPB, 0, s>>>(x, pos, T, nh, hd, inv_freq, inverse);
+	LAUNCHED_("rope");
+}
+
+static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
+                  int inverse)
+{
+	rope_launch_(st_.stream, x, pos, T, nh, hd, inv_freq, inverse);
+}
+
+/* ---- attention: a warp per (query, head), keys streamed with an online softmax ---- */
+
+/* Head dimensions up to 32 * ATT_E (lane l holds elements l, l + 32, ...). */
+#define ATT_E 8
+#define ATT_WARPS 4
+
+__device__ __forceinline__ float dot_(const float *q, const float *k, int hd, int lane)
+{
+	float s = 0;
+#pragma unroll
+	for (int e = 0; e < ATT_E; e++) {
+		int d = lane + e * WARP;
+		if (d < hd)
+			s = fmaf(q[e], k[d], s);
+	}
+	return warp_sum_(s);
+}
+
+/* A row of hd floats into lanes (lane l holds l, l + 32, ...; 0 past hd), and back times f. */
+__device__ __forceinline__ void lanes_load_(float *r, const float *src, int hd, int lane)
+{
+#pragma unroll
+	for (int e = 0; e < ATT_E; e++) {
+		int d = lane + e * WARP;
+		r[e] = d < hd ? src[d] : 0.0f;
+	}
+}
+
+__device__ __forceinline__ void lanes_store_(float *dst, const float *r, float f, int hd, int lane)
+{
+#pragma unroll
+	for (int e = 0; e < ATT_E; e++) {
+		int d = lane + e * WARP;
+		if (d < hd)
+			dst[d] = r[e] * f;
+	}
+}
+
+/* The sequence row t is in: the last s with cu[s] <= t. */
+__device__ __forceinline__ int seq_of_(const int32_t *cu, int nseq, int t)
+{
+	int lo = 0, hi = nseq - 1;
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+		if (cu[mid] <= t)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+static __global__ void attn_fwd_k_(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, const int32_t *cu, int nseq, int T, int H,
+                                   int KVH, int hd, int causal, float scale)
+{
+	int lane = threadIdx.x % WARP;
+	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	if (wi >= (size_t)T * H)
+		return;
+	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH);
+	int s = seq_of_(cu, nseq, t), j0 = cu[s], j1 = causal ? t + 1 : cu[s + 1];
+	int qs = H * hd, ks = KVH * hd;
+	float qr[ATT_E], o[ATT_E] = { 0 };
+	lanes_load_(qr, q + (size_t)t * qs + (size_t)h * hd, hd, lane);
+	float m = -INFINITY, l = 0;
+	for (int j = j0; j < j1; j++) {
+		const float *kr = k + (size_t)j * ks + (size_t)g * hd;
+		const float *vr = v + (size_t)j * ks + (size_t)g * hd;
+		float sc = dot_(qr, kr, hd, lane) * scale;
+		float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
+		l = l * corr + p;
+#pragma unroll
+		for (int e = 0; e < ATT_E; e++) {
+			int d = lane + e * WARP;
+			if (d < hd)
+				o[e] = o[e] * corr + p * vr[d];
+		}
+		m = mn;
+	}
+	lanes_store_(out + (size_t)t * qs + (size_t)h * hd, o, 1.0f / l, hd, lane);
+	if (lane == 0)
+		lse[(size_t)t * H + h] = m + logf(l);
+}
+
+/* dq: a warp per (query, head) over its keys. */
+static __global__ void attn_bwd_dq_k_(float *dq, const float *dout, const float *out,
+                                      const float *lse, const float *q, const float *k,
+                                      const float *v, const int32_t *cu, int nseq, int T, int H,
+                                      int KVH, int hd, int causal, float scale)
+{
+	int lane = threadIdx.x % WARP;
+	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	if (wi >= (size_t)T * H)
+		return;
+	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH);
+	int s = seq_of_(cu, nseq, t), j0 = cu[s], j1 = causal ? t + 1 : cu[s + 1];
+	int qs = H * hd, ks = KVH * hd;
+	size_t qo = (size_t)t * qs + (size_t)h * hd;
+	float qr[ATT_E], gr[ATT_E], acc[ATT_E] = { 0 };
+	lanes_load_(qr, q + qo, hd, lane);
+	lanes_load_(gr, dout + qo, hd, lane);
+	float di = dot_(gr, out + qo, hd, lane);
+	float L = lse[(size_t)t * H + h];
+	for (int j = j0; j < j1; j++) {
+		const float *kr = k + (size_t)j * ks + (size_t)g * hd;
+		const float *vr = v + (size_t)j * ks + (size_t)g * hd;
+		float sq = 0, sv = 0;
+#pragma unroll
+		for (int e = 0; e < ATT_E; e++) {
+			int d = lane + e * WARP;
+			if (d < hd) {
+				sq = fmaf(qr[e], kr[d], sq);
+				sv = fmaf(gr[e], vr[d], sv);
+			}
+		}
+		sq = warp_sum_(sq), sv = warp_sum_(sv);
+		float p = expf(sq * scale - L), ds = p * (sv - di);
+#pragma unroll
+		for (int e = 0; e < ATT_E; e++) {
+			int d = lane + e * WARP;
+			if (d < hd)
+				acc[e] = fmaf(ds, kr[d], acc[e]);
+		}
+	}
+	lanes_store_(dq + qo, acc, scale, hd, lane);
+}
+
+/* dk, dv: a warp per (key, key/value head) over the queries that see it,
+ * head by head of its group: each key's rows are one warp's own, so no
+ * atomics. */
+static __global__ void attn_bwd_dkv_k_(float *dk, float *dv, const float *dout, const float *out,
+                                       const float *lse, const float *q, const float *k,
+                                       const float *v, const int32_t *cu, int nseq, int T, int H,
+                                       int KVH, int hd, int causal, float scale)
+{
+	int lane = threadIdx.x % WARP;
+	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	if (wi >= (size_t)T * KVH)
+		return;
+	int j = (int)(wi / KVH), g = (int)(wi % KVH), grp = H / KVH;
+	int s = seq_of_(cu, nseq, j), i0 = causal ? j : cu[s], i1 = cu[s + 1];
+	int qs = H * hd, ks = KVH * hd;
+	size_t ko = (size_t)j * ks + (size_t)g * hd;
+	float kr[ATT_E], vr[ATT_E], ak[ATT_E] = { 0 }, av[ATT_E] = { 0 };
+	lanes_load_(kr, k + ko, hd, lane);
+	lanes_load_(vr, v + ko, hd, lane);
+	for (int h = g * grp; h < (g + 1) * grp; h++)
+		for (int i = i0; i < i1; i++) {
+			size_t qo = (size_t)i * qs + (size_t)h * hd;
+			const float *qr = q + qo, *gr = dout + qo, *orow = out + qo;
+			float sq = 0, sv = 0, di = 0;
+#pragma unroll
+			for (int e = 0; e < ATT_E; e++) {
+				int d = lane + e * WARP;
+				if (d < hd) {
+					sq = fmaf(qr[d], kr[e], sq);
+					sv = fmaf(gr[d], vr[e], sv);
+					di = fmaf(gr[d], orow[d], di);
+				}
+			}
+			sq = warp_sum_(sq), sv = warp_sum_(sv), di = warp_sum_(di);
+			float p = expf(sq * scale - lse[(size_t)i * H + h]), ds = p * (sv - di);
+#pragma unroll
+			for (int e = 0; e < ATT_E; e++) {
+				int d = lane + e * WARP;
+				if (d < hd) {
+					av[e] = fmaf(p, gr[d], av[e]);
+					ak[e] = fmaf(ds, qr[d], ak[e]);
+				}
+			}
+		}
+	lanes_store_(dk + ko, ak, scale, hd, lane);
+	lanes_store_(dv + ko, av, 1.0f, hd, lane);
+}
+
+static bool attn_shape_ok_(const char *what, int H, int KVH, int hd)
+{
+	if (hd <= 32 * ATT_E && KVH > 0 && H % KVH == 0)
+		return true;
+	pthread_mutex_lock(&st_.mu);
+	if (!st_.err.code)
+		fail_(&st_.err, SW_EINVAL, "cuda: %s: head_dim %d over the kernel's %d, or %d heads over %d",
+		      what, hd, 32 * ATT_E, H, KVH);
+	pthread_mutex_unlock(&st_.mu);
+	return false;
+}
+
+/* The rows of a packed batch: cu[nseq], read back (sizes the grid). */
+static int rows_of_(const int32_t *cu, int nseq)
+{
+	int32_t T = 0;
+	if (keep_("attention", cudaMemcpyAsync(&T, cu + nseq, sizeof T, cudaMemcpyDeviceToHost, st_.stream)) ||
+	    keep_("attention", cudaStreamSynchronize(st_.stream)))
+		return 0;
+	return T;
+}
+
+static void attn_fwd_launch_(cudaStream_t s, float *out, float *lse, const float *q, const float *k,
+                             const float *v, const int32_t *cu, int nseq, int T, int H, int KVH,
+                             int hd, int causal)
+{
+	if (T <= 0 || nseq <= 0 || !attn_shape_ok_("attn_fwd", H, KVH, hd))
+		return;
+	size_t warps = (size_t)T * H;
+	attn_fwd_k_<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
+		out, lse, q, k, v, cu, nseq, T, H, KVH, hd, causal, 1.0f / sqrtf((float)hd));
+	LAUNCHED_("attn_fwd");
+}
+
+static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+                      float *scratch)
+{
+	(void)scratch;
+	if (nseq > 0)
+		attn_fwd_launch_(st_.stream, out, lse, q, k, v, cu, nseq, rows_of_(cu, nseq), H, KVH, hd,
+		                 causal);
+}
+
+static void attn_bwd_launch_(cudaStream_t s, float *dq, float *dk, float *dv, const float *dout,
+                             const float *out, const float *lse, const float *q, const float *k,
+                             const float *v, const int32_t *cu, int nseq, int T, int H, int KVH,
+                             int hd, int causal)
+{
+	if (T <= 0 || nseq <= 0 || !attn_shape_ok_("attn_bwd", H, KVH, hd))
+		return;
+	float scale = 1.0f / sqrtf((float)hd);
+	size_t wq = (size_t)T * H, wk = (size_t)T * KVH;
+	attn_bwd_dq_k_<<<(unsigned)((wq + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
+		dq, dout, out, lse, q, k, v, cu, nseq, T, H, KVH, hd, causal, scale);
+	LAUNCHED_("attn_bwd");
+	attn_bwd_dkv_k_<<<(unsigned)((wk + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
+		dk, dv, dout, out, lse, q, k, v, cu, nseq, T, H, KVH, hd, causal, scale);
+	LAUNCHED_("attn_bwd");
+}
+
+static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                      const float *lse, const float *q, const float *k, const float *v,
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+                      float *scratch)
+{
+	(void)scratch;
+	if (nseq > 0)
+		attn_bwd_launch_(st_.stream, dq, dk, dv, dout, out, lse, q, k, v, cu, nseq,
+		                 rows_of_(cu, nseq), H, KVH, hd, causal);
+}
+
+/* The kernels keep their state in registers: no scratch (one float, so
+ * that a caller's allocation is never of zero bytes). */
+static size_t attn_scratch_(int maxlen)
+{
+	(void)maxlen;
+	return 1;
+}
+
+/* Decoding: a warp per (query, head) over its paged keys, in key order. */
+static __global__ void attn_paged_k_(float *out, const float *q, int n, int H, int KVH, int hd,
+                                     sw_kv_view kv, float scale)
+{
+	int lane = threadIdx.x % WARP;
+	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	if (wi >= (size_t)n * H)
+		return;
+	int i = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), P = kv.page, ks = KVH * hd;
+	const int32_t *pt = kv.pages + kv.page_off[i];
+	int nk = kv.nkeys[i];
+	size_t qo = ((size_t)i * H + h) * hd;
+	float qr[ATT_E], o[ATT_E] = { 0 };
+	lanes_load_(qr, q + qo, hd, lane);
+	float m = -INFINITY, l = 0;
+	for (int j = 0; j < nk; j++) {
+		size_t row = ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
+		float sc = dot_(qr, kv.k + row, hd, lane) * scale;
+		float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
+		l = l * corr + p;
+#pragma unroll
+		for (int e = 0; e < ATT_E; e++) {
+			int d = lane + e * WARP;
+			if (d < hd)
+				o[e] = o[e] * corr + p * kv.v[row + d];
+		}
+		m = mn;
+	}
+	lanes_store_(out + qo, o, nk > 0 ? 1.0f / l : 0.0f, hd, lane);
+}
+
+static void attn_paged_launch_(cudaStream_t s, float *out, const float *q, int n, int H, int KVH,
+                               int hd, const sw_kv_view *kv)
+{
+	if (n <= 0 || !attn_shape_ok_("attn_paged", H, KVH, hd))
+		return;
+	size_t warps = (size_t)n * H;
+	attn_paged_k_<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
+		out, q, n, H, KVH, hd, *kv, 1.0f / sqrtf((float)hd));
+	LAUNCHED_("attn_paged");
+}
+
+static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
+                        const sw_kv_view *kv, float *scratch)
+{
+	(void)scratch;
+	attn_paged_launch_(st_.stream, out, q, n, H, KVH, hd, kv);
+}
+
+static size_t attn_paged_scratch_(int maxkeys)
+{
+	(void)maxkeys;
+	return 1;
+}
+
+/* ---- log-probabilities: a block per row of logits ---- */
+
+static __global__ void logprob_fwd_k_(float *lp, float *ent, float *lse, const float *logits,
+                                      const int32_t *target, int V)
+{
+	__shared__ float shf[TPB];
+	__shared__ double shd[TPB];
+	int t = blockIdx.x;
+	const float *z = logits + (size_t)t * V;
+	float m = -INFINITY;
+	for (int j = threadIdx.x; j < V; j += TPB)
+		m = z[j] > m ? z[j] : m;
+	m = block_max_(m, shf);
+	double sum = 0, zsum = 0;
+	for (int j = threadIdx.x; j < V; j += TPB) {
+		float d = z[j] - m, e = expf(d);
+		sum += (double)e;
+		zsum += (double)(e * d);
+	}
+	sum = block_sum_(sum, shd);
+	zsum = block_sum_(zsum, shd);
+	if (threadIdx.x == 0) {
+		double l = (double)m + log(sum);
+		lse[t] = (float)l;
+		if (ent)
+			ent[t] = (float)(log(sum) - zsum / sum);
+		if (lp)
+			lp[t] = target[t] >= 0 ? (float)((double)z[target[t]] - l) : 0.0f;
+	}
+}
+
+static void logprob_fwd_launch_(cudaStream_t s, float *lp, float *ent, float *lse,
+                                const float *logits, const int32_t *target, int T, int V)
+{
+	if (T <= 0 || V <= 0)
+		return;
+	logprob_fwd_k_<<<T, TPB, 0, s>>>(lp, ent, lse, logits, target, V);
+	LAUNCHED_("logprob_fwd");
+}
+
+static void logprob_fwd_(float *lp, float *ent, float *lse, const float *logits,
+                         const int32_t *target, int T, int V)
+{
+	logprob_fwd_launch_(st_.stream, lp, ent, lse, logits, target, T, V);
+}
+
+static __global__ void logprob_bwd_k_(float *logits, const float *lse, const float *ent,
+                                      const float *dlp, const float *dent, const int32_t *target,
+                                      int V)
+{
+	int t = blockIdx.x;
+	float *z = logits + (size_t)t * V;
+	float a = dlp && target[t] >= 0 ? dlp[t] : 0;
+	float b = dent ? dent[t] : 0, Hn = b != 0 ? ent[t] : 0, l = lse[t];
+	for (int j = threadIdx.x; j < V; j += TPB) {
+		float lpj = z[j] - l, p = expf(lpj);
+		z[j] = -a * p - b * p * (lpj + Hn);
+	}
+	__syncthreads();
+	if (threadIdx.x == 0 && a != 0)
+		z[target[t]] += a;
+}
+
+static void logprob_bwd_launch_(cudaStream_t s, float *logits, const float *lse, const float *ent,
+                                const float *dlp, const float *dent, const int32_t *target, int T,
+                                int V)
+{
+	if (T <= 0 || V <= 0)
+		return;
+	logprob_bwd_k_<<<T, TPB, 0, s>>>(logits, lse, ent, dlp, dent, target, V);
+	LAUNCHED_("logprob_bwd");
+}
+
+static void logprob_bwd_(float *logits, const float *lse, const float *ent, const float *dlp,
+                         const float *dent, const int32_t *target, int T, int V)
+{
+	logprob_bwd_launch_(st_.stream, logits, lse, ent, dlp, dent, target, T, V);
+}
+
+/* ---- the optimiser and the norms ---- */
+
+static __global__ void adamw_k_(float *p, const float *g, float gs, float *m, float *v, size_t n,
+                                float b1, float b2, float eps, float step, float sbc2, float decay)
+{
+	FOR_EACH_(i, n) {
+		float gi = g[i] * gs;
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = p[i] * decay - step * mi / (sqrtf(vi) / sbc2 + eps);
+	}
+}
+
+static void adamw_launch_(cudaStream_t s, float *p, const float *g, float gs, float *m, float *v,
+                          size_t n, float b1, float b2, float eps, float step, float sbc2,
+                          float decay)
+{
+	if (!n)
+		return;
+	adamw_k_<<<blocks_(n), TPB, 0, s>>>(p, g, gs, m, v, n, b1, b2, eps, step, sbc2, decay);
+	LAUNCHED_("adamw");
+}
+
+static void adamw_(float *p, const float *g, float gs, float *m, float *v, size_t n, float lr,
+                   float b1, float b2, float eps, float wd, float bc1, float bc2)
+{
+	adamw_launch_(st_.stream, p, g, gs, m, v, n, b1, b2, eps, lr / bc1, sqrtf(bc2), 1.0f - lr * wd);
+}
+
+/* A fixed grid whatever the device, so the sum's tree is fixed too. */
+#define SUMSQ_BLOCKS 1024
+
+static __global__ void sumsq_part_k_(double *part, const float *x, size_t n)
+{
+	__shared__ double sh[TPB];
+	double s = 0;
+	FOR_EACH_(i, n)
+		s += (double)x[i] * x[i];
+	s = block_sum_(s, sh);
+	if (threadIdx.x == 0)
+		part[blockIdx.x] = s;
+}
+
+static __global__ void sumsq_total_k_(double *part)
+{
+	__shared__ double sh[TPB];
+	double s = 0;
+	for (int b = threadIdx.x; b < SUMSQ_BLOCKS; b += TPB)
+		s += part[b];
+	s = block_sum_(s, sh);
+	if (threadIdx.x == 0)
+		part[SUMSQ_BLOCKS] = s;
+}
+
+static double sumsq_(const float *x, size_t n)
+{
+	if (!n)
+		return 0;
+	double got = 0;
+	sumsq_part_k_<<<SUMSQ_BLOCKS, TPB, 0, st_.stream>>>(st_.partial, x, n);
+	LAUNCHED_("sumsq");
+	sumsq_total_k_<<<1, TPB, 0, st_.stream>>>(st_.partial);
+	LAUNCHED_("sumsq");
+	keep_("sumsq", cudaMemcpyAsync(&got, st_.partial + SUMSQ_BLOCKS, sizeof got,
+	                               cudaMemcpyDeviceToHost, st_.stream));
+	keep_("sumsq", cudaStreamSynchronize(st_.stream));
+	return got;
+}
+
+/* ---- the backend ---- */
+
+static sw_backend cuda_ = {
+	.name = st_.name,
+	.host_memory = false,
+	.alloc = alloc_,
+	.free = free_,
+	.borrow = borrow_,
+	.unborrow = unborrow_,
+	.memset = memset_,
+	.upload = upload_,
+	.download = download_,
+	.copy = copy_,
+	.host_view = host_view_,
+	.sync = sync_,
+	.kv_write = kv_write_,
+	.rows_gather = rows_gather_,
+	.first_nonfinite = first_nonfinite_,
+	.gemm = gemm_,
+	.linear_rows = linear_rows_,
+	.embed_fwd = rows_gather_, /* the same gather */
+	.embed_bwd = embed_bwd_,
+	.rmsnorm_fwd = rmsnorm_fwd_,
+	.rmsnorm_bwd = rmsnorm_bwd_,
+	.layernorm_fwd = layernorm_fwd_,
+	.layernorm_bwd = layernorm_bwd_,
+	.act_fwd = act_fwd_,
+	.act_bwd = act_bwd_,
+	.rope = rope_,
+	.attn_fwd = attn_fwd_,
+	.attn_bwd = attn_bwd_,
+	.attn_scratch = attn_scratch_,
+	.attn_paged = attn_paged_,
+	.attn_paged_scratch = attn_paged_scratch_,
+	.swiglu_fwd = swiglu_fwd_,
+	.swiglu_bwd = swiglu_bwd_,
+	.add = add_,
+	.bias_fwd = bias_fwd_,
+	.bias_bwd = bias_bwd_,
+	.logprob_fwd = logprob_fwd_,
+	.logprob_bwd = logprob_bwd_,
+	.adamw = adamw_,
+	.sumsq = sumsq_,
+	.scale = scale_,
+};
+
+/* Set the device up, once; the caller holds st_.mu. */
+static int init_(int dev, sw_error *err)
+{
+	/* The runtime loads the driver itself and says only "insufficient
+	 * driver" when there is none: look for it first, to name it. */
+	if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
+		return fail_(err, SW_ENOENT, "cuda: no NVIDIA driver on this machine: %s", dlerror());
+	int n = 0;
+	cudaError_t rc = cudaGetDeviceCount(&n);
+	if (rc != cudaSuccess)
+		return fail_(err, SW_ENOENT, "cuda: no usable GPU: %s", cudaGetErrorString(rc));
+	if (n == 0)
+		return fail_(err, SW_ENOENT, "cuda: no CUDA device on this machine");
+	if (dev >= n)
+		return fail_(err, SW_ENOENT, "cuda:%d: this machine has %d CUDA device%s (cuda:0%s)", dev,
+		             n, n > 1 ? "s" : "", n > 1 ? " to cuda:N-1" : "");
+	cudaMemPool_t pool;
+	uint64_t keep = UINT64_MAX;
+	cublasStatus_t bs;
+	if ((rc = cudaSetDevice(dev)) ||
+	    (rc = cudaStreamCreateWithFlags(&st_.stream, cudaStreamNonBlocking)) ||
+	    (rc = cudaDeviceGetDefaultMemPool(&pool, dev)) ||
+	    (rc = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)) ||
+	    (rc = cudaMalloc((void **)&st_.partial, sizeof(double) * (SUMSQ_BLOCKS + 1))) ||
+	    (rc = cudaMalloc((void **)&st_.first, sizeof(int))))
+		return fail_(err, SW_EIO, "cuda:%d: cannot set the device up: %s", dev,
+		             cudaGetErrorString(rc));
+	if ((bs = cublasCreate(&st_.blas)) || (bs = cublasSetStream(st_.blas, st_.stream)) ||
+	    (bs = cublasSetMathMode(st_.blas, CUBLAS_DEFAULT_MATH)))
+		return fail_(err, SW_EIO, "cuda:%d: cannot start cuBLAS (status %d)", dev, (int)bs);
+	st_.dev = dev;
+	snprintf(st_.name, sizeof st_.name, dev ? "cuda:%d" : "cuda", dev);
+	st_.ready = 1;
+	return SW_OK;
+}
+
+/*
+ * The one entry libsw looks up (dlsym): the backend on device dev, set up
+ * on the first call; abi is sizeof(struct sw_backend) as libsw was built,
+ * so that a libsw-cuda.so from another build is refused, not called into.
+ */
+extern "C" __attribute__((visibility("default"))) const sw_backend *
+sw_cuda_backend_open(int dev, size_t abi, sw_error *err)
+{
+	if (abi != sizeof(sw_backend)) {
+		fail_(err, SW_EINVAL, "cuda: libsw-cuda.so was built for another libsw (interface of %zu "
+		                      "bytes, this libsw's %zu): rebuild both", sizeof(sw_backend), abi);
+		return NULL;
+	}
+	pthread_mutex_lock(&st_.mu);
+	int rc = SW_OK;
+	if (!st_.ready)
+		rc = init_(dev, err);
+	else if (dev != st_.dev)
+		rc = fail_(err, SW_EINVAL, "cuda:%d: this process already computes on cuda:%d (one device "
+		                           "a process)", dev, st_.dev);
+	pthread_mutex_unlock(&st_.mu);
+	return rc ? NULL : &cuda_;
+}

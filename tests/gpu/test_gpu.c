@@ -1,0 +1,597 @@
+/*
+ * test_gpu.c - the CUDA backend against the CPU backend, the reference (as
+ * llm.c's dev/cuda and ggml's test-backend-ops check each kernel): every op
+ * from the same inputs on both, compared with a tolerance stated per op
+ * (|gpu - cpu| <= atol + rtol |cpu| for every element, the largest errors
+ * printed); the GPU's own promises (batch invariance, the same bits every
+ * run); and a whole model: the engine's forward, backward and AdamW step,
+ * greedy decoding token for token, and the rollout's log-probs against
+ * the trainer's forward on the GPU.
+ *
+ * Where the CUDA backend cannot be had (no GPU, no driver, built without
+ * CUDA) every check is a TAP skip with the reason, so make test counts them
+ * skipped; SW_GPU_REQUIRED=1 (make test-gpu) makes that a failure.
+ * SW_GPU_DEVICE names the device (default "cuda").
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compute/backend.h"
+#include "sw/backend.h"
+#include "sw/engine.h"
+#include "sw/model.h"
+#include "tap.h"
+#include "tiny_model.h"
+
+static const sw_backend *cpu_, *gpu_;
+
+/* ---- inputs and comparison ---- */
+
+static void fill_(float *x, size_t n, uint64_t seed, float lo, float hi)
+{
+	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+	for (size_t i = 0; i < n; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		x[i] = lo + (hi - lo) * (float)((double)(s >> 11) / 9007199254740992.0);
+	}
+}
+
+static void *up_(const sw_backend *be, const void *h, size_t bytes)
+{
+	sw_error err = { 0 };
+	void *d = be->alloc(bytes, &err);
+	if (d && be->upload(d, h, bytes, &err)) {
+		be->free(d);
+		d = NULL;
+	}
+	if (!d)
+		printf("# %s: %s\n", be->name, err.msg);
+	return d;
+}
+
+static void down_(const sw_backend *be, void *h, const void *d, size_t bytes)
+{
+	sw_error err = { 0 };
+	if (!d || be->download(h, d, bytes, &err)) {
+		memset(h, 0xff, bytes); /* NaN: the comparison fails */
+		printf("# %s: download failed: %s\n", be->name, err.msg);
+	}
+}
+
+/* Every element within atol + rtol |ref|; the largest errors printed on a
+ * line the device check collects ("# tol NAME ..."). */
+static void close_(const char *name, const float *got, const float *ref, size_t n, double atol,
+                   double rtol)
+{
+	double maxabs = 0, maxrel = 0;
+	size_t bad = 0, worst = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - ref[i]);
+		if (!(d <= atol + rtol * fabs(ref[i]))) /* a NaN is out too */
+			worst = bad++ ? worst : i;
+		if (d > maxabs || d != d)
+			maxabs = d;
+		if (fabs(ref[i]) > 1e-30 && d / fabs(ref[i]) > maxrel)
+			maxrel = d / fabs(ref[i]);
+	}
+	printf("# tol %s: n %zu max_abs %.3g max_rel %.3g (atol %.1g rtol %.1g) %s\n", name, n, maxabs,
+	       maxrel, atol, rtol, bad ? "FAIL" : "PASS");
+	ok(bad == 0, "%s: gpu = cpu within %.1g + %.1g |cpu| (%zu elements, max abs err %.3g)", name,
+	   atol, rtol, n, maxabs);
+	if (bad)
+		printf("#   %zu elements out; first at %zu: gpu %.9g cpu %.9g\n", bad, worst,
+		       (double)got[worst], (double)ref[worst]);
+}
+
+/* ---- each op: run(be, out) computes from fixed inputs into host out ---- */
+
+typedef void (*op_fn)(const sw_backend *be, float *out);
+
+static void compare_(const char *name, op_fn run, size_t nout, double atol, double rtol)
+{
+	float *a = calloc(nout, sizeof(float)), *b = calloc(nout, sizeof(float));
+	sw_error err = { 0 };
+	run(cpu_, a);
+	run(gpu_, b);
+	int rc = gpu_->sync(&err);
+	if (rc)
+		printf("# %s: gpu sync: %s\n", name, err.msg);
+	if (rc)
+		memset(b, 0xff, nout * sizeof(float));
+	close_(name, b, a, nout, atol, rtol);
+	free(a), free(b);
+}
+
+enum { T = 37, D = 300, V = 1001, H = 4, KVH = 2, HD = 64, FF = 96 };
+
+#define RUN_IN_(n, seed, lo, hi)                                                  \
+	float *in = malloc(sizeof(float) * (n));                                  \
+	fill_(in, (n), (seed), (lo), (hi));                                       \
+	float *x = up_(be, in, sizeof(float) * (n));                              \
+	free(in)
+
+static void op_gemm_(const sw_backend *be, float *out, int ta, int tb)
+{
+	int M = 67, N = 45, K = 129;
+	RUN_IN_((size_t)M * K + (size_t)K * N + (size_t)M * N, 1, -1, 1);
+	float *A = x, *B = x + M * K, *C = B + K * N;
+	be->gemm(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 0.25f, C, N);
+	down_(be, out, C, sizeof(float) * M * N);
+	be->free(x);
+}
+static void op_gemm_nn_(const sw_backend *be, float *out) { op_gemm_(be, out, 0, 0); }
+static void op_gemm_nt_(const sw_backend *be, float *out) { op_gemm_(be, out, 0, 1); }
+static void op_gemm_tn_(const sw_backend *be, float *out) { op_gemm_(be, out, 1, 0); }
+
+static void op_linear_(const sw_backend *be, float *out, int K)
+{
+	int M = 19, N = 77;
+	RUN_IN_((size_t)M * K + (size_t)N * K + (size_t)M * N, 2, -1, 1);
+	float *A = x, *W = x + M * K, *C = W + N * K;
+	be->linear_rows(C, A, W, M, N, K, 0.5f);
+	down_(be, out, C, sizeof(float) * M * N);
+	be->free(x);
+}
+static void op_linear_896_(const sw_backend *be, float *out) { op_linear_(be, out, 896); }
+static void op_linear_301_(const sw_backend *be, float *out) { op_linear_(be, out, 301); }
+
+static void op_rows_(const sw_backend *be, float *out)
+{
+	RUN_IN_((size_t)50 * D, 3, -2, 2);
+	int32_t r[T];
+	for (int i = 0; i < T; i++)
+		r[i] = (i * 13 + 5) % 50;
+	int32_t *dr = up_(be, r, sizeof r);
+	float *o = be->alloc(sizeof(float) * T * D, NULL);
+	be->rows_gather(o, x, dr, T, D);
+	down_(be, out, o, sizeof(float) * T * D);
+	be->free(x), be->free(dr), be->free(o);
+}
+
+static void op_embed_bwd_(const sw_backend *be, float *out)
+{
+	RUN_IN_((size_t)50 * D + (size_t)T * D, 4, -1, 1);
+	int32_t tok[T];
+	for (int i = 0; i < T; i++)
+		tok[i] = (i * 7) % 11; /* repeats */
+	int32_t *dt = up_(be, tok, sizeof tok);
+	be->embed_bwd(x, x + 50 * D, dt, T, D);
+	down_(be, out, x, sizeof(float) * 50 * D);
+	be->free(x), be->free(dt);
+}
+
+static void op_kv_write_(const sw_backend *be, float *out)
+{
+	enum { NP = 6, PG = 4, KD = 40, NR = 9 };
+	float zero[NP * PG * KD * 2] = { 0 };
+	float *pool = up_(be, zero, sizeof zero);
+	RUN_IN_((size_t)NR * KD * 2, 5, -1, 1);
+	int32_t idx[6 + NR + NR];
+	int32_t ptab[] = { 3, 1, 5, 0, 2, 4 };
+	memcpy(idx, ptab, sizeof ptab);
+	for (int j = 0; j < NR; j++)
+		idx[6 + j] = j < 5 ? 0 : 3, idx[6 + NR + j] = j < 5 ? j * 2 : j - 5;
+	int32_t *di = up_(be, idx, sizeof idx);
+	be->kv_write(pool, pool + NP * PG * KD, x, x + NR * KD, NR, KD, PG, di, di + 6, di + 6 + NR);
+	down_(be, out, pool, sizeof zero);
+	be->free(pool), be->free(x), be->free(di);
+}
+
+static void op_rmsnorm_(const sw_backend *be, float *out)
+{
+	size_t n = (size_t)T * D;
+	RUN_IN_(3 * n + 2 * D, 6, -2, 2);
+	float *y = be->alloc(sizeof(float) * (n + T), NULL);
+	float *w = x + 3 * n, *dw = w + D;
+	be->rmsnorm_fwd(y, y + n, x, w, T, D, 1e-6f);
+	be->rmsnorm_bwd(x + n, dw, x + 2 * n, x, w, y + n, T, D);
+	down_(be, out, y, sizeof(float) * (n + T));
+	down_(be, out + n + T, x + n, sizeof(float) * n);
+	down_(be, out + 2 * n + T, dw, sizeof(float) * D);
+	be->free(x), be->free(y);
+}
+
+static void op_layernorm_(const sw_backend *be, float *out)
+{
+	size_t n = (size_t)T * D;
+	RUN_IN_(3 * n + 4 * D, 8, -2, 2);
+	float *w = x + 3 * n, *b = w + D, *dw = b + D, *db = dw + D;
+	float *y = be->alloc(sizeof(float) * (n + 2 * T), NULL);
+	be->layernorm_fwd(y, y + n, y + n + T, x, w, b, T, D, 1e-5f);
+	be->layernorm_bwd(x + n, dw, db, x + 2 * n, x, w, y + n, y + n + T, T, D);
+	down_(be, out, y, sizeof(float) * (n + 2 * T));
+	down_(be, out + n + 2 * T, x + n, sizeof(float) * n);
+	down_(be, out + 2 * n + 2 * T, dw, sizeof(float) * 2 * D);
+	be->free(x), be->free(y);
+}
+
+static void op_act_(const sw_backend *be, float *out)
+{
+	size_t n = 5000;
+	RUN_IN_(2 * n, 9, -6, 6);
+	float *y = be->alloc(sizeof(float) * 8 * n, NULL);
+	for (int a = 0; a < 4; a++) {
+		be->act_fwd(y + 2 * a * n, x, n, a);
+		be->act_bwd(y + (2 * a + 1) * n, x + n, x, n, a);
+	}
+	down_(be, out, y, sizeof(float) * 8 * n);
+	be->free(x), be->free(y);
+}
+
+static void op_rope_(const sw_backend *be, float *out)
+{
+	size_t n = (size_t)T * H * HD;
+	RUN_IN_(n + HD / 2, 10, -1, 1);
+	float inv[HD / 2];
+	for (int i = 0; i < HD / 2; i++)
+		inv[i] = powf(10000.0f, -2.0f * i / HD);
+	int32_t pos[T];
+	for (int t = 0; t < T; t++)
+		pos[t] = t * 37 % 500;
+	float *di = up_(be, inv, sizeof inv);
+	int32_t *dp = up_(be, pos, sizeof pos);
+	be->rope(x, dp, T, H, HD, di, 0);
+	down_(be, out, x, sizeof(float) * n);
+	be->rope(x, dp, T, H, HD, di, 1);
+	down_(be, out + n, x, sizeof(float) * n);
+	be->free(x), be->free(di), be->free(dp);
+}
+
+/* Attention over 3 packed sequences (lengths 17, 1, 19), forward and backward. */
+static void op_attn_(const sw_backend *be, float *out, int causal)
+{
+	size_t nq = (size_t)T * H * HD, nk = (size_t)T * KVH * HD;
+	RUN_IN_(nq * 2 + nk * 2, 11 + causal, -1, 1);
+	float *q = x, *dout = x + nq, *k = dout + nq, *v = k + nk;
+	int32_t cu[] = { 0, 17, 18, T };
+	int32_t *dcu = up_(be, cu, sizeof cu);
+	float *sc = be->alloc(sizeof(float) * be->attn_scratch(19), NULL);
+	float *o = be->alloc(sizeof(float) * (nq * 2 + nk * 2 + (size_t)T * H), NULL);
+	float *lse = o + nq, *dq = lse + (size_t)T * H, *dk = dq + nq, *dv = dk + nk;
+	be->attn_fwd(o, lse, q, k, v, dcu, 3, H, KVH, HD, causal, sc);
+	be->attn_bwd(dq, dk, dv, dout, o, lse, q, k, v, dcu, 3, H, KVH, HD, causal, sc);
+	down_(be, out, o, sizeof(float) * (nq * 2 + nk * 2 + (size_t)T * H));
+	be->free(x), be->free(dcu), be->free(sc), be->free(o);
+}
+static void op_attn_causal_(const sw_backend *be, float *out) { op_attn_(be, out, 1); }
+static void op_attn_full_(const sw_backend *be, float *out) { op_attn_(be, out, 0); }
+
+/* Paged decoding attention: 5 queries over pages of 4, shared pages too. */
+enum { PQ = 5, PPG = 4, PNP = 12 };
+static const int32_t pidx_[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, /* pages */
+	                         0, 3, 0, 6, 9, /* page_off */ 11, 1, 9, 22, 12 /* nkeys */ };
+
+/* Queries q0 .. q0+n-1 of the PQ, each with the page table idx gives its row. */
+static void paged_(const sw_backend *be, float *out, const int32_t *idx, int n, int q0)
+{
+	size_t pool = (size_t)PNP * PPG * KVH * HD;
+	RUN_IN_(2 * pool + (size_t)PQ * H * HD, 13, -1, 1);
+	int32_t *di = up_(be, idx, sizeof(int32_t) * (12 + 2 * PQ));
+	sw_kv_view kv = { x, x + pool, PPG, di, di + 12, di + 12 + PQ };
+	float *o = be->alloc(sizeof(float) * PQ * H * HD, NULL);
+	float *sc = be->alloc(sizeof(float) * be->attn_paged_scratch(22), NULL);
+	be->attn_paged(o, x + 2 * pool + (size_t)q0 * H * HD, n, H, KVH, HD, &kv, sc);
+	down_(be, out, o, sizeof(float) * n * H * HD);
+	be->free(x), be->free(di), be->free(o), be->free(sc);
+}
+static void op_paged_(const sw_backend *be, float *out) { paged_(be, out, pidx_, PQ, 0); }
+
+static void op_swiglu_(const sw_backend *be, float *out)
+{
+	size_t n = (size_t)T * FF;
+	RUN_IN_(3 * n, 14, -5, 5);
+	float *y = be->alloc(sizeof(float) * 3 * n, NULL);
+	be->swiglu_fwd(y, x, x + n, n);
+	be->swiglu_bwd(y + n, y + 2 * n, x + 2 * n, x, x + n, n);
+	down_(be, out, y, sizeof(float) * 3 * n);
+	be->free(x), be->free(y);
+}
+
+static void op_add_bias_scale_(const sw_backend *be, float *out)
+{
+	size_t n = (size_t)T * D;
+	RUN_IN_(2 * n + 2 * D, 15, -1, 1);
+	float *b = x + 2 * n, *db = b + D;
+	be->add(x, x + n, n);
+	be->bias_fwd(x, b, T, D);
+	be->bias_bwd(db, x + n, T, D);
+	be->scale(x, 0.75f, n);
+	down_(be, out, x, sizeof(float) * n);
+	down_(be, out + n, db, sizeof(float) * D);
+	be->free(x);
+}
+
+static void op_logprob_(const sw_backend *be, float *out)
+{
+	size_t n = (size_t)T * V;
+	RUN_IN_(n + 2 * T, 16, -8, 8);
+	int32_t tgt[T];
+	for (int t = 0; t < T; t++)
+		tgt[t] = t % 5 == 4 ? -1 : (t * 97) % V;
+	int32_t *dt = up_(be, tgt, sizeof tgt);
+	float *y = be->alloc(sizeof(float) * 3 * T, NULL);
+	float *dlp = x + n, *dent = dlp + T;
+	be->logprob_fwd(y, y + T, y + 2 * T, x, dt, T, V);
+	be->logprob_bwd(x, y + 2 * T, y + T, dlp, dent, dt, T, V);
+	down_(be, out, y, sizeof(float) * 3 * T);
+	down_(be, out + 3 * T, x, sizeof(float) * n);
+	be->free(x), be->free(dt), be->free(y);
+}
+
+static void op_adamw_(const sw_backend *be, float *out)
+{
+	size_t n = 10007;
+	RUN_IN_(4 * n, 17, -1, 1);
+	float *p = x, *g = x + n, *m = g + n, *v = m + n;
+	be->scale(v, 0.0f, n); /* v >= 0 */
+	be->adamw(p, g, 0.5f, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f);
+	be->adamw(p, g, 1.0f, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.19f, 0.002f);
+	down_(be, out, x, sizeof(float) * 3 * n);
+	be->free(x);
+}
+
+static void op_sumsq_(const sw_backend *be, float *out)
+{
+	size_t n = 1000003;
+	RUN_IN_(n, 18, -1, 1);
+	out[0] = (float)be->sumsq(x, n);
+	out[1] = (float)be->sumsq(x + 5, 17);
+	be->free(x);
+}
+
+static void op_nonfinite_(const sw_backend *be, float *out)
+{
+	RUN_IN_((size_t)40 * 33, 19, -1, 1);
+	out[0] = (float)be->first_nonfinite(x, 40, 33);
+	float nan = NAN;
+	sw_error err = { 0 };
+	be->upload(x + 29 * 33 + 32, &nan, sizeof nan, &err);
+	be->upload(x + 35 * 33, &nan, sizeof nan, &err);
+	out[1] = (float)be->first_nonfinite(x, 40, 33);
+	be->free(x);
+}
+
+/* ---- the GPU's own promises ---- */
+
+/* Each row's bits are the same alone as among others (linear_rows, attn_paged). */
+static void test_batch_invariance_(void)
+{
+	int M = 33, N = 130, K = 896;
+	size_t na = (size_t)M * K, nw = (size_t)N * K;
+	float *h = malloc(sizeof(float) * (na + nw)), *all = malloc(sizeof(float) * M * N),
+	      *one = malloc(sizeof(float) * N);
+	fill_(h, na + nw, 20, -1, 1);
+	float *x = up_(gpu_, h, sizeof(float) * (na + nw)), *c = gpu_->alloc(sizeof(float) * M * N, NULL);
+	gpu_->linear_rows(c, x, x + na, M, N, K, 0);
+	down_(gpu_, all, c, sizeof(float) * M * N);
+	int same = 1;
+	for (int r = 0; r < M; r += 8) {
+		gpu_->linear_rows(c, x + (size_t)r * K, x + na, 1, N, K, 0);
+		down_(gpu_, one, c, sizeof(float) * N);
+		same &= !memcmp(one, all + (size_t)r * N, sizeof(float) * N);
+	}
+	ok(same, "linear_rows is batch-invariant on the GPU: rows alone = rows among 33, bit for bit");
+	gpu_->free(x), gpu_->free(c);
+	free(h), free(all), free(one);
+
+	/* attn_paged: query 3 alone (its own page table) = query 3 among 5 */
+	float a5[PQ * H * HD], a1[H * HD];
+	paged_(gpu_, a5, pidx_, PQ, 0);
+	int32_t solo[12 + 2 * PQ];
+	memcpy(solo, pidx_, sizeof solo);
+	solo[12] = pidx_[12 + 3], solo[12 + PQ] = pidx_[12 + PQ + 3];
+	paged_(gpu_, a1, solo, 1, 3);
+	ok(!memcmp(a1, a5 + 3 * H * HD, sizeof a1),
+	   "attn_paged is batch-invariant on the GPU: a query alone = the same query among 5, bit for bit");
+}
+
+/* The same inputs give the same bits every run (no atomics in sums). */
+static void test_determinism_(void)
+{
+	size_t n = (size_t)T * H * HD * 2 + (size_t)T * KVH * HD * 2 + (size_t)T * H;
+	float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+	op_attn_causal_(gpu_, a);
+	op_attn_causal_(gpu_, b);
+	ok(!memcmp(a, b, sizeof(float) * n), "attention forward and backward: the same bits twice");
+	float g1[67 * 45], g2[67 * 45], s1[2], s2[2];
+	op_gemm_nt_(gpu_, g1), op_gemm_nt_(gpu_, g2);
+	op_sumsq_(gpu_, s1), op_sumsq_(gpu_, s2);
+	ok(!memcmp(g1, g2, sizeof g1) && !memcmp(s1, s2, sizeof s1), "gemm and sumsq: the same bits twice");
+	free(a), free(b);
+}
+
+/* ---- a whole model ---- */
+
+typedef struct mrun_ {
+	float lp[40], ent[40];
+	float *grad, *params;      /* after backward; after two AdamW steps */
+	int32_t greedy[2][24];     /* greedy tokens of two prompts decoded together */
+	float glp[2][24];          /* their log-probs as decoding computed them */
+	float flp[2][24];          /* the same tokens' log-probs by the engine's forward */
+	double gnorm;
+	int rc;
+} mrun_;
+
+static void run_model_(const sw_backend *be, const sw_model_config *c, mrun_ *r)
+{
+	sw_error err = { 0 };
+	memset(r, 0, sizeof *r);
+	sw_model *m = sw_model_new_on(be, c, &err), *g = sw_model_new_on(be, c, &err);
+	sw_model *mo = sw_model_new_on(be, c, &err), *vo = sw_model_new_on(be, c, &err);
+	size_t np = sw_model_config_nparams(c);
+	r->grad = malloc(sizeof(float) * np), r->params = malloc(sizeof(float) * np);
+	if (!m || !g || !mo || !vo || !r->grad || !r->params) {
+		printf("# %s: %s\n", be->name, err.msg);
+		r->rc = -1;
+		goto out;
+	}
+	r->rc |= sw_model_init_random(m, 5, 0.2f);
+	int32_t tok[40], tgt[40], cu[] = { 0, 23, 24, 40 };
+	for (int i = 0; i < 40; i++)
+		tok[i] = (i * 11 + 2) % c->vocab_size, tgt[i] = (i * 5 + 1) % c->vocab_size;
+	float dlp[40], dent[40];
+	for (int i = 0; i < 40; i++)
+		dlp[i] = (float)((i % 7) - 3) * 0.1f, dent[i] = (float)((i % 3) - 1) * 0.05f;
+	sw_engine *e = sw_engine_new(m, &err);
+	sw_batch b = { 3, tok, cu, tgt };
+	r->rc |= !e || sw_engine_forward(e, &b, true, r->lp, r->ent, &err) ||
+	         sw_engine_backward(e, dlp, dent, g, &err) || sw_model_read(g, r->grad, &err);
+
+	/* Greedy decoding of two prompts in one batch, 24 tokens each. */
+	sw_decoder *d = sw_decoder_new(m, 4, 200, &err);
+	int id[2] = { -1, -1 };
+	for (int s = 0; s < 2 && d; s++)
+		id[s] = sw_decoder_add(d, tok + 5 * s, 6 + s, &err);
+	for (int step = 0; step < 24 && d && id[0] >= 0 && id[1] >= 0 && !r->rc; step++) {
+		int n;
+		const int *ids;
+		const float *z;
+		r->rc |= sw_decoder_step(d, &n, &ids, &z, &err);
+		for (int j = 0; j < n && !r->rc; j++) {
+			int s = ids[j] == id[0] ? 0 : 1, best = 0;
+			const float *row = z + (size_t)j * c->vocab_size;
+			for (int v = 1; v < c->vocab_size; v++)
+				best = row[v] > row[best] ? v : best;
+			r->greedy[s][step] = best;
+			r->glp[s][step] = sw_logprob_of(row, c->vocab_size, best);
+			r->rc |= sw_decoder_append(d, ids[j], &r->greedy[s][step], 1, &err);
+		}
+	}
+	sw_decoder_free(d);
+	/* The trainer's forward over each prompt and its greedy tokens. */
+	for (int s = 0; s < 2 && e && !r->rc; s++) {
+		int np_ = 6 + s, L = np_ + 24;
+		int32_t seq[32], t2[32], c2[] = { 0, L };
+		float lp[32];
+		memcpy(seq, tok + 5 * s, sizeof(int32_t) * np_);
+		memcpy(seq + np_, r->greedy[s], sizeof(int32_t) * 24);
+		for (int i = 0; i < L; i++)
+			t2[i] = i + 1 < L ? seq[i + 1] : -1;
+		sw_batch b2 = { 1, seq, c2, t2 };
+		r->rc |= sw_engine_forward(e, &b2, false, lp, NULL, &err);
+		memcpy(r->flp[s], lp + np_ - 1, sizeof(float) * 24);
+	}
+	sw_engine_free(e);
+
+	sw_adamw_config ac = sw_adamw_defaults(1e-2f);
+	ac.max_grad_norm = 0.5f;
+	sw_adamw_stats st = { 0 };
+	r->rc |= sw_model_zero(mo, &err) || sw_model_zero(vo, &err) ||
+	         sw_adamw_step(&ac, m, g, mo->arena, vo->arena, 0, &st, &err) ||
+	         sw_adamw_step(&ac, m, g, mo->arena, vo->arena, 1, &st, &err) ||
+	         sw_model_read(m, r->params, &err);
+	r->gnorm = st.grad_norm;
+	if (r->rc)
+		printf("# %s: %s\n", be->name, err.msg);
+out:
+	sw_model_free(m), sw_model_free(g), sw_model_free(mo), sw_model_free(vo);
+}
+
+static void test_model_(const char *what, sw_model_config c)
+{
+	static mrun_ a, b;
+	char name[160];
+	run_model_(cpu_, &c, &a);
+	run_model_(gpu_, &c, &b);
+	ok(a.rc == 0 && b.rc == 0, "%s: forward, backward, greedy decoding and AdamW run on cpu and gpu", what);
+	size_t np = sw_model_config_nparams(&c);
+	snprintf(name, sizeof name, "%s: forward log-probs", what);
+	close_(name, b.lp, a.lp, 40, 1e-4, 1e-4);
+	snprintf(name, sizeof name, "%s: forward entropies", what);
+	close_(name, b.ent, a.ent, 40, 1e-4, 1e-4);
+	snprintf(name, sizeof name, "%s: gradients", what);
+	close_(name, b.grad, a.grad, np, 1e-4, 1e-3);
+	snprintf(name, sizeof name, "%s: parameters after two AdamW steps", what);
+	close_(name, b.params, a.params, np, 1e-5, 1e-4);
+	int same = !memcmp(a.greedy, b.greedy, sizeof a.greedy);
+	ok(same, "%s: greedy decoding, 2 x 24 tokens in one batch, token for token", what);
+	if (!same)
+		for (int s = 0; s < 2; s++)
+			for (int i = 0; i < 24; i++)
+				if (a.greedy[s][i] != b.greedy[s][i]) {
+					printf("#   sequence %d differs first at token %d: gpu %d cpu %d\n", s, i,
+					       b.greedy[s][i], a.greedy[s][i]);
+					break;
+				}
+	/* Item 2: the rollout's log-probs against the trainer's, both on the GPU. */
+	snprintf(name, sizeof name, "%s: rollout log-probs = trainer forward on the gpu", what);
+	close_(name, b.flp[0], b.glp[0], 48, 1e-4, 1e-4);
+	free(a.grad), free(a.params), free(b.grad), free(b.params);
+}
+
+/* ---- the plan ---- */
+
+typedef struct op_ {
+	const char *name;
+	op_fn run;
+	size_t nout;
+	double atol, rtol;
+} op_;
+
+#define NQ ((size_t)T * H * HD)
+#define NK ((size_t)T * KVH * HD)
+/* Tolerances: products and sums in another order than the CPU's drift by
+ * ~1e-6 relative per addition; exp/erf/tanh of CUDA's libm differ by a few
+ * ulp from glibc's; attention compounds both. */
+static const op_ ops_[] = {
+	{ "gemm (N, N)", op_gemm_nn_, 67 * 45, 1e-5, 1e-4 },
+	{ "gemm (N, T)", op_gemm_nt_, 67 * 45, 1e-5, 1e-4 },
+	{ "gemm (T, N)", op_gemm_tn_, 67 * 45, 1e-5, 1e-4 },
+	{ "linear_rows K 896", op_linear_896_, 19 * 77, 1e-5, 1e-4 },
+	{ "linear_rows K 301", op_linear_301_, 19 * 77, 1e-5, 1e-4 },
+	{ "rows_gather", op_rows_, (size_t)T * D, 0, 0 },
+	{ "embed_bwd", op_embed_bwd_, (size_t)50 * D, 0, 0 },
+	{ "kv_write", op_kv_write_, 6 * 4 * 40 * 2, 0, 0 },
+	{ "rmsnorm fwd, bwd", op_rmsnorm_, (size_t)2 * T * D + T + D, 1e-5, 1e-4 },
+	{ "layernorm fwd, bwd", op_layernorm_, (size_t)2 * T * D + 2 * T + 2 * D, 1e-5, 1e-4 },
+	{ "act fwd, bwd (4 activations)", op_act_, 8 * 5000, 1e-6, 1e-5 },
+	{ "rope and its inverse", op_rope_, 2 * NQ, 1e-6, 1e-5 },
+	{ "attention causal fwd, bwd", op_attn_causal_, 2 * NQ + 2 * NK + (size_t)T * H, 1e-5, 1e-4 },
+	{ "attention full fwd, bwd", op_attn_full_, 2 * NQ + 2 * NK + (size_t)T * H, 1e-5, 1e-4 },
+	{ "attn_paged", op_paged_, (size_t)PQ * H * HD, 1e-5, 1e-4 },
+	{ "swiglu fwd, bwd", op_swiglu_, (size_t)3 * T * FF, 1e-6, 1e-5 },
+	{ "add, bias fwd, bwd, scale", op_add_bias_scale_, (size_t)T * D + D, 1e-6, 1e-5 },
+	{ "logprob fwd, bwd", op_logprob_, (size_t)T * V + 3 * T, 1e-5, 1e-5 },
+	{ "adamw", op_adamw_, 3 * 10007, 1e-6, 1e-5 },
+	{ "sumsq", op_sumsq_, 2, 0, 1e-6 },
+	{ "first_nonfinite", op_nonfinite_, 2, 0, 0 },
+};
+#define NOPS (sizeof ops_ / sizeof ops_[0])
+/* Checks after the ops: batch invariance 2, determinism 2, models 3 x 7, the last sync. */
+#define NREST (2 + 2 + 3 * 7 + 1)
+
+static sw_model_config cfg_(const char *type, bool bias, bool qk, bool tied)
+{
+	sw_model_config c = tiny_config(type, 97, 128, 160, 32, 128);
+	c.attention_bias = bias, c.qk_norm = qk, c.tie_word_embeddings = tied;
+	return c;
+}
+
+int main(void)
+{
+	sw_error err = { 0 };
+	const char *dev = getenv("SW_GPU_DEVICE") ? getenv("SW_GPU_DEVICE") : "cuda";
+	sw_engine_threads(2);
+	cpu_ = sw_backend_cpu();
+	if (!(gpu_ = sw_backend_get(dev, &err))) {
+		if (getenv("SW_GPU_REQUIRED") && atoi(getenv("SW_GPU_REQUIRED"))) {
+			ok(0, "the GPU backend '%s': %s", dev, err.msg);
+			return tap_done();
+		}
+		for (size_t i = 0; i < NOPS + NREST; i++)
+			printf("ok %d - gpu: %s # skip no CUDA backend here: %s\n", ++tap_n_,
+			       i < NOPS ? ops_[i].name : "batch invariance, determinism, whole models", err.msg);
+		return tap_done();
+	}
+	printf("# device %s\n", gpu_->name);
+	for (size_t i = 0; i < NOPS; i++)
+		compare_(ops_[i].name, ops_[i].run, ops_[i].nout, ops_[i].atol, ops_[i].rtol);
+	test_batch_invariance_();
+	test_determinism_();
+	test_model_("llama", cfg_("llama", false, false, false));
+	test_model_("qwen2 (bias, tied)", cfg_("qwen2", true, false, true));
+	test_model_("qwen3 (q/k norm)", cfg_("qwen3", false, true, false));
+	ok(gpu_->sync(&err) == 0, "gpu: the last sync is clean (%s)", err.msg);
+	return tap_done();
+}
