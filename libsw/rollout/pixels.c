@@ -19,6 +19,7 @@ void sw_sample_pixels_free(sw_sample_pixels *px)
 	free(px->pixels);
 	px->pixels = NULL;
 	px->n = 0;
+	px->size = 0;
 }
 
 /* Each image token of ids[0..*n) becomes per copies (*ids realloc'd). */
@@ -45,6 +46,7 @@ int sw_sample_pixels_of(sw_rec *rec, const sw_model_config *cfg, const sw_image_
                         size_t *n, sw_sample_pixels *px, sw_error *err)
 {
 	px->n = 0;
+	px->size = 0;
 	px->pixels = NULL;
 	sw_image *ims = NULL;
 	size_t nim = 0;
@@ -91,5 +93,6 @@ int sw_sample_pixels_of(sw_rec *rec, const sw_model_config *cfg, const sw_image_
 		return rc;
 	}
 	px->n = (int)nim;
+	px->size = nim ? h : 0;
 	return 0;
 }

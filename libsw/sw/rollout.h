@@ -161,6 +161,7 @@ int sw_rollout_generation_eos(const char *dir, int vocab, int32_t *ids, int cap,
  */
 typedef struct sw_sample_pixels {
 	int n;
+	int size;                  /* S: the side of each image's pixel_values (0 with none) */
 	float *pixels;
 } sw_sample_pixels;
 
