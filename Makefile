@@ -4,6 +4,7 @@
 #   make test       build, then run the C unit tests and the bats CLI tests
 #   make check      the same suite under AddressSanitizer and UBSan
 #   make demo       build, then the main job: examples/arith (SFT, then GRPO with a safety verifier)
+#   make demo-vision  the same for pictures: examples/vision (a tiny LLaVA learns to count)
 #   make bench      the benchmarks of bench/ (figures go to bench/RESULTS.md)
 #   make fuzz       run every fuzz target of tests/fuzz/ (FUZZ_SECONDS each)
 #   make deps       install the Debian packages that are missing
@@ -54,7 +55,7 @@ DEPS_FUZZ  := clang libomp-dev
 NVCC := $(shell command -v nvcc 2>/dev/null)
 CU_SRC := $(wildcard libsw/compute/cuda/*.cu)
 
-.PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo bench fuzz \
+.PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo demo-vision bench fuzz \
         install clean completions cuda mpi
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -154,6 +155,8 @@ check:
 # --- the rest -------------------------------------------------------------------
 demo: all deps-demo
 	@B=$(B) examples/arith/run.sh
+demo-vision: all deps-demo
+	@B=$(B) examples/vision/run.sh
 
 # Bench drivers: bench/NAME.c linked against libsw, as $(B)/bench/NAME.
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))

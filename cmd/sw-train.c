@@ -455,6 +455,9 @@ int main(int argc, char **argv)
 	sw_trainer *tr = sw_trainer_new(&tc, &err);
 	rc = !tr ? err.code : weights ? sw_trainer_open_store(tr, weights, opt_spec, &err)
 	                              : sw_trainer_load_dir(tr, model, out, &err);
+	/* a store has no directory: a LLaVA model's image processor is the run's model directory's */
+	if (!rc && weights && (env = getenv("SW_MODEL")) && *env)
+		rc = sw_trainer_media_dir(tr, env, &err);
 	agree_or_die_(comm, rc, &err);
 	rc = read_samples_(tr, comm, files, nfiles, &foreign, &err);
 	/* the sample's owner speaks first; the others' own view of it is a last resort */

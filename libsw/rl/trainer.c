@@ -130,6 +130,7 @@ void sw_trainer_free(sw_trainer *t)
 	free(t->s);
 	sw_tokenizer_free(t->tok);
 	sw_image_proc_free(t->proc);
+	free(t->media_dir);
 	if (t->own_model)
 		sw_model_free(t->model); /* gives the weight store's arena back first */
 	sw_model_free(t->mm);
@@ -227,10 +228,21 @@ static int tokenizer_(sw_trainer *t, sw_error *err)
 static int image_proc_(sw_trainer *t, sw_error *err)
 {
 	sw_error e2 = { 0 };
-	if (t->proc || !t->tok_dir || !t->model->cfg.vision.model_type[0])
+	const char *dir = t->media_dir ? t->media_dir : t->tok_dir;
+	if (t->proc || !dir || !t->model->cfg.vision.model_type[0])
 		return 0;
-	if (sw_image_proc_load(t->tok_dir, &t->proc, &e2))
+	if (sw_image_proc_load(dir, &t->proc, &e2))
 		return sw_fail(err, e2.code, "%s", e2.msg);
+	return 0;
+}
+
+int sw_trainer_media_dir(sw_trainer *t, const char *dir, sw_error *err)
+{
+	char *d = strdup(dir);
+	if (!d)
+		return oom_(err);
+	free(t->media_dir);
+	t->media_dir = d;
 	return 0;
 }
 
