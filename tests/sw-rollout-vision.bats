@@ -114,3 +114,15 @@ r() {
 	sw_mpirun -np 2 sw-rollout -m vl --score one >s2
 	cmp s1 s2
 }
+
+@test "images: a drawn image token ends the response before it (no picture could fill it); --score refuses one" {
+	vl_setup
+	# at temperature 2 the random model draws id 261 now and then
+	sw-rollout -f json -m vl -n 20 --max-new-tokens 16 --temperature 2 d/train.jsonl >s.jsonl
+	run -0 jq -s -c '[(map(.response_tokens | index(261)) | map(select(. != null)) | length),
+	                  (map(select(.finish == "stop" and ((.response_tokens | last) as $t | $t != 257 and $t != 260))) | length > 0)]' s.jsonl
+	[ "$output" = '[0,true]' ]
+	head -1 s.jsonl | jq -c '.response_tokens = [5, 261, 6] | del(.response)' >img.jsonl
+	run -1 --separate-stderr sw-rollout -m vl --score img.jsonl
+	[ "$stderr" = "sw-rollout: img.jsonl: record 1: the response holds the image token (261): only a prompt takes pictures" ]
+}

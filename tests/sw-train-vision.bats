@@ -60,3 +60,11 @@ PY
 	run -1 --separate-stderr sw-train -a sft -m tx -o o d/sft.jsonl
 	[ "$stderr" = "sw-train: d/sft.jsonl: record 1: the sample has 1 image and the model is text only (not LLaVA)" ]
 }
+
+@test "a response that holds the image token stops sw-train naming the record" {
+	vl_setup
+	sw-rollout -f json -m vl -n 2 --max-new-tokens 3 d/train.jsonl | sw-verify -r math -f json >s.jsonl
+	jq -c 'if .id == "t2/1" then .response_tokens = [5, 261] | .logprobs = [-1, -1] else . end' s.jsonl >img.jsonl
+	run -1 --separate-stderr sw-train -a grpo -m vl -o o img.jsonl
+	[ "$stderr" = "sw-train: img.jsonl: record 4: the response holds the image token (261): only a prompt takes pictures" ]
+}

@@ -366,6 +366,11 @@ static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 		rc = rec_fail_(err, s, SW_EINVAL, "the prompt is empty: the first response token needs a token before it");
 		goto out;
 	}
+	if (cfg->vision.model_type[0] && sw_image_count_tokens(r, nr, cfg->vision.image_token_id)) {
+		rc = rec_fail_(err, s, SW_EINVAL, "the response holds the image token (%d): only a prompt takes pictures",
+		               cfg->vision.image_token_id);
+		goto out;
+	}
 	if (np + nr > (size_t)cfg->max_position_embeddings) {
 		rc = rec_fail_(err, s, SW_ERANGE, "%zu prompt and %zu response tokens exceed the model's %d positions", np, nr,
 		          cfg->max_position_embeddings);

@@ -468,6 +468,10 @@ static int push_token_(sw_rollout *r, const sw_rollout_io *io, sample_ *s, int32
                        sw_error *err)
 {
 	int rc;
+	/* a LLaVA model's image token drawn: a picture's place, which no response can fill (the trainer's
+	 * forward would want a picture for it); the response ends before it, as at an end token */
+	if (r->m->cfg.vision.model_type[0] && t == r->m->cfg.vision.image_token_id)
+		return (rc = finish_(r, io, s, "stop", err)) ? rc : 1;
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 32;
 		int32_t *tok = realloc(s->tok, sizeof *tok * (size_t)cap);

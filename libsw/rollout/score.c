@@ -181,6 +181,10 @@ static int take_(sw_rollout *r, const sw_rollout_io *io, char *msg, size_t size,
 	} else if (rc) {
 		snprintf(msg, size, "%s", e.msg);
 		rc = 0;
+	} else if (!msg[0] && r->m->cfg.vision.model_type[0] &&
+	           sw_image_count_tokens(rtok, rlen, r->m->cfg.vision.image_token_id)) {
+		snprintf(msg, size, "the response holds the image token (%d): only a prompt takes pictures",
+		         r->m->cfg.vision.image_token_id);
 	} else if (!msg[0] && plen + rlen > (size_t)r->C) {
 		snprintf(msg, size, "prompt and response have %zu tokens, the model's context is %d", plen + rlen, r->C);
 	}
