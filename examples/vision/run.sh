@@ -28,13 +28,13 @@ case $dir in /*) ;; *) dir=$(pwd)/$dir ;; esac
 
 TRAIN=${TRAIN:-1000}          # training pictures
 EVAL=${EVAL:-200}             # held-out pictures
-SFT_EPOCHS=${SFT_EPOCHS:-4}   # passes over the warm-start answers
+SFT_EPOCHS=${SFT_EPOCHS:-12}  # passes over the warm-start answers: about 70% right after them
 SFT_LR=${SFT_LR:-1e-3}
-ITERS=${ITERS:-40}            # GRPO iterations
+ITERS=${ITERS:-60}            # GRPO iterations
 BATCH=${BATCH:-32}            # prompts per iteration
 GROUP=${GROUP:-8}             # responses per prompt
-LR=${LR:-5e-4}                # GRPO learning rate
-EVAL_EVERY=${EVAL_EVERY:-10}
+LR=${LR:-2e-4}                # GRPO learning rate
+EVAL_EVERY=${EVAL_EVERY:-20}
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
 
