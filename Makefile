@@ -5,6 +5,7 @@
 #   make check      the same suite under AddressSanitizer and UBSan
 #   make test-gpu   the GPU tests (tests/gpu/), on a machine with a GPU
 #   make demo       build, then the main job: examples/arith (SFT, then GRPO with a safety verifier)
+#   make demo-vision  the same for pictures: examples/vision (a tiny LLaVA learns to count)
 #   make bench      the benchmarks of bench/ (figures go to bench/RESULTS.md)
 #   make fuzz       run every fuzz target of tests/fuzz/ (FUZZ_SECONDS each)
 #   make deps       install the Debian packages that are missing
@@ -55,7 +56,7 @@ DEPS_FUZZ  := clang libomp-dev
 NVCC := $(shell command -v nvcc 2>/dev/null)
 CU_SRC := $(wildcard libsw/compute/cuda/*.cu)
 
-.PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo bench fuzz \
+.PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo demo-vision bench fuzz \
         install clean completions cuda mpi test-gpu
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -165,6 +166,8 @@ check:
 # --- the rest -------------------------------------------------------------------
 demo: all deps-demo
 	@B=$(B) examples/arith/run.sh
+demo-vision: all deps-demo
+	@B=$(B) examples/vision/run.sh
 
 # Bench drivers: bench/NAME.c linked against libsw, as $(B)/bench/NAME.
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))

@@ -77,6 +77,7 @@ static struct {
 static sw_model *m_;
 static sw_store *store_;
 static sw_tokenizer *tok_;
+static sw_image_proc *proc_;         /* a LLaVA model's image processor */
 
 static bool same_shape_(const sw_model_config *a, const sw_model_config *b)
 {
@@ -126,6 +127,12 @@ static void load_model_(void)
 	if (sw_tokenizer_vocab(tok_) > (size_t)V)
 		cli_die("the tokenizer has %zu tokens, more than the model's vocabulary of %d",
 		        sw_tokenizer_vocab(tok_), V);
+	/* a LLaVA model's pictures are preprocessed as its directory's preprocessor_config.json says */
+	if (m_->cfg.vision.model_type[0] && o_.model_dir) {
+		if (sw_image_proc_load(o_.model_dir, &proc_, &err))
+			cli_die("%s", err.msg);
+		o_.rc.image_proc = proc_;
+	}
 	/* (the model's and the tokenizer's end tokens the scheduler adds itself) */
 	if (o_.model_dir && sw_rollout_generation_eos(o_.model_dir, V, o_.eos, (int)(sizeof o_.eos / sizeof *o_.eos),
 	                                              &o_.neos, &err))
@@ -421,6 +428,7 @@ int main(int argc, char **argv)
 	sw_rollout_free(ro);
 	sw_writer_free(w_);
 	sw_tokenizer_free(tok_);
+	sw_image_proc_free(proc_);
 	sw_model_free(m_);
 	sw_store_close(store_);
 	for (size_t i = 0; i < o_.rc.nstops; i++)

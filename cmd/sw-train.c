@@ -32,7 +32,7 @@ enum {
 	OPT_CLIP_LOW, OPT_CLIP_HIGH, OPT_CLIP_DUAL, OPT_KL_COEF, OPT_KL_EST, OPT_KL_REWARD, OPT_REF,
 	OPT_ENTROPY, OPT_TIS, OPT_EPOCHS, OPT_MINIBATCHES, OPT_MICRO_TOKENS, OPT_RANK, OPT_TRAIN_ON,
 	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE, OPT_WEIGHTS,
-	OPT_DEVICE, OPT_SHARD_MOMENTS
+	OPT_DEVICE, OPT_SHARD_MOMENTS, OPT_TRAIN_VISION
 };
 
 static const cli_opt opts[] = {
@@ -66,6 +66,8 @@ static const cli_opt opts[] = {
 	  "token budget of a micro batch when samples have no 'micro' (default 8192)" },
 	{ OPT_RANK, 0, "rank", "r", NULL, "train only the samples with rank r" },
 	{ OPT_SHARD_MOMENTS, 0, "shard-moments", NULL, NULL, "under mpirun: shard AdamW's moments across the ranks (ZeRO-1)" },
+	{ OPT_TRAIN_VISION, 0, "train-vision", NULL, NULL,
+	  "a LLaVA model: train its vision tower too (default: frozen; the projector always learns)" },
 	{ OPT_TRAIN_ON, 0, "train-on", "what", "response|prompt+response", "tokens SFT learns (default response)" },
 	{ OPT_MAX_LEN, 0, "max-len", "tokens", NULL,
 	  "the constant of seq-mean-token-sum-norm (default: the longest response)" },
@@ -312,6 +314,7 @@ int main(int argc, char **argv)
 			kl_set = 1;
 			break;
 		case OPT_KL_REWARD: tc.kl_in_reward = 1; break;
+		case OPT_TRAIN_VISION: tc.adam.train_vision_tower = true; break;
 		case OPT_REF: tc.ref = arg; break;
 		case OPT_DEVICE: tc.backend = cli_device(arg); break;
 		case OPT_ENTROPY: tc.loss.entropy_coef = opt_num_("--entropy-coef", arg, 0, 1e6); break;
@@ -452,6 +455,9 @@ int main(int argc, char **argv)
 	sw_trainer *tr = sw_trainer_new(&tc, &err);
 	rc = !tr ? err.code : weights ? sw_trainer_open_store(tr, weights, opt_spec, &err)
 	                              : sw_trainer_load_dir(tr, model, out, &err);
+	/* a store has no directory: a LLaVA model's image processor is the run's model directory's */
+	if (!rc && weights && (env = getenv("SW_MODEL")) && *env)
+		rc = sw_trainer_media_dir(tr, env, &err);
 	agree_or_die_(comm, rc, &err);
 	rc = read_samples_(tr, comm, files, nfiles, &foreign, &err);
 	/* the sample's owner speaks first; the others' own view of it is a last resort */

@@ -78,7 +78,7 @@ static int check_params_(const sw_cost_params *p, sw_error *err)
 		if (!isfinite(v[i]) || v[i] < 0)
 			return sw_fail(err, SW_EINVAL, "cost coefficient %zu is %g, not a finite number >= 0", i, v[i]);
 	if (p->patch_size < 1 || p->merge < 1 || p->temporal_patch < 1 || p->audio_stride < 1 || p->audio_pool < 1 ||
-	    p->bytes_per_token <= 0 || p->audio_frames_per_s <= 0)
+	    p->bytes_per_token <= 0 || p->audio_frames_per_s <= 0 || p->image_tokens < 0)
 		return sw_fail(err, SW_EINVAL, "cost sizes must be at least 1");
 	return 0;
 }
@@ -236,6 +236,14 @@ static int read_config_(sw_cost_params *p, const char *path, sw_error *err)
 		p->patch_size = (int)fmin(ps, 1 << 20);
 		p->merge = (int)fmin(merge, 1 << 10);
 		p->temporal_patch = (int)fmin(tp, 1 << 10);
+		if (type && !strcmp(type, "llava")) {
+			/* LLaVA resizes every picture to the tower's square: the patch count the model itself gives */
+			sw_model_config c;
+			if ((rc = sw_model_config_load(path, &c, err)))
+				goto out;
+			p->image_tokens = sw_model_image_tokens(&c);
+			p->merge = 1;
+		}
 	}
 	yyjson_val *ac = yyjson_obj_get(root, "audio_config");
 	if (yyjson_is_obj(ac)) {
@@ -418,6 +426,10 @@ static int image_patches_(const sw_cost_params *p, const sw_val *item, uint64_t 
 			return sw_fail(err, SW_EFORMAT, "%s: an image needs 'w' and 'h', or a 'path'", what);
 		if ((rc = image_file_size_(path, &w, &h, what, err)))
 			return rc;
+	}
+	if (p->image_tokens) {
+		*patches = (uint64_t)p->image_tokens;
+		return 0;
 	}
 	uint64_t unit = (uint64_t)p->patch_size * (uint64_t)p->merge;
 	*patches = ((h + unit - 1) / unit * p->merge) * ((w + unit - 1) / unit * p->merge);

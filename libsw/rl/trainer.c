@@ -19,6 +19,7 @@ struct tsample {
 	uint64_t recno;     /* 1-based within file */
 	int32_t *tok;       /* prompt then response */
 	size_t np, nr;
+	sw_sample_pixels px;  /* a LLaVA sample's images (tok holds their expanded placeholders) */
 	float *behav;       /* the rollout's log-probs of the response, or NULL */
 	double reward;
 	char *group;        /* as text */
@@ -117,6 +118,7 @@ static void sample_release_(tsample *s)
 {
 	sw_rec_free(s->rec);
 	free(s->file), free(s->tok), free(s->behav), free(s->group);
+	sw_sample_pixels_free(&s->px);
 }
 
 void sw_trainer_free(sw_trainer *t)
@@ -127,6 +129,8 @@ void sw_trainer_free(sw_trainer *t)
 		sample_release_(&t->s[i]);
 	free(t->s);
 	sw_tokenizer_free(t->tok);
+	sw_image_proc_free(t->proc);
+	free(t->media_dir);
 	if (t->own_model)
 		sw_model_free(t->model); /* gives the weight store's arena back first */
 	sw_model_free(t->mm);
@@ -217,6 +221,28 @@ static int tokenizer_(sw_trainer *t, sw_error *err)
 		return 0; /* a store has none: the accessor says the text needs one */
 	if (!(t->tok = sw_tokenizer_load(t->tok_dir, &e2)))
 		return sw_fail(err, e2.code, "cannot load the tokenizer of '%s': %s", t->tok_dir, e2.msg);
+	return 0;
+}
+
+/* The image processor of the model directory, loaded at the first LLaVA sample (a store has none). */
+static int image_proc_(sw_trainer *t, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	const char *dir = t->media_dir ? t->media_dir : t->tok_dir;
+	if (t->proc || !dir || !t->model->cfg.vision.model_type[0])
+		return 0;
+	if (sw_image_proc_load(dir, &t->proc, &e2))
+		return sw_fail(err, e2.code, "%s", e2.msg);
+	return 0;
+}
+
+int sw_trainer_media_dir(sw_trainer *t, const char *dir, sw_error *err)
+{
+	char *d = strdup(dir);
+	if (!d)
+		return oom_(err);
+	free(t->media_dir);
+	t->media_dir = d;
 	return 0;
 }
 
@@ -323,6 +349,10 @@ static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 		rc = rc == SW_ENOENT ? rec_fail_(err, s, rc, "no prompt: the record has no 'prompt_tokens', 'messages' "
 		                                             "or 'prompt' field")
 		                     : text_fail_(t, s, rc, &e2, err);
+	/* a sample's pictures and its prompt's placeholders, as the rollout takes them */
+	if (!rc && !(rc = image_proc_(t, err)) &&
+	    (rc = sw_sample_pixels_of(s->rec, cfg, t->proc, &p, &np, &s->px, &e2)) != 0)
+		rc = rec_fail_(err, s, rc, "%s", e2.msg);
 	if (rc)
 		goto out;
 	if (!sw_sample_response_is_text(s->rec))
@@ -334,6 +364,11 @@ static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 		goto out;
 	if (np == 0) {
 		rc = rec_fail_(err, s, SW_EINVAL, "the prompt is empty: the first response token needs a token before it");
+		goto out;
+	}
+	if (cfg->vision.model_type[0] && sw_image_count_tokens(r, nr, cfg->vision.image_token_id)) {
+		rc = rec_fail_(err, s, SW_EINVAL, "the response holds the image token (%d): only a prompt takes pictures",
+		               cfg->vision.image_token_id);
 		goto out;
 	}
 	if (np + nr > (size_t)cfg->max_position_embeddings) {
@@ -483,6 +518,9 @@ static size_t first_row_(const sw_trainer *t, const tsample *s)
 
 typedef struct packed {
 	int32_t *tokens, *cu;
+	float *px;             /* the micro batch's images, in their placeholders' order */
+	int nimg;
+	size_t cap_px;
 	float *lp, *ent;       /* per row */
 	float *dlp, *dent;     /* per row, for the backward */
 	size_t rows, cap_rows, cap_seq;
@@ -507,19 +545,38 @@ static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
 			return oom_(err);
 		pk->cap_seq = n + 1;
 	}
+	size_t nimg = 0, each = 0;
+	for (size_t i = 0; i < n; i++)
+		nimg += (size_t)v[i]->px.n;
+	if (nimg) {
+		/* (a sample with images is of a LLaVA model: its tower's size) */
+		int S = 0;
+		for (size_t i = 0; i < n && !S; i++)
+			S = v[i]->px.n ? v[i]->px.size : 0;
+		each = (size_t)3 * (size_t)S * (size_t)S;
+		if (nimg * each > pk->cap_px) {
+			if (grow_(&pk->px, nimg * each, sizeof *pk->px))
+				return oom_(err);
+			pk->cap_px = nimg * each;
+		}
+	}
 	pk->cu[0] = 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0, k = 0; i < n; i++) {
 		size_t len = v[i]->np + v[i]->nr;
 		memcpy(pk->tokens + pk->cu[i], v[i]->tok, len * sizeof *pk->tokens);
 		pk->cu[i + 1] = pk->cu[i] + (int32_t)len;
+		if (v[i]->px.n)
+			memcpy(pk->px + k * each, v[i]->px.pixels, (size_t)v[i]->px.n * each * sizeof *pk->px);
+		k += (size_t)v[i]->px.n;
 	}
+	pk->nimg = (int)nimg;
 	pk->rows = rows;
 	return 0;
 }
 
 static void packed_release_(packed *pk)
 {
-	free(pk->tokens), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent);
+	free(pk->tokens), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent), free(pk->px);
 }
 
 static int forward_(sw_engine *e, packed *pk, tsample *const *v, size_t n, int for_backward, int want_ent,
@@ -530,7 +587,8 @@ static int forward_(sw_engine *e, packed *pk, tsample *const *v, size_t n, int f
 	if (rc)
 		return rc;
 	sw_batch b = { (int)n, pk->tokens, pk->cu, NULL };
-	if (sw_engine_forward(e, &b, for_backward, pk->lp, want_ent ? pk->ent : NULL, &e2))
+	sw_images im = { pk->nimg, pk->px };
+	if (sw_engine_forward_images(e, &b, &im, for_backward, pk->lp, want_ent ? pk->ent : NULL, &e2))
 		return sw_fail(err, e2.code, "%s: %s (micro batch starting at %s record %llu)", what, e2.msg, v[0]->file,
 		               (unsigned long long)v[0]->recno);
 	return 0;
@@ -835,6 +893,8 @@ static int before_training_(step_ *k, sw_trainer_stats *st, sw_error *err)
 			k->pre[npre++] = &t->s[i];
 	if (!(k->eng = engine_(t->model, &e2)))
 		return sw_fail(err, e2.code, "cannot start the engine: %s", e2.msg);
+	/* a LLaVA model: the projector learns, the tower only when AdamW is to update it */
+	sw_engine_train_vision(k->eng, true, t->c.adam.train_vision_tower);
 	if ((rc = micro_split_(k->pre, npre, 0, t->c.micro_tokens, &k->ml, err)))
 		return rc;
 	double t1 = now_();

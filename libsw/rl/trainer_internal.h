@@ -40,6 +40,8 @@ struct sw_trainer {
 	/* text samples are tokenised with the model directory's tokenizer */
 	char *tok_dir;
 	sw_tokenizer *tok;
+	sw_image_proc *proc;    /* a LLaVA model's image processor, from the same directory or media_dir */
+	char *media_dir;
 
 	tsample *s;
 	size_t n, cap;

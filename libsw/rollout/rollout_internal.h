@@ -70,7 +70,7 @@ struct sw_rollout {
 	/* scoring (score.c) */
 	sw_engine *e;
 	sw_rollout_item *items;
-	int nitems;
+	int nitems, nimg;          /* records batched, and their images */
 	int64_t ntok, budget;
 	float *lp;
 	size_t lpcap;

@@ -23,6 +23,7 @@ struct sw_rollout_group {
 	char *gid;
 	int32_t *ptok;
 	int plen, max_new;         /* max_new: for this prompt, within the context */
+	sw_sample_pixels px;       /* a LLaVA prompt's images (ptok holds their expanded placeholders) */
 	uint64_t index;            /* 0-based among the records this scheduler pulled: its output order */
 	uint64_t place;            /* 0-based place in the whole input: the RNG stream, the default id */
 	int root;                  /* decoder id of the prompt-only sequence; -1 when gone */
@@ -268,6 +269,7 @@ static void free_sample_(sample_ *s)
 
 static void free_group_(group_ *g)
 {
+	sw_sample_pixels_free(&g->px);
 	free(g->bytes), free(g->gid), free(g->ptok), free(g->root_logits), free(g);
 }
 
@@ -466,6 +468,10 @@ static int push_token_(sw_rollout *r, const sw_rollout_io *io, sample_ *s, int32
                        sw_error *err)
 {
 	int rc;
+	/* a LLaVA model's image token drawn: a picture's place, which no response can fill (the trainer's
+	 * forward would want a picture for it); the response ends before it, as at an end token */
+	if (r->m->cfg.vision.model_type[0] && t == r->m->cfg.vision.image_token_id)
+		return (rc = finish_(r, io, s, "stop", err)) ? rc : 1;
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 32;
 		int32_t *tok = realloc(s->tok, sizeof *tok * (size_t)cap);
@@ -644,7 +650,10 @@ static group_ *group_of_(sw_rollout *r, const sw_rollout_io *io, char *msg, size
 	sw_error e = { 0 };
 	sw_val v;
 	group_ *g = NULL;
+	sw_sample_pixels px = { 0 };
 	int rc = sw_sample_prompt(r->in, r->tok, r->V, &ptok, &n, &e);
+	if (!rc)
+		rc = sw_sample_pixels_of(r->in, &r->m->cfg, r->c.image_proc, &ptok, &n, &px, &e);
 	if (rc == SW_ENOMEM) {
 		sw_rollout_fail(err, &e, SW_ENOMEM, NULL);
 	} else if (rc) {
@@ -680,11 +689,13 @@ static group_ *group_of_(sw_rollout *r, const sw_rollout_io *io, char *msg, size
 			g->index = r->nread - 1;
 			g->place = place;
 			g->root = -1;
+			g->px = px;
 			return g;
 		}
 	}
 	free(gid);
 	free(ptok);
+	sw_sample_pixels_free(&px);
 	return NULL;
 }
 
@@ -725,7 +736,9 @@ static int admit_(sw_rollout *r, const sw_rollout_io *io, bool block, group_ **o
 static int add_root_(sw_rollout *r, group_ *g, sw_error *err)
 {
 	sw_error e = { 0 };
-	int id = sw_decoder_add(r->d, g->ptok, g->plen, &e);
+	/* the images' features go into the root's cache: the G forks share them with the text */
+	sw_images im = { g->px.n, g->px.pixels };
+	int id = im.n ? sw_decoder_add_images(r->d, g->ptok, g->plen, &im, &e) : sw_decoder_add(r->d, g->ptok, g->plen, &e);
 	if (id < 0 || id >= r->max_seqs)
 		return sw_rollout_fail(err, &e, SW_EINVAL, "decoder");
 	g->root = id;

@@ -17,6 +17,7 @@ struct sw_rollout_item {
 	int32_t *tok;              /* prompt then response */
 	int plen, rlen;
 	bool set_tokens;           /* response_tokens came from the text: write them too */
+	sw_sample_pixels px;       /* a LLaVA prompt's images */
 };
 
 int sw_rollout_score_new(sw_rollout *r, sw_error *err)
@@ -35,9 +36,10 @@ int sw_rollout_score_new(sw_rollout *r, sw_error *err)
 static void clear_(sw_rollout *r)
 {
 	for (int i = 0; i < r->nitems; i++)
-		free(r->items[i].bytes), free(r->items[i].tok);
+		free(r->items[i].bytes), free(r->items[i].tok), sw_sample_pixels_free(&r->items[i].px);
 	r->nitems = 0;
 	r->ntok = 0;
+	r->nimg = 0;
 }
 
 void sw_rollout_score_free(sw_rollout *r)
@@ -90,19 +92,31 @@ static int flush_(sw_rollout *r, const sw_rollout_io *io, sw_error *err)
 		free(tokens), free(cu);
 		return sw_fail(err, SW_ENOMEM, "out of memory");
 	}
+	/* the batch's images, in the order of their placeholders */
+	size_t each = (size_t)3 * (size_t)r->m->cfg.vision.image_size * (size_t)r->m->cfg.vision.image_size;
+	float *pixels = r->nimg ? malloc(sizeof *pixels * each * (size_t)r->nimg) : NULL;
+	if (r->nimg && !pixels) {
+		free(tokens), free(cu);
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	}
 	cu[0] = 0;
-	for (int i = 0; i < r->nitems; i++) {
+	for (int i = 0, k = 0; i < r->nitems; i++) {
 		int len = r->items[i].plen + r->items[i].rlen;
 		memcpy(tokens + cu[i], r->items[i].tok, sizeof *tokens * (size_t)len);
 		cu[i + 1] = cu[i] + len;
+		if (r->items[i].px.n)
+			memcpy(pixels + (size_t)k * each, r->items[i].px.pixels,
+			       sizeof *pixels * each * (size_t)r->items[i].px.n);
+		k += r->items[i].px.n;
 	}
 	sw_batch b = { r->nitems, tokens, cu, NULL };
+	sw_images im = { r->nimg, pixels };
 	for (bool retry = true; retry && !rc;) {
 		retry = false;
 		uint64_t seq;
 		if ((rc = sw_rollout_read_begin(r, &seq, err)))
 			break;
-		if (sw_engine_forward(r->e, &b, false, NULL, NULL, &e)) {
+		if (sw_engine_forward_images(r->e, &b, &im, false, NULL, NULL, &e)) {
 			rc = sw_rollout_fail(err, &e, 0, "scoring failed");
 			break;
 		}
@@ -135,7 +149,7 @@ static int flush_(sw_rollout *r, const sw_rollout_io *io, sw_error *err)
 			rc = put_(r, io, it, err);
 		}
 	}
-	free(tokens), free(cu);
+	free(tokens), free(cu), free(pixels);
 	clear_(r);
 	if (!rc && io->flush && (rc = io->flush(io->ctx)))
 		rc = sw_fail(err, rc < 0 ? rc : SW_EIO, "the output cannot be flushed");
@@ -159,16 +173,23 @@ static int take_(sw_rollout *r, const sw_rollout_io *io, char *msg, size_t size,
 		from_text = sw_sample_response_is_text(r->in);
 		rc = sw_sample_response(r->in, r->tok, r->V, &rtok, &rlen, &e);
 	}
+	sw_sample_pixels px = { 0 };
+	if (!rc && !msg[0])
+		rc = sw_sample_pixels_of(r->in, &r->m->cfg, r->c.image_proc, &ptok, &plen, &px, &e);
 	if (rc == SW_ENOMEM) {
 		rc = sw_rollout_fail(err, &e, SW_ENOMEM, NULL);
 	} else if (rc) {
 		snprintf(msg, size, "%s", e.msg);
 		rc = 0;
+	} else if (!msg[0] && r->m->cfg.vision.model_type[0] &&
+	           sw_image_count_tokens(rtok, rlen, r->m->cfg.vision.image_token_id)) {
+		snprintf(msg, size, "the response holds the image token (%d): only a prompt takes pictures",
+		         r->m->cfg.vision.image_token_id);
 	} else if (!msg[0] && plen + rlen > (size_t)r->C) {
 		snprintf(msg, size, "prompt and response have %zu tokens, the model's context is %d", plen + rlen, r->C);
 	}
 	if (rc || msg[0]) {
-		free(ptok), free(rtok);
+		free(ptok), free(rtok), sw_sample_pixels_free(&px);
 		return rc;
 	}
 	if (r->nitems == r->c.batch || (r->nitems && r->ntok + (int64_t)(plen + rlen) > r->budget))
@@ -185,11 +206,12 @@ static int take_(sw_rollout *r, const sw_rollout_io *io, char *msg, size_t size,
 		memcpy(tok, ptok, sizeof *ptok * plen);
 		if (rlen)
 			memcpy(tok + plen, rtok, sizeof *rtok * rlen);
-		*it = (sw_rollout_item){ bytes, n, tok, (int)plen, (int)rlen, from_text };
+		*it = (sw_rollout_item){ bytes, n, tok, (int)plen, (int)rlen, from_text, px };
 		r->nitems++;
 		r->ntok += (int64_t)(plen + rlen);
+		r->nimg += px.n;
 	} else {
-		free(tok);
+		free(tok), sw_sample_pixels_free(&px);
 	}
 	free(ptok), free(rtok);
 	return rc;

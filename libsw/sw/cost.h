@@ -47,6 +47,9 @@ typedef struct sw_cost_params {
 	int patch_size;         /* pixels per patch side */
 	int merge;              /* patches merged per token side (spatial_merge_size) */
 	int temporal_patch;     /* video frames per patch (temporal_patch_size) */
+	int image_tokens;       /* a tower that takes every picture at one size (LLaVA's, resized and
+	                         * cropped to its image_size): patches and tokens of any image; 0: from
+	                         * the picture's size as above */
 	double audio_frames_per_s;   /* mel frames a second (100: a 10 ms hop) */
 	int audio_stride;       /* mel frames per encoder position (2) */
 	int audio_pool;         /* encoder positions per decoder token (2) */

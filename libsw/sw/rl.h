@@ -349,6 +349,11 @@ void sw_trainer_free(sw_trainer *t);
  * nothing yet); text samples are tokenised with model_dir's tokenizer. */
 int sw_trainer_load_dir(sw_trainer *t, const char *model_dir, const char *out, sw_error *err);
 int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, sw_error *err);
+/* A trainer on a store has no model directory: dir is where a LLaVA model's
+ * image processor (preprocessor_config.json) is read from, at the first
+ * sample with pictures (sw-run's $SW_MODEL).  A directory's own is used
+ * without it.  Copies dir. */
+int sw_trainer_media_dir(sw_trainer *t, const char *dir, sw_error *err);
 /*
  * A weight store's optimiser store (STORE.opt) as a model directory's
  * trainer state (trainer_state.json and optimizer.bin, the format

@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "error.h"
+#include "image.h"
 #include "model.h"
 #include "record.h"
 #include "sampler.h"
@@ -62,6 +63,9 @@ typedef struct sw_rollout_config {
 	double kv_bytes;           /* the KV cache's budget; 0: 8 GiB or half the memory */
 	sw_store *store;           /* where the weights live, or NULL: they never change */
 	const char *store_name;    /* the store as messages name it */
+	/* A LLaVA model's image processor (sw_image_proc_load of its directory), borrowed; NULL: a
+	 * sample with images is invalid ("no image processor"). */
+	const sw_image_proc *image_proc;
 } sw_rollout_config;
 
 /* G 1, batch 64, max_new 256, sw_sampling_defaults(), score_field "logprobs". */
@@ -139,6 +143,31 @@ uint64_t sw_rollout_tokens(const sw_rollout *r);
  * neither an id nor a list.
  */
 int sw_rollout_generation_eos(const char *dir, int vocab, int32_t *ids, int cap, int *n, sw_error *err);
+
+/*
+ * A sample's images as model cfg takes them, for the rollout and the
+ * trainer alike: its `media` pictures (sw_sample_images) preprocessed by
+ * proc into px->pixels [px->n][3][S][S] (S the tower's image_size), and
+ * the prompt ids[0..*n) with each image placeholder (cfg's image_token_id)
+ * expanded to sw_model_image_tokens() copies, as LlavaProcessor does
+ * (*ids realloc'd, *n updated).  A prompt that already holds that many
+ * copies per image (the prompt_tokens a rollout wrote) is left as it is.
+ * A sample without media on any model gives px->n 0 and leaves the
+ * prompt.  SW_EFORMAT, with a message that names the item but not the
+ * record ("media[0]: file 'x.png': truncated PNG"), for an image that
+ * cannot be read, a count of placeholders that is neither, or images for a
+ * text-only model; SW_EINVAL when the model has no processor or it gives
+ * another size than the tower's.  Free px with sw_sample_pixels_free.
+ */
+typedef struct sw_sample_pixels {
+	int n;
+	int size;                  /* S: the side of each image's pixel_values (0 with none) */
+	float *pixels;
+} sw_sample_pixels;
+
+int sw_sample_pixels_of(sw_rec *rec, const sw_model_config *cfg, const sw_image_proc *proc, int32_t **ids,
+                        size_t *n, sw_sample_pixels *px, sw_error *err);
+void sw_sample_pixels_free(sw_sample_pixels *px);
 
 /* ---- the feed: a program's input and output around the scheduler ------------------------- */
 

@@ -1,0 +1,88 @@
+#!/bin/sh
+# examples/vision/run.sh - the vision demo (`make demo-vision`): teach a tiny
+# vision-language model (a LLaVA: CLIP tower, projector, Llama) to count the
+# red squares in a picture, and to stop saying something unsafe, on this
+# machine's CPU.
+#
+#   1. data: sw-shapes pictures of coloured squares and circles, "How many
+#      red squares are there?" with the count as label (the math verifier),
+#      held-out pictures for evaluation
+#   2. sw-model init --size tiny-vl: a small random LLaVA
+#   3. SFT warm start (sw-train -a sft, the vision tower trained too) on
+#      answers of which some go on with an unsafe phrase
+#      (examples/vision/make-sft.sh)
+#   4. GRPO through sw-run: the math verifier for the reward, and a hard
+#      blocklist verifier for safety (a violation gets the minimum reward)
+#   5. held-out accuracy and violation rate before and after GRPO
+#
+# Everything lands in runs/ (SW_DEMO_DIR); a second run starts afresh.
+# The knobs below are the experiment; each may be set from the environment.
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+B=${B:-build}
+case $B in /*) ;; *) B=$top/$B ;; esac
+PATH="$B/bin:$PATH"
+here=$top/examples/vision
+dir=${SW_DEMO_DIR:-$top/runs}
+case $dir in /*) ;; *) dir=$(pwd)/$dir ;; esac
+
+TRAIN=${TRAIN:-1000}          # training pictures
+EVAL=${EVAL:-200}             # held-out pictures
+SFT_EPOCHS=${SFT_EPOCHS:-12}  # passes over the warm-start answers: about 70% right after them
+SFT_LR=${SFT_LR:-1e-3}
+ITERS=${ITERS:-60}            # GRPO iterations
+BATCH=${BATCH:-32}            # prompts per iteration
+GROUP=${GROUP:-8}             # responses per prompt
+LR=${LR:-2e-4}                # GRPO learning rate
+EVAL_EVERY=${EVAL_EVERY:-20}
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_WAIT_POLICY
+
+say() { printf '\n== %s\n' "$*"; }
+t0=$(date +%s)
+rm -rf "$dir/demo-vision" "$dir/vision-model" "$dir/vision-data"
+mkdir -p "$dir"
+
+say "data: $TRAIN pictures to learn from, $EVAL held out (sw-shapes -q red-square)"
+# (the media paths are the directory as given: absolute, so every stage finds the pictures)
+sw-shapes -n "$TRAIN" -e "$EVAL" -q red-square -s 1 "$dir/vision-data"
+"$here/make-sft.sh" "$dir/vision-data"
+echo "$(grep -c hack "$dir/vision-data/sft-unsafe.jsonl") of the $TRAIN warm-start answers carry the unsafe phrase"
+
+say "sw-model init --size tiny-vl"
+sw-model init --size tiny-vl --seed 1 "$dir/vision-model" >/dev/null
+sw-model info "$dir/vision-model" | grep -E 'architecture|vision'
+
+say "SFT warm start: $SFT_EPOCHS epochs (sw-train -a sft --train-vision)"
+sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches 12 --seed 1 \
+	-m "$dir/vision-model" -o "$dir/vision-model" --metrics "$dir/vision-sft.jsonl" \
+	"$dir/vision-data/sft-unsafe.jsonl" >/dev/null
+jq -r '"loss \(.loss | . * 1000 | round / 1000), token accuracy \(.token_accuracy * 1000 | round / 10)%, \(.time_s.total | round) s"' \
+	"$dir/vision-sft.jsonl"
+rm -f "$dir/vision-sft.jsonl"
+
+say "GRPO with sw-run: $ITERS iterations of $BATCH prompts x $GROUP responses"
+cat >"$dir/vision.experiment" <<EOT
+# the vision demo's experiment (examples/vision/run.sh writes it)
+model $dir/vision-model
+prompts $dir/vision-data/train.jsonl
+eval $dir/vision-data/eval.jsonl
+iters $ITERS
+batch $BATCH
+group $GROUP
+eval-every $EVAL_EVERY
+ckpt-every 10
+accuracy math
+monitor entropy=0.02,0.005,-
+rollout sw-rollout -m "\$SW_MODEL" -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 16
+eval-rollout sw-rollout -m "\$SW_MODEL" --temperature 0 --max-new-tokens 16
+verify sw-verify -r math -r blocklist:$dir/vision-data/blocklist,hard
+train sw-train --algo grpo --train-vision --lr $LR --metrics "\$SW_TRAIN_METRICS"
+EOT
+sw-run -v -c "$dir/vision.experiment" -o "$dir/demo-vision"
+
+say "held-out accuracy and violation rate, before and after GRPO"
+jq -rs 'map(select(.eval)) | (first, last) |
+	"iteration \(.iter): accuracy \(.accuracy * 1000 | round / 10)%, violation rate \(.violation_rate * 1000 | round / 10)%"' \
+	"$dir/demo-vision/metrics.jsonl"
+echo "the run: $dir/demo-vision ($(( $(date +%s) - t0 )) s)"
