@@ -23,7 +23,7 @@ solo() {
 
 @test "--device cuda without a GPU driver: exit 1, the driver's library named" {
 	[ -f "$SO" ] || skip "built without CUDA (no $SO)"
-	! have_driver || skip "this machine has a GPU driver"
+	if have_driver; then skip "this machine has a GPU driver"; fi
 	msg="cuda: no NVIDIA driver on this machine: libcuda.so.1: cannot open shared object file: No such file or directory"
 	for p in sw-train sw-rollout sw-run; do
 		run -1 --separate-stderr "$p" --device cuda
@@ -97,7 +97,7 @@ solo() {
 	run -0 make -s -C "$TOP" B="$B_" install PREFIX="$PWD/inst"
 	[ -x inst/lib/libsw-cuda.so ]
 	cmp "$SO" inst/lib/libsw-cuda.so
-	! have_driver || skip "this machine has a GPU driver"
+	if have_driver; then skip "this machine has a GPU driver"; fi
 	run -1 --separate-stderr inst/bin/sw-train --device cuda
 	[[ "$stderr" == "sw-train: cuda: no NVIDIA driver on this machine: "* ]]
 }
