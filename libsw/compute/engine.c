@@ -263,6 +263,33 @@ const int32_t *sw_engine_argmax(const sw_engine *e)
 }
 
 /*
+ * The first k of row[0..n) with row[k] > row[j] for every j < k that it
+ * passes, as the scalar scan "if (row[k] > row[best]) best = k" finds it
+ * (NaNs skipped; a NaN first is kept), in two passes the compiler turns
+ * into vector loops: the largest value in 16 lanes, then its first place.
+ */
+static int row_argmax_(const float *row, int n)
+{
+	float mx[16], m = row[0];
+	if (m != m)
+		return 0;
+	for (int l = 0; l < 16; l++)
+		mx[l] = m;
+	int n16 = n / 16 * 16;
+	for (int k = 0; k < n16; k += 16)
+		for (int l = 0; l < 16; l++)
+			mx[l] = row[k + l] > mx[l] ? row[k + l] : mx[l];
+	for (int l = 0; l < 16; l++)
+		m = mx[l] > m ? mx[l] : m;
+	for (int k = n16; k < n; k++)
+		m = row[k] > m ? row[k] : m;
+	for (int k = 0; k < n; k++)
+		if (row[k] == m)
+			return k;
+	return 0;
+}
+
+/*
  * The greedy token of rows r0 .. r0+nr-1 from their logits (the first of
  * equals, as greedy decoding takes it): the logits of a large batch are
  * gone after the forward, so what the caller wants of them is taken here.
@@ -281,14 +308,8 @@ static int argmax_(sw_engine *e, int r0, int nr, sw_error *err)
 			return rc;
 		z = e->h_logits;
 	}
-	for (int j = 0; j < nr; j++) {
-		const float *row = z + (size_t)j * V;
-		int best = 0;
-		for (int k = 1; k < V; k++)
-			if (row[k] > row[best])
-				best = k;
-		e->h_argmax[r0 + j] = best;
-	}
+	for (int j = 0; j < nr; j++)
+		e->h_argmax[r0 + j] = row_argmax_(z + (size_t)j * V, V);
 	return SW_OK;
 }
 
@@ -393,6 +414,15 @@ static size_t layer_floats_(const sw_model_config *c, size_t T)
 	size_t KVH = c->num_key_value_heads, QD = H * c->head_dim, KD = KVH * c->head_dim;
 	size_t qk = c->qk_norm ? 1 : 0;
 	return T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
+}
+
+size_t sw_engine_tokens_within(const sw_model_config *c, size_t floats)
+{
+	if (!c || c->num_hidden_layers < 1)
+		return 1;
+	/* The least a training forward keeps: every layer's input and one layer's activations. */
+	size_t per = layer_floats_(c, 1) + (size_t)c->num_hidden_layers * c->hidden_size;
+	return floats / per > 1 ? floats / per : 1;
 }
 
 /*

@@ -679,21 +679,37 @@ static void micro_free_(micro_list *ml)
 
 /*
  * An engine for m that holds, beside the 16 B a parameter of the weights,
- * gradient and moments, about 4 B a parameter more (the goal: the step's
- * peak within 16 B + 25%): logits at most nparams / 4 floats at once in any
- * forward (no pass wants more than log-probs and the greedy tokens), and
- * the activations nparams / 2 floats, over which layers are run again in
- * the backward from their inputs (sw_engine_act_budget: the same bits).
+ * gradient and moments, under 4 B a parameter more (the goal: the step's
+ * peak within 16 B + 25%, the process's own memory and the samples
+ * included): logits at most nparams / 16 floats at once in any forward (no
+ * pass wants more than log-probs and the greedy tokens), and the
+ * activations 3 nparams / 8 floats, over which layers are run again in the
+ * backward from their inputs (sw_engine_act_budget: the same bits).  The
+ * micro batches are cut to what that budget holds (micro_budget_); the
+ * backward's scratch, about 2 B a parameter at that size, comes on top.
  */
+static size_t act_floats_(const sw_model *m)
+{
+	return m->nparams / 8 * 3;
+}
+
 static sw_engine *engine_(const sw_model *m, sw_error *err)
 {
 	sw_engine *e = sw_engine_new(m, err);
 	if (e) {
 		sw_engine_keep_logits(e, false);
-		sw_engine_logits_budget(e, m->nparams / 4);
-		sw_engine_act_budget(e, m->nparams / 2);
+		sw_engine_logits_budget(e, m->nparams / 16);
+		sw_engine_act_budget(e, act_floats_(m));
 	}
 	return e;
+}
+
+/* The token budget of a micro batch: --micro-tokens, or less where a
+ * micro batch that large would not fit the activation budget. */
+static size_t micro_budget_(const sw_trainer *t)
+{
+	size_t fit = sw_engine_tokens_within(&t->model->cfg, act_floats_(t->model));
+	return t->c.micro_tokens < fit ? t->c.micro_tokens : fit;
 }
 
 typedef struct totals {
@@ -895,7 +911,7 @@ static int before_training_(step_ *k, sw_trainer_stats *st, sw_error *err)
 		return sw_fail(err, e2.code, "cannot start the engine: %s", e2.msg);
 	/* a LLaVA model: the projector learns, the tower only when AdamW is to update it */
 	sw_engine_train_vision(k->eng, true, t->c.adam.train_vision_tower);
-	if ((rc = micro_split_(k->pre, npre, 0, t->c.micro_tokens, &k->ml, err)))
+	if ((rc = micro_split_(k->pre, npre, 0, micro_budget_(t), &k->ml, err)))
 		return rc;
 	double t1 = now_();
 	if (k->old_pass) {
@@ -1053,7 +1069,7 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 		return sw_fail(err, e2.code, "cannot zero the gradients: %s", e2.msg);
 	sw_rl_stats rs = { 0 };
 	micro_list mm = { 0 };
-	rc = micro_split_(M, nm, k->by_micro, t->c.micro_tokens, &mm, err);
+	rc = micro_split_(M, nm, k->by_micro, micro_budget_(t), &mm, err);
 	if (!rc && t->c.comm) {
 		/* M is now in the order one process trains it (the next pass shuffles from it); this
 		 * rank's share is split again into micro batches of its own */
@@ -1062,7 +1078,7 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 			if (M[i]->mine)
 				k->own[no++] = M[i];
 		micro_free_(&mm);
-		rc = micro_split_(k->own, no, k->by_micro, t->c.micro_tokens, &mm, err);
+		rc = micro_split_(k->own, no, k->by_micro, micro_budget_(t), &mm, err);
 	}
 	for (size_t b = 0; !rc && b < mm.n; b++)
 		rc = micro_(k, mm.mb[b], mm.len[b], ep, lo, &rs, err);

@@ -131,6 +131,15 @@ const int32_t *sw_engine_argmax(const sw_engine *e);
 void sw_engine_act_budget(sw_engine *e, size_t floats);
 
 /*
+ * The most tokens a training forward of a model of config c fits in an
+ * activation budget of this many floats (at least 1), every layer but its
+ * input run again in the backward: what a caller splits its batches by to
+ * stay under the budget.  The backward's scratch (about 2 hidden + 3
+ * intermediate widths a token) and the logits' budget come on top.
+ */
+size_t sw_engine_tokens_within(const sw_model_config *c, size_t floats);
+
+/*
  * THE training interface.  After sw_engine_forward(..., for_backward =
  * true, ...), given d(loss)/d(logprobs[t]) (dlogprob, [ntokens]) and
  * optionally d(loss)/d(entropy[t]) (dentropy, or NULL), ADD d(loss)/d(theta)

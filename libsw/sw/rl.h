@@ -294,7 +294,8 @@ typedef struct sw_trainer_config {
 	double max_len;              /* seq-mean-token-sum-norm's constant; 0: the longest response */
 	double adv_eps, gamma;       /* sw_rl_adv_opts */
 	long epochs, minibatches;
-	size_t micro_tokens;         /* budget of a micro batch of samples without `micro` */
+	size_t micro_tokens;         /* budget of a micro batch of samples without `micro` (lowered
+	                              * to what 1.5 B a parameter of activations holds) */
 	long long rank;              /* train only this rank's samples; -1: all */
 	uint64_t seed;               /* the shuffle's seed for weights without trainer state */
 	const char *ref;             /* reference model for the KL: a directory or a store; NULL: none */

@@ -736,6 +736,26 @@ static void test_bad_input_(void)
 	sw_model_free(m);
 }
 
+/* The tokens a training forward fits in an activation budget: every
+ * layer's input and one layer's activations a token, counted by hand. */
+static void test_tokens_within_(void)
+{
+	sw_model_config c = { 0 };
+	c.hidden_size = 576, c.num_hidden_layers = 30, c.num_attention_heads = 9;
+	c.num_key_value_heads = 3, c.head_dim = 64, c.intermediate_size = 1536;
+	/* 4 D (res, xn1, mid, xn2) + D + 2 QD (q, att) + 2 KD (k, v) + 3 I + H + 2, and 30 inputs */
+	size_t per = 5 * 576 + 2 * 576 + 2 * 192 + 3 * 1536 + 9 + 2 + 30 * 576;
+	is_int((int)per, 26315, "SmolLM2-135M's shape: %zu floats a token", per);
+	is_int((int)sw_engine_tokens_within(&c, 7 * per), 7, "7 tokens' worth holds 7 tokens");
+	is_int((int)sw_engine_tokens_within(&c, 8 * per - 1), 7, "a float short of 8 holds 7");
+	is_int((int)sw_engine_tokens_within(&c, 134515008 / 8 * 3), 1916, "3/8 float a parameter holds 1916 tokens");
+	is_int((int)sw_engine_tokens_within(&c, 0), 1, "no budget still holds one token");
+	c.qk_norm = true;
+	is_int((int)sw_engine_tokens_within(&c, 7 * (per + 576 + 192 + 9 + 3)), 7,
+	       "q/k norms: their inputs and norms counted too");
+	is_int((int)sw_engine_tokens_within(NULL, 100), 1, "no config: 1");
+}
+
 int main(void)
 {
 	sw_error err = { 0 };
@@ -751,6 +771,7 @@ int main(void)
 	test_fd_model_("qwen2 (qkv bias, tied)", small_cfg_("qwen2", true, false, true));
 	test_fd_model_("qwen3 (q/k norm)", small_cfg_("qwen3", false, true, false));
 	test_bad_input_();
+	test_tokens_within_();
 	test_reference_("tiny-llama");
 	test_reference_("tiny-qwen2");
 	test_reference_("tiny-qwen3");
