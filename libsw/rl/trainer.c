@@ -681,7 +681,7 @@ static void micro_free_(micro_list *ml)
  * An engine for m that holds, beside the 16 B a parameter of the weights,
  * gradient and moments, under 4 B a parameter more (the goal: the step's
  * peak within 16 B + 25%, the process's own memory and the samples
- * included): logits at most nparams / 16 floats at once in any forward (no
+ * included): logits at most nparams / 8 floats at once in any forward (no
  * pass wants more than log-probs and the greedy tokens), and the
  * activations 3 nparams / 8 floats, over which layers are run again in the
  * backward from their inputs (sw_engine_act_budget: the same bits).  The
@@ -698,7 +698,7 @@ static sw_engine *engine_(const sw_model *m, sw_error *err)
 	sw_engine *e = sw_engine_new(m, err);
 	if (e) {
 		sw_engine_keep_logits(e, false);
-		sw_engine_logits_budget(e, m->nparams / 16);
+		sw_engine_logits_budget(e, m->nparams / 8);
 		sw_engine_act_budget(e, act_floats_(m));
 	}
 	return e;
