@@ -135,7 +135,7 @@ static int row_max_(const float *logits, int vocab, double t, double *mx, int *a
 		float l = logits[i];
 		if (isnan(l) || l == INFINITY)
 			return sw_fail(err, SW_ERANGE, "logit %d is %s", i, isnan(l) ? "NaN" : "+Inf");
-		double z = (double)l / t;
+		double z = t == 1 ? (double)l : (double)l / t; /* x / 1 is x: the same bits */
 		if (z > m)
 			m = z, a = i;
 	}
@@ -159,8 +159,12 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 	if (rc)
 		return rc;
 	double Z = 0;
-	for (int i = 0; i < V; i++)
-		Z += s->p[i] = exp((double)logits[i] / t - *m);
+	if (t == 1)
+		for (int i = 0; i < V; i++)
+			Z += s->p[i] = exp((double)logits[i] - *m);
+	else
+		for (int i = 0; i < V; i++)
+			Z += s->p[i] = exp((double)logits[i] / t - *m);
 	*z = Z;
 	memset(s->keep, 0, (size_t)V);
 	if (par->temperature == 0) {

@@ -492,17 +492,19 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 						m = s[j0 + jj] > m ? s[j0 + jj] : m;
 					}
 				}
-				double sum = 0;
-				for (int j = 0; j < nk; j++)
-					sum += exp((double)(s[j] - m));
+				/* The softmax of the training forward's loops (vectorised
+				 * exp, sums in double lanes): no libm call a key. */
+				double sum, zsum;
+				row_expsum_(s, nk, m, &sum, &zsum);
 				float l = m + (float)log(sum);
+				row_exp_(s, nk, l);
 				float *o = out + ((size_t)i * H + h) * hd;
 				memset(o, 0, (size_t)hd * sizeof(float));
 				for (int j0 = 0; j0 < nk; j0 += P) {
 					const float *vp = kv->v + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd;
 					int nj = nk - j0 < P ? nk - j0 : P;
 					for (int jj = 0; jj < nj; jj++) {
-						float p = expf(s[j0 + jj] - l);
+						float p = s[j0 + jj];
 						const float *vr = vp + (size_t)jj * ks;
 #pragma omp simd
 						for (int d = 0; d < hd; d++)
