@@ -608,6 +608,8 @@ int main(void)
 	int32_t cu3[3] = { 0, 300, 431 };
 	test_attention_(2, cu3, 2, 1, 8, 40, 1);
 	test_attention_(2, cu3, 2, 1, 8, 40, 0);
+	/* A head of 20: the paged attention's 16 lanes and a tail. */
+	test_attention_(3, cu1, 4, 2, 20, 0, 1);
 	test_layernorm_(1);
 	test_layernorm_(0);
 	test_act_();

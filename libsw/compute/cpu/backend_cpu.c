@@ -461,6 +461,41 @@ static size_t attn_paged_scratch_(int maxkeys)
 	return (size_t)omp_get_max_threads() * (size_t)(maxkeys > 0 ? maxkeys : 1);
 }
 
+/*
+ * One page of keys (nj rows ks floats apart): s_j = (q . k_j) scale, each dot
+ * in LANES_ fixed lanes added in a fixed order (the same bits at every
+ * vector width), and o += sum_j p_j v_j in order of j.
+ */
+SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, int ks, int hd,
+                            float scale)
+{
+	int h16 = hd / LANES_ * LANES_;
+	for (int j = 0; j < nj; j++) {
+		const float *kr = k + (size_t)j * ks;
+		float acc[LANES_] = { 0 };
+		for (int d = 0; d < h16; d += LANES_)
+			for (int l = 0; l < LANES_; l++)
+				acc[l] += q[d + l] * kr[d + l];
+		float dot = 0;
+		for (int l = 0; l < LANES_; l += 2)
+			dot += acc[l] + acc[l + 1];
+		for (int d = h16; d < hd; d++)
+			dot += q[d] * kr[d];
+		s[j] = dot * scale;
+	}
+}
+
+SW_VEC static void pv_page_(float *o, const float *p, const float *v, int nj, int ks, int hd)
+{
+	for (int j = 0; j < nj; j++) {
+		const float *vr = v + (size_t)j * ks;
+		float pj = p[j];
+#pragma omp simd
+		for (int d = 0; d < hd; d++)
+			o[d] += pj * vr[d];
+	}
+}
+
 static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
                         const sw_kv_view *kv, float *scratch)
 {
@@ -478,20 +513,10 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 				const int32_t *pt = kv->pages + kv->page_off[i];
 				int nk = kv->nkeys[i], g = h / grp;
 				/* Page by page: a key's address without a division. */
-				float m = -INFINITY;
-				for (int j0 = 0; j0 < nk; j0 += P) {
-					const float *kp = kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd;
-					int nj = nk - j0 < P ? nk - j0 : P;
-					for (int jj = 0; jj < nj; jj++) {
-						const float *kr = kp + (size_t)jj * ks;
-						float dot = 0;
-#pragma omp simd reduction(+ : dot)
-						for (int d = 0; d < hd; d++)
-							dot += qr[d] * kr[d];
-						s[j0 + jj] = dot * scale;
-						m = s[j0 + jj] > m ? s[j0 + jj] : m;
-					}
-				}
+				for (int j0 = 0; j0 < nk; j0 += P)
+					qk_page_(s + j0, qr, kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd,
+					         nk - j0 < P ? nk - j0 : P, ks, hd, scale);
+				float m = row_max_(s, nk);
 				/* The softmax of the training forward's loops (vectorised
 				 * exp, sums in double lanes): no libm call a key. */
 				double sum, zsum;
@@ -500,17 +525,9 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 				row_exp_(s, nk, l);
 				float *o = out + ((size_t)i * H + h) * hd;
 				memset(o, 0, (size_t)hd * sizeof(float));
-				for (int j0 = 0; j0 < nk; j0 += P) {
-					const float *vp = kv->v + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd;
-					int nj = nk - j0 < P ? nk - j0 : P;
-					for (int jj = 0; jj < nj; jj++) {
-						float p = s[j0 + jj];
-						const float *vr = vp + (size_t)jj * ks;
-#pragma omp simd
-						for (int d = 0; d < hd; d++)
-							o[d] += p * vr[d];
-					}
-				}
+				for (int j0 = 0; j0 < nk; j0 += P)
+					pv_page_(o, s + j0, kv->v + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd,
+					         nk - j0 < P ? nk - j0 : P, ks, hd);
 			}
 	}
 }
