@@ -24,9 +24,11 @@ export OMP_WAIT_POLICY=PASSIVE SW_THREADS="$TH"
 case $B in /*) ;; *) B=$top/$B ;; esac
 drivers="now:$B/bench/decode_bench"
 if [ -n "${BEFORE:-}" ]; then
+	# the libraries the Makefile links (MPI's where mpicc is there)
+	mpi=$(mpicc --showme:link 2>/dev/null || :)
 	cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$BEFORE/libsw" -o "$d/before" \
-		"$top/bench/decode_bench.c" "$BEFORE/build/lib/libsw.a" \
-		-lmsgpackc -lzstd -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+		"$top/bench/decode_bench.c" "$BEFORE/build/lib/libsw.a" $mpi -lmsgpackc -lzstd -lpng -lz \
+		-ljpeg -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
 	drivers="$drivers before:$d/before"
 fi
 
@@ -43,6 +45,11 @@ mk m15 288 6 6 768
 mk m110 768 12 12 2048
 
 echo "Threads $TH, load before: $(cut -d' ' -f1-3 /proc/loadavg)."
+# the products' kernels (libsw/compute/cpu/linear_rows.c picks by what the CPU has)
+if grep -qw avx512f /proc/cpuinfo; then k="AVX-512 (now: 1x16 rows and 4x4 tiles)"
+elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then k="AVX2 + FMA"
+else k="portable"; fi
+echo "linear_rows kernels: $k; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')."
 echo
 echo "| build | model | sequences x new tokens | step (CPU) | tokens/s | bandwidth | bound / step | fixed cost a token |"
 echo "|---|---|---|---|---|---|---|---|"

@@ -60,7 +60,7 @@ prompts() {
 	[ "$output" = '["x","prompt","label","reward","id","f","group","prompt_tokens","response","response_tokens","logprobs","finish","policy_version"]' ]
 }
 
-@test "the same seed and input give the same samples whatever --batch, --static or the order" {
+@test "the same seed and input give the same samples whatever --batch, --static, --threads or the order" {
 	prompts 12 >in.jsonl
 	for b in 1 5 64; do
 		r '[.id, .response_tokens, .response, .finish]' -m "$M" -n 3 --seed 9 --max-new-tokens 60 \
@@ -76,6 +76,13 @@ prompts() {
 	# the log-probs too, bit for bit (the decoder is batch-invariant)
 	cmp l1.txt l5.txt
 	cmp l1.txt l64.txt
+	# on one thread or two (a step's draws are made over the threads)
+	for t in 1 2; do
+		r '[.id, .response_tokens, .response, .finish, .logprobs]' -m "$M" -n 3 --seed 9 \
+			--max-new-tokens 60 --batch 64 --threads $t in.jsonl | sort >t$t.txt
+	done
+	[ "$(wc -l <t1.txt)" -eq 36 ]
+	cmp t1.txt t2.txt
 	# another seed, other samples; both finish kinds occur on this data
 	r '[.id, .response_tokens, .response, .finish]' -m "$M" -n 3 --seed 10 --max-new-tokens 60 in.jsonl | sort >s10.txt
 	run ! cmp -s b1.txt s10.txt

@@ -2,7 +2,9 @@
  * sample.c - the token sampler of sw-rollout (see sw/sample.h).
  *
  * Everything is computed in double from the float logits, so the kept set
- * and the draw do not depend on how the logits' row was laid out.  The
+ * and the draw do not depend on how the logits' row was laid out (the
+ * log-prob handed out at T = 1 is sw_logprob_of's: the decoder's scoring's
+ * and the trainer's arithmetic).  The
  * truncations run in transformers' order - top-k, then top-p on what top-k
  * kept (renormalised), then min-p - and each keeps a prefix of the tokens
  * sorted by probability (ties: lower id first), so the kept set is exactly
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
+#include "sw/engine.h"
 #include "sw/sampler.h"
 
 sw_sampling sw_sampling_defaults(void)
@@ -135,7 +138,7 @@ static int row_max_(const float *logits, int vocab, double t, double *mx, int *a
 		float l = logits[i];
 		if (isnan(l) || l == INFINITY)
 			return sw_fail(err, SW_ERANGE, "logit %d is %s", i, isnan(l) ? "NaN" : "+Inf");
-		double z = (double)l / t;
+		double z = t == 1 ? (double)l : (double)l / t; /* x / 1 is x: the same bits */
 		if (z > m)
 			m = z, a = i;
 	}
@@ -159,8 +162,12 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 	if (rc)
 		return rc;
 	double Z = 0;
-	for (int i = 0; i < V; i++)
-		Z += s->p[i] = exp((double)logits[i] / t - *m);
+	if (t == 1)
+		for (int i = 0; i < V; i++)
+			Z += s->p[i] = exp((double)logits[i] - *m);
+	else
+		for (int i = 0; i < V; i++)
+			Z += s->p[i] = exp((double)logits[i] / t - *m);
 	*z = Z;
 	memset(s->keep, 0, (size_t)V);
 	if (par->temperature == 0) {
@@ -241,11 +248,12 @@ int sw_sampler_pick(sw_sampler *s, const float *logits, double u, float *logprob
 			break;
 	}
 	if (logprob) {
-		/* Greedy's log-prob is at T = 1, where support_() took m and z in
-		 * sw_sampling_logprob()'s order: the same bits, without a second
-		 * pass of exp over the vocabulary (a token's largest host cost). */
+		/* At T = 1 (greedy's too) sw_sampling_logprob()'s arithmetic is
+		 * the CPU logprob op's; otherwise support_() took m and z in its
+		 * order: the same bits, without a second pass of exp in double. */
 		double t = s->par.temperature > 0 ? s->par.temperature : 1.0;
-		*logprob = (float)((double)logits[tok] / t - m - log(z));
+		*logprob = t == 1 ? sw_logprob_of(logits, s->vocab, tok)
+		                  : (float)((double)logits[tok] / t - m - log(z));
 	}
 	return tok;
 }
@@ -255,6 +263,11 @@ float sw_sampling_logprob(const float *logits, int vocab, double temperature, in
 	if (token < 0 || token >= vocab)
 		return NAN;
 	double t = temperature > 0 ? temperature : 1.0, m = -INFINITY, z = 0;
+	/* T = 1: the log-prob the decoder's scoring (sw_decoder_score) and the
+	 * trainer's forward compute, to the bit, so a rollout's log-probs are
+	 * theirs however the logits round (sw_logprob_of: the CPU op's sums). */
+	if (t == 1)
+		return sw_logprob_of(logits, vocab, token);
 	for (int i = 0; i < vocab; i++) {
 		double x = (double)logits[i] / t;
 		if (x > m)

@@ -52,6 +52,13 @@ struct sw_rollout {
 	sw_rollout_order *order;
 	sw_decoder *d;
 	sw_sampler *sampler;
+	/* A step's draws, made ahead over the threads (one sampler each):
+	 * the row's uniform, token (< 0: failed, drawn again in order) and log-prob. */
+	sw_sampler **samplers;
+	int nsamplers;
+	double *pre_u;
+	int32_t *pre_t;
+	float *pre_lp;
 	int max_seqs;
 	sw_rollout_sample **by_id;  /* live responses by decoder id */
 	sw_rollout_group **root_of; /* roots by decoder id */

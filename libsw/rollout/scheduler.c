@@ -10,6 +10,7 @@
  * the cache full; one response's worth is always kept free for the roots
  * already admitted, so the roots cannot starve their own responses.
  */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,16 @@ static int gen_new_(sw_rollout *r, sw_error *err)
 		return err && err->code ? err->code : SW_ENOMEM;
 	if (!(r->sampler = sw_sampler_new(r->V, &c->sampling, err)))
 		return err && err->code ? err->code : SW_ENOMEM;
+	r->nsamplers = omp_get_max_threads();
+	r->samplers = calloc((size_t)r->nsamplers, sizeof *r->samplers);
+	for (int i = 0; r->samplers && i < r->nsamplers; i++)
+		if (!(r->samplers[i] = sw_sampler_new(r->V, &c->sampling, err)))
+			return err && err->code ? err->code : SW_ENOMEM;
+	r->pre_u = malloc(sizeof *r->pre_u * (size_t)r->max_seqs);
+	r->pre_t = malloc(sizeof *r->pre_t * (size_t)r->max_seqs);
+	r->pre_lp = malloc(sizeof *r->pre_lp * (size_t)r->max_seqs);
+	if (!r->samplers || !r->pre_u || !r->pre_t || !r->pre_lp)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
 	r->by_id = calloc((size_t)r->max_seqs, sizeof *r->by_id);
 	r->root_of = calloc((size_t)r->max_seqs, sizeof *r->root_of);
 	r->pad_left = malloc(sizeof *r->pad_left * (size_t)r->max_seqs);
@@ -292,6 +303,10 @@ void sw_rollout_free(sw_rollout *r)
 	}
 	sw_decoder_free(r->d);
 	sw_sampler_free(r->sampler);
+	for (int i = 0; r->samplers && i < r->nsamplers; i++)
+		sw_sampler_free(r->samplers[i]);
+	free(r->samplers);
+	free(r->pre_u), free(r->pre_t), free(r->pre_lp);
 	sw_rollout_order_free(r->order);
 	free(r->by_id), free(r->root_of), free(r->pad_left), free(r->pad_res);
 	sw_rollout_score_free(r);
@@ -550,11 +565,42 @@ static int push_append_(sw_rollout *r, const sw_rollout_io *io, sample_ *s, int3
 	return 0;
 }
 
-static int draw_(sw_rollout *r, const group_ *g, int k, int step, const float *logits, float *lp,
-                 sw_error *err)
+/*
+ * Draw the step's rows ahead, over the threads: a draw is a function of its
+ * row of logits and its uniform alone, so draw_ takes the token made here
+ * wherever the uniform it computes is the one drawn with (what happens to
+ * the samples between, in order, cannot change a token, only whether it
+ * is used).  Sampling over the vocabulary is a token's largest host cost.
+ */
+static void predraw_(sw_rollout *r, int n, const int *ids, const float *logits)
+{
+	int nt = r->nsamplers < omp_get_max_threads() ? r->nsamplers : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (n > 1 && nt > 1)
+	for (int i = 0; i < n; i++) {
+		int id = ids[i];
+		const sample_ *s = id >= 0 && id < r->max_seqs && !r->root_of[id] && r->pad_left[id] < 0
+		                 ? r->by_id[id] : NULL;
+		r->pre_t[i] = -1;
+		r->pre_u[i] = -1;
+		if (!s)
+			continue;
+		sw_error e = { 0 };
+		r->pre_u[i] = sw_rng_uniform(r->c.seed, s->g->place, (uint32_t)s->k, (uint32_t)s->n);
+		r->pre_t[i] = sw_sampler_pick(r->samplers[omp_get_thread_num()],
+		                              logits + (size_t)i * r->V, r->pre_u[i], &r->pre_lp[i], &e);
+	}
+}
+
+/* row: the step's row of logits drawn ahead by predraw_, or -1. */
+static int draw_(sw_rollout *r, const group_ *g, int k, int step, const float *logits, int row,
+                 float *lp, sw_error *err)
 {
 	sw_error e = { 0 };
 	double u = sw_rng_uniform(r->c.seed, g->place, (uint32_t)k, (uint32_t)step);
+	if (row >= 0 && r->pre_u[row] == u && r->pre_t[row] >= 0) {
+		*lp = r->pre_lp[row];
+		return r->pre_t[row];
+	}
 	int t = sw_sampler_pick(r->sampler, logits, u, lp, &e);
 	if (t < 0) {
 		char p[sizeof r->halt_msg];
@@ -587,7 +633,7 @@ static int start_sample_(sw_rollout *r, const sw_rollout_io *io, group_ *g, sw_e
 	s->version = g->version;
 	s->id = -1;
 	float lp;
-	int32_t t = draw_(r, g, s->k, 0, g->root_logits, &lp, err);
+	int32_t t = draw_(r, g, s->k, 0, g->root_logits, -1, &lp, err);
 	sw_error e = { 0 };
 	int id = t < 0 ? -1 : sw_decoder_fork(r->d, g->root, &e);
 	if (t >= 0 && (id < 0 || id >= r->max_seqs))
@@ -867,6 +913,7 @@ static int gen_step_(sw_rollout *r, const sw_rollout_io *io, sw_error *err)
 	if (n == 0 && r->live == 0)
 		return sw_fail(err, SW_EINVAL, "internal error: no response can start (KV cache of %lld tokens, %lld reserved)",
 		               (long long)r->cap_tok, (long long)r->reserved);
+	predraw_(r, n, ids, logits);
 	for (int i = 0; i < n; i++) {
 		int id = ids[i];
 		const float *row = logits + (size_t)i * (size_t)r->V;
@@ -889,7 +936,7 @@ static int gen_step_(sw_rollout *r, const sw_rollout_io *io, sw_error *err)
 		if (!s)
 			return sw_fail(err, SW_EINVAL, "decoder returned a sequence %d that is not live", id);
 		float lp;
-		int32_t t = draw_(r, s->g, s->k, s->n, row, &lp, err);
+		int32_t t = draw_(r, s->g, s->k, s->n, row, i, &lp, err);
 		if (t < 0)
 			return t;
 		if ((rc = push_append_(r, io, s, t, lp, err)))

@@ -73,8 +73,11 @@ int sw_sampler_support(sw_sampler *s, const float *logits, int32_t *ids, double 
                        sw_error *err);
 
 /*
- * log softmax(logits / T)[token] (T = 0 as 1), in double; the value
- * sw_sampler_pick gives for token.  NaN when token is out of range.
+ * log softmax(logits / T)[token] (T = 0 as 1); the value sw_sampler_pick
+ * gives for token.  At T = 1 it is sw_logprob_of's (sw/engine.h: the
+ * arithmetic of the decoder's scoring and the trainer's forward, bit for
+ * bit), at other temperatures computed in double.  NaN when token is out
+ * of range.
  */
 float sw_sampling_logprob(const float *logits, int vocab, double temperature, int token);
 

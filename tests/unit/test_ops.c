@@ -110,7 +110,10 @@ static void test_gemm_(void)
 /* ---- the batch-invariant product ----------------------------------------- */
 static void test_linear_rows_(int level)
 {
-	int shapes[][3] = { { 1, 9, 16 }, { 7, 13, 37 }, { 33, 64, 96 }, { 5, 3, 5 } };
+	/* AVX-512 paths too: blocks of 16 rows of W whole and short, one row
+	 * against a block with and without a k % 16 tail, tiles of 4, 3 and 2 rows. */
+	int shapes[][3] = { { 1, 9, 16 }, { 7, 13, 37 }, { 33, 64, 96 }, { 5, 3, 5 },
+		            { 1, 48, 40 }, { 6, 37, 50 }, { 9, 32, 16 }, { 3, 70, 33 } };
 	for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
 		int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
 		float *A = rnd_((size_t)M * K, 1), *W = rnd_((size_t)N * K, 1);
@@ -605,6 +608,8 @@ int main(void)
 	int32_t cu3[3] = { 0, 300, 431 };
 	test_attention_(2, cu3, 2, 1, 8, 40, 1);
 	test_attention_(2, cu3, 2, 1, 8, 40, 0);
+	/* A head of 20: the paged attention's 16 lanes and a tail. */
+	test_attention_(3, cu1, 4, 2, 20, 0, 1);
 	test_layernorm_(1);
 	test_layernorm_(0);
 	test_act_();

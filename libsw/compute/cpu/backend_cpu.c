@@ -22,6 +22,7 @@
 #include "common/internal.h"
 #include "compute/backend.h"
 #include "compute/cpu/gemm.h"
+#include "compute/cpu/linear_rows.h"
 #include "compute/cpu/vmath.h"
 
 /* Query rows per attention tile: bounds scratch to 2 * QB * maxlen floats. */
@@ -48,224 +49,6 @@ static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float 
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
 	sw_gemm_run(&st_.gemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/*
- * The batch-invariant product.  Every element is the same computation: 8
- * running sums over k = j mod 8, each a chain of fused multiply-adds, then
- * added pairwise in a fixed order, then the k % 8 tail.  Tiles of 2 rows of
- * A by 4 rows of W share the loads; a short tile repeats a row, which does
- * not change any element's arithmetic.  The portable version makes the same
- * fmaf calls in the same order as the AVX2 one, so it gives the same bits.
- */
-static inline float lanes_sum_(const float *t)
-{
-	return ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-}
-
-static void linear_tile_generic_(float *C, int ldc, const float *const *a, int na,
-                                 const float *const *w, int nw, int K, float beta)
-{
-	int K8 = K / 8 * 8;
-	for (int i = 0; i < na; i++)
-		for (int j = 0; j < nw; j++) {
-			float acc[8] = { 0 };
-			for (int k = 0; k < K8; k += 8)
-				for (int l = 0; l < 8; l++)
-					acc[l] = fmaf(a[i][k + l], w[j][k + l], acc[l]);
-			float s = lanes_sum_(acc);
-			for (int k = K8; k < K; k++)
-				s = fmaf(a[i][k], w[j][k], s);
-			float *c = C + (size_t)i * ldc + j;
-			*c = beta == 0 ? s : s + beta * *c;
-		}
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-__attribute__((target("avx2,fma"))) static void linear_tile_avx2_(float *C, int ldc,
-                                                                   const float *const *a, int na,
-                                                                   const float *const *w, int nw,
-                                                                   int K, float beta)
-{
-	const float *a0 = a[0], *a1 = a[na > 1 ? 1 : 0];
-	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
-		    *w3 = w[nw > 3 ? 3 : 0];
-	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-	__m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-	int K8 = K / 8 * 8;
-	for (int k = 0; k < K8; k += 8) {
-		__m256 x0 = _mm256_loadu_ps(a0 + k), x1 = _mm256_loadu_ps(a1 + k);
-		__m256 y = _mm256_loadu_ps(w0 + k);
-		c00 = _mm256_fmadd_ps(x0, y, c00), c10 = _mm256_fmadd_ps(x1, y, c10);
-		y = _mm256_loadu_ps(w1 + k);
-		c01 = _mm256_fmadd_ps(x0, y, c01), c11 = _mm256_fmadd_ps(x1, y, c11);
-		y = _mm256_loadu_ps(w2 + k);
-		c02 = _mm256_fmadd_ps(x0, y, c02), c12 = _mm256_fmadd_ps(x1, y, c12);
-		y = _mm256_loadu_ps(w3 + k);
-		c03 = _mm256_fmadd_ps(x0, y, c03), c13 = _mm256_fmadd_ps(x1, y, c13);
-	}
-	float t[8][8];
-	_mm256_storeu_ps(t[0], c00), _mm256_storeu_ps(t[1], c01), _mm256_storeu_ps(t[2], c02);
-	_mm256_storeu_ps(t[3], c03), _mm256_storeu_ps(t[4], c10), _mm256_storeu_ps(t[5], c11);
-	_mm256_storeu_ps(t[6], c12), _mm256_storeu_ps(t[7], c13);
-	for (int i = 0; i < na; i++)
-		for (int j = 0; j < nw; j++) {
-			float s = lanes_sum_(t[i * 4 + j]);
-			for (int k = K8; k < K; k++)
-				s = fmaf(a[i][k], w[j][k], s);
-			float *c = C + (size_t)i * ldc + j;
-			*c = beta == 0 ? s : s + beta * *c;
-		}
-}
-
-/*
- * With AVX-512: 16 running sums per element, tiles of 4 rows of A by 4 of
- * W (16 accumulators, 8 loads per 16 FMAs).  The lane count differs from
- * the AVX2 kernel's, so the bits differ between machines with and without
- * AVX-512; on one machine one kernel is used for every call, which is what
- * batch invariance needs.
- */
-static inline float lanes16_sum_(const float *t)
-{
-	return lanes_sum_(t) + lanes_sum_(t + 8);
-}
-
-__attribute__((target("avx512f"))) static void linear_tile_avx512_(float *C, int ldc,
-                                                                    const float *A, int na,
-                                                                    const float *const *w, int nw,
-                                                                    int K, float beta)
-{
-	const float *a[4];
-	for (int i = 0; i < 4; i++)
-		a[i] = A + (size_t)(i < na ? i : 0) * K;
-	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
-		    *w3 = w[nw > 3 ? 3 : 0];
-	/* Sixteen named accumulators, so that they live in registers. */
-	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-	__m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00;
-	__m512 c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
-	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
-	int K16 = K / 16 * 16;
-	for (int k = 0; k < K16; k += 16) {
-		__m512 y0 = _mm512_loadu_ps(w0 + k), y1 = _mm512_loadu_ps(w1 + k);
-		__m512 y2 = _mm512_loadu_ps(w2 + k), y3 = _mm512_loadu_ps(w3 + k);
-		__m512 x = _mm512_loadu_ps(a0 + k);
-		c00 = _mm512_fmadd_ps(x, y0, c00), c01 = _mm512_fmadd_ps(x, y1, c01);
-		c02 = _mm512_fmadd_ps(x, y2, c02), c03 = _mm512_fmadd_ps(x, y3, c03);
-		x = _mm512_loadu_ps(a1 + k);
-		c10 = _mm512_fmadd_ps(x, y0, c10), c11 = _mm512_fmadd_ps(x, y1, c11);
-		c12 = _mm512_fmadd_ps(x, y2, c12), c13 = _mm512_fmadd_ps(x, y3, c13);
-		x = _mm512_loadu_ps(a2 + k);
-		c20 = _mm512_fmadd_ps(x, y0, c20), c21 = _mm512_fmadd_ps(x, y1, c21);
-		c22 = _mm512_fmadd_ps(x, y2, c22), c23 = _mm512_fmadd_ps(x, y3, c23);
-		x = _mm512_loadu_ps(a3 + k);
-		c30 = _mm512_fmadd_ps(x, y0, c30), c31 = _mm512_fmadd_ps(x, y1, c31);
-		c32 = _mm512_fmadd_ps(x, y2, c32), c33 = _mm512_fmadd_ps(x, y3, c33);
-	}
-	float t[16][16];
-	_mm512_storeu_ps(t[0], c00), _mm512_storeu_ps(t[1], c01), _mm512_storeu_ps(t[2], c02);
-	_mm512_storeu_ps(t[3], c03), _mm512_storeu_ps(t[4], c10), _mm512_storeu_ps(t[5], c11);
-	_mm512_storeu_ps(t[6], c12), _mm512_storeu_ps(t[7], c13), _mm512_storeu_ps(t[8], c20);
-	_mm512_storeu_ps(t[9], c21), _mm512_storeu_ps(t[10], c22), _mm512_storeu_ps(t[11], c23);
-	_mm512_storeu_ps(t[12], c30), _mm512_storeu_ps(t[13], c31), _mm512_storeu_ps(t[14], c32);
-	_mm512_storeu_ps(t[15], c33);
-	for (int i = 0; i < na; i++)
-		for (int j = 0; j < nw; j++) {
-			float s = lanes16_sum_(t[i * 4 + j]);
-			for (int k = K16; k < K; k++)
-				s = fmaf(a[i][k], w[j][k], s);
-			float *o = C + (size_t)i * ldc + j;
-			*o = beta == 0 ? s : s + beta * *o;
-		}
-}
-
-/* One row of A against 4 of W: the decoding case, bound by reading W. */
-__attribute__((target("avx512f"))) static void linear_row_avx512_(float *C, const float *a,
-                                                                   const float *const *w, int nw,
-                                                                   int K, float beta)
-{
-	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
-		    *w3 = w[nw > 3 ? 3 : 0];
-	__m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-	int K16 = K / 16 * 16;
-	for (int k = 0; k < K16; k += 16) {
-		__m512 x = _mm512_loadu_ps(a + k);
-		c0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w0 + k), c0);
-		c1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w1 + k), c1);
-		c2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w2 + k), c2);
-		c3 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w3 + k), c3);
-	}
-	__m512 cc[4] = { c0, c1, c2, c3 };
-	for (int j = 0; j < nw; j++) {
-		float t[16];
-		_mm512_storeu_ps(t, cc[j]);
-		float s = lanes16_sum_(t);
-		for (int k = K16; k < K; k++)
-			s = fmaf(a[k], w[j][k], s);
-		C[j] = beta == 0 ? s : s + beta * C[j];
-	}
-}
-
-/* 0: portable, 1: AVX2 + FMA, 2: AVX-512; lowered by sw_ops_cpu_simd(). */
-static int simd_cap_ = -1;
-static int simd_level_(void)
-{
-	static int v = -1;
-	if (v < 0) {
-		__builtin_cpu_init();
-		v = __builtin_cpu_supports("avx512f") ? 2
-		  : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-	}
-	return simd_cap_ >= 0 && simd_cap_ < v ? simd_cap_ : v;
-}
-#else
-static int simd_cap_ = -1;
-static void linear_tile_avx2_(float *C, int ldc, const float *const *a, int na,
-                              const float *const *w, int nw, int K, float beta)
-{
-	linear_tile_generic_(C, ldc, a, na, w, nw, K, beta);
-}
-static int simd_level_(void)
-{
-	return 0;
-}
-#endif
-
-static void linear_rows_(float *C, const float *A, const float *W, int M, int N, int K,
-                         float beta)
-{
-	int level = simd_level_();
-	void (*tile)(float *, int, const float *const *, int, const float *const *, int, int,
-	             float) = level == 1 ? linear_tile_avx2_ : linear_tile_generic_;
-	int nblk = (N + 3) / 4;
-	/* Threads take blocks of W's rows, so W is read from memory once and
-	 * each block stays in cache while every row of A passes over it. */
-#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
-	for (int nb = 0; nb < nblk; nb++) {
-		int n0 = nb * 4, nw = N - n0 < 4 ? N - n0 : 4;
-		const float *w[4];
-		for (int j = 0; j < nw; j++)
-			w[j] = W + (size_t)(n0 + j) * K;
-#if defined(__x86_64__) && defined(__GNUC__)
-		if (level == 2) {
-			int m0 = 0;
-			for (; m0 + 1 < M; m0 += 4) {
-				int na = M - m0 < 4 ? M - m0 : 4;
-				linear_tile_avx512_(C + (size_t)m0 * N + n0, N, A + (size_t)m0 * K, na, w, nw,
-				                    K, beta);
-			}
-			if (m0 < M)
-				linear_row_avx512_(C + (size_t)m0 * N + n0, A + (size_t)m0 * K, w, nw, K, beta);
-			continue;
-		}
-#endif
-		for (int m0 = 0; m0 < M; m0 += 2) {
-			int na = M - m0 < 2 ? M - m0 : 2;
-			const float *a[2] = { A + (size_t)m0 * K, A + (size_t)(m0 + na - 1) * K };
-			tile(C + (size_t)m0 * N + n0, N, a, na, w, nw, K, beta);
-		}
-	}
 }
 
 /* ---- memory: host memory ---- */
@@ -678,6 +461,41 @@ static size_t attn_paged_scratch_(int maxkeys)
 	return (size_t)omp_get_max_threads() * (size_t)(maxkeys > 0 ? maxkeys : 1);
 }
 
+/*
+ * One page of keys (nj rows ks floats apart): s_j = (q . k_j) scale, each dot
+ * in LANES_ fixed lanes added in a fixed order (the same bits at every
+ * vector width), and o += sum_j p_j v_j in order of j.
+ */
+SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, int ks, int hd,
+                            float scale)
+{
+	int h16 = hd / LANES_ * LANES_;
+	for (int j = 0; j < nj; j++) {
+		const float *kr = k + (size_t)j * ks;
+		float acc[LANES_] = { 0 };
+		for (int d = 0; d < h16; d += LANES_)
+			for (int l = 0; l < LANES_; l++)
+				acc[l] += q[d + l] * kr[d + l];
+		float dot = 0;
+		for (int l = 0; l < LANES_; l += 2)
+			dot += acc[l] + acc[l + 1];
+		for (int d = h16; d < hd; d++)
+			dot += q[d] * kr[d];
+		s[j] = dot * scale;
+	}
+}
+
+SW_VEC static void pv_page_(float *o, const float *p, const float *v, int nj, int ks, int hd)
+{
+	for (int j = 0; j < nj; j++) {
+		const float *vr = v + (size_t)j * ks;
+		float pj = p[j];
+#pragma omp simd
+		for (int d = 0; d < hd; d++)
+			o[d] += pj * vr[d];
+	}
+}
+
 static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
                         const sw_kv_view *kv, float *scratch)
 {
@@ -694,29 +512,22 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 				const float *qr = q + ((size_t)i * H + h) * hd;
 				const int32_t *pt = kv->pages + kv->page_off[i];
 				int nk = kv->nkeys[i], g = h / grp;
-				float m = -INFINITY;
-				for (int j = 0; j < nk; j++) {
-					const float *kr = kv->k + ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
-					float dot = 0;
-#pragma omp simd reduction(+ : dot)
-					for (int d = 0; d < hd; d++)
-						dot += qr[d] * kr[d];
-					s[j] = dot * scale;
-					m = s[j] > m ? s[j] : m;
-				}
-				double sum = 0;
-				for (int j = 0; j < nk; j++)
-					sum += exp((double)(s[j] - m));
+				/* Page by page: a key's address without a division. */
+				for (int j0 = 0; j0 < nk; j0 += P)
+					qk_page_(s + j0, qr, kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd,
+					         nk - j0 < P ? nk - j0 : P, ks, hd, scale);
+				float m = row_max_(s, nk);
+				/* The softmax of the training forward's loops (vectorised
+				 * exp, sums in double lanes): no libm call a key. */
+				double sum, zsum;
+				row_expsum_(s, nk, m, &sum, &zsum);
 				float l = m + (float)log(sum);
+				row_exp_(s, nk, l);
 				float *o = out + ((size_t)i * H + h) * hd;
 				memset(o, 0, (size_t)hd * sizeof(float));
-				for (int j = 0; j < nk; j++) {
-					float p = expf(s[j] - l);
-					const float *vr = kv->v + ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
-#pragma omp simd
-					for (int d = 0; d < hd; d++)
-						o[d] += p * vr[d];
-				}
+				for (int j0 = 0; j0 < nk; j0 += P)
+					pv_page_(o, s + j0, kv->v + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd,
+					         nk - j0 < P ? nk - j0 : P, ks, hd);
 			}
 	}
 }
@@ -969,7 +780,7 @@ static const sw_backend cpu_ = {
 	.rows_gather = embed_fwd_,
 	.first_nonfinite = first_nonfinite_,
 	.gemm = gemm_,
-	.linear_rows = linear_rows_,
+	.linear_rows = sw_linear_rows,
 	.embed_fwd = embed_fwd_,
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,
@@ -1030,8 +841,7 @@ const char *sw_backend_cpu_gemm_kernels(void)
 
 int sw_backend_cpu_simd(int level)
 {
-	simd_cap_ = level;
-	return simd_level_();
+	return sw_linear_rows_simd(level);
 }
 
 void sw_backend_cpu_threads(int n)

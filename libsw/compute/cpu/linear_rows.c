@@ -1,0 +1,323 @@
+/*
+ * linear_rows.c - the batch-invariant product (linear_rows.h): decoding's
+ * matrix products.  C[M,N] = A[M,K] W[N,K]^T + beta C, where every element
+ * is the same computation whatever M is and wherever its row sits, so a
+ * sequence's logits have the same bits in any batch.
+ *
+ * Portable and AVX2: 8 running sums over k = j mod 8, each a chain of fused
+ * multiply-adds, then added pairwise in a fixed order, then the k % 8 tail.
+ * Tiles of 2 rows of A by 4 rows of W share the loads; a short tile repeats
+ * a row, which does not change any element's arithmetic.  The portable
+ * version makes the same fmaf calls in the same order as the AVX2 one, so
+ * it gives the same bits.
+ *
+ * AVX-512: 16 running sums over k = j mod 16, then a fixed tree (lane l
+ * plus lane l + 8, then l + 4, l + 2, l + 1), then the k % 16 tail.  The
+ * lane count differs from the AVX2 kernel's, so the bits differ between
+ * machines with and without AVX-512; on one machine one kernel is used for
+ * every call, which is what batch invariance needs.  The tree is the one
+ * a transposing reduction of 16 accumulators at once computes (red16_), so
+ * finishing 16 elements costs 30 shuffles and 15 adds, not 240 scalar adds.
+ * Two kernels, the same arithmetic: one row of A against 16 rows of W
+ * (decoding one sequence: bound by reading W, so each W load feeds one
+ * FMA and nothing else is loaded), and 4 rows of A by 4 of W (a batch: 8
+ * loads feed 16 FMAs).  Threads take blocks of 16 rows of W, so W is read
+ * from memory once a call and a block stays in the core's cache while every
+ * tile of A passes over it.
+ */
+#include <math.h>
+#include <stddef.h>
+#include "compute/cpu/linear_rows.h"
+
+/* Worth a parallel region (as backend_cpu.c's ops). */
+#define BIG_(n) ((n) >= 32768)
+
+static inline float lanes_sum_(const float *t)
+{
+	return ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+}
+
+static void linear_tile_generic_(float *C, int ldc, const float *const *a, int na,
+                                 const float *const *w, int nw, int K, float beta)
+{
+	int K8 = K / 8 * 8;
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float acc[8] = { 0 };
+			for (int k = 0; k < K8; k += 8)
+				for (int l = 0; l < 8; l++)
+					acc[l] = fmaf(a[i][k + l], w[j][k + l], acc[l]);
+			float s = lanes_sum_(acc);
+			for (int k = K8; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *c = C + (size_t)i * ldc + j;
+			*c = beta == 0 ? s : s + beta * *c;
+		}
+}
+
+/* 0: portable, 1: AVX2 + FMA, 2: AVX-512; lowered by sw_linear_rows_simd(). */
+static int simd_cap_ = -1;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2,fma"))) static void linear_tile_avx2_(float *C, int ldc,
+                                                                   const float *const *a, int na,
+                                                                   const float *const *w, int nw,
+                                                                   int K, float beta)
+{
+	const float *a0 = a[0], *a1 = a[na > 1 ? 1 : 0];
+	const float *w0 = w[0], *w1 = w[nw > 1 ? 1 : 0], *w2 = w[nw > 2 ? 2 : 0],
+		    *w3 = w[nw > 3 ? 3 : 0];
+	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
+	__m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+	int K8 = K / 8 * 8;
+	for (int k = 0; k < K8; k += 8) {
+		__m256 x0 = _mm256_loadu_ps(a0 + k), x1 = _mm256_loadu_ps(a1 + k);
+		__m256 y = _mm256_loadu_ps(w0 + k);
+		c00 = _mm256_fmadd_ps(x0, y, c00), c10 = _mm256_fmadd_ps(x1, y, c10);
+		y = _mm256_loadu_ps(w1 + k);
+		c01 = _mm256_fmadd_ps(x0, y, c01), c11 = _mm256_fmadd_ps(x1, y, c11);
+		y = _mm256_loadu_ps(w2 + k);
+		c02 = _mm256_fmadd_ps(x0, y, c02), c12 = _mm256_fmadd_ps(x1, y, c12);
+		y = _mm256_loadu_ps(w3 + k);
+		c03 = _mm256_fmadd_ps(x0, y, c03), c13 = _mm256_fmadd_ps(x1, y, c13);
+	}
+	float t[8][8];
+	_mm256_storeu_ps(t[0], c00), _mm256_storeu_ps(t[1], c01), _mm256_storeu_ps(t[2], c02);
+	_mm256_storeu_ps(t[3], c03), _mm256_storeu_ps(t[4], c10), _mm256_storeu_ps(t[5], c11);
+	_mm256_storeu_ps(t[6], c12), _mm256_storeu_ps(t[7], c13);
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float s = lanes_sum_(t[i * 4 + j]);
+			for (int k = K8; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *c = C + (size_t)i * ldc + j;
+			*c = beta == 0 ? s : s + beta * *c;
+		}
+}
+
+#define T512_ __attribute__((target("avx512f")))
+
+/*
+ * The 16 sums of 16 accumulators at once: lane 4j + i of the result is
+ * c[4i + j]'s lanes added as the tree above says (l + 8, l + 4, l + 2,
+ * l + 1; an add's two operands in either order give the same bits).
+ */
+T512_ static inline __m512 red16_(const __m512 *c)
+{
+	__m512 r[8], s[4], x0, x1;
+	for (int p = 0; p < 8; p++) /* lane l + lane l + 8: two accumulators a vector */
+		r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0x44),
+		                     _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0xee));
+	for (int q = 0; q < 4; q++) /* + lane l + 4: four a vector, one a 128-bit block */
+		s[q] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * q], r[2 * q + 1], 0x88),
+		                     _mm512_shuffle_f32x4(r[2 * q], r[2 * q + 1], 0xdd));
+	/* + lane l + 2 within each block, then + lane l + 1 */
+	x0 = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x44), _mm512_shuffle_ps(s[0], s[1], 0xee));
+	x1 = _mm512_add_ps(_mm512_shuffle_ps(s[2], s[3], 0x44), _mm512_shuffle_ps(s[2], s[3], 0xee));
+	return _mm512_add_ps(_mm512_shuffle_ps(x0, x1, 0x88), _mm512_shuffle_ps(x0, x1, 0xdd));
+}
+
+/* out = s + beta out, as the scalar code rounds it (a multiply, then an add). */
+T512_ static inline void put4_(float *out, __m128 s, float beta)
+{
+	if (beta != 0)
+		s = _mm_add_ps(s, _mm_mul_ps(_mm_set1_ps(beta), _mm_loadu_ps(out)));
+	_mm_storeu_ps(out, s);
+}
+
+/*
+ * Finish what a kernel could not store as vectors: a short tile or a K
+ * that is not a multiple of 16.  sum[4j + i] is element (a[i], w[j]).
+ */
+static void finish_(float *C, int ldc, const float *sum, const float *const *a, int na,
+                    const float *const *w, int nw, int K16, int K, float beta)
+{
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nw; j++) {
+			float s = sum[4 * j + i];
+			for (int k = K16; k < K; k++)
+				s = fmaf(a[i][k], w[j][k], s);
+			float *c = C + (size_t)i * ldc + j;
+			*c = beta == 0 ? s : s + beta * *c;
+		}
+}
+
+/* 4 rows of A by 4 of W (a short tile repeats a row); pf: K floats to
+ * bring into the cache meanwhile (a row of the next block of W). */
+T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
+                          const float *const *w, int nw, int K, float beta, const float *pf)
+{
+	/* c[4i + j]: W row i by A row j, so that block j of the sums is A row j's. */
+	__m512 c[16];
+	for (int i = 0; i < 16; i++)
+		c[i] = _mm512_setzero_ps();
+	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+	int K16 = K / 16 * 16;
+	for (int k = 0; k < K16; k += 16) {
+		_mm_prefetch((const char *)(pf + k), _MM_HINT_T1);
+		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
+		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
+		__m512 y = _mm512_loadu_ps(w0 + k);
+		c[0] = _mm512_fmadd_ps(x0, y, c[0]), c[1] = _mm512_fmadd_ps(x1, y, c[1]);
+		c[2] = _mm512_fmadd_ps(x2, y, c[2]), c[3] = _mm512_fmadd_ps(x3, y, c[3]);
+		y = _mm512_loadu_ps(w1 + k);
+		c[4] = _mm512_fmadd_ps(x0, y, c[4]), c[5] = _mm512_fmadd_ps(x1, y, c[5]);
+		c[6] = _mm512_fmadd_ps(x2, y, c[6]), c[7] = _mm512_fmadd_ps(x3, y, c[7]);
+		y = _mm512_loadu_ps(w2 + k);
+		c[8] = _mm512_fmadd_ps(x0, y, c[8]), c[9] = _mm512_fmadd_ps(x1, y, c[9]);
+		c[10] = _mm512_fmadd_ps(x2, y, c[10]), c[11] = _mm512_fmadd_ps(x3, y, c[11]);
+		y = _mm512_loadu_ps(w3 + k);
+		c[12] = _mm512_fmadd_ps(x0, y, c[12]), c[13] = _mm512_fmadd_ps(x1, y, c[13]);
+		c[14] = _mm512_fmadd_ps(x2, y, c[14]), c[15] = _mm512_fmadd_ps(x3, y, c[15]);
+	}
+	__m512 s = red16_(c);
+	if (na == 4 && nw == 4 && K16 == K) {
+		put4_(C, _mm512_extractf32x4_ps(s, 0), beta);
+		put4_(C + ldc, _mm512_extractf32x4_ps(s, 1), beta);
+		put4_(C + 2 * (size_t)ldc, _mm512_extractf32x4_ps(s, 2), beta);
+		put4_(C + 3 * (size_t)ldc, _mm512_extractf32x4_ps(s, 3), beta);
+		return;
+	}
+	/* sum[4j + i] = (a[j], w[i]): finish_ reads it with a and w swapped */
+	float t[16], u[16];
+	_mm512_storeu_ps(t, s);
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 4; j++)
+			u[4 * i + j] = t[4 * j + i];
+	finish_(C, ldc, u, a, na, w, nw, K16, K, beta);
+}
+
+/* One row of A by 16 consecutive rows of W (W, W + K, ...): one sequence decoding. */
+T512_ static void row16_(float *C, const float *a, const float *W, int K, float beta)
+{
+	/* c[4i + j]: W row 4j + i, so that lane n of the sums is row n's. */
+	__m512 c[16];
+	for (int i = 0; i < 16; i++)
+		c[i] = _mm512_setzero_ps();
+	int K16 = K / 16 * 16;
+	size_t ld = (size_t)K;
+	for (int k = 0; k < K16; k += 16) {
+		__m512 x = _mm512_loadu_ps(a + k);
+		const float *p = W + k;
+#pragma GCC unroll 16
+		for (int n = 0; n < 16; n++)
+			c[4 * (n % 4) + n / 4] = _mm512_fmadd_ps(x, _mm512_loadu_ps(p + n * ld),
+			                                         c[4 * (n % 4) + n / 4]);
+	}
+	__m512 s = red16_(c);
+	if (K16 == K) {
+		if (beta != 0)
+			s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C)));
+		_mm512_storeu_ps(C, s);
+		return;
+	}
+	float t[16];
+	_mm512_storeu_ps(t, s);
+	for (int n = 0; n < 16; n++) {
+		float v = t[n];
+		for (int k = K16; k < K; k++)
+			v = fmaf(a[k], W[n * ld + k], v);
+		C[n] = beta == 0 ? v : v + beta * C[n];
+	}
+}
+
+/*
+ * Tiles of 4 rows of A (a short one repeats a row) by W's rows n0 .. n0 + nw.
+ * *t counts the tiles over a block: tile t < 16 prefetches row t of the
+ * block of W that comes next (next: NULL at the end), so that it is in the
+ * cache when the first tile reaches it, not fetched at memory's latency.
+ */
+T512_ static void tiles_(float *C, int N, const float *A, int M, const float *W, int n0,
+                         int nw, int K, float beta, const float *next)
+{
+	int t = 0;
+	for (int q = 0; q < nw; q += 4) {
+		int nq = nw - q < 4 ? nw - q : 4;
+		const float *w[4];
+		for (int j = 0; j < 4; j++)
+			w[j] = W + (size_t)(n0 + q + (j < nq ? j : 0)) * K;
+		for (int m0 = 0; m0 < M; m0 += 4) {
+			int na = M - m0 < 4 ? M - m0 : 4;
+			const float *a[4];
+			for (int i = 0; i < 4; i++)
+				a[i] = A + (size_t)(m0 + (i < na ? i : 0)) * K;
+			const float *pf = next && t < 16 ? next + (size_t)t * K : a[0];
+			t++;
+			tile44_(C + (size_t)m0 * N + n0 + q, N, a, na, w, nq, K, beta, pf);
+		}
+	}
+}
+
+static void rows_avx512_(float *C, const float *A, const float *W, int M, int N, int K,
+                         float beta)
+{
+	int nblk = (N + 15) / 16;
+#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
+	for (int b = 0; b < nblk; b++) {
+		int n0 = b * 16, nw = N - n0 < 16 ? N - n0 : 16;
+		const float *next = N - n0 >= 32 ? W + (size_t)(n0 + 16) * K : NULL;
+		/* A last row alone (decoding one sequence) against a whole block: row16_ */
+		int mt = M % 4 == 1 && nw == 16 ? M - 1 : M;
+		tiles_(C, N, A, mt, W, n0, nw, K, beta, next);
+		if (mt < M)
+			row16_(C + (size_t)mt * N + n0, A + (size_t)mt * K, W + (size_t)n0 * K, K, beta);
+	}
+}
+
+static int simd_level_(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx512f") ? 2
+		  : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+	}
+	return simd_cap_ >= 0 && simd_cap_ < v ? simd_cap_ : v;
+}
+#else
+static void linear_tile_avx2_(float *C, int ldc, const float *const *a, int na,
+                              const float *const *w, int nw, int K, float beta)
+{
+	linear_tile_generic_(C, ldc, a, na, w, nw, K, beta);
+}
+static int simd_level_(void)
+{
+	return 0;
+}
+#endif
+
+void sw_linear_rows(float *C, const float *A, const float *W, int M, int N, int K, float beta)
+{
+	int level = simd_level_();
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (level == 2) {
+		rows_avx512_(C, A, W, M, N, K, beta);
+		return;
+	}
+#endif
+	void (*tile)(float *, int, const float *const *, int, const float *const *, int, int,
+	             float) = level == 1 ? linear_tile_avx2_ : linear_tile_generic_;
+	int nblk = (N + 3) / 4;
+	/* Threads take blocks of W's rows, so W is read from memory once and
+	 * each block stays in cache while every row of A passes over it. */
+#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
+	for (int nb = 0; nb < nblk; nb++) {
+		int n0 = nb * 4, nw = N - n0 < 4 ? N - n0 : 4;
+		const float *w[4];
+		for (int j = 0; j < nw; j++)
+			w[j] = W + (size_t)(n0 + j) * K;
+		for (int m0 = 0; m0 < M; m0 += 2) {
+			int na = M - m0 < 2 ? M - m0 : 2;
+			const float *a[2] = { A + (size_t)m0 * K, A + (size_t)(m0 + na - 1) * K };
+			tile(C + (size_t)m0 * N + n0, N, a, na, w, nw, K, beta);
+		}
+	}
+}
+
+int sw_linear_rows_simd(int cap)
+{
+	simd_cap_ = cap;
+	return simd_level_();
+}

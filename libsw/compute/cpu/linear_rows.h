@@ -1,0 +1,17 @@
+/*
+ * linear_rows.h - the CPU backend's batch-invariant product (backend.h's
+ * linear_rows): C[M,N] = A[M,K] W[N,K]^T + beta C, each element computed
+ * the same way whatever M is, so a row's bits do not depend on the rows
+ * beside it.  Decoding's products, one row (bound by reading W) or a batch
+ * of rows (bound by the FMAs).
+ */
+#ifndef SW_CPU_LINEAR_ROWS_H
+#define SW_CPU_LINEAR_ROWS_H
+
+void sw_linear_rows(float *C, const float *A, const float *W, int M, int N, int K, float beta);
+
+/* Cap the vector level (0 portable, 1 AVX2 + FMA, 2 AVX-512; < 0 none);
+ * returns the level used from now on. */
+int sw_linear_rows_simd(int cap);
+
+#endif
