@@ -108,7 +108,7 @@ static void load_model_(void)
 			if (!same_shape_(&dc, sc))
 				cli_die("store '%s' holds a model of another shape than '%s'", o_.store_spec, path);
 		}
-		if (!(m_ = sw_model_view_on(o_.be, sc, sw_store_arena(store_), &err)))
+		if (sw_store_usable_on(store_, o_.be, &err) || !(m_ = sw_model_view_on(o_.be, sc, sw_store_arena(store_), &err)))
 			cli_die("store '%s': %s", o_.store_spec, err.msg);
 	} else if (!(m_ = sw_model_load_on(o_.be, o_.model_dir, &err))) {
 		cli_die("%s", err.msg);

@@ -394,13 +394,14 @@ int main(int argc, char **argv)
 	if (weights && out)
 		cli_usage("--out is for --model: a store is updated in place");
 	if (weights && !is_store_(weights))
-		cli_usage("--weights wants a store, shm:NAME, not '%s'", weights);
+		cli_usage("--weights wants a store, shm:NAME or cuda:NAME, not '%s'", weights);
 	char opt_buf[SW_STORE_NAME_MAX + 16];
 	if (weights) {
 		if ((env = getenv("SW_OPT")) && *env) {
 			opt_spec = env;
 		} else {
-			snprintf(opt_buf, sizeof opt_buf, "%s.opt", weights);
+			/* shm: beside a cuda: store: the moments must outlive this process, their creator */
+			snprintf(opt_buf, sizeof opt_buf, "shm:%s.opt", strchr(weights, ':') + 1);
 			opt_spec = opt_buf;
 		}
 	}

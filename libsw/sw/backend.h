@@ -9,7 +9,10 @@
  * that nothing bypasses the backend.  "cuda" (or "cuda:N", the Nth GPU) is
  * the CUDA backend, a shared object (libsw-cuda.so) loaded on the first
  * request from the program's ../lib, then the installed lib directory; one
- * GPU a process.  It is written and compiled but not yet run on a GPU.
+ * GPU a process.  Under an MPI launcher a plain "cuda" is the GPU of the
+ * rank's local index, modulo the GPUs (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or
+ * SLURM_LOCALID), so that data-parallel ranks take one GPU each.  It is
+ * written and compiled but not yet run on a GPU.
  *
  * Backends are process-wide and never freed: sw_backend_get() returns the
  * same object for a name every time.  Models are put on one with
