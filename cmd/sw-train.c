@@ -39,7 +39,7 @@ static const cli_opt opts[] = {
 	{ 'm', 'm', "model", "dir", "dir", "the model to train (a Hugging Face model directory)" },
 	{ 'o', 'o', "out", "dir", "dir", "write the trained model here, atomically (may be the same as --model)" },
 	{ OPT_WEIGHTS, 0, "weights", "store", NULL,
-	  "train the weights of a shared store, shm:NAME, in place (default $SW_WEIGHTS)" },
+	  "train the weights of a shared store, shm:NAME or cuda:NAME, in place (default $SW_WEIGHTS)" },
 	{ 'a', 'a', "algo", "name", "sft|grpo|dr_grpo|dapo|rloo|reinforce++", "the algorithm (default grpo)" },
 	{ OPT_AGG, 0, "loss-agg", "mode", "token-mean|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm",
 	  "how token losses are combined (default: the algorithm's own)" },

@@ -122,6 +122,11 @@ const sw_backend *sw_backend_cuda_current(sw_error *err)
 	return cuda_("cuda", -1, err);
 }
 
+int sw_backend_trim(const sw_backend *be, sw_error *err)
+{
+	return be && be->trim ? be->trim(err) : SW_OK;
+}
+
 const char *sw_backend_name(const sw_backend *be)
 {
 	return be ? be->name : "cpu";

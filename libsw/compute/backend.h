@@ -240,6 +240,9 @@ struct sw_backend {
 	 * first of equals; NaN is never the largest), as the CPU's greedy
 	 * sampler picks it, so the host downloads rows ints, not the logits. */
 	void (*argmax)(int32_t *out, const float *x, int rows, int cols);
+	/* Hand the memory freed so far back to the device (a pool keeps it for
+	 * this process's next allocation), for the next process on the GPU. */
+	int (*trim)(sw_error *err);
 };
 
 /* Bytes of an ipc_alloc ticket and of a coll_id id. */

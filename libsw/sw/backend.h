@@ -37,6 +37,14 @@ typedef struct sw_backend sw_backend;
  * what is missing.
  */
 const sw_backend *sw_backend_get(const char *name, sw_error *err);
+/*
+ * Give the memory this process has freed back to the device, so that the
+ * next process on the same GPU can have it (CUDA's stream-ordered pool keeps
+ * it otherwise); a no-op on the CPU backends and for NULL.  sw-rollout calls
+ * it once its decoder (the KV cache) is freed and before it closes its
+ * output, so a trainer downstream of it in sw-run starts with that memory.
+ */
+int sw_backend_trim(const sw_backend *be, sw_error *err);
 /* Its name ("cpu", "guard", "cuda", "cuda:1"); "cpu" for NULL. */
 const char *sw_backend_name(const sw_backend *be);
 

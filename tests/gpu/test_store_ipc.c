@@ -265,6 +265,10 @@ int main(int argc, char **argv)
 		return open_(argv[2]);
 	sw_error err = { 0 };
 	const sw_backend *be = sw_backend_get(getenv("SW_GPU_DEVICE") ? getenv("SW_GPU_DEVICE") : "cuda", &err);
+	if (!be && argc == 2 && !strcmp(argv[1], "bench")) {
+		printf("handoff FAIL: no CUDA backend here: %s\n", err.msg);
+		return 1;
+	}
 	if (!be) {
 		if (getenv("SW_GPU_REQUIRED") && atoi(getenv("SW_GPU_REQUIRED"))) {
 			ok(0, "the GPU backend: %s", err.msg);

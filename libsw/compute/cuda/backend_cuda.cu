@@ -1648,6 +1648,16 @@ static void argmax_(int32_t *out, const float *x, int rows, int cols)
 	argmax_launch_(st_.stream, out, x, rows, cols);
 }
 
+/* The pool keeps what is freed (release threshold: all of it): give it back. */
+static int trim_(sw_error *err)
+{
+	cudaMemPool_t pool;
+	cudaError_t rc = cudaStreamSynchronize(st_.stream);
+	if (rc == cudaSuccess && (rc = cudaDeviceGetDefaultMemPool(&pool, st_.dev)) == cudaSuccess)
+		rc = cudaMemPoolTrimTo(pool, 0);
+	return call_("trim", rc, err);
+}
+
 /* ---- the backend ---- */
 
 static sw_backend cuda_ = {
@@ -1700,6 +1710,7 @@ static sw_backend cuda_ = {
 	.coll_init = coll_init_,
 	.coll_sum = coll_sum_,
 	.argmax = argmax_,
+	.trim = trim_,
 };
 
 /* Set the device up, once; the caller holds st_.mu. */
