@@ -57,17 +57,15 @@ solo() {
 	[ ! -e "/dev/shm/swt-$$.opt" ]
 }
 
-@test "sw-run --device cuda without a GPU driver: exit 1 before anything is made" {
+@test "sw-run --device cuda without a GPU driver: exit 1 before the run directory is made" {
 	[ -f "$SO" ] || skip "built without CUDA (no $SO)"
 	if have_driver; then skip "this machine has a GPU driver"; fi
 	sw-model init --size tiny m >/dev/null
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n' >p.jsonl
-	before=$(ls /dev/shm | grep -c '^sw-run-' || true)
 	run -1 --separate-stderr sw-run -m m -p p.jsonl -o r --iters 1 --device cuda
 	[ "$output" = "" ]
 	[ "$stderr" = "sw-run: cuda: no NVIDIA driver on this machine: libcuda.so.1: cannot open shared object file: No such file or directory" ]
-	[ ! -e r ]
-	[ "$(ls /dev/shm | grep -c '^sw-run-' || true)" = "$before" ]
+	[ ! -e r ] # (its stores are named after the device check; other tests' come and go in /dev/shm meanwhile)
 	printf 'model m\nprompts p.jsonl\niters 1\ndevice cuda\n' >exp
 	run -1 --separate-stderr sw-run -c exp -o r
 	[[ "$stderr" == "sw-run: exp: line 4: cuda: no NVIDIA driver on this machine: "* ]]
