@@ -148,15 +148,16 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(wildcard tests/fuzz/*.h) $(B)/
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< tests/fuzz/replay.c $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
-test: all deps-test $(UNIT_BIN) $(B)/tests/test_gpu $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+GPU_BIN := $(B)/tests/test_gpu $(B)/tests/test_store_ipc $(B)/tests/test_nccl
+test: all deps-test $(UNIT_BIN) $(GPU_BIN) $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 	@B=$(B) SW_SAN="$(SAN)" tests/run
 
 # The GPU tests (tests/gpu/): make test runs them too, as skips where there is no GPU;
 # test-gpu runs them where there is one, a missing GPU a failure.
-$(B)/tests/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/unit/*.h) $(B)/lib/libsw.a
+$(GPU_BIN): $(B)/tests/%: tests/gpu/%.c $(wildcard tests/unit/*.h) $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -Itests/unit -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
-test-gpu: all $(B)/tests/test_gpu $(B)/tests/test_engine $(B)/tests/test_rollout $(B)/tests/test_trainer
+test-gpu: all $(GPU_BIN) $(B)/tests/test_engine $(B)/tests/test_rollout $(B)/tests/test_trainer
 	@B=$(B) tests/gpu/run
 
 check:

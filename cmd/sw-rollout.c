@@ -32,7 +32,7 @@ enum {
 static const cli_opt opts[] = {
 	{ 'm', 'm', "model", "dir", "dir", "the model directory (config.json, weights, tokenizer)" },
 	{ OPT_WEIGHTS, 0, "weights", "store", NULL,
-	  "take the weights from a shared store, shm:NAME (default $SW_WEIGHTS)" },
+	  "take the weights from a shared store, shm:NAME or cuda:NAME (default $SW_WEIGHTS)" },
 	{ 'n', 'n', "samples", "num", NULL, "responses per prompt, G (default 1)" },
 	{ OPT_TEMP, 0, "temperature", "t", NULL, "sampling temperature; 0 is greedy (default 1)" },
 	{ OPT_TOPK, 0, "top-k", "k", NULL, "sample from the k most probable tokens (default 0: all)" },
@@ -108,7 +108,7 @@ static void load_model_(void)
 			if (!same_shape_(&dc, sc))
 				cli_die("store '%s' holds a model of another shape than '%s'", o_.store_spec, path);
 		}
-		if (!(m_ = sw_model_view_on(o_.be, sc, sw_store_arena(store_), &err)))
+		if (sw_store_usable_on(store_, o_.be, &err) || !(m_ = sw_model_view_on(o_.be, sc, sw_store_arena(store_), &err)))
 			cli_die("store '%s': %s", o_.store_spec, err.msg);
 	} else if (!(m_ = sw_model_load_on(o_.be, o_.model_dir, &err))) {
 		cli_die("%s", err.msg);
@@ -403,6 +403,9 @@ int main(int argc, char **argv)
 	rc = sw_rollout_feed_finish(feed_, rc, &err);
 	if (progress_ == 2)
 		progress_line_(1);
+	/* the KV cache freed, back to the GPU, before the output ends: a trainer downstream starts after */
+	sw_rollout_free(ro);
+	sw_backend_trim(o_.be, NULL);
 	/* what came before a bad record is out, the output closed whole, before the message */
 	if (w_ && sw_writer_close(w_))
 		cli_die_stream(out_name_, sw_writer_error(w_));
@@ -425,7 +428,6 @@ int main(int argc, char **argv)
 	if (rank == 0 && skipped && cli_verbosity >= 0)
 		cli_warn("skipped %llu invalid record%s", (unsigned long long)skipped, skipped == 1 ? "" : "s");
 	sw_rollout_feed_free(feed_);
-	sw_rollout_free(ro);
 	sw_writer_free(w_);
 	sw_tokenizer_free(tok_);
 	sw_image_proc_free(proc_);

@@ -414,7 +414,7 @@ static void cleanup_(void)
 static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
 {
 	sw_error err = { 0 };
-	if (sw_run_stores_make(&r->s, r->guard, r->x.keep, weights_from, version, r->x.ref ? r->x.model : NULL, &err))
+	if (sw_run_stores_make(&r->s, r->guard, &r->x, weights_from, version, &err))
 		cli_die("%s", err.msg);
 }
 

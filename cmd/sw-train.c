@@ -39,7 +39,7 @@ static const cli_opt opts[] = {
 	{ 'm', 'm', "model", "dir", "dir", "the model to train (a Hugging Face model directory)" },
 	{ 'o', 'o', "out", "dir", "dir", "write the trained model here, atomically (may be the same as --model)" },
 	{ OPT_WEIGHTS, 0, "weights", "store", NULL,
-	  "train the weights of a shared store, shm:NAME, in place (default $SW_WEIGHTS)" },
+	  "train the weights of a shared store, shm:NAME or cuda:NAME, in place (default $SW_WEIGHTS)" },
 	{ 'a', 'a', "algo", "name", "sft|grpo|dr_grpo|dapo|rloo|reinforce++", "the algorithm (default grpo)" },
 	{ OPT_AGG, 0, "loss-agg", "mode", "token-mean|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm",
 	  "how token losses are combined (default: the algorithm's own)" },
@@ -394,13 +394,14 @@ int main(int argc, char **argv)
 	if (weights && out)
 		cli_usage("--out is for --model: a store is updated in place");
 	if (weights && !is_store_(weights))
-		cli_usage("--weights wants a store, shm:NAME, not '%s'", weights);
+		cli_usage("--weights wants a store, shm:NAME or cuda:NAME, not '%s'", weights);
 	char opt_buf[SW_STORE_NAME_MAX + 16];
 	if (weights) {
 		if ((env = getenv("SW_OPT")) && *env) {
 			opt_spec = env;
 		} else {
-			snprintf(opt_buf, sizeof opt_buf, "%s.opt", weights);
+			/* shm: beside a cuda: store: the moments must outlive this process, their creator */
+			snprintf(opt_buf, sizeof opt_buf, "shm:%s.opt", strchr(weights, ':') + 1);
 			opt_spec = opt_buf;
 		}
 	}

@@ -34,6 +34,44 @@ solo() {
 	[ "$stderr" = "sw-train: SW_DEVICE: $msg" ]
 }
 
+@test "--weights cuda:NAME without a GPU driver: exit 1, the driver named, nothing left in /dev/shm" {
+	[ -f "$SO" ] || skip "built without CUDA (no $SO)"
+	if have_driver; then skip "this machine has a GPU driver"; fi
+	msg="store 'cuda:swt-$$': cuda: no NVIDIA driver on this machine: libcuda.so.1: cannot open shared object file: No such file or directory"
+	run -1 --separate-stderr sw-train --weights "cuda:swt-$$" </dev/null
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-train: cannot open the store 'cuda:swt-$$': $msg" ]
+	for dev in cpu cuda; do
+		SW_WEIGHTS="cuda:swt-$$" run -1 --separate-stderr sw-train --device "$dev" </dev/null
+		if [ "$dev" = cpu ]; then
+			[ "$stderr" = "sw-train: cannot open the store 'cuda:swt-$$': $msg" ]
+		else
+			[ "$stderr" = "sw-train: ${msg#*: }" ]
+		fi
+	done
+	run -1 --separate-stderr sw-rollout --weights "cuda:swt-$$" </dev/null
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-rollout: cannot open store 'cuda:swt-$$': $msg" ]
+	# a cuda: store is looked for only once the GPU is there: a shm: store of that name changes nothing
+	[ ! -e "/dev/shm/swt-$$" ]
+	[ ! -e "/dev/shm/swt-$$.opt" ]
+}
+
+@test "sw-run --device cuda without a GPU driver: exit 1 before the run directory is made" {
+	[ -f "$SO" ] || skip "built without CUDA (no $SO)"
+	if have_driver; then skip "this machine has a GPU driver"; fi
+	sw-model init --size tiny m >/dev/null
+	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n' >p.jsonl
+	run -1 --separate-stderr sw-run -m m -p p.jsonl -o r --iters 1 --device cuda
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: cuda: no NVIDIA driver on this machine: libcuda.so.1: cannot open shared object file: No such file or directory" ]
+	[ ! -e r ] # (its stores are named after the device check; other tests' come and go in /dev/shm meanwhile)
+	printf 'model m\nprompts p.jsonl\niters 1\ndevice cuda\n' >exp
+	run -1 --separate-stderr sw-run -c exp -o r
+	[[ "$stderr" == "sw-run: exp: line 4: cuda: no NVIDIA driver on this machine: "* ]]
+	[ ! -e r ]
+}
+
 @test "--device cuda from a program with no libsw-cuda.so beside it: exit 1, built without CUDA" {
 	[ ! -e /usr/local/lib/libsw-cuda.so ] || skip "an installed libsw-cuda.so would be found"
 	d=$(pwd -P)/t
@@ -85,6 +123,7 @@ solo() {
 	[[ "$output" == *"[libcublas.so."* ]]
 	[[ "$output" != *"[libsw.so"* ]]
 	[[ "$output" != *"[libcudart.so"* ]] # the runtime is linked in (static)
+	[[ "$output" != *"[libnccl.so"* ]]   # NCCL is dlopen'ed when data parallel training asks for it
 }
 
 @test "make without nvcc skips the CUDA build in one line" {

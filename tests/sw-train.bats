@@ -432,7 +432,7 @@ near() {
 	run -2 --separate-stderr sw-train --weights shm:x -o out x.jsonl
 	[ "${stderr_lines[0]}" = "sw-train: --out is for --model: a store is updated in place" ]
 	run -2 --separate-stderr sw-train --weights nowhere x.jsonl
-	[ "${stderr_lines[0]}" = "sw-train: --weights wants a store, shm:NAME, not 'nowhere'" ]
+	[ "${stderr_lines[0]}" = "sw-train: --weights wants a store, shm:NAME or cuda:NAME, not 'nowhere'" ]
 	run -1 --separate-stderr sw-train --weights shm:sw-train-test-none x.jsonl
 	[[ $stderr == "sw-train: cannot open the store 'shm:sw-train-test-none': "* ]]
 	run -2 --separate-stderr env SW_LR_SCALE=x sw-train -m "$TINY" -o out x.jsonl

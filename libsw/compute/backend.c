@@ -40,9 +40,33 @@ static int exe_top_(char *dir, size_t size)
 	return 0;
 }
 
-static const sw_backend *cuda_(const char *name, sw_error *err)
+/*
+ * The rank's index among the ranks of its machine under an MPI launcher
+ * (Open MPI, MPICH/Hydra, Slurm), else -1.  A plain "cuda" is then the GPU
+ * of that index modulo the machine's GPUs, so that the ranks of a
+ * data-parallel job take one GPU each, as NCCL wants.
+ */
+static int local_rank_(void)
 {
-	int dev = 0;
+	static const char *vars[] = { "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID" };
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		const char *v = getenv(vars[i]);
+		char *end;
+		long r = v && *v ? strtol(v, &end, 10) : -1;
+		if (v && *v && !*end && r >= 0 && r <= 255)
+			return (int)r;
+	}
+	return -1;
+}
+
+/* The device number libsw-cuda.so's entry takes: N >= 0 that GPU; -1 the
+ * one this process computes on already, else 0; -2 - R the one in use,
+ * else local rank R's (modulo the GPUs). */
+static const sw_backend *cuda_(const char *name, int dev, sw_error *err)
+{
+	int r = local_rank_();
+	if (!dev && !name[4] && r >= 0)
+		dev = -2 - r;
 	if (name[4] == ':') {
 		char *end;
 		long v = strtol(name + 5, &end, 10);
@@ -88,9 +112,19 @@ const sw_backend *sw_backend_get(const char *name, sw_error *err)
 	if (!strcmp(name, "guard"))
 		return sw_backend_cpu()->sync(err) ? NULL : sw_backend_guard();
 	if (!strncmp(name, "cuda", 4) && (!name[4] || name[4] == ':'))
-		return cuda_(name, err);
+		return cuda_(name, 0, err);
 	sw_fail(err, SW_EINVAL, "unknown device '%s' (known: cpu, guard, cuda, cuda:N)", name);
 	return NULL;
+}
+
+const sw_backend *sw_backend_cuda_current(sw_error *err)
+{
+	return cuda_("cuda", -1, err);
+}
+
+int sw_backend_trim(const sw_backend *be, sw_error *err)
+{
+	return be && be->trim ? be->trim(err) : SW_OK;
 }
 
 const char *sw_backend_name(const sw_backend *be)

@@ -211,12 +211,53 @@ struct sw_backend {
 	              float b1, float b2, float eps, float wd, float bc1, float bc2);
 	double (*sumsq)(const float *x, size_t n);
 	void (*scale)(float *x, float s, size_t n);
+
+	/* ---- optional: NULL where the backend has none (cpu, guard) ---- */
+	/*
+	 * Device memory other processes map in place (a cuda: weight store,
+	 * run/store.c).  ipc_alloc gives bytes of zeroed device memory and
+	 * writes into ticket (SW_IPC_TICKET bytes) what another process needs
+	 * to map it: ipc_open maps a ticket made by ANOTHER process (the same
+	 * memory, no copy; SW_EINVAL when it names another device than this
+	 * process's).  ipc_free / ipc_close let go (ops still queued finish
+	 * first).  The memory lives while its allocating process holds it.
+	 */
+	void *(*ipc_alloc)(size_t bytes, void *ticket, sw_error *err);
+	void (*ipc_free)(void *p);
+	void *(*ipc_open)(const void *ticket, sw_error *err);
+	void (*ipc_close)(void *p);
+	/*
+	 * Sums across the ranks of a data-parallel job on the device (NCCL),
+	 * one communicator per process: coll_id makes the job's id on one rank
+	 * (SW_COLL_ID bytes), which every rank passes to coll_init with its
+	 * rank and the job's size (collective); coll_sum sums x[0..n) in place
+	 * on every rank (complete when it returns: SW_OK or an error).
+	 */
+	int (*coll_id)(void *id, sw_error *err);
+	int (*coll_init)(const void *id, int rank, int nranks, sw_error *err);
+	int (*coll_sum)(float *x, size_t n, sw_error *err);
+	/* out[r] = the index of the largest of row r of x [rows, cols] (the
+	 * first of equals; NaN is never the largest), as the CPU's greedy
+	 * sampler picks it, so the host downloads rows ints, not the logits. */
+	void (*argmax)(int32_t *out, const float *x, int rows, int cols);
+	/* Hand the memory freed so far back to the device (a pool keeps it for
+	 * this process's next allocation), for the next process on the GPU. */
+	int (*trim)(sw_error *err);
 };
+
+/* Bytes of an ipc_alloc ticket and of a coll_id id. */
+#define SW_IPC_TICKET 128
+#define SW_COLL_ID 128
 
 /* The reference backend; its memory is host memory. */
 const sw_backend *sw_backend_cpu(void);
 /* The guard backend (guard/): the CPU ops over memory the host cannot touch. */
 const sw_backend *sw_backend_guard(void);
+
+/* The CUDA backend on the GPU this process computes on already, else on
+ * cuda:0 (a cuda: store's memory, run/store.c); NULL with err as
+ * sw_backend_get("cuda") fails. */
+const sw_backend *sw_backend_cuda_current(sw_error *err);
 
 /* Threads for the CPU ops and OpenBLAS together (n <= 0: the machine's cores). */
 void sw_backend_cpu_threads(int n);

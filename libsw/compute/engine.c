@@ -298,6 +298,15 @@ static int argmax_(sw_engine *e, int r0, int nr, sw_error *err)
 {
 	int V = e->m->cfg.vocab_size;
 	const float *z = e->be->host_view(e->logits);
+	if (!z && e->be->argmax) { /* on the device (cuda): nr ints cross, not nr * V floats */
+		int32_t *d = e->be->alloc((size_t)nr * sizeof *d, err);
+		if (!d)
+			return err ? err->code : SW_ENOMEM;
+		e->be->argmax(d, e->logits, nr, V);
+		int rc = e->be->download(e->h_argmax + r0, d, (size_t)nr * sizeof *d, err);
+		e->be->free(d);
+		return rc;
+	}
 	if (!z) {
 		size_t bytes = (size_t)nr * V * sizeof(float);
 		free(e->h_logits);

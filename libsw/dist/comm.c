@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
+#include "compute/backend.h"
 #include "sw/dist.h"
 #include "dist/dist_internal.h"
 #ifdef SW_HAVE_MPI
@@ -29,6 +30,7 @@
 struct sw_comm {
 	int rank, size;
 	size_t chunk; /* most bytes in one message */
+	const struct sw_backend *coll; /* the backend whose NCCL ranks this job joined (sw_dist_sum_device) */
 #ifdef SW_HAVE_MPI
 	MPI_Comm comm;
 #endif
@@ -419,4 +421,35 @@ int sw_comm_barrier(sw_comm *c, sw_error *err)
 #endif
 	(void)c, (void)err;
 	return SW_OK;
+}
+
+/*
+ * Gradients on a GPU: summed there by the backend's collective (NCCL) when
+ * it has one, so they never cross to the host.  The ranks join it at the
+ * first call, as llm.c does: rank 0 makes the id, the communicator here
+ * broadcasts it, every rank joins.  Not rank order: the additions are in
+ * NCCL's order (the same bits on every rank, as NCCL reduces each element
+ * once and copies it; the rank-order sum's bits for 2 ranks, where a + b is
+ * b + a).  Without a collective: through host, in rank order.
+ */
+int sw_dist_sum_device(sw_comm *c, const struct sw_backend *be, float *x, float *host, size_t n, sw_error *err)
+{
+	int rc;
+	if (!c || c->size == 1)
+		return SW_OK;
+	if (!be->coll_sum) {
+		if ((rc = be->download(host, x, n * sizeof *host, err)) || (rc = sw_comm_allreduce_sum_f32(c, host, n, err)))
+			return rc;
+		return be->upload(x, host, n * sizeof *host, err);
+	}
+	if (c->coll != be) {
+		unsigned char id[SW_COLL_ID] = { 0 };
+		rc = c->rank == 0 ? be->coll_id(id, err) : SW_OK;
+		if ((rc = sw_comm_agree(c, rc, err)) || (rc = sw_comm_bcast(c, id, sizeof id, 0, err)))
+			return rc;
+		if ((rc = sw_comm_agree(c, be->coll_init(id, c->rank, c->size, err), err)))
+			return rc;
+		c->coll = be;
+	}
+	return be->coll_sum(x, n, err);
 }

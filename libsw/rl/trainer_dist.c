@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "dist/dist_internal.h"
 #include "rl/trainer_internal.h"
 
 static double now_(void)
@@ -58,11 +59,12 @@ int sw_trainer_dist_update(sw_trainer *t, sw_model *grad, float *host, sw_adamw_
 	if ((rc = sw_comm_barrier(cm, err)))
 		return rc;
 	double t0 = now_();
-	if ((rc = o->download(host, grad->arena, n * sizeof *host, err)))
+	/* unsharded: NCCL on a GPU, else the host's rank-order sum (dist/comm.c) */
+	if (!zero && (rc = sw_dist_sum_device(cm, o, grad->arena, host, n, err)))
 		return rc;
-	rc = zero ? sw_comm_reduce_scatter_sum_f32(cm, host, n, err) : sw_comm_allreduce_sum_f32(cm, host, n, err);
-	if (rc || (rc = zero ? o->upload(grad->arena + off, host + off, len * sizeof *host, err)
-	                     : o->upload(grad->arena, host, n * sizeof *host, err)))
+	if (zero && ((rc = o->download(host, grad->arena, n * sizeof *host, err)) ||
+	             (rc = sw_comm_reduce_scatter_sum_f32(cm, host, n, err)) ||
+	             (rc = o->upload(grad->arena + off, host + off, len * sizeof *host, err))))
 		return rc;
 	*tcomm += now_() - t0;
 

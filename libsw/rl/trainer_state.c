@@ -664,7 +664,7 @@ int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, s
 	/* a published version: not one a writer that died left half-written */
 	if (sw_store_read_begin(t->w, &seq, &e2))
 		return sw_fail(err, e2.code, "store '%s': %s", weights, e2.msg);
-	if (!(t->model = sw_model_view_on(t->be, sc, sw_store_arena(t->w), &e2)))
+	if (sw_store_usable_on(t->w, t->be, &e2) || !(t->model = sw_model_view_on(t->be, sc, sw_store_arena(t->w), &e2)))
 		return sw_fail(err, e2.code, "store '%s': %s", weights, e2.msg);
 	t->own_model = 1; /* the view, not the arena */
 	t->start_version = t->version = sw_store_version(t->w);

@@ -176,7 +176,10 @@ int sw_runlog_iteration(sw_runlog *l, uint64_t it, const char *samples, uint64_t
 	}
 	f = f ? f : sw_audit_rec_int(a, "weight_version_before", (int64_t)version_before);
 	f = f ? f : sw_audit_rec_int(a, "weight_version", (int64_t)sw_store_version(w));
-	sw_digest_mem(sw_store_arena(w), sw_store_nfloats(w) * sizeof(float), hex);
+	if ((rc = sw_store_digest(w, hex, err))) { /* a cuda: store's through a host copy */
+		sw_audit_rec_free(a);
+		return rc;
+	}
 	f = f ? f : sw_audit_rec_str(a, "weights_digest", hex);
 	rc = put_(l, a, f, err);
 	for (size_t i = 0; !rc && i < nev; i++) {

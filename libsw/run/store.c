@@ -1,8 +1,12 @@
 /*
- * store.c - shm weight stores (see sw/store.h): the header, the seqlock
- * that publishes an update whole, and the sweep of stores whose creator has
- * gone.  Linux-specific in two places, both said where: /proc for a
- * process's start time, /dev/shm for the list of stores.
+ * store.c - weight stores (see sw/store.h): the header, the seqlock that
+ * publishes an update whole, and the sweep of stores whose creator has
+ * gone.  A shm: store's arena follows its header in the shared object; a
+ * cuda: store's header is the same shared object without the arena, which
+ * is device memory that the CUDA backend (libsw-cuda.so) allocates and other
+ * processes map through CUDA IPC (the backend's ipc_* entries), so this
+ * file links no CUDA library.  Linux-specific in two places, both said
+ * where: /proc for a process's start time, /dev/shm for the list of stores.
  */
 #define _DEFAULT_SOURCE
 #include <dirent.h>
@@ -20,11 +24,12 @@
 #include <unistd.h>
 #include <sodium.h>
 #include "common/internal.h"
+#include "compute/backend.h"
 #include "sw/store.h"
 #include "sw/audit.h"
 
 #define MAGIC_ "SWSTORE"
-#define LAYOUT_ 1u
+#define LAYOUT_ 2u /* 2: the kind and a cuda: store's ticket */
 #define HDR_SIZE_ 4096u
 
 /*
@@ -48,9 +53,12 @@ typedef struct hdr_ {
 	_Atomic int64_t writer;      /* pid inside an update, 0 when none */
 	_Atomic uint64_t writer_start;
 	_Atomic uint32_t published;  /* 0 until the first publish */
-	uint32_t pad_;
+	uint32_t kind;               /* KIND_SHM_ or KIND_CUDA_ */
+	unsigned char ticket[SW_IPC_TICKET]; /* cuda: how another process maps the arena */
 	sw_model_config cfg;
 } hdr_;
+
+enum { KIND_SHM_ = 0, KIND_CUDA_ = 1 };
 
 _Static_assert(sizeof(hdr_) <= HDR_SIZE_, "the store header outgrew its page");
 
@@ -62,6 +70,8 @@ struct sw_store {
 	bool writable;
 	bool in_update;              /* this handle holds the open update */
 	bool born;                   /* ... the one it was created in, not yet published */
+	const sw_backend *be;        /* cuda: the backend whose memory the arena is; NULL for shm: */
+	bool owns_dev;               /* cuda: this handle allocated the arena (ipc_free, not ipc_close) */
 };
 
 /* --- names ------------------------------------------------------------- */
@@ -79,8 +89,9 @@ static bool name_ok_(const char *n, size_t len)
 	return true;
 }
 
-/* "shm:NAME" -> "/NAME" in path (SW_STORE_NAME_MAX + 2 bytes). */
-static int parse_(const char *spec, char *path, sw_error *err)
+/* "shm:NAME" or "cuda:NAME" -> "/NAME" in path (SW_STORE_NAME_MAX + 2
+ * bytes) and the KIND_* in *kind (may be NULL). */
+static int parse_(const char *spec, char *path, uint32_t *kind, sw_error *err)
 {
 	if (!spec || !*spec)
 		return sw_fail(err, SW_EINVAL, "no store given (shm:NAME)");
@@ -89,10 +100,8 @@ static int parse_(const char *spec, char *path, sw_error *err)
 		return sw_fail(err, SW_EINVAL, "store '%.200s': expected shm:NAME or cuda:NAME", spec);
 	size_t kl = (size_t)(colon - spec);
 	const char *name = colon + 1;
-	if (kl == 4 && !strncmp(spec, "cuda", 4))
-		return sw_fail(err, SW_EINVAL,
-		               "store '%.200s': CUDA stores are not supported in this build; use shm:NAME", spec);
-	if (kl != 3 || strncmp(spec, "shm", 3))
+	bool cuda = kl == 4 && !strncmp(spec, "cuda", 4);
+	if (!cuda && (kl != 3 || strncmp(spec, "shm", 3)))
 		return sw_fail(err, SW_EINVAL, "store '%.200s': unknown kind '%.*s' (shm:NAME or cuda:NAME)", spec,
 		               (int)(kl > 32 ? 32 : kl), spec);
 	if (!name_ok_(name, strlen(name)))
@@ -102,7 +111,21 @@ static int parse_(const char *spec, char *path, sw_error *err)
 		               spec, SW_STORE_NAME_MAX);
 	path[0] = '/';
 	strcpy(path + 1, name);
+	if (kind)
+		*kind = cuda ? KIND_CUDA_ : KIND_SHM_;
 	return 0;
+}
+
+/* The CUDA backend of a cuda: store, or NULL with err saying why (no driver, ...). */
+static const sw_backend *cuda_be_(const char *spec, sw_error *err)
+{
+	sw_error e2 = { 0 };
+	const sw_backend *be = sw_backend_cuda_current(&e2);
+	if (!be)
+		sw_fail(err, e2.code, "store '%.200s': %s", spec, e2.msg);
+	else if (!be->ipc_alloc || !be->ipc_open)
+		sw_fail(err, SW_EINVAL, "store '%.200s': the %s backend cannot share its memory", spec, be->name);
+	return be && be->ipc_alloc && be->ipc_open ? be : NULL;
 }
 
 static int sys_(sw_error *err, int e, const char *spec, const char *what)
@@ -180,7 +203,9 @@ static int check_hdr_(const hdr_ *h, uint64_t file_size, const char *spec, sw_er
 		               "store '%.200s': layout %u (header %u, config %u bytes) is not this build's layout %u "
 		               "(%u, %zu)",
 		               spec, h->layout, h->hdr_size, h->cfg_size, LAYOUT_, HDR_SIZE_, sizeof(sw_model_config));
-	if (h->nfloats > (file_size - HDR_SIZE_) / sizeof(float))
+	if (h->kind != KIND_SHM_ && h->kind != KIND_CUDA_)
+		return sw_fail(err, SW_EFORMAT, "store '%.200s': unknown kind %u", spec, h->kind);
+	if (h->kind == KIND_SHM_ && h->nfloats > (file_size - HDR_SIZE_) / sizeof(float))
 		return sw_fail(err, SW_EFORMAT, "store '%.200s': header says %llu floats, the object holds %llu bytes",
 		               spec, (unsigned long long)h->nfloats, (unsigned long long)file_size);
 	if (h->has_cfg) {
@@ -203,7 +228,9 @@ static size_t page_up_(size_t n)
 sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t nfloats, sw_error *err)
 {
 	char path[SW_STORE_NAME_MAX + 2];
-	if (parse_(spec, path, err))
+	uint32_t kind;
+	const sw_backend *be = NULL;
+	if (parse_(spec, path, &kind, err) || (kind == KIND_CUDA_ && !(be = cuda_be_(spec, err))))
 		return NULL;
 	if (cfg) {
 		if (sw_model_config_check(cfg, err))
@@ -220,7 +247,8 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 		sw_fail(err, SW_EINVAL, "store '%.200s': %zu floats is not a store size", spec, nfloats);
 		return NULL;
 	}
-	size_t size = page_up_(HDR_SIZE_ + nfloats * sizeof(float));
+	/* a cuda: store's shared object is its header alone */
+	size_t size = page_up_(HDR_SIZE_ + (be ? 0 : nfloats * sizeof(float)));
 	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		sys_(err, errno, spec, "cannot create");
@@ -241,6 +269,14 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 	sw_store *s = NULL;
 	if (!what && !(s = calloc(1, sizeof *s)))
 		e = ENOMEM, what = "cannot allocate";
+	hdr_ *h = map;
+	void *dev = NULL;
+	if (!what && be && !(dev = be->ipc_alloc(nfloats * sizeof(float), h->ticket, err))) {
+		free(s);
+		munmap(map, size);
+		shm_unlink(path);
+		return NULL;
+	}
 	if (what) {
 		if (map != MAP_FAILED)
 			munmap(map, size);
@@ -248,7 +284,7 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 		sys_(err, e, spec, what);
 		return NULL;
 	}
-	hdr_ *h = map;
+	h->kind = be ? KIND_CUDA_ : KIND_SHM_;
 	h->layout = LAYOUT_;
 	h->hdr_size = HDR_SIZE_;
 	h->cfg_size = sizeof(sw_model_config);
@@ -268,17 +304,43 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 	snprintf(s->spec, sizeof s->spec, "%s", spec);
 	s->h = h;
 	s->map_size = size;
-	s->arena = (float *)((char *)map + HDR_SIZE_);
+	s->arena = dev ? dev : (float *)((char *)map + HDR_SIZE_);
 	s->writable = true;
 	s->in_update = true;
 	s->born = true;
+	s->be = be;
+	s->owns_dev = dev != NULL;
 	return s;
+}
+
+/* An opened store's arena: the shared object's (*dev NULL), or a cuda:
+ * store's device memory mapped into this process. */
+static int attach_(const hdr_ *h, uint32_t kind, const sw_backend *be, const char *spec, const char *name,
+                   void **dev, sw_error *err)
+{
+	*dev = NULL;
+	if (h->kind != kind)
+		return sw_fail(err, SW_EFORMAT, "store '%.200s': it is a %s store: open it as %s:%s", spec,
+		               h->kind == KIND_CUDA_ ? "cuda: (device memory)" : "shm: (host memory)",
+		               h->kind == KIND_CUDA_ ? "cuda" : "shm", name);
+	if (!be)
+		return 0;
+	/* CUDA maps another process's memory only: the creator has its arena already */
+	if (h->creator_pid == (int64_t)getpid())
+		return sw_fail(err, SW_EINVAL, "store '%.200s': its creator cannot open it again; use the creator's handle",
+		               spec);
+	if (!(*dev = be->ipc_open(h->ticket, err)))
+		return err && err->code ? err->code : SW_EIO;
+	return 0;
 }
 
 sw_store *sw_store_open(const char *spec, bool writable, sw_error *err)
 {
 	char path[SW_STORE_NAME_MAX + 2];
-	if (parse_(spec, path, err))
+	uint32_t kind;
+	const sw_backend *be = NULL;
+	/* a cuda: store wants the GPU first: without one, that is what is said */
+	if (parse_(spec, path, &kind, err) || (kind == KIND_CUDA_ && !(be = cuda_be_(spec, err))))
 		return NULL;
 	int fd = shm_open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
 	if (fd < 0) {
@@ -319,7 +381,11 @@ sw_store *sw_store_open(const char *spec, bool writable, sw_error *err)
 	}
 	atomic_thread_fence(memory_order_acquire);
 	sw_store *s = NULL;
-	if (check_hdr_(map, (uint64_t)size, spec, err) || !(s = calloc(1, sizeof *s))) {
+	void *dev = NULL;
+	if (check_hdr_(map, (uint64_t)size, spec, err) || attach_(map, kind, be, spec, path + 1, &dev, err) ||
+	    !(s = calloc(1, sizeof *s))) {
+		if (dev)
+			be->ipc_close(dev);
 		if (err && !err->code)
 			sw_fail(err, SW_ENOMEM, "store '%.200s': out of memory", spec);
 		munmap(map, size);
@@ -328,8 +394,9 @@ sw_store *sw_store_open(const char *spec, bool writable, sw_error *err)
 	snprintf(s->spec, sizeof s->spec, "%s", spec);
 	s->h = map;
 	s->map_size = size;
-	s->arena = (float *)((char *)map + HDR_SIZE_);
+	s->arena = dev ? dev : (float *)((char *)map + HDR_SIZE_);
 	s->writable = writable;
+	s->be = be;
 	return s;
 }
 
@@ -337,6 +404,10 @@ void sw_store_close(sw_store *s)
 {
 	if (!s)
 		return;
+	if (s->be && s->owns_dev)
+		s->be->ipc_free(s->arena);
+	else if (s->be)
+		s->be->ipc_close(s->arena);
 	munmap(s->h, s->map_size);
 	free(s);
 }
@@ -344,7 +415,7 @@ void sw_store_close(sw_store *s)
 int sw_store_unlink(const char *spec, sw_error *err)
 {
 	char path[SW_STORE_NAME_MAX + 2];
-	int rc = parse_(spec, path, err);
+	int rc = parse_(spec, path, NULL, err);
 	if (rc)
 		return rc;
 	if (shm_unlink(path))
@@ -380,6 +451,19 @@ uint64_t sw_store_version(const sw_store *s)
 long sw_store_creator(const sw_store *s)
 {
 	return (long)s->h->creator_pid;
+}
+
+const sw_backend *sw_store_backend(const sw_store *s)
+{
+	return s->be;
+}
+
+int sw_store_usable_on(const sw_store *s, const sw_backend *be, sw_error *err)
+{
+	if (!s->be || s->be == be)
+		return 0;
+	return sw_fail(err, SW_EINVAL, "a cuda: store is device memory of %s, and this process computes on %s",
+	               s->be->name, sw_backend_name(be));
 }
 
 /* --- the seqlock ------------------------------------------------------------ */
@@ -427,6 +511,10 @@ int sw_store_publish(sw_store *s, uint64_t version, sw_error *err)
 	if (atomic_load_explicit(&h->published, memory_order_relaxed) && version <= cur)
 		return sw_fail(err, SW_EINVAL, "store '%.200s': version %llu does not follow %llu", s->spec,
 		               (unsigned long long)version, (unsigned long long)cur);
+	/* a cuda: store's weights are written by queued ops: they finish before the version moves */
+	int rc = s->be ? s->be->sync(err) : 0;
+	if (rc)
+		return rc;
 	uint64_t q = atomic_load_explicit(&h->seq, memory_order_relaxed);
 	atomic_store_explicit(&h->version, version, memory_order_release);
 	atomic_store_explicit(&h->published, 1, memory_order_relaxed);
@@ -572,8 +660,11 @@ sw_store *sw_store_create_from_model(const char *spec, const char *dir, uint64_t
 	sw_store *s = sw_store_create(spec, &cfg, 0, err);
 	if (!s)
 		return NULL;
-	sw_model *m = sw_model_view(&s->h->cfg, s->arena, err);
-	if (!m || sw_model_load_weights(m, dir, err) || sw_store_publish(s, version, err)) {
+	/* a cuda: store's weights are loaded on the host, then uploaded once */
+	sw_model *m = s->be ? sw_model_new(&s->h->cfg, err) : sw_model_view(&s->h->cfg, s->arena, err);
+	if (!m || sw_model_load_weights(m, dir, err) ||
+	    (s->be && s->be->upload(s->arena, m->arena, m->nparams * sizeof(float), err)) ||
+	    sw_store_publish(s, version, err)) {
 		sw_model_free(m);
 		sw_store_close(s);
 		sw_store_unlink(spec, NULL);
@@ -583,10 +674,37 @@ sw_store *sw_store_create_from_model(const char *spec, const char *dir, uint64_t
 	return s;
 }
 
+/*
+ * The host's copy of the first n floats of a cuda: store's arena, one
+ * published version (under the seqlock, at most 3 tries).
+ */
+static int download_(const sw_store *s, float *host, size_t n, const char *what, sw_error *err)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		uint64_t q;
+		int rc = sw_store_read_begin(s, &q, err);
+		if (rc || (rc = s->be->download(host, s->arena, n * sizeof(float), err)))
+			return rc;
+		if (!sw_store_read_retry(s, q))
+			return 0;
+	}
+	int rc = sw_fail(err, SW_EIO, "store '%.200s': updated during each of 3 %s", s->spec, what);
+	if (err)
+		err->sys_errno = EBUSY;
+	return rc;
+}
+
 int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err)
 {
 	if (!s->h->has_cfg)
 		return sw_fail(err, SW_EINVAL, "store '%.200s': holds no model configuration", s->spec);
+	if (s->be) { /* device memory: a host copy of one version, saved at leisure */
+		sw_model *h = sw_model_new(&s->h->cfg, err);
+		int rc = !h ? (err ? err->code : SW_ENOMEM) : download_(s, h->arena, h->nparams, "saves", err);
+		rc = rc ? rc : sw_model_save(h, dir, dt, err);
+		sw_model_free(h);
+		return rc;
+	}
 	sw_model *m = sw_model_view(&s->h->cfg, s->arena, err);
 	if (!m)
 		return err ? err->code : SW_EINVAL;
@@ -610,6 +728,17 @@ int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err
 
 int sw_store_digest(const sw_store *s, char hex[65], sw_error *err)
 {
+	if (s->be) {
+		size_t bytes = (size_t)s->h->nfloats * sizeof(float);
+		float *host = malloc(bytes);
+		if (!host)
+			return sw_fail(err, SW_ENOMEM, "store '%.200s': out of memory for a host copy", s->spec);
+		int rc = download_(s, host, s->h->nfloats, "digests", err);
+		if (!rc)
+			sw_digest_mem(host, bytes, hex);
+		free(host);
+		return rc;
+	}
 	for (int attempt = 0; attempt < 3; attempt++) {
 		uint64_t q;
 		int rc = sw_store_read_begin(s, &q, err);

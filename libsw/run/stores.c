@@ -9,13 +9,16 @@
 #include <string.h>
 #include "run/run_internal.h"
 
-int sw_run_stores_name(sw_run_stores *s, const char *prefix, sw_error *err)
+int sw_run_stores_name(sw_run_stores *s, const char *prefix, int on_gpu, sw_error *err)
 {
 	memset(s, 0, sizeof *s);
 	sw_error e = { 0 };
-	if (sw_store_name_random(prefix, s->spec, sizeof s->spec, &e))
+	char shm[SW_STORE_NAME_MAX + 8];
+	if (sw_store_name_random(prefix, shm, sizeof shm, &e))
 		return sw_fail(err, e.code, "cannot name a store: %s", e.msg);
-	snprintf(s->opt_spec, sizeof s->opt_spec, "%s.opt", s->spec);
+	const char *name = shm + 4; /* after "shm:" */
+	snprintf(s->spec, sizeof s->spec, "%s:%.*s", on_gpu ? "cuda" : "shm", SW_STORE_NAME_MAX, name);
+	snprintf(s->opt_spec, sizeof s->opt_spec, "shm:%s.opt", name);
 	snprintf(s->ref_spec, sizeof s->ref_spec, "%s.ref", s->spec);
 	return 0;
 }
@@ -31,10 +34,11 @@ int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t vers
 	return 0;
 }
 
-int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, int keep, const char *weights_from, uint64_t version,
-                       const char *ref_model, sw_error *err)
+int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, const sw_experiment *x, const char *weights_from,
+                       uint64_t version, sw_error *err)
 {
-	int rc = sw_run_stores_name(s, "sw-run", err);
+	int keep = x->keep, rc = sw_run_stores_name(s, "sw-run", x->device && !strncmp(x->device, "cuda", 4), err);
+	const char *ref_model = x->ref ? x->model : NULL;
 	if (rc)
 		return rc;
 	/* the guard knows them before they exist, so that it removes what loading them made */

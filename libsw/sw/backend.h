@@ -9,7 +9,10 @@
  * that nothing bypasses the backend.  "cuda" (or "cuda:N", the Nth GPU) is
  * the CUDA backend, a shared object (libsw-cuda.so) loaded on the first
  * request from the program's ../lib, then the installed lib directory; one
- * GPU a process.  It is written and compiled but not yet run on a GPU.
+ * GPU a process.  Under an MPI launcher a plain "cuda" is the GPU of the
+ * rank's local index, modulo the GPUs (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or
+ * SLURM_LOCALID), so that data-parallel ranks take one GPU each.  It is
+ * written and compiled but not yet run on a GPU.
  *
  * Backends are process-wide and never freed: sw_backend_get() returns the
  * same object for a name every time.  Models are put on one with
@@ -34,6 +37,14 @@ typedef struct sw_backend sw_backend;
  * what is missing.
  */
 const sw_backend *sw_backend_get(const char *name, sw_error *err);
+/*
+ * Give the memory this process has freed back to the device, so that the
+ * next process on the same GPU can have it (CUDA's stream-ordered pool keeps
+ * it otherwise); a no-op on the CPU backends and for NULL.  sw-rollout calls
+ * it once its decoder (the KV cache) is freed and before it closes its
+ * output, so a trainer downstream of it in sw-run starts with that memory.
+ */
+int sw_backend_trim(const sw_backend *be, sw_error *err);
 /* Its name ("cpu", "guard", "cuda", "cuda:1"); "cpu" for NULL. */
 const char *sw_backend_name(const sw_backend *be);
 

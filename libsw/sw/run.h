@@ -347,14 +347,18 @@ typedef struct sw_run_stores {
 	sw_store *w, *opt, *ref;        /* NULL until loaded (opt: until the trainer has made it) */
 	char spec[SW_STORE_NAME_MAX + 16], opt_spec[SW_STORE_NAME_MAX + 32], ref_spec[SW_STORE_NAME_MAX + 32];
 } sw_run_stores;
-/* Name them at random: PREFIX-..., and .opt, .ref beside it. */
-int sw_run_stores_name(sw_run_stores *s, const char *prefix, sw_error *err);
+/* Name them at random: PREFIX-..., and .opt, .ref beside it; on_gpu: the
+ * weights and the reference are cuda: stores (the optimiser state stays a
+ * shm: store, which the trainer, not the run, creates and which must outlive
+ * the trainer: a cuda: store's memory lives as long as its creator). */
+int sw_run_stores_name(sw_run_stores *s, const char *prefix, int on_gpu, sw_error *err);
 /* Load the weights from a model directory at version; the reference from ref_model (NULL: none). */
 int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t version, const char *ref_model,
                        sw_error *err);
-/* Name them, tell the guard to remove them (unless keep), then load them (as the two calls above). */
-int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, int keep, const char *weights_from, uint64_t version,
-                       const char *ref_model, sw_error *err);
+/* Name them for x (cuda: where x's device is cuda), tell the guard to remove them (unless x->keep), then
+ * load them (as the two calls above; the reference is x->model when x->ref). */
+int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, const sw_experiment *x, const char *weights_from,
+                       uint64_t version, sw_error *err);
 /* The optimiser store, opened once the trainer has made it (it knows its size); NULL before. */
 sw_store *sw_run_stores_opt(sw_run_stores *s);
 /* Close the stores, and remove them unless keep. */

@@ -4,17 +4,31 @@
  * generator reads them in place, with no copy between them.
  *
  * A store is named by a spec "KIND:NAME".  "shm:NAME" is POSIX shared
- * memory (/dev/shm/NAME on Linux); "cuda:NAME" (device memory exported
- * through CUDA IPC) parses, but this build refuses it with a clear error:
- * the API holds no pointer a device store could not give.  NAME is 1 to 200
- * of [A-Za-z0-9._-] and does not start with '.'.
+ * memory (/dev/shm/NAME on Linux); "cuda:NAME" is GPU memory: its header is
+ * the shared object /dev/shm/NAME as a shm: store's (so the same names, the
+ * same 0600 mode, seqlock, version and sweep), and its arena is device
+ * memory the CUDA backend allocates in the creating process (cudaMalloc) and
+ * other processes map in place through CUDA IPC (cudaIpcOpenMemHandle): no
+ * weight byte is copied between them.  A cuda: store loads the CUDA backend
+ * (libsw-cuda.so) on the GPU the process computes on already (else cuda:0);
+ * without it, its driver or a GPU, create and open fail saying which.  A
+ * process on another GPU than the creator's is refused (the header holds
+ * the GPU's PCI address).  The device memory lives while the creator holds
+ * the store open (sw-run, for the whole run): a reader must close before
+ * the creator does.  NAME is 1 to 200 of [A-Za-z0-9._-] and does not start
+ * with '.'.
+ *
+ * NOT YET RUN ON A GPU: the cuda: half was written and compiled on a
+ * machine without one; tests/gpu/test_store_ipc.c checks it where one is.
  *
  * Layout of a shm store: a 4096-byte header (magic "SWSTORE", the layout
- * version, the model's sw_model_config when there is one, the arena size in
- * floats, the sequence and version counters, the creator's pid and start
- * time), then the arena, page-aligned, so sw_model_view(cfg, arena) gives a
- * model over it in place.  A store is made 0600 with O_EXCL, and a store that
- * others can read or that another user owns is refused on open.
+ * version, the kind, the model's sw_model_config when there is one, the
+ * arena size in floats, the sequence and version counters, the creator's
+ * pid and start time, a cuda: store's IPC ticket), then the arena,
+ * page-aligned, so sw_model_view(cfg, arena) gives a model over it in
+ * place.  A cuda: store's object is the header alone.  A store is made
+ * 0600 with O_EXCL, and a store that others can read or that another user
+ * owns is refused on open.
  *
  * Naming: sw_store_name_random() gives "shm:PREFIX-" and 32 hex digits from
  * libsodium's randombytes (128 bits: unguessable).  A run's companion stores
@@ -52,6 +66,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "backend.h"
 #include "error.h"
 #include "model.h"
 
@@ -76,16 +91,27 @@ typedef struct sw_store sw_store;
  */
 sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t nfloats, sw_error *err);
 /* Open an existing store, read-only or writable.  A store that is not ours
- * (magic, layout, size, owner, mode) is refused with a message saying why. */
+ * (magic, layout, size, owner, mode, kind) is refused with a message saying
+ * why.  A cuda: store cannot be opened by its creator (CUDA maps only
+ * another process's memory), and its device memory is writable whatever
+ * was asked (CUDA IPC maps it so): read-only is the caller's promise. */
 sw_store *sw_store_open(const char *spec, bool writable, sw_error *err);
 void sw_store_close(sw_store *s);
 /* Remove the store's name; mappings that are open stay valid until closed.
  * A missing store is SW_EIO with sys_errno ENOENT. */
 int sw_store_unlink(const char *spec, sw_error *err);
 
-/* The spec it was opened by, "shm:NAME". */
+/* The spec it was opened by, "shm:NAME" or "cuda:NAME". */
 const char *sw_store_spec(const sw_store *s);
+/* The weights: host memory for shm:, device memory of sw_store_backend()
+ * for cuda: (give it to sw_model_view_on on that backend, never read it). */
 float *sw_store_arena(sw_store *s);
+/* The backend whose device memory the arena is (cuda:), NULL for shm:. */
+const sw_backend *sw_store_backend(const sw_store *s);
+/* SW_OK when be computes on the arena in place: any backend for shm: (it
+ * borrows host memory), only the store's own for cuda: (else SW_EINVAL
+ * naming both). */
+int sw_store_usable_on(const sw_store *s, const sw_backend *be, sw_error *err);
 size_t sw_store_nfloats(const sw_store *s);
 /* The model's configuration, or NULL for a store without one. */
 const sw_model_config *sw_store_config(const sw_store *s);
@@ -113,8 +139,10 @@ bool sw_store_read_retry(const sw_store *s, uint64_t seq);
 /*
  * Model directories (Hugging Face layout, through sw_model_load_weights and
  * sw_model_save).  create_from_model makes the store spec from dir's
- * config.json, loads the weights straight into the arena (no second copy)
- * and publishes them as version; on failure no store is left behind.
+ * config.json, loads the weights straight into the arena (no second copy;
+ * a cuda: store's are loaded on the host and uploaded once) and publishes
+ * them as version; on failure no store is left behind.  save_model and
+ * digest read a cuda: store through a host copy of one version.
  * save_model writes the store's model to dir (dt SW_DT_F32 or SW_DT_BF16)
  * under the seqlock: when an update overlaps the save it is done again (at
  * most 3 times, then SW_EIO with sys_errno EBUSY), so the directory holds

@@ -4,8 +4,12 @@
 # times (a) a training step of a Qwen2.5-0.5B-shaped model (f32: the CUDA
 # backend has no bf16; MFU against 67 TFLOP/s f32 and 990 TFLOP/s dense
 # bf16), (b) decoding of 1 and of 64 sequences against the 4.8 TB/s HBM
-# bound, (d) the same training step in PyTorch on the same GPU (f32 and
-# bf16).  (c), the cuda: store hand-off, does not exist yet.
+# bound, (c) the cuda: store hand-off at three sizes (a second process
+# mapping the trainer's weights through CUDA IPC, against a device copy of
+# the same bytes), (d) the same training step in PyTorch on the same GPU (f32
+# and bf16).  It also runs the two-process cuda: store test, the NCCL test
+# (a skip on one GPU) and sw-run --device cuda end to end
+# (tests/gpu/run-e2e.sh).
 #
 #   tests/gpu/device-check.sh          (from the top of the tree; $OUT: where results go)
 #
@@ -100,7 +104,8 @@ if [ -n "${SW_CHECK_NO_BUILD:-}" ]; then
 elif have_toolchain; then
 	if part "build (make -j16, B=build-dev)" 150 make -j16 -o deps-build -o deps-test B=build-dev all \
 		build-dev/tests/test_gpu build-dev/tests/test_engine build-dev/tests/test_rollout \
-		build-dev/tests/test_trainer build-dev/bench/gpu_bench; then
+		build-dev/tests/test_trainer build-dev/tests/test_store_ipc build-dev/tests/test_nccl \
+		build-dev/bench/gpu_bench; then
 		bins=build-dev
 	fi
 else
@@ -156,6 +161,21 @@ if [ -s "$tap" ]; then
 	grep -E '^#   ' "$tap" | head -n 20 | sed 's/^/  /' | tee -a "$sum"
 fi
 
+# ---- cuda: stores across two processes; NCCL across two GPUs (a skip on one) ----
+# tap NAME SECONDS PROGRAM...: a TAP test as a part, its counts and failures in the summary.
+tap() {
+	local name=$1 secs=$2 f=$out/.tap
+	shift 2
+	PART_OUT=$f part "$name" "$secs" env SW_GPU_REQUIRED=1 "$@"
+	if [ -s "$f" ]; then
+		say "  $(grep -c '^ok' "$f") ok ($(grep -c '# skip' "$f") skipped), $(grep -c '^not ok' "$f") not ok"
+		grep -E '^not ok|# skip' "$f" | head -n 8 | sed 's/^/  /' | tee -a "$sum"
+	fi
+	rm -f "$f"
+}
+tap "cuda: store hand-off between two processes (tests/gpu/test_store_ipc.c)" 60 "$bins/tests/test_store_ipc"
+tap "NCCL sums across 2 GPUs (tests/gpu/test_nccl.c)" 60 "$bins/tests/test_nccl"
+
 # ---- timings ----
 bench() { # NAME SECONDS ARGS...: gpu_bench's KEY=VALUE line into the summary
 	local name=$1 secs=$2 f=$out/.bench
@@ -167,6 +187,11 @@ bench() { # NAME SECONDS ARGS...: gpu_bench's KEY=VALUE line into the summary
 bench "(a) training step, Qwen2.5-0.5B shape, f32, 8 x 512 tokens" 100 train 3 8 512
 bench "(b) decoding, 1 sequence, 64 tokens" 50 decode 1 64
 bench "(b) decoding, 64 sequences, 32 tokens" 60 decode 64 32
+f=$out/.ipc
+PART_OUT=$f part "(c) cuda: store hand-off, 64 MB, 1 GB, 4 GB (a reader process maps the arena)" 60 \
+	env SW_IPC_MB="64 1024 4096" "$bins/tests/test_store_ipc" bench
+[ -s "$f" ] && sed 's/^/  /' "$f" | tee -a "$sum"
+rm -f "$f"
 for dt in bf16 f32; do
 	f=$out/.torch
 	PART_OUT=$f part "(d) PyTorch training step, same model, $dt" 75 \
@@ -174,7 +199,6 @@ for dt in bf16 f32; do
 	[ -s "$f" ] && say "  $(tail -n 1 "$f")"
 	rm -f "$f"
 done
-say "# (c) the cuda: store hand-off: not built yet (issue 11 item 4)"
 
 # ---- the model code's own unit tests with every model on the GPU ----
 for t in test_engine test_rollout test_trainer; do
@@ -184,6 +208,13 @@ for t in test_engine test_rollout test_trainer; do
 	grep '^not ok' "$f" 2>/dev/null | head -n 10 | sed 's/^/  /' | tee -a "$sum"
 	rm -f "$f"
 done
+
+# ---- sw-run --device cuda end to end: cuda: stores between the stages ----
+f=$out/.e2e
+PART_OUT=$f part "sw-run --device cuda end to end, against --device cpu (tests/gpu/run-e2e.sh)" 90 \
+	tests/gpu/run-e2e.sh "$bins/bin"
+[ -s "$f" ] && tail -n 12 "$f" | sed 's/^/  /' | tee -a "$sum"
+rm -f "$f"
 
 # ---- out-of-bounds accesses and races, where the sanitizer works (not on gVisor) ----
 if command -v compute-sanitizer >/dev/null; then

@@ -2,7 +2,7 @@
 # tests/gpu/pack.sh - what tests/gpu/device-check.sh needs from a build made
 # on a machine without a GPU, in one folder to carry to a machine with one
 # (the GPU machine may lack Debian's packages and cannot fetch them): the
-# GPU tests and the bench driver, three programs, libsw-cuda.so, and the
+# GPU tests and the bench driver, the programs of a run, libsw-cuda.so, and the
 # shared libraries they need beyond the C and C++ runtimes (oneDNN,
 # OpenBLAS, ...), compressed into rt.tar.xz.  cuBLAS is not packed (it is
 # hundreds of MB): the check finds the GPU machine's own.
@@ -13,8 +13,10 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 B=${B:-build}
 dst=${1:-build-carry}
-bins="$B/tests/test_gpu $B/tests/test_engine $B/tests/test_rollout $B/tests/test_trainer $B/bench/gpu_bench"
-progs="sw-train sw-rollout sw-run"
+bins="$B/tests/test_gpu $B/tests/test_engine $B/tests/test_rollout $B/tests/test_trainer $B/tests/test_store_ipc
+$B/tests/test_nccl $B/bench/gpu_bench"
+# sw-run's default stages and what run-e2e.sh makes its model with
+progs="sw-train sw-rollout sw-run sw-pool sw-sort sw-verify sw-balance sw-model sw-cat"
 make -s B="$B" all $bins
 [ -f "$B/lib/libsw-cuda.so" ] || { echo "pack.sh: no $B/lib/libsw-cuda.so (built without nvcc?)" >&2; exit 1; }
 rm -rf "$dst"

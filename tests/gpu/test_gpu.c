@@ -352,6 +352,47 @@ static void op_nonfinite_(const sw_backend *be, float *out)
 	be->free(x);
 }
 
+/*
+ * argmax of rows: the CPU has no such op, so its side is the scan the engine
+ * and the sampler make on the host (the first of equals, NaN never taken,
+ * column 0 kept when it is NaN).  Rows: random; a tie (the first wins);
+ * NaN at column 0; NaNs elsewhere, one where the largest would be; all
+ * -inf; the largest last.
+ */
+static void op_argmax_(const sw_backend *be, float *out)
+{
+	enum { R = 6, C = 3001 };
+	float *h = malloc(sizeof(float) * R * C);
+	fill_(h, (size_t)R * C, 21, -4, 4);
+	h[1 * C + 100] = h[1 * C + 2900] = 9;
+	h[2 * C + 0] = NAN;
+	for (int k = 7; k < C; k += 97)
+		h[3 * C + k] = NAN;
+	h[3 * C + 7] = NAN, h[3 * C + 8] = 5;
+	for (int k = 0; k < C; k++)
+		h[4 * C + k] = -INFINITY;
+	h[5 * C + C - 1] = 10;
+	if (!be->argmax) {
+		for (int r = 0; r < R; r++) {
+			int best = 0;
+			for (int k = 1; k < C; k++)
+				if (h[r * C + k] > h[r * C + best])
+					best = k;
+			out[r] = (float)best;
+		}
+		free(h);
+		return;
+	}
+	float *x = up_(be, h, sizeof(float) * R * C);
+	int32_t *d = be->alloc(sizeof(int32_t) * R, NULL), got[R];
+	be->argmax(d, x, R, C);
+	down_(be, got, d, sizeof got);
+	for (int r = 0; r < R; r++)
+		out[r] = (float)got[r];
+	be->free(d), be->free(x);
+	free(h);
+}
+
 /* ---- the GPU's own promises ---- */
 
 /* Each row's bits are the same alone as among others (linear_rows, attn_paged). */
@@ -556,6 +597,7 @@ static const op_ ops_[] = {
 	{ "adamw", op_adamw_, 3 * 10007, 1e-6, 1e-5 },
 	{ "sumsq", op_sumsq_, 2, 0, 1e-6 },
 	{ "first_nonfinite", op_nonfinite_, 2, 0, 0 },
+	{ "argmax", op_argmax_, 6, 0, 0 },
 };
 #define NOPS (sizeof ops_ / sizeof ops_[0])
 /* Checks after the ops: batch invariance 2, determinism 2, models 3 x 7, the last sync. */

@@ -79,6 +79,13 @@ static void test_names_(void)
 	ok(sw_backend_get("cuda9", &err) == NULL && err.code == SW_EINVAL && strstr(err.msg, "cuda9") &&
 	   strstr(err.msg, "cpu") && strstr(err.msg, "guard"),
 	   "an unknown name is refused, the known ones listed: %s", err.msg);
+	ok(sw_backend_trim(sw_backend_cpu(), &err) == SW_OK && sw_backend_trim(sw_backend_guard(), &err) == SW_OK &&
+	   sw_backend_trim(NULL, &err) == SW_OK, "trim is a no-op on the CPU backends and NULL");
+	/* the optional entries: none on the CPU backends (their memory is the host's) */
+	const sw_backend *be[] = { sw_backend_cpu(), sw_backend_guard() };
+	for (int i = 0; i < 2; i++)
+		ok(!be[i]->ipc_alloc && !be[i]->ipc_open && !be[i]->coll_sum && !be[i]->argmax && !be[i]->trim,
+		   "%s has no ipc, collective, argmax or trim entry", be[i]->name);
 }
 
 /* ---- each entry, on one backend ---- */

@@ -52,7 +52,7 @@ static void test_names_(void)
 		{ "shm:a/b", "a name is 1 to" },
 		{ "shm:.hidden", "a name is 1 to" },
 		{ "nfs:x", "unknown kind 'nfs'" },
-		{ "cuda:w", "CUDA stores are not supported in this build" },
+		{ "cuda:", "a name is 1 to" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		sw_error e = { 0 };
@@ -71,6 +71,45 @@ static void test_names_(void)
 	ok(strcmp(a, b), "two random names differ");
 	is_int(sw_store_name_random("sw", small, sizeof small, &e), SW_ERANGE, "a short buffer is SW_ERANGE");
 	is_int(sw_store_name_random("a/b", a, sizeof a, &e), SW_EINVAL, "a bad prefix is SW_EINVAL");
+}
+
+/*
+ * cuda:NAME without a GPU: create and open fail with SW_ENOENT naming what
+ * is missing (libsw-cuda.so, the driver), and leave nothing in /dev/shm.
+ * With a GPU, tests/gpu/test_store_ipc.c checks the store itself.
+ */
+static void test_cuda_without_gpu_(void)
+{
+	char spec[128], cspec[140], path[160];
+	spec_(spec, sizeof spec);
+	snprintf(cspec, sizeof cspec, "cuda:%s", spec + 4);
+	snprintf(path, sizeof path, "/dev/shm/%s", spec + 4);
+	sw_error e = { 0 };
+	sw_store *s = sw_store_create(cspec, NULL, 64, &e);
+	if (s || e.code != SW_ENOENT || strstr(e.msg, "no usable GPU") || strstr(e.msg, "no CUDA device on")) {
+		if (s) {
+			sw_store_close(s);
+			sw_store_unlink(cspec, NULL);
+		}
+		for (int i = 0; i < 4; i++)
+			printf("ok %d - cuda: without a GPU # skip this machine has one (tests/gpu checks cuda: stores)\n",
+			       ++tap_n_);
+		return;
+	}
+	char want[300];
+	snprintf(want, sizeof want, "store '%s': ", cspec);
+	ok(!strncmp(e.msg, want, strlen(want)) && (strstr(e.msg, "no NVIDIA driver") || strstr(e.msg, "built without CUDA")),
+	   "create %s without a GPU: %s", cspec, e.msg);
+	ok(access(path, F_OK) != 0, "nothing left in /dev/shm");
+	sw_error e2 = { 0 };
+	ok(!sw_store_open(cspec, true, &e2) && e2.code == SW_ENOENT && !strcmp(e2.msg, e.msg),
+	   "open: the same message: %s", e2.msg);
+	/* the GPU is asked for before the name is looked up: a shm: store of that name changes nothing */
+	sw_store *w = sw_store_create(spec, NULL, 64, &e2);
+	sw_error e3 = { 0 };
+	ok(w && !sw_store_open(cspec, false, &e3) && e3.code == SW_ENOENT, "open beside a shm: store: %s", e3.msg);
+	sw_store_close(w);
+	sw_store_unlink(spec, NULL);
 }
 
 static void test_create_open_(void)
@@ -191,8 +230,25 @@ static void test_refused_(void)
 	close(fd);
 	ok(!sw_store_open(spec, false, &e) && e.code == SW_EFORMAT && strstr(e.msg, "layout 99"),
 	   "another layout refused: %s", e.msg);
+	/* a kind this build does not know, and a cuda: store's header opened as shm: */
+	layout = 2;
+	uint32_t kind = 7;
+	fd = shm_open(path, O_RDWR, 0);
+	ok(fd >= 0 && pwrite(fd, &layout, 4, 8) == 4 && pwrite(fd, &kind, 4, 84) == 4, "poke the kind");
+	ok(!sw_store_open(spec, false, &e) && e.code == SW_EFORMAT && strstr(e.msg, "unknown kind 7"),
+	   "an unknown kind refused: %s", e.msg);
+	kind = 1;
+	ok(pwrite(fd, &kind, 4, 84) == 4, "poke the cuda: kind");
+	close(fd);
+	char want[300];
+	snprintf(want, sizeof want, "it is a cuda: (device memory) store: open it as cuda:%s", spec + 4);
+	ok(!sw_store_open(spec, false, &e) && e.code == SW_EFORMAT && strstr(e.msg, want),
+	   "a cuda: header opened as shm: refused: %s", e.msg);
+	kind = 0;
+	fd = shm_open(path, O_RDWR, 0);
+	ok(fd >= 0 && pwrite(fd, &kind, 4, 84) == 4, "poke the shm: kind back");
+	close(fd);
 	/* and a size the object does not have */
-	layout = 1;
 	uint64_t huge = 1ull << 40;
 	fd = shm_open(path, O_RDWR, 0);
 	ok(fd >= 0 && pwrite(fd, &layout, 4, 8) == 4 && pwrite(fd, &huge, 8, 24) == 8, "poke the size");
@@ -422,6 +478,7 @@ static void test_model_dir_(void)
 int main(void)
 {
 	test_names_();
+	test_cuda_without_gpu_();
 	test_create_open_();
 	test_refused_();
 	test_seqlock_();

@@ -22,6 +22,10 @@
  * row-wise ops compute each row with arithmetic that depends on that row
  * (and the weights) only, never on how many rows share the call.
  *
+ * Beyond the ops: shareable device memory for cuda: weight stores (CUDA
+ * IPC, run/store.c), NCCL's sums for data-parallel training (dlopen'ed,
+ * dist/comm.c), and an argmax of rows for greedy tokens.
+ *
  * NOT YET RUN ON A GPU: written and compiled on a machine without one;
  * tests/gpu/ checks each op against the CPU backend where a GPU is present.
  */
@@ -34,6 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 extern "C" {
 #include "compute/backend.h"
@@ -173,9 +178,23 @@ static void free_(void *p)
 		keep_("free", cudaFreeAsync(p, st_.stream));
 }
 
-/* Host memory lent to the device: pinned and mapped, read over the bus. */
+/* Is p device memory already (a cuda: store's arena, ours or mapped from another process)? */
+static bool on_device_(const void *p)
+{
+	cudaPointerAttributes a;
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		cudaGetLastError();
+		return false;
+	}
+	return a.type == cudaMemoryTypeDevice;
+}
+
+/* Host memory lent to the device: pinned and mapped, read over the bus.
+ * Device memory (a cuda: store's arena) is lent as it is: no copy. */
 static void *borrow_(void *host, size_t bytes, sw_error *err)
 {
+	if (on_device_(host))
+		return host;
 	cudaError_t rc = cudaHostRegister(host, bytes, cudaHostRegisterMapped);
 	void *d = NULL;
 	if (rc == cudaSuccess && (rc = cudaHostGetDevicePointer(&d, host, 0)) != cudaSuccess)
@@ -193,6 +212,8 @@ static void unborrow_(void *p)
 {
 	/* Ops still queued may read it. */
 	keep_("unborrow", cudaStreamSynchronize(st_.stream));
+	if (on_device_(p))
+		return; /* device memory lent as it was: its owner frees it */
 	void *host = NULL;
 	cudaPointerAttributes a;
 	if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.hostPointer)
@@ -1389,6 +1410,254 @@ static double sumsq_(const float *x, size_t n)
 	return got;
 }
 
+/* ---- device memory other processes map: cuda: stores (run/store.c) ---- */
+
+/* What ipc_alloc hands out and ipc_open takes (SW_IPC_TICKET bytes): the
+ * CUDA IPC handle, and the PCI address of the GPU the memory is on, so that
+ * a process on another GPU is told so instead of mapping a wrong device. */
+struct ticket_ {
+	char magic[8];
+	cudaIpcMemHandle_t handle;
+	char bus[24];
+	uint64_t bytes;
+};
+static_assert(sizeof(ticket_) <= SW_IPC_TICKET, "a ticket outgrew SW_IPC_TICKET");
+static const char ticket_magic_[8] = "SWIPC1";
+
+static int bus_(char *bus, size_t n, sw_error *err)
+{
+	cudaError_t rc = cudaDeviceGetPCIBusId(bus, (int)n, st_.dev);
+	if (rc != cudaSuccess) {
+		cudaGetLastError();
+		return fail_(err, SW_EIO, "cuda:%d: cannot read the GPU's PCI address: %s", st_.dev,
+		             cudaGetErrorString(rc));
+	}
+	return SW_OK;
+}
+
+/* cudaMalloc, not the stream-ordered pool: cudaIpcGetMemHandle takes only
+ * memory of cudaMalloc. */
+static void *ipc_alloc_(size_t bytes, void *ticket, sw_error *err)
+{
+	ticket_ t;
+	memset(&t, 0, sizeof t);
+	memcpy(t.magic, ticket_magic_, sizeof t.magic);
+	t.bytes = bytes;
+	void *p = NULL;
+	cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
+	if (rc == cudaSuccess && (rc = cudaMemsetAsync(p, 0, bytes, st_.stream)) == cudaSuccess &&
+	    (rc = cudaStreamSynchronize(st_.stream)) == cudaSuccess)
+		rc = cudaIpcGetMemHandle(&t.handle, p);
+	if (rc != cudaSuccess) {
+		if (p)
+			cudaFree(p);
+		cudaGetLastError();
+		fail_(err, SW_ENOMEM, "cuda: cannot make %zu bytes of shareable device memory: %s", bytes,
+		      cudaGetErrorString(rc));
+		return NULL;
+	}
+	if (bus_(t.bus, sizeof t.bus, err)) {
+		cudaFree(p);
+		return NULL;
+	}
+	memset(ticket, 0, SW_IPC_TICKET);
+	memcpy(ticket, &t, sizeof t);
+	return p;
+}
+
+/* After the ops still queued that may use it: free our memory, or unmap another process's. */
+static void let_go_(void *p, bool ours)
+{
+	if (!p)
+		return;
+	keep_("ipc", cudaStreamSynchronize(st_.stream));
+	keep_("ipc", ours ? cudaFree(p) : cudaIpcCloseMemHandle(p));
+}
+
+static void ipc_free_(void *p)
+{
+	let_go_(p, true);
+}
+
+static void *ipc_open_(const void *ticket, sw_error *err)
+{
+	ticket_ t;
+	char bus[24] = { 0 };
+	memcpy(&t, ticket, sizeof t);
+	t.bus[sizeof t.bus - 1] = 0;
+	if (memcmp(t.magic, ticket_magic_, sizeof t.magic)) {
+		fail_(err, SW_EINVAL, "cuda: not a ticket of this backend's shareable memory");
+		return NULL;
+	}
+	if (bus_(bus, sizeof bus, err))
+		return NULL;
+	/* Another GPU could map it only with peer access: refused, said plainly. */
+	if (strcasecmp(bus, t.bus)) {
+		fail_(err, SW_EINVAL, "cuda: the memory is on the GPU at PCI %s, this process computes on %s (%s)",
+		      t.bus, bus, st_.name);
+		return NULL;
+	}
+	void *p = NULL;
+	cudaError_t rc = cudaIpcOpenMemHandle(&p, t.handle, cudaIpcMemLazyEnablePeerAccess);
+	if (rc != cudaSuccess) {
+		cudaGetLastError();
+		fail_(err, SW_EIO, "cuda: cannot map another process's device memory (%llu bytes): %s",
+		      (unsigned long long)t.bytes, cudaGetErrorString(rc));
+		return NULL;
+	}
+	return p;
+}
+
+static void ipc_close_(void *p)
+{
+	let_go_(p, false);
+}
+
+/* ---- sums across ranks: NCCL, loaded when first asked for ---- */
+
+/*
+ * NCCL is dlopen'ed (libnccl.so.2), not linked: the backend loads on a GPU
+ * machine without NCCL, and only data parallel training needs it.  The few
+ * types are NCCL's stable ABI (nccl.h since 2.0): the 128-byte unique id,
+ * ncclSuccess 0, ncclFloat32 7, ncclSum 0.
+ */
+typedef struct {
+	char internal[128];
+} nccl_id_;
+typedef struct nccl_opaque_ *nccl_comm_;
+static_assert(sizeof(nccl_id_) == SW_COLL_ID, "NCCL's unique id is 128 bytes");
+
+static struct {
+	void *so;
+	nccl_comm_ comm;
+	int (*get_id)(nccl_id_ *);
+	int (*init_rank)(nccl_comm_ *, int, nccl_id_, int);
+	int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_, cudaStream_t);
+	const char *(*what)(int);
+} nccl_ = {};
+
+static int nccl_load_(sw_error *err)
+{
+	if (nccl_.so)
+		return SW_OK;
+	void *so = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+	if (!so)
+		return fail_(err, SW_ENOENT, "cuda: summing gradients on the GPUs needs NCCL: %s", dlerror());
+	nccl_.get_id = (int (*)(nccl_id_ *))dlsym(so, "ncclGetUniqueId");
+	nccl_.init_rank = (int (*)(nccl_comm_ *, int, nccl_id_, int))dlsym(so, "ncclCommInitRank");
+	nccl_.all_reduce =
+	    (int (*)(const void *, void *, size_t, int, int, nccl_comm_, cudaStream_t))dlsym(so, "ncclAllReduce");
+	nccl_.what = (const char *(*)(int))dlsym(so, "ncclGetErrorString");
+	if (!nccl_.get_id || !nccl_.init_rank || !nccl_.all_reduce || !nccl_.what) {
+		dlclose(so);
+		return fail_(err, SW_ENOENT, "cuda: libnccl.so.2 lacks ncclGetUniqueId, ncclCommInitRank, "
+		                             "ncclAllReduce or ncclGetErrorString");
+	}
+	nccl_.so = so;
+	return SW_OK;
+}
+
+static int coll_id_(void *id, sw_error *err)
+{
+	int rc = nccl_load_(err);
+	if (rc)
+		return rc;
+	nccl_id_ u;
+	int r = nccl_.get_id(&u);
+	if (r)
+		return fail_(err, SW_EIO, "cuda: ncclGetUniqueId: %s", nccl_.what(r));
+	memcpy(id, &u, sizeof u);
+	return SW_OK;
+}
+
+static int coll_init_(const void *id, int rank, int nranks, sw_error *err)
+{
+	int rc = nccl_load_(err);
+	if (rc)
+		return rc;
+	if (nccl_.comm)
+		return fail_(err, SW_EINVAL, "cuda: this process has joined its ranks already");
+	nccl_id_ u;
+	memcpy(&u, id, sizeof u);
+	int r = nccl_.init_rank(&nccl_.comm, nranks, u, rank);
+	if (r) {
+		nccl_.comm = NULL;
+		return fail_(err, SW_EIO, "cuda: ncclCommInitRank (rank %d of %d on %s): %s", rank, nranks,
+		             st_.name, nccl_.what(r));
+	}
+	return SW_OK;
+}
+
+/* On the backend's stream, after the ops that made x, and waited for. */
+static int coll_sum_(float *x, size_t n, sw_error *err)
+{
+	if (!nccl_.comm)
+		return fail_(err, SW_EINVAL, "cuda: coll_sum before coll_init");
+	int r = nccl_.all_reduce(x, x, n, 7 /* ncclFloat32 */, 0 /* ncclSum */, nccl_.comm, st_.stream);
+	if (r)
+		return fail_(err, SW_EIO, "cuda: ncclAllReduce of %zu floats: %s", n, nccl_.what(r));
+	return sync_(err);
+}
+
+/* ---- argmax of rows: greedy decoding's token without the logits' download ---- */
+
+/*
+ * One block a row.  The CPU's scan (engine.c, sampler.c) keeps the first of
+ * equals and never moves to a NaN (x > best is false), and stays on column
+ * 0 when that is NaN; the same here: each thread keeps its columns' first
+ * largest non-NaN, the block merges by (value, then lower index).
+ */
+static __global__ void argmax_k_(int32_t *out, const float *x, int cols)
+{
+	__shared__ float sv[TPB];
+	__shared__ int si[TPB];
+	const float *z = x + (size_t)blockIdx.x * cols;
+	float bv = -INFINITY;
+	int bi = INT32_MAX;
+	for (int k = threadIdx.x; k < cols; k += blockDim.x) {
+		float v = z[k];
+		if (!isnan(v) && (v > bv || (v == bv && k < bi)))
+			bv = v, bi = k;
+	}
+	sv[threadIdx.x] = bv;
+	si[threadIdx.x] = bi;
+	__syncthreads();
+	for (int s = TPB / 2; s > 0; s >>= 1) {
+		if ((int)threadIdx.x < s) {
+			float v = sv[threadIdx.x + s];
+			int i = si[threadIdx.x + s];
+			if (v > sv[threadIdx.x] || (v == sv[threadIdx.x] && i < si[threadIdx.x]))
+				sv[threadIdx.x] = v, si[threadIdx.x] = i;
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		out[blockIdx.x] = isnan(z[0]) || si[0] == INT32_MAX ? 0 : si[0];
+}
+
+static void argmax_launch_(cudaStream_t s, int32_t *out, const float *x, int rows, int cols)
+{
+	if (rows <= 0 || cols <= 0)
+		return;
+	argmax_k_<<<rows, TPB, 0, s>>>(out, x, cols);
+	LAUNCHED_("argmax");
+}
+
+static void argmax_(int32_t *out, const float *x, int rows, int cols)
+{
+	argmax_launch_(st_.stream, out, x, rows, cols);
+}
+
+/* The pool keeps what is freed (release threshold: all of it): give it back. */
+static int trim_(sw_error *err)
+{
+	cudaMemPool_t pool;
+	cudaError_t rc = cudaStreamSynchronize(st_.stream);
+	if (rc == cudaSuccess && (rc = cudaDeviceGetDefaultMemPool(&pool, st_.dev)) == cudaSuccess)
+		rc = cudaMemPoolTrimTo(pool, 0);
+	return call_("trim", rc, err);
+}
+
 /* ---- the backend ---- */
 
 static sw_backend cuda_ = {
@@ -1433,6 +1702,15 @@ static sw_backend cuda_ = {
 	.adamw = adamw_,
 	.sumsq = sumsq_,
 	.scale = scale_,
+	.ipc_alloc = ipc_alloc_,
+	.ipc_free = ipc_free_,
+	.ipc_open = ipc_open_,
+	.ipc_close = ipc_close_,
+	.coll_id = coll_id_,
+	.coll_init = coll_init_,
+	.coll_sum = coll_sum_,
+	.argmax = argmax_,
+	.trim = trim_,
 };
 
 /* Set the device up, once; the caller holds st_.mu. */
@@ -1448,6 +1726,8 @@ static int init_(int dev, sw_error *err)
 		return fail_(err, SW_ENOENT, "cuda: no usable GPU: %s", cudaGetErrorString(rc));
 	if (n == 0)
 		return fail_(err, SW_ENOENT, "cuda: no CUDA device on this machine");
+	if (dev <= -2) /* an MPI rank's plain "cuda": its local index, modulo the GPUs */
+		dev = (-2 - dev) % n;
 	if (dev >= n)
 		return fail_(err, SW_ENOENT, "cuda:%d: this machine has %d CUDA device%s (cuda:0%s)", dev,
 		             n, n > 1 ? "s" : "", n > 1 ? " to cuda:N-1" : "");
@@ -1473,7 +1753,9 @@ static int init_(int dev, sw_error *err)
 
 /*
  * The one entry libsw looks up (dlsym): the backend on device dev, set up
- * on the first call; abi is sizeof(struct sw_backend) as libsw was built,
+ * on the first call (dev -1: the device already in use, else 0; -2 - R:
+ * the one in use, else local rank R's modulo the GPUs, backend.c); abi is
+ * sizeof(struct sw_backend) as libsw was built,
  * so that a libsw-cuda.so from another build is refused, not called into.
  */
 extern "C" __attribute__((visibility("default"))) const sw_backend *
@@ -1486,6 +1768,10 @@ sw_cuda_backend_open(int dev, size_t abi, sw_error *err)
 	}
 	pthread_mutex_lock(&st_.mu);
 	int rc = SW_OK;
+	if (dev < 0 && st_.ready) /* whichever this process computes on (a cuda: store's) */
+		dev = st_.dev;
+	else if (dev == -1)
+		dev = 0;
 	if (!st_.ready)
 		rc = init_(dev, err);
 	else if (dev != st_.dev)
