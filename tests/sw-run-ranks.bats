@@ -127,6 +127,17 @@ fake_srun() {
 	run -0 sw-audit verify two
 }
 
+@test "--ranks 2: a bad sample of rank 1's stops the run with rank 1's message on the terminal" {
+	# balance hands rank 1 samples with a token outside the vocabulary
+	bad='sw-balance -n "$SW_RANKS" -f json --stats "$SW_BALANCE_STATS" | jq -c "if .rank == 1 then .response_tokens = [99999] else . end"'
+	run -1 --separate-stderr sw-run -q -m m -p prompts.jsonl -o run --iters 1 -b 4 -n 2 --ranks 2 --rollout "$ROLLOUT" \
+		--sort "$noting_sort" --balance "$bad"
+	[ "$output" = "" ]
+	[ "$(grep '^sw-train:' <<<"$stderr" | sort -u)" = "sw-train: rank 1: stdin: record 5: field 'response_tokens' holds token 99999, outside the model's vocabulary of 261" ]
+	[[ $stderr == *"sw-run: iteration 1: stage 'train' exited with status 1 (mpirun -np \"\$SW_RANKS\" sw-train --algo grpo"* ]]
+	[ "$(left run)" = 0 ]
+}
+
 @test "--launcher CMD starts the ranks; inside a Slurm allocation the default is srun" {
 	cat >launch <<-'EOF'
 		#!/bin/sh
