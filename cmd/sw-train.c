@@ -162,10 +162,10 @@ static double now_(void)
 static void rank_times_(sw_comm *comm, double busy)
 {
 	sw_error err = { 0 };
-	size_t *len = comm && sw_comm_rank(comm) == 0 ? cli_malloc(sizeof *len * (size_t)sw_comm_size(comm)) : NULL;
-	void *all = NULL;
 	if (!comm)
 		return;
+	size_t *len = sw_comm_rank(comm) == 0 ? cli_malloc(sizeof *len * (size_t)sw_comm_size(comm)) : NULL;
+	void *all = NULL;
 	if (sw_comm_gather_bytes(comm, &busy, sizeof busy, 0, &all, len, &err) ||
 	    (all && sw_run_rank_times_put(prog.name, all, sw_comm_size(comm), &err)))
 		cli_warn("%s", err.msg);

@@ -66,7 +66,8 @@ static double now_(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* A collective's result, its time added to c's (called as timed_(c, t0, rc)). */
+/* A collective's result rc, the time since t0 added to c's.  t0 is taken in a statement of
+ * its own before the collective (the order in which arguments are evaluated is unspecified). */
 static int timed_(sw_comm *c, double t0, int rc)
 {
 	if (c)
@@ -311,17 +312,26 @@ static int exchange_(sw_comm *c, void *x, size_t n, kind_ kind, int gather, sw_e
 
 int sw_comm_agree(sw_comm *c, int rc, sw_error *err)
 {
-	return c ? timed_(c, now_(), agree_(c, rc, err)) : rc;
+	if (!c)
+		return rc;
+	double t0 = now_();
+	return timed_(c, t0, agree_(c, rc, err));
 }
 
 int sw_comm_reduce_scatter_sum_f32(sw_comm *c, float *x, size_t n, sw_error *err)
 {
-	return c ? timed_(c, now_(), reduce_scatter_(c, x, n, KIND_F32_SUM_, err)) : SW_OK;
+	if (!c)
+		return SW_OK;
+	double t0 = now_();
+	return timed_(c, t0, reduce_scatter_(c, x, n, KIND_F32_SUM_, err));
 }
 
 int sw_comm_allgather_f32(sw_comm *c, float *x, size_t n, sw_error *err)
 {
-	return c ? timed_(c, now_(), allgather_(c, x, n, KIND_F32_SUM_, err)) : SW_OK;
+	if (!c)
+		return SW_OK;
+	double t0 = now_();
+	return timed_(c, t0, allgather_(c, x, n, KIND_F32_SUM_, err));
 }
 
 /* Both halves, for a vector of any of the kinds. */
@@ -435,7 +445,8 @@ static int gather_(sw_comm *c, const void *mine, size_t n, int root, void **all,
 int sw_comm_gather_bytes(sw_comm *c, const void *mine, size_t n, int root, void **all,
                          size_t *len, sw_error *err)
 {
-	return timed_(c, now_(), gather_(c, mine, n, root, all, len, err));
+	double t0 = now_();
+	return timed_(c, t0, gather_(c, mine, n, root, all, len, err));
 }
 
 int sw_comm_barrier(sw_comm *c, sw_error *err)
