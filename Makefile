@@ -57,7 +57,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 CU_SRC := $(wildcard libsw/compute/cuda/*.cu)
 
 .PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo demo-vision bench fuzz \
-        install clean completions cuda mpi test-gpu
+        install clean completions cuda mpi mpi-flags-check test-gpu
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -90,6 +90,13 @@ $(B)/obj/libsw/stream/json.o: third_party/yyjson/yyjson.c third_party/yyjson/yyj
 # a comparison may be made whichever way a select goes (neither changes a result).
 $(B)/obj/libsw/compute/cpu/%.o: CFLAGS_SW += -fno-math-errno -fno-trapping-math
 $(B)/obj/libsw/dist/%.o: CFLAGS_SW += $(MPI_CFLAGS)
+# The MPI flags of the last build, rewritten only when they change (mpicc installed or
+# removed since), so that the communicator is compiled again and the programs relinked.
+$(B)/mpi.flags: mpi-flags-check
+	@mkdir -p $(@D)
+	@echo '$(MPI_CFLAGS) | $(MPI_LIBS)' | cmp -s - $@ || echo '$(MPI_CFLAGS) | $(MPI_LIBS)' >$@
+mpi-flags-check:
+$(B)/obj/libsw/dist/comm.o: $(B)/mpi.flags
 $(B)/obj/cmd/%.o: cmd/%.c cmd/cli.h $(HEADERS) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -c $< -o $@

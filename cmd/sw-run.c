@@ -62,7 +62,7 @@ static const cli_opt opts[] = {
 	{ OPT_TRAIN, 0, "train", "cmd", NULL, "the train stage" },
 	{ OPT_EVAL_ROLLOUT, 0, "eval-rollout", "cmd", NULL, "the generation of an evaluation" },
 	{ OPT_MONITOR, 0, "monitor", "name=w,d,h", "@monitors", "set a monitor's warn, degrade and hard thresholds (repeatable)" },
-	{ OPT_RANKS, 0, "ranks", "n", NULL, "generate as n data-parallel ranks (rollout, eval-rollout), $SW_RANKS (default 1)" },
+	{ OPT_RANKS, 0, "ranks", "n", NULL, "generate and train as n data-parallel ranks (rollout, eval-rollout, train), $SW_RANKS (default 1)" },
 	{ OPT_LAUNCHER, 0, "launcher", "cmd", NULL, "what starts the ranks (default: mpirun -np \"$SW_RANKS\", srun under Slurm)" },
 	{ OPT_KEEP, 0, "keep-stores", NULL, NULL, "leave the weight stores in place when the run ends (for inspection)" },
 	{ OPT_RESUME, 0, "resume", "dir", "dir", "continue the run in dir after a crash, a failure or a halt" },

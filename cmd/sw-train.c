@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cli.h"
 
@@ -149,6 +150,29 @@ static void agree_or_die_(sw_comm *comm, int rc, sw_error *err)
 		die_ranks_(comm, 1, err->msg);
 }
 
+static double now_(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* How long each rank worked at the step (its time less the collectives'), to rank 0, which
+ * appends it to $SW_RANK_TIMES for sw-run's rank_imbalance; a figure lost is only warned of. */
+static void rank_times_(sw_comm *comm, double busy)
+{
+	sw_error err = { 0 };
+	if (!comm)
+		return;
+	size_t *len = sw_comm_rank(comm) == 0 ? cli_malloc(sizeof *len * (size_t)sw_comm_size(comm)) : NULL;
+	void *all = NULL;
+	if (sw_comm_gather_bytes(comm, &busy, sizeof busy, 0, &all, len, &err) ||
+	    (all && sw_run_rank_times_put(prog.name, all, sw_comm_size(comm), &err)))
+		cli_warn("%s", err.msg);
+	free(all);
+	free(len);
+}
+
 /* A reader of file; under ranks, standard input (which mpirun gives rank 0 alone) is read
  * whole by rank 0 and handed to every rank, *held until the reader is done with it. */
 static sw_reader *open_input_(sw_comm *comm, const char *file, void **held, sw_error *err)
@@ -170,6 +194,11 @@ static sw_reader *open_input_(sw_comm *comm, const char *file, void **held, sw_e
 		n += k > 0 ? (uint64_t)k : 0;
 		k = k < 0 && errno == EINTR ? 1 : k;
 	}
+	/* the others wait as long as the stages before this one take: asleep, not spinning on a core */
+	sw_error be = { 0 };
+	int brc = sw_comm_barrier_idle(comm, &be);
+	if (!rc && brc)
+		rc = brc, *err = be;
 	agree_or_die_(comm, rc, err);
 	if (sw_comm_bcast(comm, &n, sizeof n, 0, err) || !(*held = buf = cli_realloc(buf, n ? n : 1, 1)) ||
 	    sw_comm_bcast(comm, buf, n, 0, err))
@@ -465,8 +494,10 @@ int main(int argc, char **argv)
 	agree_or_die_(comm, rc, &err);
 	agree_or_die_(comm, foreign, &err);
 	sw_trainer_stats st;
+	double t0 = now_(), c0 = sw_comm_seconds(comm);
 	if (sw_trainer_step(tr, &st, &err)) /* agreed by every rank inside */
 		die_ranks_(comm, 1, err.msg);
+	rank_times_(comm, now_() - t0 - (sw_comm_seconds(comm) - c0));
 	agree_or_die_(comm, rank == 0 ? sw_trainer_commit(tr, &st, &err) : SW_OK, &err);
 	/* the ranks are done: rank 0 writes the rest as one process does */
 	sw_comm_close(comm);

@@ -42,6 +42,31 @@ sw_mpirun() {
 		command mpirun --oversubscribe --bind-to none "$@"
 }
 
+# The largest |a - b| over the weights of two model directories
+# (tests/sw-train-mpi.bats, tests/sw-run-ranks.bats).
+maxdiff() {
+	python3 - "$1/model.safetensors" "$2/model.safetensors" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); h.pop('__metadata__', None)
+    return {k: struct.unpack('<%df' % ((v['data_offsets'][1] - v['data_offsets'][0]) // 4),
+                             b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]) for k, v in h.items()}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys()
+print('%.3g' % max(abs(x - y) for k in a for x, y in zip(a[k], b[k])))
+PY
+}
+
+# The K-th block of indented lines of the README's section HEADING, as a script:
+# readme_block_k HEADING K (tests/sw-run-ranks.bats, tests/mpi-netns.bats).
+readme_block_k() {
+	awk -v h="## $1" -v k="$2" '$0 == h { on = 1; next } on && /^## / { exit }
+		on && /^    / { if (!inblk) { n++; inblk = 1 } if (n == k) print substr($0, 5); next }
+		on && /^$/ { if (n == k && inblk) print; next } on { inblk = 0 }' "$TOP/README.md"
+}
+
 # The sample sets of sw-train's tests (tests/sw-train.bats, tests/sw-train-mpi.bats).
 # Byte token ids of a string, comma-separated: tok "ab" -> 97,98
 tok() { printf '%s' "$1" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//; s/,$//'; }

@@ -55,9 +55,7 @@ across() {
 }
 
 @test "README: the hostfile block runs as written on the two hosts (node1, node2: the namespaces)" {
-	awk '$0 == "## Running under MPI and Slurm" { on = 1; next } on && /^## / { exit }
-		on && /^    / { if (!inblk) { n++; inblk = 1 } if (n == 2) print substr($0, 5); next }
-		on && /^$/ { if (n == 2 && inblk) print; next } on { inblk = 0 }' "$TOP/README.md" >hosts.sh
+	readme_block_k "Data parallel: MPI and Slurm" 2 >hosts.sh
 	grep -q '^printf .node1 slots=2' hosts.sh
 	grep -q '^mpirun --hostfile hosts -np 4 ' hosts.sh
 	# what the block before it made: the model and the one-host stream

@@ -1,9 +1,11 @@
 #!/usr/bin/env bats
-# sw-run --ranks N: the rollout (and an evaluation's) as N ranks under mpirun
-# (or srun inside a Slurm allocation, or --launcher CMD), the ranks reading
-# the run's one weight store; the samples and the weights those of a run
-# without ranks; the config, the audit log and the metrics (rank_imbalance)
-# say how it ran; a signal ends every rank and removes the stores.
+# sw-run --ranks N: the rollout (and an evaluation's) and the train stage as
+# N ranks under mpirun (or srun inside a Slurm allocation, or --launcher CMD),
+# the generator ranks reading the run's one weight store, the trainer's rank 0
+# training it in place; the samples those of a run without ranks, the weights
+# within the data-parallel tolerance of them (and the same bits run to run);
+# the config, the audit log and the metrics (rank_imbalance) say how it ran;
+# a signal ends every rank and removes the stores.
 load helpers
 
 setup() {
@@ -23,6 +25,10 @@ setup() {
 }
 
 ROLLOUT='sw-rollout -m "$SW_MODEL" -n "$SW_GROUP" --seed "$SW_SEED" --max-new-tokens 6'
+# a trainer whose step moves the weights (GRPO's advantages are all 0 on the tiny model's samples)
+SFT='sw-train --algo sft --lr 1e-3 --metrics "$SW_TRAIN_METRICS"'
+# a stand-in trainer that runs as ranks: rank 0 passes the samples through (the others have no input)
+CAT='sh -c '\''[ "${OMPI_COMM_WORLD_RANK:-0}" != 0 ] || exec sw-cat'\'
 
 # The stores a run in directory $1 used (its sort stage notes them), and how many of them still exist.
 noting_sort='echo "$SW_WEIGHTS" >>"$SW_RUN/stores"; cat'
@@ -46,9 +52,9 @@ fake_srun() {
 }
 
 @test "--ranks 2: the samples of one process; ranks, launcher and the ranks' imbalance in config, audit log and metrics" {
-	run -0 sw-run -q -m m -p prompts.jsonl -o one --iters 2 -b 4 -n 2 --rollout "$ROLLOUT" --train sw-cat
+	run -0 sw-run -q -m m -p prompts.jsonl -o one --iters 2 -b 4 -n 2 --rollout "$ROLLOUT" --train "$CAT"
 	run -0 --separate-stderr sw-run -q -m m -p prompts.jsonl -o two --iters 2 -b 4 -n 2 --ranks 2 \
-		--rollout "$ROLLOUT" --train sw-cat
+		--rollout "$ROLLOUT" --train "$CAT"
 	[ "$output" = "" ]
 	for i in 1 2; do
 		cmp <(zstd -dc one/samples/iter-000$i.msgpack.zst) <(zstd -dc two/samples/iter-000$i.msgpack.zst)
@@ -59,7 +65,9 @@ fake_srun() {
 	run -0 sh -c "grep -o '\"cmd\":\"[^\"]*' two/audit.log | sort -u"
 	[[ $output == *'"cmd":"mpirun -np \'* ]]
 	grep -q '"cmd":"mpirun -np \\"$SW_RANKS\\" sw-rollout -m' two/audit.log
-	grep -q '"cmd":"sw-cat"' two/audit.log
+	grep -q '"cmd":"mpirun -np \\"$SW_RANKS\\" sh -c ' two/audit.log
+	grep -q '"cmd":"sw-balance -n \\"$SW_RANKS\\" --stats' two/audit.log
+	grep -q '"cmd":"sh -c ' one/audit.log
 	run ! grep -q '"cmd":"mpirun' one/audit.log
 	# the generator's ranks said how long each worked
 	run -0 jq -c 'select(.eval | not) | [(.rank_imbalance.rollout >= 1 and .rank_imbalance.rollout < 10)]' two/metrics.jsonl
@@ -71,24 +79,63 @@ fake_srun() {
 	run -0 sh -c "grep -x 'sw-run -m model -p prompts.jsonl -o runs/dp --iters 20 --ranks 2' '$TOP/man/sw-run.1'"
 	cp -r m model
 	run -0 sw-run -q -m model -p prompts.jsonl -o runs/dp --iters 20 --ranks 2 --iters 1 -b 2 -n 2 \
-		--rollout "$ROLLOUT" --train sw-cat
+		--rollout "$ROLLOUT" --train "$CAT"
 	# the config repeats the run, ranks and all
 	run -0 sw-run -q -c two/config -o three
 	cmp <(zstd -dc two/samples/iter-0002.msgpack.zst) <(zstd -dc three/samples/iter-0002.msgpack.zst)
 }
 
-@test "--ranks 2 end to end with the tiny model and the real stages: the weights of a run without ranks, bit for bit" {
-	run -0 sw-run -q -m m -p prompts.jsonl -o one --iters 2 -b 4 -n 2 --rollout "$ROLLOUT"
-	run -0 --separate-stderr sw-run -q -m m -p prompts.jsonl -o two --iters 2 -b 4 -n 2 --ranks 2 --rollout "$ROLLOUT"
+@test "--ranks 2 end to end with the tiny model and the real stages: the trainer as 2 ranks, the weights of one process" {
+	# GRPO as it comes: every stage real, the trainer's ranks on the run's store
+	run -0 --separate-stderr sw-run -q -m m -p prompts.jsonl -o grpo --iters 2 -b 4 -n 2 --ranks 2 --rollout "$ROLLOUT"
 	[ "$output" = "" ]
-	for i in 1 2; do
-		cmp <(zstd -dc one/samples/iter-000$i.train.msgpack.zst) <(zstd -dc two/samples/iter-000$i.train.msgpack.zst)
-	done
-	cmp one/ckpt/iter-0002/model.safetensors two/ckpt/iter-0002/model.safetensors
-	# the trainer trained (its loss is in the metrics), as one process beside the generator's two ranks
-	[ "$(jq -s 'map(select(.eval | not) | .loss | type) | unique' one/metrics.jsonl | jq -c .)" = '["number"]' ]
-	grep -q '"cmd":"sw-train --algo grpo' two/audit.log
+	grep -q '"cmd":"mpirun -np \\"$SW_RANKS\\" sw-train --algo grpo' grpo/audit.log
+	[ "$(jq -s 'map(select(.eval | not) | .loss | type) | unique' grpo/metrics.jsonl | jq -c .)" = '["number"]' ]
+	run -0 sw-audit verify grpo
+	# a step that moves the weights: one process on the stream balanced for 2 ranks, and 2 ranks,
+	# each rank noting itself
+	train="sh -c 'echo \"\$OMPI_COMM_WORLD_RANK \$\$\" >>\"\$SW_RUN/trainers\"; exec $SFT'"
+	run -0 sw-run -q -m m -p prompts.jsonl -o one --iters 2 -b 4 -n 2 --rollout "$ROLLOUT" --train "$SFT" \
+		--balance 'sw-balance -n 2 --stats "$SW_BALANCE_STATS"'
+	run -0 --separate-stderr sw-run -q -m m -p prompts.jsonl -o two --iters 2 -b 4 -n 2 --ranks 2 \
+		--rollout "$ROLLOUT" --train "$train"
+	[ "$output" = "" ]
+	# N train processes an iteration, ranks 0 and 1
+	[ "$(wc -l <two/trainers)" = 4 ]
+	[ "$(cut -d' ' -f1 two/trainers | sort | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' ' ')" = "2x0 2x1 " ]
+	[ "$(cut -d' ' -f2 two/trainers | sort -u | wc -l)" = 4 ]
+	# iteration 1 (the same samples): the pass-through of one process, the weights within the
+	# tolerance of tests/sw-train-mpi.bats, the training moved them
+	cmp <(zstd -dc one/samples/iter-0001.msgpack.zst) <(zstd -dc two/samples/iter-0001.msgpack.zst)
+	cmp <(zstd -dc one/samples/iter-0001.train.msgpack.zst) <(zstd -dc two/samples/iter-0001.train.msgpack.zst)
+	d=$(maxdiff one/ckpt/iter-0001 two/ckpt/iter-0001)
+	echo "max |w1 - w2| = $d"
+	awk -v d="$d" 'BEGIN { exit !(d <= 2e-5) }'
+	d=$(maxdiff m two/ckpt/iter-0001)
+	awk -v d="$d" 'BEGIN { exit !(d > 1e-4) }'
+	# the store went on from version to version: rank 0 trained it in place
+	[ "$(jq -c -s 'map(select(.eval | not) | .weight_version)' two/metrics.jsonl)" = '[1,2]' ]
+	[ "$(jq -s 'map(select(.eval | not) | .loss | type) | unique' two/metrics.jsonl | jq -c .)" = '["number"]' ]
+	# the trainer's ranks said how long each worked
+	[ "$(jq -c -s 'map(select(.eval | not) | .rank_imbalance | keys) | unique' two/metrics.jsonl)" = '[["rollout","train"]]' ]
+	run -0 jq -c 'select(.eval | not) | .rank_imbalance.train >= 1 and .rank_imbalance.train < 10' two/metrics.jsonl
+	[ "$output" = "$(printf 'true\ntrue')" ]
+	# at a fixed number of ranks the same bits, run after run
+	run -0 sw-run -q -m m -p prompts.jsonl -o three --iters 2 -b 4 -n 2 --ranks 2 --rollout "$ROLLOUT" --train "$SFT"
+	cmp two/ckpt/iter-0002/model.safetensors three/ckpt/iter-0002/model.safetensors
+	cmp two/ckpt/iter-0002/optimizer.bin three/ckpt/iter-0002/optimizer.bin
 	run -0 sw-audit verify two
+}
+
+@test "--ranks 2: a bad sample of rank 1's stops the run with rank 1's message on the terminal" {
+	# balance hands rank 1 samples with a token outside the vocabulary
+	bad='sw-balance -n "$SW_RANKS" -f json --stats "$SW_BALANCE_STATS" | jq -c "if .rank == 1 then .response_tokens = [99999] else . end"'
+	run -1 --separate-stderr sw-run -q -m m -p prompts.jsonl -o run --iters 1 -b 4 -n 2 --ranks 2 --rollout "$ROLLOUT" \
+		--sort "$noting_sort" --balance "$bad"
+	[ "$output" = "" ]
+	[ "$(grep '^sw-train:' <<<"$stderr" | sort -u)" = "sw-train: rank 1: stdin: record 5: field 'response_tokens' holds token 99999, outside the model's vocabulary of 261" ]
+	[[ $stderr == *"sw-run: iteration 1: stage 'train' exited with status 1 (mpirun -np \"\$SW_RANKS\" sw-train --algo grpo"* ]]
+	[ "$(left run)" = 0 ]
 }
 
 @test "--launcher CMD starts the ranks; inside a Slurm allocation the default is srun" {
@@ -99,15 +146,17 @@ fake_srun() {
 	EOF
 	chmod +x launch
 	run -0 sw-run -q -m m -p prompts.jsonl -o run --iters 1 -b 2 -n 2 --ranks 2 --launcher "$PWD/launch" \
-		--rollout "$ROLLOUT" --train sw-cat
+		--rollout "$ROLLOUT" --train "$CAT"
 	[ "$(grep -c '^launch sw-rollout -m ' run/launched)" = 1 ]
-	[ "$(wc -l <run/launched)" = 1 ]
+	[ "$(grep -c '^launch sh -c ' run/launched)" = 1 ]
+	[ "$(wc -l <run/launched)" = 2 ]
 	grep -qx "launcher $PWD/launch" run/config
 	# srun as Slurm has it: -n N, steps sharing the CPUs, standard input to task 0, the step ended when a task fails
 	fake_srun
 	run -0 env SLURM_JOB_ID=42 PATH="$PWD/bin:$PATH" sw-run -q -m m -p prompts.jsonl -o slurm --iters 1 -b 2 -n 2 \
-		--ranks 2 --rollout "$ROLLOUT" --train sw-cat
+		--ranks 2 --rollout "$ROLLOUT" --train "$CAT"
 	[ "$(grep -c '^srun -n 2 --overlap --input=0 --kill-on-bad-exit=1 sw-rollout' slurm/launched)" = 1 ]
+	[ "$(grep -c '^srun -n 2 --overlap --input=0 --kill-on-bad-exit=1 sh -c ' slurm/launched)" = 1 ]
 	grep -q '"cmd":"srun -n \\"$SW_RANKS\\" --overlap --input=0 --kill-on-bad-exit=1 sw-rollout' slurm/audit.log
 	cmp <(zstd -dc run/samples/iter-0001.msgpack.zst) <(zstd -dc slurm/samples/iter-0001.msgpack.zst)
 	# a launcher that fails is a stage that fails, named with its command line
@@ -120,58 +169,76 @@ fake_srun() {
 	[[ $stderr == "sw-run: --launcher: the command is empty"* ]]
 }
 
+# A stage's ranks each note their process id: the generators in RUN/pids, the trainers in RUN/tpids.
+noting_rollout="sh -c 'echo \$\$ >>\"\$SW_RUN/pids\"; exec $ROLLOUT --max-new-tokens 200'"
+noting_train="sh -c 'echo \$\$ >>\"\$SW_RUN/tpids\"; sleep 0.3; [ \"\${OMPI_COMM_WORLD_RANK:-0}\" != 0 ] || exec sw-cat'"
+
+# Iteration 1 done, and iteration 2's generator and train ranks started, in run directory $1.
+wait_iter2() {
+	for i in $(seq 300); do
+		[ -e "$1/samples/iter-0001.msgpack.zst" ] && [ "$(cat "$1/pids" 2>/dev/null | wc -l)" -ge 4 ] &&
+			[ "$(cat "$1/tpids" 2>/dev/null | wc -l)" -ge 4 ] && break
+		sleep 0.05
+	done
+	[ "$(wc -l <"$1/pids")" -ge 4 ]
+	[ "$(wc -l <"$1/tpids")" -ge 4 ]
+}
+
+# The run in $1 goes on after its kill: the real trainer's ranks train iteration 3 on, no store is left.
+resumes() {
+	run -0 sw-run -q --resume "$1" --iters 3 --rollout "$ROLLOUT" --train "$SFT"
+	[ "$(left "$1")" = 0 ]
+	[ "$(jq -s 'map(select(.eval | not)) | last | .iter' "$1/metrics.jsonl")" = 3 ]
+	[ "$(jq -s 'map(select(.eval | not)) | last | .loss | type' "$1/metrics.jsonl")" = '"number"' ]
+	grep -q '"event":"resume"' "$1/audit.log"
+	grep -q '"cmd":"mpirun -np \\"$SW_RANKS\\" sw-train --algo sft' "$1/audit.log"
+}
+
 @test "--ranks 2 and SIGTERM mid-run: every rank's process ends, no store is left; --resume goes on" {
-	# each rank notes its process id
-	rollout="sh -c 'echo \$\$ >>\"\$SW_RUN/pids\"; exec $ROLLOUT --max-new-tokens 200'"
-	train="sh -c 'echo \$\$ >>\"\$SW_RUN/pids\"; sleep 0.3; exec sw-cat'"
 	sw-run -q -m m -p prompts.jsonl -o run --iters 50 -b 4 -n 2 --ranks 2 --sort "$noting_sort" \
-		--rollout "$rollout" --train "$train" 2>err &
+		--rollout "$noting_rollout" --train "$noting_train" 2>err &
 	pid=$!
-	# iteration 1's two generator ranks and trainer, iteration 2's generator ranks
-	for i in $(seq 300); do [ -e run/samples/iter-0001.msgpack.zst ] && [ "$(wc -l <run/pids)" -ge 5 ] && break; sleep 0.05; done
-	[ "$(wc -l <run/pids)" -ge 5 ]
+	wait_iter2 run
 	kill -TERM $pid
 	status=0
 	wait $pid || status=$?
 	[ "$status" -eq 143 ]
 	[ "$(left run)" = 0 ]
-	for p in $(cat run/pids); do
+	for p in $(cat run/pids run/tpids); do
 		for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		run ! kill -0 "$p"
 	done
 	run -0 cat err
 	[[ $output == *"sw-run: interrupted (Terminated) in iteration "*"; the run goes on from run/ckpt/iter-000"*" with: sw-run --resume run" ]]
-	run -0 sw-run -q --resume run --iters 2 --rollout "$ROLLOUT" --train sw-cat
-	[ "$(left run)" = 0 ]
-}
-
-# The K-th block of indented lines of the README's section on MPI, as a script: mpi_block K.
-mpi_block() {
-	awk -v k="$1" '$0 == "## Running under MPI and Slurm" { on = 1; next } on && /^## / { exit }
-		on && /^    / { if (!inblk) { n++; inblk = 1 } if (n == k) print substr($0, 5); next }
-		on && /^$/ { if (n == k && inblk) print; next } on { inblk = 0 }' "$TOP/README.md"
+	resumes run
 }
 
 @test "README: running under MPI on one machine, as written, from the top of a tree" {
 	# a tree of its own (setup made a model m here)
 	mkdir tree
 	cd tree
-	mpi_block 1 >mpi.sh
+	readme_block_k "Data parallel: MPI and Slurm" 1 >mpi.sh
 	grep -q '^mpirun -np 2 sw-rollout -m m ' mpi.sh
+	grep -q '^mpirun -np 2 sw-train -m m -o m2 --shard-moments ' mpi.sh
 	grep -q '^sw-run -m m -p examples/prompts.jsonl -o runs/dp .* --ranks 2 ' mpi.sh
 	ln -s "${SW_BIN%/bin}" build
 	ln -s "$TOP/examples" examples
 	run -0 --separate-stderr env PATH=/usr/bin:/bin bash -eo pipefail mpi.sh
 	[ "$(sw-cat -c dp.msgpack)" = 32 ]
+	# the two trainer ranks: one metrics record that says so (the block prints it), every sample through
+	[ "$(jq -c .ranks <<<"$output")" = 2 ]
+	[ "$(jq .ranks metrics.jsonl)" = 2 ]
+	[ "$(sw-cat -c trained.msgpack)" = 32 ]
+	[ "$(jq .version m2/trainer_state.json)" = 1 ]
 	run -0 sw-audit verify runs/dp
-	[ "$(jq -c -s 'map(select(.eval | not) | .rank_imbalance | keys) | unique' runs/dp/metrics.jsonl)" = '[["rollout"]]' ]
+	[ "$(jq -c -s 'map(select(.eval | not) | .rank_imbalance | keys) | unique' runs/dp/metrics.jsonl)" = '[["rollout","train"]]' ]
 }
 
 @test "examples/slurm/sw-run.sbatch in an allocation (srun standing in): sw-run --ranks SLURM_NTASKS, then a requeue resumes" {
 	fake_srun
 	run -0 --separate-stderr env SLURM_JOB_ID=7 SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 PATH="$PWD/bin:$PATH" \
 		bash "$TOP/examples/slurm/sw-run.sbatch" m prompts.jsonl runs/slurm -q --iters 1 -b 2 -n 2 \
-		--rollout "$ROLLOUT" --train sw-cat
+		--rollout "$ROLLOUT" --train "$CAT"
 	grep -qx 'ranks 2' runs/slurm/config
 	[ "$(grep -c '^srun -n 2 --overlap --input=0 --kill-on-bad-exit=1 sw-rollout ' runs/slurm/launched)" = 1 ]
 	# the job again, as a requeue runs it: the run goes on
@@ -183,21 +250,18 @@ mpi_block() {
 	[[ $stderr == *"usage: sbatch sw-run.sbatch MODEL PROMPTS RUNDIR"* ]]
 }
 
-@test "--ranks 2 and SIGKILL: the guard ends the launcher, the launcher's ranks die with it, the stores go" {
-	rollout="sh -c 'echo \$\$ >>\"\$SW_RUN/pids\"; exec $ROLLOUT --max-new-tokens 200'"
+@test "--ranks 2 and SIGKILL: the guard ends the launchers, the launchers' ranks die with them, the stores go" {
 	sw-run -q -m m -p prompts.jsonl -o run --iters 50 -b 4 -n 2 --ranks 2 --sort "$noting_sort" \
-		--rollout "$rollout" --train 'sleep 0.3; sw-cat' 2>/dev/null &
+		--rollout "$noting_rollout" --train "$noting_train" 2>/dev/null &
 	pid=$!
-	for i in $(seq 300); do [ -e run/samples/iter-0001.msgpack.zst ] && [ "$(wc -l <run/pids 2>/dev/null)" -ge 4 ] && break; sleep 0.05; done
-	[ "$(wc -l <run/pids)" -ge 4 ]
+	wait_iter2 run
 	kill -KILL $pid
 	wait $pid || true
 	for i in $(seq 100); do [ "$(left run)" = 0 ] && break; sleep 0.05; done
 	[ "$(left run)" = 0 ]
-	for p in $(cat run/pids); do
+	for p in $(cat run/pids run/tpids); do
 		for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		run ! kill -0 "$p"
 	done
-	run -0 sw-run -q --resume run --iters 2 --rollout "$ROLLOUT" --train sw-cat
-	[ "$(left run)" = 0 ]
+	resumes run
 }

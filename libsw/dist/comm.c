@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "common/internal.h"
 #include "compute/backend.h"
 #include "sw/dist.h"
@@ -31,6 +32,7 @@ struct sw_comm {
 	int rank, size;
 	size_t chunk; /* most bytes in one message */
 	const struct sw_backend *coll; /* the backend whose NCCL ranks this job joined (sw_dist_sum_device) */
+	double secs;  /* spent in the collectives (sw_comm_seconds) */
 #ifdef SW_HAVE_MPI
 	MPI_Comm comm;
 #endif
@@ -57,6 +59,27 @@ typedef enum { KIND_F32_SUM_, KIND_F64_SUM_, KIND_F64_MAX_ } kind_;
 static size_t kind_size_(kind_ k)
 {
 	return k == KIND_F32_SUM_ ? sizeof(float) : sizeof(double);
+}
+
+static double now_(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A collective's result rc, the time since t0 added to c's.  t0 is taken in a statement of
+ * its own before the collective (the order in which arguments are evaluated is unspecified). */
+static int timed_(sw_comm *c, double t0, int rc)
+{
+	if (c)
+		c->secs += now_() - t0;
+	return rc;
+}
+
+double sw_comm_seconds(const sw_comm *c)
+{
+	return c ? c->secs : 0;
 }
 
 int sw_comm_launched(void)
@@ -291,17 +314,26 @@ static int exchange_(sw_comm *c, void *x, size_t n, kind_ kind, int gather, sw_e
 
 int sw_comm_agree(sw_comm *c, int rc, sw_error *err)
 {
-	return c ? agree_(c, rc, err) : rc;
+	if (!c)
+		return rc;
+	double t0 = now_();
+	return timed_(c, t0, agree_(c, rc, err));
 }
 
 int sw_comm_reduce_scatter_sum_f32(sw_comm *c, float *x, size_t n, sw_error *err)
 {
-	return c ? reduce_scatter_(c, x, n, KIND_F32_SUM_, err) : SW_OK;
+	if (!c)
+		return SW_OK;
+	double t0 = now_();
+	return timed_(c, t0, reduce_scatter_(c, x, n, KIND_F32_SUM_, err));
 }
 
 int sw_comm_allgather_f32(sw_comm *c, float *x, size_t n, sw_error *err)
 {
-	return c ? allgather_(c, x, n, KIND_F32_SUM_, err) : SW_OK;
+	if (!c)
+		return SW_OK;
+	double t0 = now_();
+	return timed_(c, t0, allgather_(c, x, n, KIND_F32_SUM_, err));
 }
 
 /* Both halves, for a vector of any of the kinds. */
@@ -309,8 +341,9 @@ static int allreduce_(sw_comm *c, void *x, size_t n, kind_ k, sw_error *err)
 {
 	if (!c)
 		return SW_OK;
+	double t0 = now_();
 	int rc = reduce_scatter_(c, x, n, k, err);
-	return rc ? rc : allgather_(c, x, n, k, err);
+	return timed_(c, t0, rc ? rc : allgather_(c, x, n, k, err));
 }
 
 int sw_comm_allreduce_sum_f32(sw_comm *c, float *x, size_t n, sw_error *err)
@@ -333,20 +366,21 @@ int sw_comm_bcast(sw_comm *c, void *buf, size_t n, int root, sw_error *err)
 	if (root < 0 || root >= sw_comm_size(c))
 		return sw_fail(err, SW_EINVAL, "broadcast from rank %d of %d", root, sw_comm_size(c));
 #ifdef SW_HAVE_MPI
+	double t0 = now_();
 	if (c)
 		for (size_t at = 0; at < n; at += c->chunk) {
 			size_t k = n - at < c->chunk ? n - at : c->chunk;
 			int m = MPI_Bcast((char *)buf + at, (int)k, MPI_BYTE, root, c->comm);
 			if (m != MPI_SUCCESS)
-				return mpi_fail_(err, m, "MPI_Bcast");
+				return timed_(c, t0, mpi_fail_(err, m, "MPI_Bcast"));
 		}
+	timed_(c, t0, 0);
 #endif
 	(void)buf, (void)n;
 	return SW_OK;
 }
 
-int sw_comm_gather_bytes(sw_comm *c, const void *mine, size_t n, int root, void **all,
-                         size_t *len, sw_error *err)
+static int gather_(sw_comm *c, const void *mine, size_t n, int root, void **all, size_t *len, sw_error *err)
 {
 	*all = NULL;
 	int size = sw_comm_size(c), rank = sw_comm_rank(c);
@@ -410,13 +444,48 @@ int sw_comm_gather_bytes(sw_comm *c, const void *mine, size_t n, int root, void 
 #endif
 }
 
+int sw_comm_gather_bytes(sw_comm *c, const void *mine, size_t n, int root, void **all,
+                         size_t *len, sw_error *err)
+{
+	double t0 = now_();
+	return timed_(c, t0, gather_(c, mine, n, root, all, len, err));
+}
+
 int sw_comm_barrier(sw_comm *c, sw_error *err)
 {
 #ifdef SW_HAVE_MPI
 	if (c) {
+		double t0 = now_();
 		int m = MPI_Barrier(c->comm);
 		if (m != MPI_SUCCESS)
-			return mpi_fail_(err, m, "MPI_Barrier");
+			return timed_(c, t0, mpi_fail_(err, m, "MPI_Barrier"));
+		timed_(c, t0, 0);
+	}
+#endif
+	(void)c, (void)err;
+	return SW_OK;
+}
+
+/*
+ * A barrier whose waiting ranks sleep between looks rather than poll: Open
+ * MPI's blocking calls spin on the core while they wait, which for a wait
+ * of seconds (on input another rank reads, behind a pipeline's other
+ * stages) takes a core those stages need.  The looks start at once and
+ * back off to a millisecond apart, so a short wait stays short.
+ */
+int sw_comm_barrier_idle(sw_comm *c, sw_error *err)
+{
+#ifdef SW_HAVE_MPI
+	if (c) {
+		double t0 = now_();
+		MPI_Request req;
+		int m = MPI_Ibarrier(c->comm, &req), done = 0;
+		long ns = 1000;
+		while (m == MPI_SUCCESS && !(m = MPI_Test(&req, &done, MPI_STATUS_IGNORE)) && !done) {
+			nanosleep(&(struct timespec){ 0, ns }, NULL);
+			ns = ns < 1000000 ? ns * 2 : 1000000;
+		}
+		return timed_(c, t0, m == MPI_SUCCESS ? SW_OK : mpi_fail_(err, m, "MPI_Ibarrier"));
 	}
 #endif
 	(void)c, (void)err;

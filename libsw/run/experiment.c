@@ -29,7 +29,7 @@ static const char *const stage_default_[SW_NSTAGE] = {
 	"sw-sort",
 	"sw-rollout -m \"$SW_MODEL\" -n \"$SW_GROUP\" --seed \"$SW_SEED\"",
 	"sw-verify -r math",
-	"sw-balance -n 1 --stats \"$SW_BALANCE_STATS\"",
+	"sw-balance -n \"$SW_RANKS\" --stats \"$SW_BALANCE_STATS\"",
 	"sw-train --algo grpo --metrics \"$SW_TRAIN_METRICS\"",
 	"sw-rollout -m \"$SW_MODEL\" -n 1 --temperature 0",
 	/*
@@ -395,9 +395,9 @@ int sw_experiment_stage_cmds(const sw_experiment *x, char *cmds[], sw_error *err
 		cmds[s] = NULL;
 	for (int s = 0; s < SW_NSTAGE; s++) {
 		const char *c = x->cmd[s] ? x->cmd[s] : stage_default_[s];
-		/* not the train stage yet: sw-train trains the run's store in place only as one process
-		 * (under mpirun it takes model directories), so it trains every rank's samples itself */
-		bool ranked = x->ranks > 1 && (s == SW_STAGE_ROLLOUT || s == SW_STAGE_EVAL_ROLLOUT);
+		/* the generators and the trainer: under a launcher sw-train's rank 0 trains the run's
+		 * store in place, the others a copy, each the samples balance gave its rank */
+		bool ranked = x->ranks > 1 && (s == SW_STAGE_ROLLOUT || s == SW_STAGE_EVAL_ROLLOUT || s == SW_STAGE_TRAIN);
 		if (ranked ? asprintf(&cmds[s], "%s %s", launcher, c) < 0 : !(cmds[s] = strdup(c))) {
 			cmds[s] = NULL;
 			sw_experiment_stage_cmds_free(cmds);

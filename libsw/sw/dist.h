@@ -96,6 +96,16 @@ int sw_comm_gather_bytes(sw_comm *c, const void *mine, size_t n, int root, void 
                          size_t *len, sw_error *err);
 
 int sw_comm_barrier(sw_comm *c, sw_error *err);
+/* A barrier for a wait that may be long (a rank reading input the others
+ * wait on): the waiting ranks sleep between looks instead of spinning. */
+int sw_comm_barrier_idle(sw_comm *c, sw_error *err);
+
+/*
+ * Seconds this rank has spent in the collectives above since open: waiting
+ * for the others and exchanging with them (0 for NULL).  A step's wall time
+ * less what this grew by is the rank's time at work.
+ */
+double sw_comm_seconds(const sw_comm *c);
 
 #pragma GCC visibility pop
 

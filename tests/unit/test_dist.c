@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "sw/sw.h"
 #include "sw/dist.h"
 #include "common/internal.h"
@@ -47,6 +48,8 @@ static void test_one_rank(void)
 	ok(all != NULL && lens[0] == 0, "NULL: an empty gather still mallocs");
 	free(all);
 	is_int(sw_comm_barrier(NULL, &err), SW_OK, "NULL: barrier");
+	is_int(sw_comm_barrier_idle(NULL, &err), SW_OK, "NULL: idle barrier");
+	ok(sw_comm_seconds(NULL) == 0, "NULL: no time in collectives");
 	sw_error e2;
 	sw_fail(&e2, SW_EFORMAT, "bad thing");
 	is_int(sw_comm_agree(NULL, SW_EFORMAT, &e2), SW_EFORMAT, "NULL: agree returns rc");
@@ -232,6 +235,57 @@ static void test_bcast_gather(sw_comm *c)
 	is_int(sw_comm_barrier(c, &err), SW_OK, "barrier");
 }
 
+static double clock_(clockid_t id)
+{
+	struct timespec t;
+	clock_gettime(id, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Rank 0 arrives 0.3 s late: the others wait asleep (little CPU), and the wait is counted in
+ * sw_comm_seconds.  Only lower bounds on the waits: on a loaded machine every wait may be
+ * longer, and the last to arrive may wait too (for a rank that is not on a core). */
+static void test_idle(sw_comm *c)
+{
+	sw_error err = { 0 };
+	int rank = sw_comm_rank(c);
+	double s0 = sw_comm_seconds(c);
+	if (rank == 0)
+		nanosleep(&(struct timespec){ 0, 300000000 }, NULL);
+	double w0 = clock_(CLOCK_MONOTONIC), c0 = clock_(CLOCK_THREAD_CPUTIME_ID);
+	is_int(sw_comm_barrier_idle(c, &err), SW_OK, "idle barrier %s", err.msg);
+	double wall = clock_(CLOCK_MONOTONIC) - w0, cpu = clock_(CLOCK_THREAD_CPUTIME_ID) - c0, in = sw_comm_seconds(c) - s0;
+	if (rank > 0) {
+		ok(wall > 0.25, "idle barrier: the others wait for rank 0: %.3f s", wall);
+		ok(cpu < 0.1 * wall, "idle barrier: asleep while they wait: %.3f s of CPU in %.3f s", cpu, wall);
+		ok(in > 0.25 && in <= wall, "idle barrier: the wait counts as time in collectives: %.3f s", in);
+	}
+	/* every collective counts its wait: rank 0 comes 0.2 s late to each (the gather's root is
+	 * the last rank: a sender need not wait for it) */
+	int last = sw_comm_size(c) - 1;
+	const char *names[] = { "agree", "allreduce", "reduce-scatter", "all-gather", "bcast", "gather", "barrier" };
+	for (int k = 0; k < 7; k++) {
+		float x[4] = { 1, 2, 3, 4 };
+		void *all = NULL;
+		size_t len[64];
+		if (rank == 0)
+			nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+		s0 = sw_comm_seconds(c);
+		int rc = k == 0 ? sw_comm_agree(c, SW_OK, &err)
+		       : k == 1 ? sw_comm_allreduce_sum_f32(c, x, 4, &err)
+		       : k == 2 ? sw_comm_reduce_scatter_sum_f32(c, x, 4, &err)
+		       : k == 3 ? sw_comm_allgather_f32(c, x, 4, &err)
+		       : k == 4 ? sw_comm_bcast(c, x, sizeof x, 0, &err)
+		       : k == 5 ? sw_comm_gather_bytes(c, x, sizeof x, last, &all, rank == last && last < 64 ? len : NULL, &err)
+		                : sw_comm_barrier(c, &err);
+		free(all);
+		in = sw_comm_seconds(c) - s0;
+		is_int(rc, SW_OK, "%s: %s", names[k], err.msg);
+		if (rank > 0 && (k != 5 || rank == last))
+			ok(in > 0.15, "%s: the wait for rank 0 counts as time in collectives: %.3f s", names[k], in);
+	}
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -249,6 +303,7 @@ int main(void)
 		test_sums(c, 8); /* two floats, one double per message */
 		test_agree(c);
 		test_bcast_gather(c);
+		test_idle(c);
 	}
 	sw_comm_close(c);
 	return tap_done();

@@ -268,19 +268,24 @@ static void test_stage_cmds_(void)
 	unsetenv("SLURM_JOB_ID");
 	is_int(sw_experiment_stage_cmds(&x, cmds, &err), 0, "one rank");
 	ok(!strcmp(cmds[SW_STAGE_TRAIN], "sw-train --algo grpo"), "one rank: the command as it is");
-	ok(!strncmp(cmds[SW_STAGE_BALANCE], "sw-balance -n 1 ", 16), "the default balance");
+	ok(!strncmp(cmds[SW_STAGE_BALANCE], "sw-balance -n \"$SW_RANKS\" ", 26), "the default balance: a partition a rank: %s",
+	   cmds[SW_STAGE_BALANCE]);
 	sw_experiment_stage_cmds_free(cmds);
 	is_int(sw_experiment_set(&x, "ranks", "2", &err), 0, "two ranks");
 	is_int(sw_experiment_stage_cmds(&x, cmds, &err), 0, "their commands");
 	ok(!strncmp(cmds[SW_STAGE_ROLLOUT], "mpirun -np \"$SW_RANKS\" sw-rollout ", 34), "%s", cmds[SW_STAGE_ROLLOUT]);
 	ok(!strncmp(cmds[SW_STAGE_EVAL_ROLLOUT], "mpirun -np ", 11), "the evaluation's rollout too");
 	ok(!strcmp(cmds[SW_STAGE_SORT], "sw-sort"), "not the others");
-	ok(!strcmp(cmds[SW_STAGE_TRAIN], "sw-train --algo grpo"), "nor the trainer (one process: it trains the store)");
+	ok(!strcmp(cmds[SW_STAGE_TRAIN], "mpirun -np \"$SW_RANKS\" sw-train --algo grpo"), "the trainer too: %s",
+	   cmds[SW_STAGE_TRAIN]);
+	ok(!strncmp(cmds[SW_STAGE_BALANCE], "sw-balance -n \"$SW_RANKS\" ", 26), "balance not, its -n the ranks");
 	sw_experiment_stage_cmds_free(cmds);
 	setenv("SLURM_JOB_ID", "12", 1);
 	is_int(sw_experiment_stage_cmds(&x, cmds, &err), 0, "inside Slurm");
 	ok(!strncmp(cmds[SW_STAGE_ROLLOUT], "srun -n \"$SW_RANKS\" --overlap --input=0 --kill-on-bad-exit=1 sw-rollout ", 71),
 	   "%s", cmds[SW_STAGE_ROLLOUT]);
+	ok(!strncmp(cmds[SW_STAGE_TRAIN], "srun -n \"$SW_RANKS\" --overlap --input=0 --kill-on-bad-exit=1 sw-train ", 69),
+	   "%s", cmds[SW_STAGE_TRAIN]);
 	sw_experiment_stage_cmds_free(cmds);
 	unsetenv("SLURM_JOB_ID");
 	is_int(sw_experiment_set(&x, "launcher", "my-launcher -n 2", &err), 0, "a launcher of one's own");
