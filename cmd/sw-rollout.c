@@ -412,8 +412,9 @@ int main(int argc, char **argv)
 	sw_comm_close(comm_);
 	if (rc && rank == 0)
 		cli_die("%s", err.msg);
-	if (rc)
-		cli_exit(1); /* (rank 0 says why) */
+	if (rc) /* rank 0 says why and exits 1, the job's status: a rank above 0 exiting 1
+	         * first would have mpirun abort the job before rank 0's message is relayed */
+		cli_exit(0);
 	uint64_t nrec, bytes_in, written, skipped;
 	int ended;
 	sw_rollout_feed_counts(feed_, &nrec, &bytes_in, &ended, &written, &skipped);
