@@ -169,6 +169,92 @@ done:
 	return rc;
 }
 
+/* ---- EXIF orientation ---- */
+
+static unsigned exif_u16_(const uint8_t *p, int le)
+{
+	return le ? (unsigned)p[0] | (unsigned)p[1] << 8 : (unsigned)p[0] << 8 | p[1];
+}
+
+static uint32_t exif_u32_(const uint8_t *p, int le)
+{
+	return le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
+		  : (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The Orientation tag (0x0112) of IFD0 of an APP1 "Exif\0\0" segment, 1 when
+ * there is none or it cannot be read: Pillow's getexif() on a JPEG reads the
+ * first such segment, and a damaged one gives no orientation. */
+static int exif_orientation_(const uint8_t *s, size_t n)
+{
+	if (n < 6 + 8 || memcmp(s, "Exif\0\0", 6))
+		return 1;
+	const uint8_t *t = s + 6;
+	size_t tn = n - 6;
+	int le = t[0] == 'I' && t[1] == 'I';
+	if (!le && !(t[0] == 'M' && t[1] == 'M'))
+		return 1;
+	if (exif_u16_(t + 2, le) != 42)
+		return 1;
+	uint32_t ifd = exif_u32_(t + 4, le);
+	if (ifd > tn || tn - ifd < 2)
+		return 1;
+	unsigned count = exif_u16_(t + ifd, le);
+	for (unsigned i = 0; i < count; i++) {
+		size_t e = (size_t)ifd + 2 + (size_t)i * 12;
+		if (e + 12 > tn)
+			return 1;
+		if (exif_u16_(t + e, le) != 0x0112)
+			continue;
+		unsigned type = exif_u16_(t + e + 2, le);
+		if (exif_u32_(t + e + 4, le) != 1) /* Pillow reads a tuple then: no orientation */
+			return 1;
+		/* a value of one item sits left-aligned in the entry's 4 bytes */
+		switch (type) {
+		case 1: /* BYTE */
+			return t[e + 8];
+		case 3: /* SHORT */
+			return (int)exif_u16_(t + e + 8, le);
+		case 4: /* LONG */
+			return exif_u32_(t + e + 8, le) > 8 ? 1 : (int)exif_u32_(t + e + 8, le);
+		default:
+			return 1;
+		}
+	}
+	return 1;
+}
+
+/* im turned upright as Pillow's ImageOps.exif_transpose does for orientation o
+ * (transformers' load_image applies it): 2 mirror, 3 rotate 180, 4 flip,
+ * 5 transpose, 6 rotate 270 (clockwise 90), 7 transverse, 8 rotate 90. */
+static int exif_transpose_(sw_image *im, int o, sw_error *err)
+{
+	if (o < 2 || o > 8)
+		return SW_OK;
+	const int W = im->w, H = im->h, c = im->c, swap = o >= 5;
+	sw_image t;
+	int rc = sw_image_alloc(&t, swap ? H : W, swap ? W : H, c, err);
+	if (rc)
+		return rc;
+	for (int y = 0; y < t.h; y++)
+		for (int x = 0; x < t.w; x++) {
+			int sx, sy; /* the source pixel of output (x, y) */
+			switch (o) {
+			case 2: sx = W - 1 - x, sy = y; break;
+			case 3: sx = W - 1 - x, sy = H - 1 - y; break;
+			case 4: sx = x, sy = H - 1 - y; break;
+			case 5: sx = y, sy = x; break;
+			case 6: sx = y, sy = H - 1 - x; break;
+			case 7: sx = W - 1 - y, sy = H - 1 - x; break;
+			default: sx = W - 1 - y, sy = x; break;
+			}
+			memcpy(t.data + ((size_t)y * t.w + x) * c, im->data + ((size_t)sy * W + sx) * c, (size_t)c);
+		}
+	sw_image_release(im);
+	*im = t;
+	return SW_OK;
+}
+
 /* ---- JPEG ---- */
 
 typedef struct jpg_ctx_ {
@@ -225,6 +311,7 @@ static int jpg_decode_(const uint8_t *buf, size_t n, uint64_t max_pixels, sw_ima
 	}
 	jpeg_create_decompress(ci);
 	jpeg_mem_src(ci, buf, n);
+	jpeg_save_markers(ci, JPEG_APP0 + 1, 0xffff); /* EXIF, for the orientation */
 	jpeg_read_header(ci, TRUE);
 	if ((x->rc = too_big_(ci->image_width, ci->image_height, max_pixels, "a JPEG", err)))
 		goto done;
@@ -270,7 +357,14 @@ static int jpg_decode_(const uint8_t *buf, size_t n, uint64_t max_pixels, sw_ima
 			}
 		}
 	}
+	int orientation = 1;
+	for (jpeg_saved_marker_ptr m = ci->marker_list; m; m = m->next)
+		if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 && !memcmp(m->data, "Exif\0\0", 6)) {
+			orientation = exif_orientation_(m->data, m->data_length);
+			break;
+		}
 	jpeg_finish_decompress(ci);
+	x->rc = exif_transpose_(&x->im, orientation, err);
 done:
 	jpeg_destroy_decompress(ci);
 	int rc = x->rc;

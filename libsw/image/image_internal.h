@@ -7,6 +7,9 @@
 #include "common/internal.h"
 #include "sw/image.h"
 
+/* The largest side an image processor may ask for (proc.c, write_clip.c). */
+#define SW_IMAGE_PROC_MAX_SIDE 8192
+
 /* sw_image_decode with a smaller pixel limit (the fuzz targets keep their allocations small). */
 int sw_image_decode_limit(const void *buf, size_t n, uint64_t max_pixels, sw_image *out,
                           sw_error *err);

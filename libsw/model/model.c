@@ -18,6 +18,7 @@
 #include "common/internal.h"
 #include "model/model_io.h"
 #include "common/rng.h"
+#include "sw/image.h"
 
 /* Sizes beyond any released Llama-family model, small enough that no count overflows. */
 #define MAX_VOCAB (1 << 24)
@@ -919,38 +920,12 @@ int sw_model_save_vision_files(const sw_model_config *c, const char *dir, const 
 	yyjson_mut_doc_free(d);
 	if (rc)
 		return rc;
-	/* preprocessor_config.json: CLIPImageProcessor at the tower's size, CLIP's mean and std */
-	static const double mean[3] = { 0.48145466, 0.4578275, 0.40821073 }, std[3] = { 0.26862954, 0.26130258, 0.27577711 };
-	d = yyjson_mut_doc_new(NULL);
-	yyjson_mut_val *r = d ? yyjson_mut_obj(d) : NULL, *crop = r ? yyjson_mut_obj(d) : NULL,
-		       *size = r ? yyjson_mut_obj(d) : NULL;
-	ok = r && crop && size;
-	if (ok) {
-		yyjson_mut_doc_set_root(d, r);
-		ok = yyjson_mut_obj_add_int(d, crop, "height", v->image_size) &&
-		     yyjson_mut_obj_add_int(d, crop, "width", v->image_size) &&
-		     yyjson_mut_obj_add_int(d, size, "shortest_edge", v->image_size) &&
-		     yyjson_mut_obj_add_val(d, r, "crop_size", crop) &&
-		     yyjson_mut_obj_add_bool(d, r, "do_center_crop", true) &&
-		     yyjson_mut_obj_add_bool(d, r, "do_convert_rgb", true) &&
-		     yyjson_mut_obj_add_bool(d, r, "do_normalize", true) && yyjson_mut_obj_add_bool(d, r, "do_rescale", true) &&
-		     yyjson_mut_obj_add_bool(d, r, "do_resize", true) &&
-		     yyjson_mut_obj_add_val(d, r, "image_mean", yyjson_mut_arr_with_double(d, mean, 3)) &&
-		     yyjson_mut_obj_add_str(d, r, "image_processor_type", "CLIPImageProcessor") &&
-		     yyjson_mut_obj_add_val(d, r, "image_std", yyjson_mut_arr_with_double(d, std, 3)) &&
-		     yyjson_mut_obj_add_str(d, r, "processor_class", "LlavaProcessor") &&
-		     yyjson_mut_obj_add_int(d, r, "resample", 3) && /* bicubic */
-		     yyjson_mut_obj_add_val(d, r, "rescale_factor", yyjson_mut_rawcpy(d, "0.00392156862745098")) &&
-		     yyjson_mut_obj_add_val(d, r, "size", size);
-	}
-	snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
-	rc = ok ? write_mut_(d, path, err) : sw_fail(err, SW_ENOMEM, "out of memory");
-	yyjson_mut_doc_free(d);
-	if (rc)
+	/* preprocessor_config.json: CLIPImageProcessor at the tower's size, as transformers writes it */
+	if ((rc = sw_image_proc_write_clip(dir, v->image_size, err)))
 		return rc;
 	/* processor_config.json: LlavaProcessor's expansion of <image> */
 	d = yyjson_mut_doc_new(NULL);
-	r = d ? yyjson_mut_obj(d) : NULL;
+	yyjson_mut_val *r = d ? yyjson_mut_obj(d) : NULL;
 	ok = r != NULL;
 	if (ok) {
 		yyjson_mut_doc_set_root(d, r);

@@ -40,7 +40,10 @@ typedef struct sw_image {
  * Pillow makes them (the high byte; 16-bit gray without alpha is clamped
  * to 255, as Pillow's I;16 -> L conversion does).  JPEG: baseline and
  * progressive, gray, YCbCr and RGB; CMYK and YCCK become RGB as Pillow's
- * convert("RGB") makes them (Adobe's inverted CMYK).  A truncated file,
+ * convert("RGB") makes them (Adobe's inverted CMYK); the orientation of
+ * its EXIF segment (2 to 8) turns the picture upright as Pillow's
+ * ImageOps.exif_transpose does (transformers' load_image applies it; a
+ * PNG's eXIf chunk is not read).  A truncated file,
  * bytes that are not an image or a picture larger than
  * SW_IMAGE_MAX_PIXELS are SW_ETRUNC, SW_EFORMAT and SW_ETOOBIG.
  */
