@@ -10,6 +10,9 @@ load helpers
 	[ "$(grep -c '^1\.\.[0-9]' <<<"$output")" -eq 2 ]
 	grep -q '^ok .* - rank 1 of 2$' <<<"$output"
 	grep -q 'the same bits on every rank' <<<"$output"
+	# a device's collective (NCCL's place): a rank that cannot load it stops every rank before any joins
+	[ "$(grep -c '^ok .* - device sum: no rank made an id or joined after a failed open' <<<"$output")" -eq 2 ]
+	[ "$(grep -c '^ok .* - device sum: the sums (2 1 4)$' <<<"$output")" -eq 2 ]
 	run ! grep '^not ok' <<<"$output"
 }
 

@@ -228,11 +228,15 @@ struct sw_backend {
 	void (*ipc_close)(void *p);
 	/*
 	 * Sums across the ranks of a data-parallel job on the device (NCCL),
-	 * one communicator per process: coll_id makes the job's id on one rank
-	 * (SW_COLL_ID bytes), which every rank passes to coll_init with its
-	 * rank and the job's size (collective); coll_sum sums x[0..n) in place
-	 * on every rank (complete when it returns: SW_OK or an error).
+	 * one communicator per process: coll_open loads what joining needs on
+	 * this rank (every rank, before any joins: a rank that cannot join
+	 * says so while the others can still hear it, not inside coll_init,
+	 * where they would wait for it forever); coll_id makes the job's id on
+	 * one rank (SW_COLL_ID bytes), which every rank passes to coll_init
+	 * with its rank and the job's size (collective); coll_sum sums x[0..n)
+	 * in place on every rank (complete when it returns: SW_OK or an error).
 	 */
+	int (*coll_open)(sw_error *err);
 	int (*coll_id)(void *id, sw_error *err);
 	int (*coll_init)(const void *id, int rank, int nranks, sw_error *err);
 	int (*coll_sum)(float *x, size_t n, sw_error *err);

@@ -495,11 +495,12 @@ int sw_comm_barrier_idle(sw_comm *c, sw_error *err)
 /*
  * Gradients on a GPU: summed there by the backend's collective (NCCL) when
  * it has one, so they never cross to the host.  The ranks join it at the
- * first call, as llm.c does: rank 0 makes the id, the communicator here
- * broadcasts it, every rank joins.  Not rank order: the additions are in
- * NCCL's order (the same bits on every rank, as NCCL reduces each element
- * once and copies it; the rank-order sum's bits for 2 ranks, where a + b is
- * b + a).  Without a collective: through host, in rank order.
+ * first call, as llm.c does: every rank loads the collective's library
+ * (all agree that they can join before any blocks in joining), rank 0
+ * makes the id, the communicator here broadcasts it, every rank joins.
+ * Not rank order: the additions are in NCCL's order (the same bits on
+ * every rank, as NCCL reduces each element once and copies it; the
+ * rank-order sum's bits for 2 ranks, where a + b is b + a).  Without a collective: through host, in rank order.
  */
 int sw_dist_sum_device(sw_comm *c, const struct sw_backend *be, float *x, float *host, size_t n, sw_error *err)
 {
@@ -513,6 +514,8 @@ int sw_dist_sum_device(sw_comm *c, const struct sw_backend *be, float *x, float 
 	}
 	if (c->coll != be) {
 		unsigned char id[SW_COLL_ID] = { 0 };
+		if ((rc = sw_comm_agree(c, be->coll_open(err), err)))
+			return rc;
 		rc = c->rank == 0 ? be->coll_id(id, err) : SW_OK;
 		if ((rc = sw_comm_agree(c, rc, err)) || (rc = sw_comm_bcast(c, id, sizeof id, 0, err)))
 			return rc;

@@ -4,7 +4,9 @@
  * without a launcher.  Run under `mpirun -np N` (tests/dist-mpi.bats) it
  * checks the collectives across the ranks: rank-order sums that are the
  * same bits everywhere, the chunked transfers, the verdict of sw_comm_agree,
- * the gather to a root.  Every rank prints its own TAP lines.
+ * the gather to a root, and how sw_dist_sum_device joins a device's
+ * collective (a stand-in backend's coll_* entries).  Every rank prints its
+ * own TAP lines.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "sw/sw.h"
 #include "sw/dist.h"
 #include "common/internal.h"
+#include "compute/backend.h"
 #include "dist/dist_internal.h"
 #include "tap.h"
 
@@ -235,6 +238,86 @@ static void test_bcast_gather(sw_comm *c)
 	is_int(sw_comm_barrier(c, &err), SW_OK, "barrier");
 }
 
+/*
+ * A stand-in for a device backend's collective (NCCL's place): records
+ * what sw_dist_sum_device asked of it, fails coll_open on the rank told
+ * to, and sums through the communicator (as NCCL would, on the device).
+ */
+static struct {
+	sw_comm *c;
+	int fail_open_rank;
+	int opened, ids, inits;
+	unsigned char id[SW_COLL_ID];
+} coll_;
+
+static int coll_open_(sw_error *err)
+{
+	coll_.opened++;
+	if (sw_comm_rank(coll_.c) == coll_.fail_open_rank)
+		return sw_fail(err, SW_ENOENT, "no collective library here");
+	return SW_OK;
+}
+
+static int coll_id_(void *id, sw_error *err)
+{
+	(void)err;
+	coll_.ids++;
+	memset(id, 0x5a, SW_COLL_ID);
+	return SW_OK;
+}
+
+static int coll_init_(const void *id, int rank, int nranks, sw_error *err)
+{
+	coll_.inits++;
+	memcpy(coll_.id, id, SW_COLL_ID);
+	if (rank != sw_comm_rank(coll_.c) || nranks != sw_comm_size(coll_.c))
+		return sw_fail(err, SW_EINVAL, "joined as rank %d of %d", rank, nranks);
+	return SW_OK;
+}
+
+static int coll_sum_(float *x, size_t n, sw_error *err)
+{
+	return sw_comm_allreduce_sum_f32(coll_.c, x, n, err);
+}
+
+static void test_device_collective(sw_comm *c)
+{
+	int rank = sw_comm_rank(c), size = sw_comm_size(c);
+	/* static: the communicator remembers the backend it joined */
+	static struct sw_backend be = { .name = "stand-in", .coll_open = coll_open_, .coll_id = coll_id_,
+		                 .coll_init = coll_init_, .coll_sum = coll_sum_ };
+	sw_error err;
+	memset(&err, 0, sizeof err);
+	float x[3] = { 1, (float)rank, 2 }, host[3];
+
+	/* One rank cannot load the library: every rank hears so, and none joins
+	 * (a rank joining would wait inside NCCL for the one that never comes). */
+	memset(&coll_, 0, sizeof coll_);
+	coll_.c = c, coll_.fail_open_rank = size - 1;
+	int rc = sw_dist_sum_device(c, &be, x, host, 3, &err);
+	is_int(rc, SW_ENOENT, "device sum: a rank without the library fails every rank");
+	char want[64];
+	snprintf(want, sizeof want, "rank %d: no collective library here", size - 1);
+	ok(strcmp(err.msg, want) == 0, "device sum: with its message: %s", err.msg);
+	ok(coll_.opened == 1 && coll_.ids == 0 && coll_.inits == 0,
+	   "device sum: no rank made an id or joined after a failed open (open %d, id %d, init %d)",
+	   coll_.opened, coll_.ids, coll_.inits);
+
+	/* Every rank can: rank 0 alone makes the id, every rank joins with it once. */
+	memset(&coll_, 0, sizeof coll_);
+	coll_.c = c, coll_.fail_open_rank = -1;
+	memset(&err, 0, sizeof err);
+	rc = sw_dist_sum_device(c, &be, x, host, 3, &err);
+	is_int(rc, SW_OK, "device sum: joined and summed");
+	ok(coll_.ids == (rank == 0) && coll_.inits == 1 && coll_.id[0] == 0x5a &&
+	       coll_.id[SW_COLL_ID - 1] == 0x5a,
+	   "device sum: the id made on rank 0 reached rank %d (ids %d, inits %d)", rank, coll_.ids, coll_.inits);
+	ok(x[0] == (float)size && x[1] == (float)size * (size - 1) / 2 && x[2] == 2.0f * size,
+	   "device sum: the sums (%g %g %g)", x[0], x[1], x[2]);
+	rc = sw_dist_sum_device(c, &be, x, host, 3, &err);
+	ok(rc == SW_OK && coll_.opened == 1 && coll_.inits == 1, "device sum: joined once, then only sums");
+}
+
 static double clock_(clockid_t id)
 {
 	struct timespec t;
@@ -303,6 +386,7 @@ int main(void)
 		test_sums(c, 8); /* two floats, one double per message */
 		test_agree(c);
 		test_bcast_gather(c);
+		test_device_collective(c);
 		test_idle(c);
 	}
 	sw_comm_close(c);

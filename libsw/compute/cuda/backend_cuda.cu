@@ -1706,6 +1706,7 @@ static sw_backend cuda_ = {
 	.ipc_free = ipc_free_,
 	.ipc_open = ipc_open_,
 	.ipc_close = ipc_close_,
+	.coll_open = nccl_load_,
 	.coll_id = coll_id_,
 	.coll_init = coll_init_,
 	.coll_sum = coll_sum_,
