@@ -822,7 +822,7 @@ static void init_(void)
 	sw_gemm_init(&st_.gemm, NULL, NULL);
 	const char *name = getenv("SW_GEMM");
 	sw_error e = { 0 };
-	if (name && sw_gemm_init(&st_.gemm, name, &e))
+	if (name && sw_gemm_provider(&st_.gemm, name, &e))
 		sw_fail(&st_.gemm_err, e.code, "SW_GEMM: %s", e.msg);
 }
 
@@ -835,7 +835,7 @@ const sw_backend *sw_backend_cpu(void)
 int sw_backend_cpu_gemm(const char *name, sw_error *err)
 {
 	pthread_once(&st_.once, init_);
-	int rc = sw_gemm_init(&st_.gemm, name, err);
+	int rc = sw_gemm_provider(&st_.gemm, name, err);
 	if (!rc)
 		memset(&st_.gemm_err, 0, sizeof st_.gemm_err);
 	return rc;

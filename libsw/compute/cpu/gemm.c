@@ -99,7 +99,7 @@ const char *sw_dnnl_isa_name(int isa)
 	}
 }
 
-int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err)
+int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err)
 {
 	sw_gemm n = { .bf16 = g->bf16 };
 	if (!name || !*name || !strcmp(name, "onednn")) {
@@ -123,6 +123,15 @@ int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err)
 	}
 	*g = n;
 	return SW_OK;
+}
+
+int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err)
+{
+	sw_gemm n = { 0 };
+	int rc = sw_gemm_provider(&n, name, err);
+	if (!rc)
+		*g = n;
+	return rc;
 }
 
 /* One thread's product with OpenBLAS (sgemv when the result has one row:
@@ -198,7 +207,9 @@ void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 		return;
 	}
 	bool inside = omp_in_parallel();
-	if (g->bf16 && !inside && (double)M * N * K >= 64.0 * 64 * 64 &&
+	/* bf16 where the conversion, O(MK + KN), is small beside the product, O(MNK):
+	 * a result of fewer than 32 rows or columns ran slower than f32 (bench/RESULTS.md). */
+	if (g->bf16 && !inside && M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64 &&
 	    sw_gemm_bf16_run(g->bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
 		return;
 	int nt = inside ? 1 : omp_get_max_threads();

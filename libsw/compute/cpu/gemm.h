@@ -14,8 +14,9 @@
  * products' operands are rounded to bf16 and multiplied on oneDNN's bf16
  * dot-product kernels, accumulating and writing f32 (gemm_bf16.c), whatever
  * the provider.  Under bf16 these products stay f32: those called inside a
- * parallel region (training attention's per-head tiles, gemm_run's blocks)
- * and those under 64^3 multiply-adds (too small for the conversion to pay);
+ * parallel region (training attention's per-head tiles, gemm_run's blocks),
+ * those with fewer than 32 rows or columns in the result and those under
+ * 64^3 multiply-adds (the conversion would cost more than bf16 saves);
  * decoding never comes here (linear_rows.h).
  */
 #ifndef SW_CPU_GEMM_H
@@ -34,8 +35,7 @@ typedef enum sw_gemm_kind {
 /* The bf16 products' state: their oneDNN primitives and scratch (gemm_bf16.c). */
 typedef struct sw_gemm_bf16 sw_gemm_bf16;
 
-/* A provider and a precision.  Zero it before the first sw_gemm_init; bf16 is
- * owned (sw_gemm_release frees it). */
+/* A provider and a precision; bf16 is owned (sw_gemm_release frees it). */
 typedef struct sw_gemm {
 	sw_gemm_kind kind;
 	char kernels[96]; /* what runs: "onednn 2.6.3 avx512_core_bf16", "openblas 0.3.21 SkylakeX" */
@@ -46,13 +46,15 @@ typedef struct sw_gemm {
 #define SW_GEMM_NAMES "onednn, openblas"
 
 /*
- * g for the provider of that name ("onednn", "openblas"; NULL or "": the
- * default, oneDNN); an unknown name is SW_EINVAL and g is left as it was.
- * Choosing OpenBLAS first fixes its kernels up where the distribution's
- * OpenBLAS does not know the CPU (see gemm.c), unless OPENBLAS_CORETYPE is
- * set: that is the user's choice.
+ * g, a new one in f32, for the provider of that name ("onednn",
+ * "openblas"; NULL or "": the default, oneDNN); an unknown name is
+ * SW_EINVAL and g is left as it was.  sw_gemm_provider chooses again for a
+ * g made so, keeping its precision.  Choosing OpenBLAS first fixes its
+ * kernels up where the distribution's OpenBLAS does not know the CPU (see
+ * gemm.c), unless OPENBLAS_CORETYPE is set: that is the user's choice.
  */
 int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err);
+int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err);
 
 /* The precisions sw_gemm_matmul knows, as an error message lists them. */
 #define SW_MATMUL_NAMES "f32, bf16"
