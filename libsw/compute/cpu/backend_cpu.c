@@ -847,12 +847,6 @@ int sw_backend_cpu_matmul(const char *prec, sw_error *err)
 	return sw_gemm_matmul(&st_.gemm, prec, err);
 }
 
-const char *sw_backend_cpu_matmul_name(char *buf, size_t size)
-{
-	pthread_once(&st_.once, init_);
-	return sw_gemm_matmul_name(&st_.gemm, buf, size);
-}
-
 const char *sw_backend_cpu_gemm_kernels(void)
 {
 	pthread_once(&st_.once, init_);

@@ -77,7 +77,8 @@ void sw_gemm_release(sw_gemm *g);
 /*
  * C = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when tX; M x N
  * result, K inner.  On OpenMP's threads; called inside a parallel region
- * (attention's tiles), on the calling thread alone.
+ * (attention's tiles), on the calling thread alone.  Under bf16, g's
+ * scratch is written: one product outside a parallel region at a time.
  */
 void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
