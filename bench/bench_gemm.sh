@@ -7,13 +7,16 @@
 #
 #   ROUNDS=3 REPS=5 sh bench/bench_gemm.sh
 #
-# Three processes a round: oneDNN and OpenBLAS (kernels fixed up) taking
-# turns call by call in one, so the load of a shared machine falls on both
-# alike; OpenBLAS as the distribution's library comes (its own kernel choice
-# and threads) in a second, since the fix-up changes a process's OpenBLAS
-# for good; PyTorch in a third.  Each figure is the median over ROUNDS
-# rounds of a process's median of REPS calls.  The provider the backend
-# uses is $SW_GEMM's, else oneDNN.
+# Three processes a round: oneDNN, OpenBLAS (kernels fixed up) and the
+# backend's bf16 products (sw-train --matmul bf16: operands rounded to bf16,
+# conversion included, f32 sums; a CPU without bf16 dot products fails the
+# run) taking turns call by call in one, so the load of a shared machine
+# falls on all alike; OpenBLAS as the distribution's library comes (its own
+# kernel choice and threads) in a second, since the fix-up changes a
+# process's OpenBLAS for good; PyTorch in a third (f32, and matmul on bf16
+# tensors).  Each figure is the median over ROUNDS rounds of a process's
+# median of REPS calls.  The provider the backend uses is $SW_GEMM's, else
+# oneDNN.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-$top/build}
@@ -33,7 +36,7 @@ have_torch=1
 python3 -c 'import torch' 2>/dev/null || have_torch=0
 r=0
 while [ $r -lt "$ROUNDS" ]; do
-	"$bin" "$REPS" onednn openblas >>"$out"
+	"$bin" "$REPS" onednn openblas onednn-bf16 >>"$out"
 	"$bin" "$REPS" openblas-asis >>"$out"
 	[ $have_torch = 0 ] || python3 "$top/bench/gemm_torch.py" "$REPS" >>"$out"
 	r=$((r + 1))

@@ -21,11 +21,19 @@
 # iteration start together as one pipeline, so the train stage's time includes
 # its wait for the samples); the train stage's peak RSS beside TRL's process
 # peak.
+# SW_BENCH_MATMUL=bf16 runs sw-run's train stage with `sw-train --matmul bf16`
+# (bf16 products, f32 sums; the rollout stays f32), SW_BENCH_TRL_BF16=1 TRL
+# with GRPOConfig(bf16=True) (autocast to bf16 on the CPU); both f32 unless set.
 # Needs torch, transformers, trl (pip install trl) and the programs in $B/bin.
 set -euf
 : "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
 iters=${SW_BENCH_ITERS:-3}
 rounds=${SW_BENCH_ROUNDS:-1}
+matmul=${SW_BENCH_MATMUL:-f32}
+trl_bf16=${SW_BENCH_TRL_BF16:-0}
+case $matmul in f32 | bf16) ;; *) echo "bench_grpo: SW_BENCH_MATMUL='$matmul' is not f32 or bf16" >&2; exit 1 ;; esac
+case $trl_bf16 in 0) trl_prec=f32; trl_arg= ;; 1) trl_prec=bf16; trl_arg=bf16 ;;
+*) echo "bench_grpo: SW_BENCH_TRL_BF16='$trl_bf16' is not 0 or 1" >&2; exit 1 ;; esac
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="$B/bin:$PATH" OMP_NUM_THREADS=2
@@ -51,12 +59,12 @@ while [ "$r" -lt "$rounds" ]; do
 	sw-run -q -m m -p p.jsonl -o run --iters "$iters" -b 8 -n 8 --ref --ckpt-every "$iters" \
 		--rollout "sw-rollout -m $tmp/m -n \"\$SW_GROUP\" --seed \"\$SW_SEED\" --max-new-tokens 64 --threads 2" \
 		--verify 'sw-verify -r length,max=120,buffer=60,unit=chars' \
-		--train 'sw-train --algo grpo --lr 1e-6 --kl-coef 0.04 -j 2 --metrics "$SW_TRAIN_METRICS"'
+		--train "sw-train --matmul $matmul --algo grpo --lr 1e-6 --kl-coef 0.04 -j 2 --metrics \"\$SW_TRAIN_METRICS\""
 	jq 'select(.eval | not) | .time_s.iteration' run/metrics.jsonl >>sw.iter
 	jq 'select(.eval | not) | .time_s.rollout' run/metrics.jsonl >>sw.rollout
 	jq 'select(.eval | not) | .time_s.train' run/metrics.jsonl >>sw.train
 	jq 'select(.eval | not) | .rss_mb.train' run/metrics.jsonl >>sw.rss
-	python3 "$here/grpo_trl.py" run m p.jsonl "$iters" trl.json >trl.log 2>&1 ||
+	python3 "$here/grpo_trl.py" run m p.jsonl "$iters" trl.json $trl_arg >trl.log 2>&1 ||
 		{ tail -20 trl.log >&2; exit 1; }
 	jq '.step_s[]' trl.json >>trl.iter
 	jq '.peak_rss / 1048576' trl.json >>trl.rss
@@ -66,13 +74,14 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 med() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 max() { sort -g "$1" | tail -n 1; }
 echo "GRPO iteration, random SmolLM2-135M-shaped model (f32), 8 prompts x 8 responses x 64 tokens, KL 0.04, 2 threads;"
+echo "matrix products: sw-run's train stage $matmul (rollout f32), TRL $trl_prec"
 echo "$rounds round(s) x $iters iterations a side; load average before $load0, after $load1"
 echo "torch $(jq -r .torch trl.json), trl $(python3 -c 'import trl; print(trl.__version__)'), $(sw-run --version)"
 echo
 echo "| | median iteration | rollout ends at | train ends at | peak RSS (MB) |"
 echo "|---|---|---|---|---|"
-printf '| sw-run | %.2f s | %.2f s | %.2f s | %.0f (train stage) |\n' "$(med sw.iter)" "$(med sw.rollout)" "$(med sw.train)" "$(max sw.rss)"
-printf '| TRL GRPOTrainer | %.2f s | | | %.0f (process) |\n' "$(med trl.iter)" "$(max trl.rss)"
+printf '| sw-run (train %s) | %.2f s | %.2f s | %.2f s | %.0f (train stage) |\n' "$matmul" "$(med sw.iter)" "$(med sw.rollout)" "$(med sw.train)" "$(max sw.rss)"
+printf '| TRL GRPOTrainer (%s) | %.2f s | | | %.0f (process) |\n' "$trl_prec" "$(med trl.iter)" "$(max trl.rss)"
 echo
 awk -v a="$(med trl.iter)" -v b="$(med sw.iter)" 'BEGIN { printf "TRL iteration / sw-run iteration: %.2fx (goal >= 3x)\n", a / b }'
 echo "every iteration (s): sw-run $(tr '\n' ' ' <sw.iter); TRL $(tr '\n' ' ' <trl.iter)"

@@ -6,6 +6,9 @@ bench/bench_gemm.sh: one line per shape in gemm_bench's format,
 
     gemm_torch.py REPS
 
+A second provider, torch-bf16: torch.matmul on bf16 tensors (converted before the clock starts, the
+result bf16), MKL-DNN's bf16 kernels.
+
 Threads: $SW_THREADS, else every core (torch.set_num_threads).  The median of REPS timed calls after
 one warm-up, small products timed over a batch of calls as gemm_bench does.
 """
@@ -33,28 +36,31 @@ def main():
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     torch.set_num_threads(int(os.environ.get("SW_THREADS", "0")) or os.cpu_count())
     g = torch.Generator().manual_seed(1)
-    print("kernels provider=torch threads=%d what=torch %s, %s" % (
-        torch.get_num_threads(), torch.__version__, torch.backends.cpu.get_cpu_capability()))
+    for prov in ("torch", "torch-bf16"):
+        print("kernels provider=%s threads=%d what=torch %s, %s, mkldnn bf16 %s" % (
+            prov, torch.get_num_threads(), torch.__version__, torch.backends.cpu.get_cpu_capability(),
+            torch.ops.mkldnn._is_mkldnn_bf16_supported()))
     for ta, tb, M, N, K, what in SHAPES:
         # Stored as gemm_bench stores them: A is K x M when transposed, B is N x K when transposed.
         A = torch.rand((K, M) if ta else (M, K), generator=g) - 0.5
         B = torch.rand((N, K) if tb else (K, N), generator=g) - 0.5
-        a, b = (A.t() if ta else A), (B.t() if tb else B)
-        C = torch.empty(M, N)
-        flop = 2.0 * M * N * K
-        inner = int(1e8 / flop) if flop < 1e8 else 1
-        times = []
-        for r in range(reps + 1):
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                torch.matmul(a, b, out=C)
-            if r:
-                times.append((time.perf_counter() - t0) / inner)
-        times.sort()
-        med = times[reps // 2] if reps % 2 else 0.5 * (times[reps // 2 - 1] + times[reps // 2])
-        op = ("T" if ta else "N") + ("T" if tb else "N")
-        print("provider=torch shape=%dx%dx%d op=%s gflops=%.2f what=%s" % (M, N, K, op, flop / med / 1e9, what),
-              flush=True)
+        for prov, dt in (("torch", torch.float32), ("torch-bf16", torch.bfloat16)):
+            a, b = (A.t() if ta else A).to(dt), (B.t() if tb else B).to(dt)
+            C = torch.empty(M, N, dtype=dt)
+            flop = 2.0 * M * N * K
+            inner = int(1e8 / flop) if flop < 1e8 else 1
+            times = []
+            for r in range(reps + 1):
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    torch.matmul(a, b, out=C)
+                if r:
+                    times.append((time.perf_counter() - t0) / inner)
+            times.sort()
+            med = times[reps // 2] if reps % 2 else 0.5 * (times[reps // 2 - 1] + times[reps // 2])
+            op = ("T" if ta else "N") + ("T" if tb else "N")
+            print("provider=%s shape=%dx%dx%d op=%s gflops=%.2f what=%s" % (prov, M, N, K, op, flop / med / 1e9, what),
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -7,12 +7,13 @@
         tied embeddings) in f32 safetensors with a byte-level BPE tokenizer of
         exactly 49152 tokens (256 bytes, then byte pairs, then 3 specials), so
         that every id the random model samples decodes on both sides
-    python3 bench/grpo_trl.py run DIR PROMPTS.jsonl ITERS OUT.json
+    python3 bench/grpo_trl.py run DIR PROMPTS.jsonl ITERS OUT.json [bf16]
         train ITERS GRPO steps with TRL on the prompts (8 a step, 8 responses
         each, 64 new tokens, KL to a frozen reference with beta 0.04, one AdamW
         step a batch, 2 threads), timing each step (generation, reference
         log-probs, loss, backward, AdamW) with a callback; writes the step
-        times and the process's peak RSS to OUT.json
+        times and the process's peak RSS to OUT.json; with bf16, GRPOConfig's
+        bf16=True (autocast to bf16 on the CPU, f32 master weights)
 
 The reward is DAPO's soft overlong punishment on characters (L=120, C=60), the
 same as `sw-verify -r length,max=120,buffer=60,unit=chars` on the other side:
@@ -72,7 +73,7 @@ def overlong(completions, **_):
     return out
 
 
-def run(d, prompts, iters, out):
+def run(d, prompts, iters, out, bf16=False):
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -95,21 +96,21 @@ def run(d, prompts, iters, out):
 
     args = GRPOConfig(output_dir=out + ".trl", per_device_train_batch_size=64, num_generations=8,
                       gradient_accumulation_steps=1, max_completion_length=64, temperature=1.0,
-                      beta=0.04, learning_rate=1e-6, max_steps=iters, use_cpu=True, bf16=False,
+                      beta=0.04, learning_rate=1e-6, max_steps=iters, use_cpu=True, bf16=bf16,
                       logging_steps=1, save_strategy="no", report_to="none", seed=1,
                       dataloader_num_workers=0, shuffle_dataset=False)
     clock = Clock()
     trainer = GRPOTrainer(model=d, reward_funcs=overlong, args=args, train_dataset=ds, callbacks=[clock])
     trainer.train()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    json.dump({"step_s": clock.steps, "peak_rss": peak, "torch": torch.__version__,
+    json.dump({"step_s": clock.steps, "peak_rss": peak, "torch": torch.__version__, "bf16": bf16,
                "threads": torch.get_num_threads()}, open(out, "w"))
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "make":
         make(sys.argv[2])
-    elif len(sys.argv) == 6 and sys.argv[1] == "run":
-        run(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "run" and sys.argv[6:] in ([], ["bf16"]):
+        run(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6:] == ["bf16"])
     else:
         sys.exit(__doc__)

@@ -33,7 +33,7 @@ enum {
 	OPT_CLIP_LOW, OPT_CLIP_HIGH, OPT_CLIP_DUAL, OPT_KL_COEF, OPT_KL_EST, OPT_KL_REWARD, OPT_REF,
 	OPT_ENTROPY, OPT_TIS, OPT_EPOCHS, OPT_MINIBATCHES, OPT_MICRO_TOKENS, OPT_RANK, OPT_TRAIN_ON,
 	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE, OPT_WEIGHTS,
-	OPT_DEVICE, OPT_SHARD_MOMENTS, OPT_TRAIN_VISION
+	OPT_DEVICE, OPT_SHARD_MOMENTS, OPT_TRAIN_VISION, OPT_MATMUL
 };
 
 static const cli_opt opts[] = {
@@ -77,6 +77,8 @@ static const cli_opt opts[] = {
 	{ OPT_SEED, 0, "seed", "num", NULL, "seed of the minibatch shuffle for a model without trainer state" },
 	{ 'j', 'j', "threads", "num", NULL, "compute threads (default: every core)" },
 	CLI_OPT_DEVICE(OPT_DEVICE),
+	{ OPT_MATMUL, 0, "matmul", "prec", "f32|bf16",
+	  "precision of the CPU's matrix products: f32, or bf16 inputs with f32 sums (default f32, $SW_MATMUL)" },
 	{ OPT_METRICS, 0, "metrics", "file", "file", "append one JSON record of the step's metrics to file" },
 	{ 'f', 'f', "format", "format", "msgpack|json", "write the samples as msgpack or json (default msgpack)" },
 	{ 'z', 'z', "zstd", NULL, NULL, "compress the samples written with zstd" },
@@ -288,6 +290,7 @@ static void write_metrics_(const char *path, const sw_trainer *tr, const sw_trai
 int main(int argc, char **argv)
 {
 	const char *arg, *model = NULL, *out = NULL, *weights = NULL, *opt_spec = NULL, *metrics = NULL;
+	const char *matmul = NULL;
 	int c, optind_, force = 0, fmt_json = 0, threads = 0, fmt_set = 0, total_set = 0, seed_set = 0;
 	int agg_set = 0, kl_set = 0, zero1 = 0;
 	sw_trainer_config tc = sw_trainer_defaults();
@@ -385,6 +388,11 @@ int main(int argc, char **argv)
 		case 'z': wo.zstd_level = 3; break;
 		case OPT_FORCE: force = 1; break;
 		case OPT_SHARD_MOMENTS: zero1 = 1; break;
+		case OPT_MATMUL:
+			if (strcmp(arg, "f32") && strcmp(arg, "bf16"))
+				cli_usage("unknown --matmul '%s' (f32 or bf16)", arg);
+			matmul = arg;
+			break;
 		}
 	}
 	/* what sw-run hands every stage in the environment */
@@ -396,6 +404,11 @@ int main(int argc, char **argv)
 	/* sw-run's train stage: its metrics go where the run reads them, whatever the user's command line */
 	if (!metrics && (env = getenv("SW_TRAIN_METRICS")) && *env)
 		metrics = env;
+	if (!matmul && (env = getenv("SW_MATMUL")) && *env) {
+		if (strcmp(env, "f32") && strcmp(env, "bf16"))
+			cli_usage("SW_MATMUL='%s' is not f32 or bf16", env);
+		matmul = env;
+	}
 	if (!tc.ref && tc.loss.kl_coef > 0 && (env = getenv("SW_REF")) && *env)
 		tc.ref = env;
 	if (!seed_set && (env = getenv("SW_SEED")) && *env) {
@@ -461,6 +474,9 @@ int main(int argc, char **argv)
 		cli_die("cannot initialise libsodium");
 	signal(SIGPIPE, SIG_IGN);
 	sw_engine_threads(threads);
+	sw_error merr = { 0 };
+	if (matmul && sw_backend_matmul(tc.backend, matmul, &merr))
+		cli_die("%s", merr.msg);
 
 	char **files = argv + optind_;
 	int nfiles = argc - optind_;

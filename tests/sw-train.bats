@@ -233,6 +233,55 @@ near() {
 	[ -s out/model.safetensors ]
 }
 
+# Whether the CPU has bf16 dot products (oneDNN's avx512_core_bf16 needs AVX512-BF16).
+have_bf16() {
+	grep -qw avx512_bf16 /proc/cpuinfo
+}
+
+@test "--matmul bf16: the step within bf16's rounding of PyTorch's, the same samples out, SW_MATMUL" {
+	have_bf16 || skip "the CPU has no AVX512-BF16"
+	refs=$FIX/rl/step_refs.json
+	opts=$(jq -r ".cases[0].options | join(\" \")" "$refs")
+	sw-train -f json -m "$TINY" -o f32 --metrics f32.jsonl $opts "$FIX/rl/step_samples.jsonl" >f32.out
+	run -0 --separate-stderr sw-train --matmul bf16 -f json -m "$TINY" -o bf16 --metrics bf16.jsonl $opts \
+		"$FIX/rl/step_samples.jsonl"
+	[ "$stderr" = "" ]
+	printf '%s\n' "$output" | cmp - f32.out # the samples and their advantages do not depend on it
+	want=$(jq ".cases[0].grad_norm" "$refs")
+	got=$(jq .grad_norm bf16.jsonl)
+	echo "grad norm: bf16 $got, f32 $(jq .grad_norm f32.jsonl), PyTorch $want"
+	# bf16 operands (8-bit significands) move the norm by ~1e-3 at most here; 1e-2 allowed
+	near "$got" "$want" 1e-2
+	# and it did round: not f32's norm
+	[ "$got" != "$(jq .grad_norm f32.jsonl)" ]
+	run ! cmp -s f32/model.safetensors bf16/model.safetensors
+	# SW_MATMUL is the default, --matmul wins over it
+	SW_MATMUL=bf16 sw-train -m "$TINY" -o env --metrics env.jsonl $opts "$FIX/rl/step_samples.jsonl" >/dev/null
+	cmp env/model.safetensors bf16/model.safetensors
+	SW_MATMUL=bf16 sw-train --matmul f32 -m "$TINY" -o f32b $opts "$FIX/rl/step_samples.jsonl" >/dev/null
+	cmp f32b/model.safetensors f32/model.safetensors
+}
+
+@test "--matmul: an unknown value is a usage error; bf16 without bf16 dot products an error naming them" {
+	sft_set >sft.jsonl
+	run -2 --separate-stderr sw-train --matmul bf17 -m "$TINY" -o out sft.jsonl
+	[ "$output" = "" ]
+	[ "${stderr_lines[0]}" = "sw-train: unknown --matmul 'bf17' (f32 or bf16)" ]
+	[[ ${stderr_lines[1]} == "usage: sw-train "* ]]
+	run -2 --separate-stderr env SW_MATMUL=fp16 sw-train -m "$TINY" -o out sft.jsonl
+	[ "${stderr_lines[0]}" = "sw-train: SW_MATMUL='fp16' is not f32 or bf16" ]
+	# oneDNN held below its bf16 kernels, as on a CPU without them
+	run -1 --separate-stderr env DNNL_MAX_CPU_ISA=AVX512_CORE sw-train --matmul bf16 -m "$TINY" -o out sft.jsonl
+	[ "$output" = "" ]
+	# (avx512_core here; what the CPU has below that elsewhere)
+	[[ $stderr == "sw-train: bf16 matmul needs a CPU with bf16 dot products (AVX512-BF16, oneDNN's avx512_core_bf16); oneDNN runs "*" here" ]]
+	[ "${#stderr_lines[@]}" = 1 ]
+	[ ! -e out ]
+	# f32 needs nothing
+	DNNL_MAX_CPU_ISA=AVX512_CORE sw-train --matmul f32 -a sft -m "$TINY" -o out sft.jsonl >/dev/null
+	[ -s out/model.safetensors ]
+}
+
 @test "a killed step leaves the previous model whole" {
 	sft_set >sft.jsonl
 	cp -r "$TINY" m

@@ -282,6 +282,9 @@ int sw_backend_cpu_simd(int level);
  */
 int sw_backend_cpu_gemm(const char *name, sw_error *err);
 const char *sw_backend_cpu_gemm_kernels(void);
+/* The precision of the CPU's products (cpu/gemm.h sw_gemm_matmul): "f32" or
+ * "bf16", for cpu and guard alike (sw_backend_matmul's CPU half). */
+int sw_backend_cpu_matmul(const char *prec, sw_error *err);
 
 /*
  * What engine.c, decoder.c and optim.c share beside the ops: RoPE's

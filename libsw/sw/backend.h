@@ -45,6 +45,17 @@ const sw_backend *sw_backend_get(const char *name, sw_error *err);
  * output, so a trainer downstream of it in sw-run starts with that memory.
  */
 int sw_backend_trim(const sw_backend *be, sw_error *err);
+/*
+ * The precision of be's matrix products: "f32" (the default; NULL or "" the
+ * same) or "bf16": operands rounded to bf16 (to nearest even), products
+ * accumulated and written in f32; the weights, gradients and optimiser
+ * state stay f32 (PyTorch's torch.set_float32_matmul_precision("medium")).
+ * bf16 is for the CPU backends (cpu and guard, which share it: the
+ * setting is the process's); on a CPU without bf16 dot products, on
+ * another backend or for an unknown name it is SW_EINVAL, the message
+ * saying what is missing, and nothing changes.  Not while ops run.
+ */
+int sw_backend_matmul(const sw_backend *be, const char *prec, sw_error *err);
 /* Its name ("cpu", "guard", "cuda", "cuda:1"); "cpu" for NULL. */
 const char *sw_backend_name(const sw_backend *be);
 

@@ -16,6 +16,7 @@
 #include <cblas.h>
 #include "compute/backend.h"
 #include "compute/cpu/gemm.h"
+#include "gemm_case.h"
 #include "tap.h"
 
 static float *rand_(size_t n, unsigned seed)
@@ -32,34 +33,20 @@ static float *rand_(size_t n, unsigned seed)
 static double err_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha, float beta,
                    int in_parallel)
 {
-	int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 7; /* strided on purpose */
-	float *A = rand_((size_t)(ta ? K : M) * lda, 1), *B = rand_((size_t)(tb ? N : K) * ldb, 2);
-	float *C = rand_((size_t)M * ldc, 3), *C0 = malloc(sizeof(float) * (size_t)M * ldc);
-	memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
-	if (in_parallel) {
-#pragma omp parallel num_threads(2)
-#pragma omp single
-		sw_gemm_run(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	} else {
-		sw_gemm_run(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	}
+	gemm_case c = gemm_case_run(g, ta, tb, M, N, K, alpha, beta, 1, in_parallel, rand_);
 	double worst = 0;
 	for (int i = 0; i < M; i++)
 		for (int j = 0; j < N; j++) {
 			double s = 0;
 			for (int k = 0; k < K; k++)
-				s += (double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
-				     (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
-			double want = alpha * s + (beta == 0 ? 0 : beta * (double)C0[(size_t)i * ldc + j]);
-			double e = fabs(C[(size_t)i * ldc + j] - want) / (fabs(want) + 1);
+				s += (double)gemm_case_a(&c, i, k) * gemm_case_b(&c, k, j);
+			double want = alpha * s + (beta == 0 ? 0 : beta * (double)c.C0[(size_t)i * c.ldc + j]);
+			double e = fabs(c.C[(size_t)i * c.ldc + j] - want) / (fabs(want) + 1);
 			worst = e > worst ? e : worst;
 		}
-	/* The columns past N are the caller's: untouched. */
-	for (int i = 0; i < M; i++)
-		for (int j = N; j < ldc; j++)
-			if (C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j])
-				worst = INFINITY;
-	free(A), free(B), free(C), free(C0);
+	if (!gemm_case_tail_ok(&c))
+		worst = INFINITY;
+	gemm_case_free(&c);
 	return worst;
 }
 

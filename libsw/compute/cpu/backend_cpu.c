@@ -37,7 +37,9 @@
  * handle, backend.h), set up once by sw_backend_cpu().  gemm is the
  * provider of the products (gemm.h), from $SW_GEMM; a name it does not know
  * leaves the default in place, so no op runs on garbage, and gemm_err,
- * which every sync reports, so no computation is taken for done.
+ * which every sync reports, so no computation is taken for done.  The
+ * precision of the products is f32 unless sw_backend_matmul asks for bf16
+ * (a bf16 product's failure is also reported by every sync).
  */
 static struct {
 	pthread_once_t once;
@@ -98,6 +100,12 @@ static const void *host_view_(const void *p)
 
 static int sync_(sw_error *err)
 {
+	const sw_error *bf = sw_gemm_error(&st_.gemm);
+	if (bf) {
+		if (err)
+			*err = *bf;
+		return bf->code;
+	}
 	if (st_.gemm_err.code) {
 		if (err)
 			*err = st_.gemm_err;
@@ -814,7 +822,7 @@ static void init_(void)
 	sw_gemm_init(&st_.gemm, NULL, NULL);
 	const char *name = getenv("SW_GEMM");
 	sw_error e = { 0 };
-	if (name && sw_gemm_init(&st_.gemm, name, &e))
+	if (name && sw_gemm_provider(&st_.gemm, name, &e))
 		sw_fail(&st_.gemm_err, e.code, "SW_GEMM: %s", e.msg);
 }
 
@@ -827,10 +835,16 @@ const sw_backend *sw_backend_cpu(void)
 int sw_backend_cpu_gemm(const char *name, sw_error *err)
 {
 	pthread_once(&st_.once, init_);
-	int rc = sw_gemm_init(&st_.gemm, name, err);
+	int rc = sw_gemm_provider(&st_.gemm, name, err);
 	if (!rc)
 		memset(&st_.gemm_err, 0, sizeof st_.gemm_err);
 	return rc;
+}
+
+int sw_backend_cpu_matmul(const char *prec, sw_error *err)
+{
+	pthread_once(&st_.once, init_);
+	return sw_gemm_matmul(&st_.gemm, prec, err);
 }
 
 const char *sw_backend_cpu_gemm_kernels(void)

@@ -82,9 +82,9 @@ static void openblas_fixup_(void)
 	unsetenv("OPENBLAS_CORETYPE");
 }
 
-static const char *dnnl_isa_name_(dnnl_cpu_isa_t isa)
+const char *sw_dnnl_isa_name(int isa)
 {
-	switch (isa) {
+	switch ((dnnl_cpu_isa_t)isa) {
 	case dnnl_cpu_isa_sse41: return "sse41";
 	case dnnl_cpu_isa_avx: return "avx";
 	case dnnl_cpu_isa_avx2: return "avx2";
@@ -99,14 +99,14 @@ static const char *dnnl_isa_name_(dnnl_cpu_isa_t isa)
 	}
 }
 
-int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err)
+int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err)
 {
-	sw_gemm n = { 0 };
+	sw_gemm n = { .bf16 = g->bf16 };
 	if (!name || !*name || !strcmp(name, "onednn")) {
 		const dnnl_version_t *v = dnnl_version();
 		n.kind = SW_GEMM_ONEDNN;
 		snprintf(n.kernels, sizeof n.kernels, "onednn %d.%d.%d %s", v->major, v->minor, v->patch,
-		         dnnl_isa_name_(dnnl_get_effective_cpu_isa()));
+		         sw_dnnl_isa_name(dnnl_get_effective_cpu_isa()));
 	} else if (!strcmp(name, "openblas")) {
 		openblas_fixup_();
 		/* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64": the version. */
@@ -123,6 +123,15 @@ int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err)
 	}
 	*g = n;
 	return SW_OK;
+}
+
+int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err)
+{
+	sw_gemm n = { 0 };
+	int rc = sw_gemm_provider(&n, name, err);
+	if (!rc)
+		*g = n;
+	return rc;
 }
 
 /* One thread's product with OpenBLAS (sgemv when the result has one row:
@@ -197,7 +206,13 @@ void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
 		return;
 	}
-	int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+	bool inside = omp_in_parallel();
+	/* bf16 where the conversion, O(MK + KN), is small beside the product, O(MNK):
+	 * a result of fewer than 32 rows or columns ran slower than f32 (bench/RESULTS.md). */
+	if (g->bf16 && !inside && M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64 &&
+	    sw_gemm_bf16_run(g->bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+		return;
+	int nt = inside ? 1 : omp_get_max_threads();
 	if (nt > 1 && (double)M * N * K < 64.0 * 64 * 64)
 		nt = 1;
 	if (nt == 1)
@@ -206,4 +221,41 @@ void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 		blocks_(g, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 	else
 		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int sw_gemm_matmul(sw_gemm *g, const char *prec, sw_error *err)
+{
+	if (!prec || !*prec || !strcmp(prec, "f32")) {
+		sw_gemm_release(g);
+		return SW_OK;
+	}
+	if (strcmp(prec, "bf16"))
+		return sw_fail(err, SW_EINVAL, "unknown matmul precision '%s' (known: " SW_MATMUL_NAMES ")",
+		               prec);
+	if (g->bf16)
+		return SW_OK;
+	sw_gemm_bf16 *b = sw_gemm_bf16_new(err);
+	if (!b)
+		return err ? err->code : SW_EINVAL;
+	g->bf16 = b;
+	return SW_OK;
+}
+
+const char *sw_gemm_matmul_name(const sw_gemm *g, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s%s", g->bf16 ? "bf16 " : "f32", g->bf16 ? sw_gemm_bf16_impl(g->bf16) : "");
+	return buf;
+}
+
+const sw_error *sw_gemm_error(const sw_gemm *g)
+{
+	return g ? sw_gemm_bf16_error(g->bf16) : NULL;
+}
+
+void sw_gemm_release(sw_gemm *g)
+{
+	if (!g)
+		return;
+	sw_gemm_bf16_free(g->bf16);
+	g->bf16 = NULL;
 }

@@ -9,10 +9,22 @@
  * when called inside a parallel region); OpenBLAS (the pthread build) is
  * kept single-threaded and a product is split into blocks over OpenMP's
  * threads, so no second pool spins against the first.
+ *
+ * Precision (sw_gemm_matmul): "f32" (the default) or "bf16", where the
+ * products' operands are rounded to bf16 and multiplied on oneDNN's bf16
+ * dot-product kernels, accumulating and writing f32 (gemm_bf16.c), whatever
+ * the provider.  Under bf16 these products stay f32: those called inside a
+ * parallel region (training attention's per-head tiles, gemm_run's blocks),
+ * those with fewer than 32 rows or columns in the result and those under
+ * 64^3 multiply-adds (the conversion would cost more than bf16 saves);
+ * decoding never comes here (linear_rows.h).
  */
 #ifndef SW_CPU_GEMM_H
 #define SW_CPU_GEMM_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include "sw/error.h"
 
 typedef enum sw_gemm_kind {
@@ -20,29 +32,75 @@ typedef enum sw_gemm_kind {
 	SW_GEMM_OPENBLAS,
 } sw_gemm_kind;
 
+/* The bf16 products' state: their oneDNN primitives and scratch (gemm_bf16.c). */
+typedef struct sw_gemm_bf16 sw_gemm_bf16;
+
+/* A provider and a precision; bf16 is owned (sw_gemm_release frees it). */
 typedef struct sw_gemm {
 	sw_gemm_kind kind;
 	char kernels[96]; /* what runs: "onednn 2.6.3 avx512_core_bf16", "openblas 0.3.21 SkylakeX" */
+	sw_gemm_bf16 *bf16; /* NULL: every product in f32 */
 } sw_gemm;
 
 /* The providers sw_gemm_init knows, as an error message lists them. */
 #define SW_GEMM_NAMES "onednn, openblas"
 
 /*
- * g for the provider of that name ("onednn", "openblas"; NULL or "": the
- * default, oneDNN); an unknown name is SW_EINVAL and g is left as it was.
- * Choosing OpenBLAS first fixes its kernels up where the distribution's
- * OpenBLAS does not know the CPU (see gemm.c), unless OPENBLAS_CORETYPE is
- * set: that is the user's choice.
+ * g, a new one in f32, for the provider of that name ("onednn",
+ * "openblas"; NULL or "": the default, oneDNN); an unknown name is
+ * SW_EINVAL and g is left as it was.  sw_gemm_provider chooses again for a
+ * g made so, keeping its precision.  Choosing OpenBLAS first fixes its
+ * kernels up where the distribution's OpenBLAS does not know the CPU (see
+ * gemm.c), unless OPENBLAS_CORETYPE is set: that is the user's choice.
  */
 int sw_gemm_init(sw_gemm *g, const char *name, sw_error *err);
+int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err);
+
+/* The precisions sw_gemm_matmul knows, as an error message lists them. */
+#define SW_MATMUL_NAMES "f32, bf16"
+
+/*
+ * The precision of g's products: "f32" (NULL or "": the same) or "bf16".
+ * bf16 on a CPU without bf16 dot products (oneDNN's ISA below
+ * avx512_core_bf16; DNNL_MAX_CPU_ISA can lower it) is SW_EINVAL naming what
+ * is missing, as is an unknown name; g is then left as it was.
+ */
+int sw_gemm_matmul(sw_gemm *g, const char *prec, sw_error *err);
+/* "f32", or "bf16 " and the kernel oneDNN chose for the last new shape. */
+const char *sw_gemm_matmul_name(const sw_gemm *g, char *buf, size_t size);
+/* The failure of a bf16 product, or NULL: after one, the products run in f32
+ * and this says why (the backend's sync reports it: nothing is silent). */
+const sw_error *sw_gemm_error(const sw_gemm *g);
+/* Free what g owns (the bf16 state); g is f32 again.  NULL is a no-op. */
+void sw_gemm_release(sw_gemm *g);
 
 /*
  * C = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when tX; M x N
  * result, K inner.  On OpenMP's threads; called inside a parallel region
- * (attention's tiles), on the calling thread alone.
+ * (attention's tiles), on the calling thread alone.  Under bf16, g's
+ * scratch is written: one product outside a parallel region at a time.
  */
 void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* oneDNN's name for an ISA ("avx512_core_bf16"). */
+const char *sw_dnnl_isa_name(int isa);
+
+/* ---- gemm_bf16.c, for gemm.c and the tests ---- */
+/* f32 to bf16, rounded to nearest even as AVX512-BF16's VCVTNE2PS2BF16 does
+ * (denormal inputs are zeros, NaNs stay NaNs); _scalar gives the same bits
+ * without the instruction, which sw_bf16_simd says the CPU has. */
+void sw_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
+void sw_bf16_from_f32_scalar(uint16_t *dst, const float *src, size_t n);
+bool sw_bf16_simd(void);
+sw_gemm_bf16 *sw_gemm_bf16_new(sw_error *err);
+void sw_gemm_bf16_free(sw_gemm_bf16 *b);
+const char *sw_gemm_bf16_impl(const sw_gemm_bf16 *b);
+const sw_error *sw_gemm_bf16_error(const sw_gemm_bf16 *b);
+/* The product in bf16 on the calling thread's OpenMP pool; false (C
+ * untouched) after a failure, which sw_gemm_bf16_error then holds. */
+bool sw_gemm_bf16_run(sw_gemm_bf16 *b, int ta, int tb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc);
 
 #endif
