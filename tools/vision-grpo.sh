@@ -1,15 +1,18 @@
 #!/bin/sh
 # tools/vision-grpo.sh - the experiment behind the vision demo's tuning: a
 # short SFT warm start of tiny-vl on sw-shapes' red-square counting, then
-# GRPO through sw-run, and what GRPO's groups held: held-out accuracy at each
-# evaluation, and every 10 iterations the sampled accuracy, the entropy, the
-# response length and the share of samples whose advantage is 0 (groups whose
-# responses all scored the same: no gradient).
+# GRPO through sw-run (the training pictures taken in turn, as in
+# examples/vision/run.sh), and what GRPO's groups held: held-out accuracy at
+# each evaluation, and every 10 iterations the sampled accuracy, the entropy,
+# the response length and the share of samples whose advantage is 0 (groups
+# whose responses all scored the same: no gradient).
 #
 #   tools/vision-grpo.sh DIR      (everything lands in DIR, made afresh)
 #
-# Knobs (environment): TRAIN (1000), EVAL (200) pictures, SFT_EPOCHS (5), SFT_LR (1e-3), ITERS (120), BATCH (16),
-# GROUP (8), LR (5e-4), MB (GRPO updates an iteration, 2), EVAL_EVERY (20),
+# Knobs (environment): TRAIN (1000), EVAL (200) pictures, DATA_SEED (sw-shapes' seed, 1), SFT_EPOCHS (3),
+# SFT_MB (SFT updates a pass, 50), SFT_LR (1e-3), ITERS (120), BATCH (16), GROUP (8), LR (5e-4),
+# MB (GRPO updates an iteration, 2), SEED (sw-run's seed, 1), TOWER (--train-vision: GRPO trains the
+# vision tower; empty: frozen), EVAL_EVERY (20),
 # VERIFY_EXTRA (-r length,max=4,buffer=2: DAPO's overlong punishment, against
 # the rambling answers whose last number the math verifier reads), B (build).
 set -eu
@@ -19,14 +22,14 @@ PATH="$B/bin:$PATH"
 d=${1:?usage: vision-grpo.sh DIR}
 mkdir -p "$d"
 d=$(cd "$d" && pwd)
-SFT_EPOCHS=${SFT_EPOCHS:-5} SFT_LR=${SFT_LR:-1e-3} ITERS=${ITERS:-120} BATCH=${BATCH:-16} GROUP=${GROUP:-8}
-LR=${LR:-5e-4} MB=${MB:-2} EVAL_EVERY=${EVAL_EVERY:-20}
+SFT_EPOCHS=${SFT_EPOCHS:-3} SFT_MB=${SFT_MB:-50} SFT_LR=${SFT_LR:-1e-3} ITERS=${ITERS:-120} BATCH=${BATCH:-16} GROUP=${GROUP:-8}
+LR=${LR:-5e-4} MB=${MB:-2} EVAL_EVERY=${EVAL_EVERY:-20} SEED=${SEED:-1} TOWER=${TOWER---train-vision}
 VERIFY_EXTRA=${VERIFY_EXTRA--r length,max=4,buffer=2}
 rm -rf "$d/data" "$d/model" "$d/run"
-sw-shapes -n "${TRAIN:-1000}" -e "${EVAL:-200}" -q red-square -s 1 "$d/data" >/dev/null
+sw-shapes -n "${TRAIN:-1000}" -e "${EVAL:-200}" -q red-square -s "${DATA_SEED:-1}" "$d/data" >/dev/null
 "$top/examples/vision/make-sft.sh" "$d/data"
 sw-model init --size tiny-vl --seed 1 "$d/model" >/dev/null
-sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches 12 --seed 1 \
+sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches "$SFT_MB" --seed 1 \
 	-m "$d/model" -o "$d/model" "$d/data/sft-unsafe.jsonl" >/dev/null
 cat >"$d/experiment" <<EOT
 model $d/model
@@ -35,14 +38,16 @@ eval $d/data/eval.jsonl
 iters $ITERS
 batch $BATCH
 group $GROUP
+seed $SEED
 eval-every $EVAL_EVERY
 ckpt-every 50
+select awk -v i="\$SW_ITER" -v b="\$SW_BATCH" -v n=${TRAIN:-1000} '{ k = (NR - 1 - (i - 1) * b) % n; if (k < 0) k += n; if (k < b) print }' $d/data/train.jsonl
 accuracy math
 monitor entropy=0.02,0.005,-
 rollout sw-rollout -m "\$SW_MODEL" -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 16
 eval-rollout sw-rollout -m "\$SW_MODEL" --temperature 0 --max-new-tokens 16
 verify sw-verify -r math $VERIFY_EXTRA -r blocklist:$d/data/blocklist,hard
-train sw-train --algo grpo --train-vision --lr $LR --minibatches $MB --metrics "\$SW_TRAIN_METRICS"
+train sw-train --algo grpo $TOWER --lr $LR --minibatches $MB --metrics "\$SW_TRAIN_METRICS"
 EOT
 sw-run -q -c "$d/experiment" -o "$d/run"
 echo "held-out accuracy (greedy), violation rate:"

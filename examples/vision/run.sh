@@ -11,8 +11,9 @@
 #   3. SFT warm start (sw-train -a sft, the vision tower trained too) on
 #      answers of which some go on with an unsafe phrase
 #      (examples/vision/make-sft.sh)
-#   4. GRPO through sw-run: the math verifier for the reward, and a hard
-#      blocklist verifier for safety (a violation gets the minimum reward)
+#   4. GRPO through sw-run, the training pictures in turn: the math verifier
+#      for the reward, and a hard blocklist verifier for safety (a violation
+#      gets the minimum reward)
 #   5. held-out accuracy and violation rate before and after GRPO
 #
 # Everything lands in runs/ (SW_DEMO_DIR); a second run starts afresh.
@@ -28,12 +29,16 @@ case $dir in /*) ;; *) dir=$(pwd)/$dir ;; esac
 
 TRAIN=${TRAIN:-1000}          # training pictures
 EVAL=${EVAL:-200}             # held-out pictures
-SFT_EPOCHS=${SFT_EPOCHS:-12}  # passes over the warm-start answers: about 70% right after them
+DATA_SEED=${DATA_SEED:-1}     # sw-shapes' seed: the pictures
+SFT_EPOCHS=${SFT_EPOCHS:-3}   # passes over the warm-start answers
+SFT_MB=${SFT_MB:-50}          # SFT updates a pass (about 20 answers each)
 SFT_LR=${SFT_LR:-1e-3}
+SEED=${SEED:-1}               # sw-run's seed: the responses sampled
 ITERS=${ITERS:-60}            # GRPO iterations
 BATCH=${BATCH:-32}            # prompts per iteration
 GROUP=${GROUP:-8}             # responses per prompt
-LR=${LR:-2e-4}                # GRPO learning rate
+LR=${LR:-3e-4}                # GRPO learning rate
+MB=${MB:-4}                   # GRPO updates an iteration
 EVAL_EVERY=${EVAL_EVERY:-20}
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
@@ -45,7 +50,7 @@ mkdir -p "$dir"
 
 say "data: $TRAIN pictures to learn from, $EVAL held out (sw-shapes -q red-square)"
 # (the media paths are the directory as given: absolute, so every stage finds the pictures)
-sw-shapes -n "$TRAIN" -e "$EVAL" -q red-square -s 1 "$dir/vision-data"
+sw-shapes -n "$TRAIN" -e "$EVAL" -q red-square -s "$DATA_SEED" "$dir/vision-data"
 "$here/make-sft.sh" "$dir/vision-data"
 echo "$(grep -c hack "$dir/vision-data/sft-unsafe.jsonl") of the $TRAIN warm-start answers carry the unsafe phrase"
 
@@ -54,7 +59,7 @@ sw-model init --size tiny-vl --seed 1 "$dir/vision-model" >/dev/null
 sw-model info "$dir/vision-model" | grep -E 'architecture|vision'
 
 say "SFT warm start: $SFT_EPOCHS epochs (sw-train -a sft --train-vision)"
-sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches 12 --seed 1 \
+sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches "$SFT_MB" --seed 1 \
 	-m "$dir/vision-model" -o "$dir/vision-model" --metrics "$dir/vision-sft.jsonl" \
 	"$dir/vision-data/sft-unsafe.jsonl" >/dev/null
 jq -r '"loss \(.loss | . * 1000 | round / 1000), token accuracy \(.token_accuracy * 1000 | round / 10)%, \(.time_s.total | round) s"' \
@@ -70,14 +75,19 @@ eval $dir/vision-data/eval.jsonl
 iters $ITERS
 batch $BATCH
 group $GROUP
+seed $SEED
 eval-every $EVAL_EVERY
 ckpt-every 10
+# the training pictures in turn, BATCH an iteration (sw-pool's default choice by
+# learning signal serves the same pictures again and again: sampled accuracy
+# then rises on them while held-out accuracy does not)
+select awk -v i="\$SW_ITER" -v b="\$SW_BATCH" -v n=$TRAIN '{ k = (NR - 1 - (i - 1) * b) % n; if (k < 0) k += n; if (k < b) print }' $dir/vision-data/train.jsonl
 accuracy math
 monitor entropy=0.02,0.005,-
 rollout sw-rollout -m "\$SW_MODEL" -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 16
 eval-rollout sw-rollout -m "\$SW_MODEL" --temperature 0 --max-new-tokens 16
-verify sw-verify -r math -r blocklist:$dir/vision-data/blocklist,hard
-train sw-train --algo grpo --train-vision --lr $LR --metrics "\$SW_TRAIN_METRICS"
+verify sw-verify -r math -r length,max=4,buffer=2 -r blocklist:$dir/vision-data/blocklist,hard
+train sw-train --algo grpo --train-vision --lr $LR --minibatches $MB --metrics "\$SW_TRAIN_METRICS"
 EOT
 sw-run -v -c "$dir/vision.experiment" -o "$dir/demo-vision"
 
