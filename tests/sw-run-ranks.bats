@@ -174,10 +174,14 @@ noting_rollout="sh -c 'echo \$\$ >>\"\$SW_RUN/pids\"; exec $ROLLOUT --max-new-to
 noting_train="sh -c 'echo \$\$ >>\"\$SW_RUN/tpids\"; sleep 0.3; [ \"\${OMPI_COMM_WORLD_RANK:-0}\" != 0 ] || exec sw-cat'"
 
 # Iteration 1 done, and iteration 2's generator and train ranks started, in run directory $1.
+iter2_started() {
+	[ -e "$1/samples/iter-0001.msgpack.zst" ] || return 1
+	[ "$(cat "$1/pids" 2>/dev/null | wc -l)" -ge 4 ] || return 1
+	[ "$(cat "$1/tpids" 2>/dev/null | wc -l)" -ge 4 ]
+}
 wait_iter2() {
 	for i in $(seq 300); do
-		[ -e "$1/samples/iter-0001.msgpack.zst" ] && [ "$(cat "$1/pids" 2>/dev/null | wc -l)" -ge 4 ] &&
-			[ "$(cat "$1/tpids" 2>/dev/null | wc -l)" -ge 4 ] && break
+		if iter2_started "$1"; then break; fi
 		sleep 0.05
 	done
 	[ "$(wc -l <"$1/pids")" -ge 4 ]

@@ -41,7 +41,7 @@ group $GROUP
 seed $SEED
 eval-every $EVAL_EVERY
 ckpt-every 50
-select awk -v i="\$SW_ITER" -v b="\$SW_BATCH" -v n=${TRAIN:-1000} '{ k = (NR - 1 - (i - 1) * b) % n; if (k < 0) k += n; if (k < b) print }' $d/data/train.jsonl
+select $top/examples/vision/in-turn.sh $d/data/train.jsonl
 accuracy math
 monitor entropy=0.02,0.005,-
 rollout sw-rollout -m "\$SW_MODEL" -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 16

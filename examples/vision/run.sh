@@ -78,10 +78,8 @@ group $GROUP
 seed $SEED
 eval-every $EVAL_EVERY
 ckpt-every 10
-# the training pictures in turn, BATCH an iteration (sw-pool's default choice by
-# learning signal serves the same pictures again and again: sampled accuracy
-# then rises on them while held-out accuracy does not)
-select awk -v i="\$SW_ITER" -v b="\$SW_BATCH" -v n=$TRAIN '{ k = (NR - 1 - (i - 1) * b) % n; if (k < 0) k += n; if (k < b) print }' $dir/vision-data/train.jsonl
+# the training pictures in turn, BATCH an iteration (examples/vision/in-turn.sh says why)
+select $here/in-turn.sh $dir/vision-data/train.jsonl
 accuracy math
 monitor entropy=0.02,0.005,-
 rollout sw-rollout -m "\$SW_MODEL" -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 16
