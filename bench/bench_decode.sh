@@ -12,15 +12,23 @@
 # it), tokens/s, and for one sequence the bound (weights / bandwidth: each
 # weight read once a token) as a share of the step and the step's time
 # beyond it (the fixed cost of a token).  Threads: SW_BENCH_THREADS (default
-# 2); OMP_WAIT_POLICY=PASSIVE (on a shared machine spinning threads take the
-# cores the working ones need).
+# 2).  SW_BENCH_WAIT: passive (the default: OMP_WAIT_POLICY=PASSIVE, as
+# sw-run gives its stages; on a shared machine spinning threads take the
+# cores the working ones need), default (libgomp's own: a thread spins a
+# while before it sleeps, what sw-rollout run alone gets) or active.
 set -eu
 : "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
 top=$(cd "$(dirname "$0")/.." && pwd)
 TH=${SW_BENCH_THREADS:-2}
 d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-decode.XXXXXX")
 trap 'rm -rf "$d"' EXIT
-export OMP_WAIT_POLICY=PASSIVE SW_THREADS="$TH"
+export SW_THREADS="$TH"
+case ${SW_BENCH_WAIT:=passive} in
+passive) export OMP_WAIT_POLICY=PASSIVE ;;
+active) export OMP_WAIT_POLICY=ACTIVE ;;
+default) unset OMP_WAIT_POLICY ;;
+*) echo "bench_decode: SW_BENCH_WAIT must be passive, default or active" >&2; exit 1 ;;
+esac
 case $B in /*) ;; *) B=$top/$B ;; esac
 drivers="now:$B/bench/decode_bench"
 if [ -n "${BEFORE:-}" ]; then
@@ -44,9 +52,9 @@ mk() {
 mk m15 288 6 6 768
 mk m110 768 12 12 2048
 
-echo "Threads $TH, load before: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "Threads $TH, OpenMP wait policy $SW_BENCH_WAIT, load before: $(cut -d' ' -f1-3 /proc/loadavg)."
 # the products' kernels (libsw/compute/cpu/linear_rows.c picks by what the CPU has)
-if grep -qw avx512f /proc/cpuinfo; then k="AVX-512 (now: 1x16 rows and 4x4 tiles)"
+if grep -qw avx512f /proc/cpuinfo; then k="AVX-512 (now: 1 row by 16 rows of W, row by row, and 4x4 tiles)"
 elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then k="AVX2 + FMA"
 else k="portable"; fi
 echo "linear_rows kernels: $k; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')."
