@@ -67,6 +67,18 @@ struct sw_engine {
 	 * keeps none (the backward computes them again, chunk by chunk). */
 	size_t logits_budget;      /* in floats */
 	bool keep_logits;          /* a forward without backward keeps all its logits */
+	/* Rows without a target skip the head (sw_engine_head_targets_only):
+	 * the head then runs over nh rows, the runs of rows with a target
+	 * (h_hruns: start, length) gathered into xh [nh, D]; hx is xh or xf,
+	 * htargets the rows' targets, compact (in idx). */
+	bool head_targets;
+	int nh;
+	int32_t *h_hruns;
+	int nhruns;
+	size_t hruns_cap;
+	float *xh;
+	const float *hx;
+	int32_t *htargets;
 	int32_t *h_argmax;         /* [T] a training forward's greedy token of each row (host) */
 	size_t argmax_n;
 	int lrows;                 /* rows the last forward held (T: all of them) */
@@ -178,6 +190,7 @@ void sw_engine_free(sw_engine *e)
 	sw_vision_run_free(e->vis);
 	e->be->free(e->dfeat);
 	free(e->h_runs);
+	free(e->h_hruns);
 	free(e);
 }
 
@@ -257,6 +270,42 @@ void sw_engine_keep_logits(sw_engine *e, bool all)
 		e->keep_logits = all;
 }
 
+void sw_engine_head_targets_only(sw_engine *e, bool only)
+{
+	if (e)
+		e->head_targets = only;
+}
+
+/* Spread the head's nh compact values (of sz bytes) at the front of
+ * x[0..T) to their rows (the last run first: a row is never below its
+ * compact place), and put *fill in every row without a target. */
+static void spread_(const sw_engine *e, void *x, size_t sz, const void *fill)
+{
+	char *c = x;
+	int k = e->nh, end = e->T;
+	for (int r = e->nhruns; r >= 0; r--) {
+		int at = r ? e->h_hruns[2 * (r - 1)] : 0, n = r ? e->h_hruns[2 * (r - 1) + 1] : 0;
+		k -= n;
+		memmove(c + (size_t)at * sz, c + (size_t)k * sz, (size_t)n * sz);
+		for (int i = at + n; i < end; i++)
+			memcpy(c + (size_t)i * sz, fill, sz);
+		end = at;
+	}
+}
+
+/* The row of the head's compact row j. */
+static int head_row_(const sw_engine *e, int j)
+{
+	if (e->nh == e->T)
+		return j;
+	for (int r = 0; r < e->nhruns; r++) {
+		if (j < e->h_hruns[2 * r + 1])
+			return e->h_hruns[2 * r] + j;
+		j -= e->h_hruns[2 * r + 1];
+	}
+	return -1;
+}
+
 const int32_t *sw_engine_argmax(const sw_engine *e)
 {
 	return e && e->have_fwd && e->for_backward ? e->h_argmax : NULL;
@@ -330,7 +379,7 @@ void sw_engine_act_budget(sw_engine *e, size_t floats)
 
 const float *sw_engine_logits(const sw_engine *e)
 {
-	if (!e || !e->have_fwd || e->lrows != e->T)
+	if (!e || !e->have_fwd || e->lrows != e->T || e->nh != e->T)
 		return NULL;
 	const float *h = e->be->host_view(e->logits);
 	if (h)
@@ -370,7 +419,7 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 		maxlen = len > maxlen ? len : maxlen;
 	}
 	int T = b->cu_seqlens[b->nseq];
-	size_t n = 3 * (size_t)T + (size_t)b->nseq + 1;
+	size_t n = 4 * (size_t)T + (size_t)b->nseq + 1;
 	if (n > e->idx_n) {
 		e->be->free(e->idx);
 		free(e->h_idx);
@@ -402,6 +451,31 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 				tgt[t] = t + 1 < b->cu_seqlens[s + 1] ? b->tokens[t + 1] : -1;
 		}
 	memcpy(cu, b->cu_seqlens, sizeof *cu * (b->nseq + 1));
+	/* The rows the head runs over: all, or (head_targets) the runs of
+	 * rows with a target, their targets compact after cu. */
+	int32_t *ctg = cu + b->nseq + 1;
+	e->nh = T, e->nhruns = 0;
+	if (e->head_targets) {
+		int nh = 0, nr = 0;
+		for (int t = 0; t < T; t++)
+			if (tgt[t] >= 0) {
+				nr += t == 0 || tgt[t - 1] < 0;
+				ctg[nh++] = tgt[t];
+			}
+		if ((size_t)nr * 2 > e->hruns_cap) {
+			int32_t *r = realloc(e->h_hruns, sizeof *r * 2 * (size_t)nr);
+			if (!r)
+				return sw_fail(err, SW_ENOMEM, "out of memory for a batch of %d tokens", T);
+			e->h_hruns = r, e->hruns_cap = 2 * (size_t)nr;
+		}
+		for (int t = 0, r = -1; t < T; t++)
+			if (tgt[t] >= 0) {
+				if (t == 0 || tgt[t - 1] < 0)
+					e->h_hruns[2 * ++r] = t, e->h_hruns[2 * r + 1] = 0;
+				e->h_hruns[2 * r + 1]++;
+			}
+		e->nh = nh, e->nhruns = nr;
+	}
 	int nimg = im ? im->n : 0;
 	int rc = sw_image_runs(c, b->tokens, T, nimg, &e->h_runs, &e->runs_cap, &e->nruns, err);
 	if (rc)
@@ -411,6 +485,7 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 	e->nimages = nimg;
 	e->tokens = e->idx, e->pos = e->idx + T, e->targets = e->idx + 2 * (size_t)T;
 	e->cu = e->idx + 3 * (size_t)T;
+	e->htargets = e->nh < T ? e->cu + b->nseq + 1 : e->targets;
 	e->h_targets = tgt;
 	e->T = T, e->nseq = b->nseq, e->maxlen = maxlen;
 	return e->be->upload(e->idx, e->h_idx, sizeof *e->idx * n, err);
@@ -462,7 +537,8 @@ static int carve_(sw_engine *e, int nslots, int nck, sw_error *err)
 	size_t QD = H * hd, KD = KVH * hd, qk = c->qk_norm ? 1 : 0;
 	size_t per = layer_floats_(c, T);
 	size_t scratch = e->be->attn_scratch(e->maxlen);
-	size_t need = per * nslots + T * D * (size_t)nck + T * (2 * D + 4) + (size_t)e->lrows * V +
+	size_t nhx = e->nh < e->T ? (size_t)e->nh * D : 0;
+	size_t need = per * nslots + T * D * (size_t)nck + T * (2 * D + 4) + nhx + (size_t)e->lrows * V +
 	              scratch + 64;
 	if (need > e->block_floats) {
 		e->be->free(e->block);
@@ -495,6 +571,7 @@ static int carve_(sw_engine *e, int nslots, int nck, sw_error *err)
 	}
 	e->ckres = nck ? TAKE_(T * D * (size_t)nck) : NULL;
 	e->resL = TAKE_(T * D), e->xf = TAKE_(T * D), e->rstdf = TAKE_(T);
+	e->xh = nhx ? TAKE_(nhx) : NULL;
 	e->logits = TAKE_((size_t)e->lrows * V), e->lse = TAKE_(T), e->ent = TAKE_(T);
 	e->lp = TAKE_(T);
 	e->attn_scratch = TAKE_(scratch);
@@ -597,9 +674,10 @@ int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *i
 	int nl = c->num_hidden_layers;
 	if (!rc) {
 		size_t fit = e->logits_budget / (size_t)c->vocab_size;
-		e->lrows = (!for_backward && e->keep_logits) || (size_t)e->T <= fit ? e->T
-		         : fit > 0                                                 ? (int)fit
-		                                                                   : 1;
+		e->lrows = (!for_backward && e->keep_logits) || (size_t)e->nh <= fit ? e->nh
+		         : fit > 0                                                  ? (int)fit
+		                                                                    : 1;
+		e->lrows = e->lrows > 0 ? e->lrows : 1;
 		if (for_backward && (size_t)e->T > e->argmax_n) {
 			free(e->h_argmax);
 			e->argmax_n = 0;
@@ -632,26 +710,66 @@ int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *i
 			return rc;
 	}
 	o->rmsnorm_fwd(e->xf, e->rstdf, e->resL, m->final_norm, T, D, eps);
-	for (int r0 = 0; r0 < T; r0 += e->lrows) {
-		int nr = T - r0 < e->lrows ? T - r0 : e->lrows;
-		o->gemm(0, 1, nr, V, D, 1, e->xf + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
+	/* The head: over every row, or over the rows with a target gathered. */
+	int nh = e->nh;
+	e->hx = e->xf;
+	if (nh < T) {
+		for (int r = 0, k = 0; r < e->nhruns && !rc; r++) {
+			size_t at = (size_t)e->h_hruns[2 * r], n = (size_t)e->h_hruns[2 * r + 1];
+			rc = o->copy(e->xh + (size_t)k * D, e->xf + at * D, n * D * sizeof(float), err);
+			k += (int)n;
+		}
+		if (rc)
+			return rc;
+		e->hx = e->xh;
+	}
+	for (int r0 = 0; r0 < nh; r0 += e->lrows) {
+		int nr = nh - r0 < e->lrows ? nh - r0 : e->lrows;
+		o->gemm(0, 1, nr, V, D, 1, e->hx + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
 		o->logprob_fwd(logprobs ? e->lp + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
-		               e->targets + r0, nr, V);
+		               e->htargets + r0, nr, V);
 		if (for_backward && ((rc = o->sync(err)) || (rc = argmax_(e, r0, nr, err))))
 			return rc;
 	}
 	if ((rc = o->sync(err)))
 		return rc;
-	int bad = o->first_nonfinite(e->lse, T, 1);
+	int bad = nh > 0 ? o->first_nonfinite(e->lse, nh, 1) : -1;
 	if (bad >= 0)
-		return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", bad);
-	if (logprobs && (rc = o->download(logprobs, e->lp, (size_t)T * sizeof(float), err)))
+		return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", head_row_(e, bad));
+	if (logprobs && (rc = o->download(logprobs, e->lp, (size_t)nh * sizeof(float), err)))
 		return rc;
-	if (entropy && (rc = o->download(entropy, e->ent, (size_t)T * sizeof(float), err)))
+	if (entropy && (rc = o->download(entropy, e->ent, (size_t)nh * sizeof(float), err)))
 		return rc;
+	if (nh < T) {
+		const float zero = 0;
+		const int32_t none = -1;
+		if (logprobs)
+			spread_(e, logprobs, sizeof zero, &zero);
+		if (entropy)
+			spread_(e, entropy, sizeof zero, &zero);
+		if (for_backward)
+			spread_(e, e->h_argmax, sizeof none, &none);
+	}
 	e->have_fwd = true;
 	e->for_backward = for_backward;
 	return SW_OK;
+}
+
+/* Upload the head's rows of x[0..T) (a host array a row) to dst. */
+static int up_head_(const sw_engine *e, float *dst, const float *x, sw_error *err)
+{
+	if (e->nh == e->T)
+		return e->be->upload(dst, x, (size_t)e->T * sizeof(float), err);
+	float *h = malloc(sizeof *h * (size_t)(e->nh > 0 ? e->nh : 1));
+	if (!h)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	for (int r = 0, k = 0; r < e->nhruns; r++) {
+		memcpy(h + k, x + e->h_hruns[2 * r], sizeof *h * (size_t)e->h_hruns[2 * r + 1]);
+		k += e->h_hruns[2 * r + 1];
+	}
+	int rc = e->be->upload(dst, h, (size_t)e->nh * sizeof(float), err);
+	free(h);
+	return rc;
 }
 
 int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentropy,
@@ -684,13 +802,13 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		e->bblock_floats = need;
 	}
 	float *p = e->bblock;
-	/* d(loss)/d(logprobs) and d(loss)/d(entropy) come from the host. */
+	/* d(loss)/d(logprobs) and d(loss)/d(entropy) come from the host, the
+	 * head's rows of them (all, or those with a target). */
 	float *dlp = NULL, *dent = NULL;
-	if (dlogprob && (rc = o->upload(dlp = p + need - 2 * (size_t)T, dlogprob,
-	                                (size_t)T * sizeof(float), err)))
+	int nh = e->nh;
+	if (dlogprob && (rc = up_head_(e, dlp = p + need - 2 * (size_t)T, dlogprob, err)))
 		return rc;
-	if (dentropy && (rc = o->upload(dent = p + need - (size_t)T, dentropy,
-	                                (size_t)T * sizeof(float), err)))
+	if (dentropy && (rc = up_head_(e, dent = p + need - (size_t)T, dentropy, err)))
 		return rc;
 	float *dres = p, *dxn = dres + TD, *datt = dxn + TD, *dq = datt + (size_t)T * QD;
 	float *dk = dq + (size_t)T * QD, *dv = dk + (size_t)T * KD, *dkn = dv + (size_t)T * KD;
@@ -698,16 +816,30 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 	float *dqn = datt; /* datt is free again once attention's backward has run */
 
 	/* The head: logits -> d(logits) in place (so the logits are gone after
-	 * this), chunk by chunk when the forward could not keep them all. */
-	for (int r0 = 0; r0 < T; r0 += e->lrows) {
-		int nr = T - r0 < e->lrows ? T - r0 : e->lrows;
-		const float *xf = e->xf + (size_t)r0 * D;
-		if (e->lrows < T)
+	 * this), chunk by chunk when the forward could not keep them all.  Over
+	 * the rows with a target alone, the head's d(rows) go to dres first,
+	 * then to their rows of dxn (the others 0). */
+	float *dxh = nh < T ? dres : dxn;
+	for (int r0 = 0; r0 < nh; r0 += e->lrows) {
+		int nr = nh - r0 < e->lrows ? nh - r0 : e->lrows;
+		const float *xf = e->hx + (size_t)r0 * D;
+		if (e->lrows < nh)
 			o->gemm(0, 1, nr, V, D, 1, xf, D, m->lm_head, D, 0, e->logits, V);
 		o->logprob_bwd(e->logits, e->lse + r0, e->ent + r0, dlp ? dlp + r0 : NULL,
-		               dent ? dent + r0 : NULL, e->targets + r0, nr, V);
-		o->gemm(0, 0, nr, D, V, 1, e->logits, V, m->lm_head, D, 0, dxn + (size_t)r0 * D, D);
+		               dent ? dent + r0 : NULL, e->htargets + r0, nr, V);
+		o->gemm(0, 0, nr, D, V, 1, e->logits, V, m->lm_head, D, 0, dxh + (size_t)r0 * D, D);
 		o->gemm(1, 0, V, D, nr, 1, e->logits, V, xf, D, 1, g->lm_head, D);
+	}
+	if (nh < T) {
+		if ((rc = o->memset(dxn, 0, TD * sizeof(float), err)))
+			return rc;
+		for (int r = 0, k = 0; r < e->nhruns && !rc; r++) {
+			size_t at = (size_t)e->h_hruns[2 * r], n = (size_t)e->h_hruns[2 * r + 1];
+			rc = o->copy(dxn + at * D, dxh + (size_t)k * D, n * D * sizeof(float), err);
+			k += (int)n;
+		}
+		if (rc)
+			return rc;
 	}
 	e->have_fwd = false;
 	if ((rc = o->memset(dres, 0, TD * sizeof(float), err)))

@@ -518,6 +518,7 @@ static size_t first_row_(const sw_trainer *t, const tsample *s)
 
 typedef struct packed {
 	int32_t *tokens, *cu;
+	int32_t *tgt;          /* per row: the next token on the loss's rows, else -1 */
 	float *px;             /* the micro batch's images, in their placeholders' order */
 	int nimg;
 	size_t cap_px;
@@ -534,7 +535,8 @@ static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
 	if (rows > INT32_MAX)
 		return sw_fail(err, SW_ETOOBIG, "a micro batch of %zu tokens is too large", rows);
 	if (rows > pk->cap_rows) {
-		if (grow_(&pk->tokens, rows, sizeof *pk->tokens) || grow_(&pk->lp, rows, sizeof *pk->lp) ||
+		if (grow_(&pk->tokens, rows, sizeof *pk->tokens) || grow_(&pk->tgt, rows, sizeof *pk->tgt) ||
+		    grow_(&pk->lp, rows, sizeof *pk->lp) ||
 		    grow_(&pk->ent, rows, sizeof *pk->ent) || grow_(&pk->dlp, rows, sizeof *pk->dlp) ||
 		    grow_(&pk->dent, rows, sizeof *pk->dent))
 			return oom_(err);
@@ -563,7 +565,11 @@ static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
 	pk->cu[0] = 0;
 	for (size_t i = 0, k = 0; i < n; i++) {
 		size_t len = v[i]->np + v[i]->nr;
-		memcpy(pk->tokens + pk->cu[i], v[i]->tok, len * sizeof *pk->tokens);
+		int32_t *tok = pk->tokens + pk->cu[i], *tgt = pk->tgt + pk->cu[i];
+		memcpy(tok, v[i]->tok, len * sizeof *pk->tokens);
+		/* the loss's rows are the last nloss but the sequence's last (first_row_) */
+		for (size_t r = 0; r < len; r++)
+			tgt[r] = r + 1 < len && r + 1 + v[i]->nloss >= len ? tok[r + 1] : -1;
 		pk->cu[i + 1] = pk->cu[i] + (int32_t)len;
 		if (v[i]->px.n)
 			memcpy(pk->px + k * each, v[i]->px.pixels, (size_t)v[i]->px.n * each * sizeof *pk->px);
@@ -576,7 +582,7 @@ static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
 
 static void packed_release_(packed *pk)
 {
-	free(pk->tokens), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent), free(pk->px);
+	free(pk->tokens), free(pk->tgt), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent), free(pk->px);
 }
 
 static int forward_(sw_engine *e, packed *pk, tsample *const *v, size_t n, int for_backward, int want_ent,
@@ -586,7 +592,7 @@ static int forward_(sw_engine *e, packed *pk, tsample *const *v, size_t n, int f
 	int rc = pack_(pk, v, n, err);
 	if (rc)
 		return rc;
-	sw_batch b = { (int)n, pk->tokens, pk->cu, NULL };
+	sw_batch b = { (int)n, pk->tokens, pk->cu, pk->tgt };
 	sw_images im = { pk->nimg, pk->px };
 	if (sw_engine_forward_images(e, &b, &im, for_backward, pk->lp, want_ent ? pk->ent : NULL, &e2))
 		return sw_fail(err, e2.code, "%s: %s (micro batch starting at %s record %llu)", what, e2.msg, v[0]->file,
@@ -698,6 +704,8 @@ static sw_engine *engine_(const sw_model *m, sw_error *err)
 	sw_engine *e = sw_engine_new(m, err);
 	if (e) {
 		sw_engine_keep_logits(e, false);
+		/* the vocabulary's head over the loss's rows only (not a prompt's) */
+		sw_engine_head_targets_only(e, true);
 		sw_engine_logits_budget(e, m->nparams / 8);
 		sw_engine_act_budget(e, act_floats_(m));
 	}

@@ -113,6 +113,18 @@ void sw_engine_logits_budget(sw_engine *e, size_t floats);
 void sw_engine_keep_logits(sw_engine *e, bool all);
 
 /*
+ * With only (default false), a forward runs the vocabulary's head (the
+ * output projection, log-softmax and their backward) over the rows that
+ * have a target alone: a prompt's rows, which a policy-gradient or SFT
+ * loss does not score, cost the layers but not the head.  Rows without a
+ * target then get logprob 0, entropy 0 and argmax -1, sw_engine_logits is
+ * NULL, and a d(loss) given for them is ignored.  The rows with a target
+ * get what they get without it to float rounding (the products have other
+ * shapes, so their sums may round otherwise).
+ */
+void sw_engine_head_targets_only(sw_engine *e, bool only);
+
+/*
  * The greedy token (argmax of the logits, the first of equals) of every
  * row of the last forward for backward, whatever the logits budget kept,
  * or NULL (no such forward, or its backward has run).

@@ -344,6 +344,107 @@ out:
 	free(cu), free(tok), free(logits), free(rlp), free(rent), free(rloss);
 }
 
+/*
+ * sw_engine_head_targets_only: a prompt's rows (no target) skip the
+ * vocabulary's head.  Against the same batch with the head over every row:
+ * the rows with a target get the same log-probs, entropies and argmax,
+ * the others 0, 0 and -1; the loss and every gradient agree, with all the
+ * logits kept and with them computed again in chunks.
+ */
+static void test_head_targets_(const char *name)
+{
+	char mdir[400], dir[400];
+	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
+	snprintf(dir, sizeof dir, "%s/engine/%s", fix_, name);
+	sw_error err = { 0 };
+	sw_model *m = load_(mdir, &err);
+	size_t ncu, T;
+	int32_t *cu = slurp_(dir, "cu.i32", 4, &ncu), *tok = slurp_(dir, "tokens.i32", 4, &T);
+	ok(m && cu && tok, "%s: head over the target rows: model and batch load (%s)", name, err.msg);
+	if (!m || !cu || !tok)
+		goto out;
+	/* each sequence's first third a prompt: no target there, nor on its last row */
+	int32_t *tg = malloc(sizeof *tg * T);
+	int nt = 0;
+	for (size_t s = 0; s + 1 < ncu; s++) {
+		int a = cu[s], z = cu[s + 1], p = a + (z - a) / 3;
+		for (int t = a; t < z; t++) {
+			tg[t] = t >= p && t + 1 < z ? tok[t + 1] : -1;
+			nt += tg[t] >= 0;
+		}
+	}
+	sw_batch b = { (int)ncu - 1, tok, cu, tg };
+	int V = m->cfg.vocab_size;
+	for (int chunked = 0; chunked < 2; chunked++) {
+		float *lp[2], *ent[2], *gh[2];
+		int32_t *am[2];
+		double loss[2] = { 0, 0 };
+		int rc[2];
+		for (int only = 0; only < 2; only++) {
+			sw_engine *e = sw_engine_new(m, &err);
+			sw_model *g = new_(&m->cfg, &err);
+			sw_engine_head_targets_only(e, only);
+			if (chunked)
+				sw_engine_logits_budget(e, (size_t)3 * V);
+			lp[only] = calloc(T, sizeof(float)), ent[only] = calloc(T, sizeof(float));
+			am[only] = calloc(T, sizeof(int32_t));
+			rc[only] = sw_engine_forward(e, &b, true, lp[only], ent[only], &err);
+			if (!rc[only]) {
+				memcpy(am[only], sw_engine_argmax(e), sizeof(int32_t) * T);
+				if (only)
+					ok(sw_engine_logits(e) == NULL, "%s: head over %d of %zu rows: no logits to give",
+					   name, nt, T);
+				rc[only] = sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss[only], NULL, &err);
+			}
+			gh[only] = host_(g);
+			sw_model_free(g);
+			sw_engine_free(e);
+		}
+		const char *how = chunked ? "logits again in chunks" : "logits kept";
+		ok(!rc[0] && !rc[1], "%s (%s): forward and backward both ways (%s)", name, how, err.msg);
+		int same = 1, zero = 1;
+		double dl = 0;
+		for (size_t t = 0; t < T; t++)
+			if (tg[t] >= 0) {
+				dl = fmax(dl, fabs((double)lp[0][t] - lp[1][t]) + fabs((double)ent[0][t] - ent[1][t]));
+				same &= am[0][t] == am[1][t];
+			} else
+				zero &= lp[1][t] == 0 && ent[1][t] == 0 && am[1][t] == -1;
+		ok(dl < 1e-6 && same, "%s (%s): the target rows' log-probs, entropies (max diff %.2g) and argmax",
+		   name, how, dl);
+		ok(zero, "%s (%s): the other rows' log-probs and entropies 0, argmax -1", name, how);
+		double ge = relerr_(gh[1], gh[0], m->nparams);
+		ok(fabs(loss[1] - loss[0]) <= 1e-6 * fabs(loss[0]) && ge < 1e-5,
+		   "%s (%s): loss %.7f against %.7f, every gradient (rel err %.2g)", name, how, loss[1], loss[0], ge);
+		for (int i = 0; i < 2; i++)
+			free(lp[i]), free(ent[i]), free(am[i]), free(gh[i]);
+	}
+	/* no row with a target: the layers run, the head does not */
+	for (size_t t = 0; t < T; t++)
+		tg[t] = -1;
+	sw_engine *e = sw_engine_new(m, &err);
+	sw_model *g = new_(&m->cfg, &err);
+	sw_engine_head_targets_only(e, true);
+	float *lp = calloc(T, sizeof *lp);
+	lp[0] = 1;
+	int r = sw_engine_forward(e, &b, true, lp, NULL, &err);
+	ok(r == 0 && lp[0] == 0 && lp[T - 1] == 0, "%s: a batch without targets: forward, log-probs 0 (%s)", name,
+	   err.msg);
+	r = r ? r : sw_engine_backward(e, lp, NULL, g, &err);
+	float *h = host_(g);
+	double s = 0;
+	for (size_t i = 0; i < g->nparams; i++)
+		s += fabs(h[i]);
+	ok(r == 0 && s == 0, "%s: and its backward, every gradient 0 (%s)", name, err.msg);
+	free(h), free(lp);
+	sw_model_free(g);
+	sw_engine_free(e);
+	free(tg);
+out:
+	sw_model_free(m);
+	free(cu), free(tok);
+}
+
 /* ---- AdamW, clipping and schedules ------------------------------------------ */
 
 static void test_schedule_(void)
@@ -775,6 +876,8 @@ int main(void)
 	test_reference_("tiny-llama");
 	test_reference_("tiny-qwen2");
 	test_reference_("tiny-qwen3");
+	test_head_targets_("tiny-llama");
+	test_head_targets_("tiny-qwen2");
 	test_schedule_();
 	test_adamw_reference_();
 	test_greedy_("tiny-llama");
