@@ -4,6 +4,10 @@
 # its usage errors.
 load helpers
 
+# Debian's Python, with the Pillow and msgpack that `make deps-test` installs
+# (a python3 earlier on PATH, a pyenv's say, may have neither).
+PY=/usr/bin/python3
+
 # count.py DIR FILE: for each prompt, the answer counted from its picture:
 # the connected regions of the asked colour, a square filling its bounding
 # box and a circle not; prints "ID LABEL COUNTED" per line.
@@ -61,26 +65,26 @@ PY
 	[ "$output" = "" ]
 	# the answers are right, and not all the same
 	count_py
-	run -0 python3 count.py data/train.jsonl
+	run -0 "$PY" count.py data/train.jsonl
 	bad=$(printf '%s\n' "$output" | awk '$2 != $3')
 	[ -z "$bad" ] || { echo "$bad"; false; }
 	[ "$(printf '%s\n' "$output" | awk '{print $2}' | sort -u | wc -l)" -ge 3 ]
-	run -0 python3 count.py data/eval.jsonl
+	run -0 "$PY" count.py data/eval.jsonl
 	[ -z "$(printf '%s\n' "$output" | awk '$2 != $3')" ]
 	# sft.jsonl: the train prompts, the answer as response
 	run -0 jq -r '.response' data/sft.jsonl
 	[ "${lines[0]}" = "$(jq -r '.label' data/train.jsonl | head -1)<|eos|>" ]
 	# a stream every sw- program reads (Python's msgpack too, after sw-cat)
-	run -0 sh -c 'sw-cat -f msgpack data/train.jsonl | python3 -c "import msgpack, sys; print(sum(1 for r in msgpack.Unpacker(sys.stdin.buffer, raw=False) if r[\"media\"][0][\"type\"] == \"image\"))"'
+	run -0 sh -c 'sw-cat -f msgpack data/train.jsonl | /usr/bin/python3 -c "import msgpack, sys; print(sum(1 for r in msgpack.Unpacker(sys.stdin.buffer, raw=False) if r[\"media\"][0][\"type\"] == \"image\"))"'
 	[ "$output" = 40 ]
 }
 
 @test "sw-shapes: 30 x 30 RGB by default, -S for other sizes, -q and -p and -E" {
 	run -0 sw-shapes -n 2 -e 0 small
-	run -0 python3 -c 'from PIL import Image; im = Image.open("small/images/t1.png"); print(im.size, im.mode)'
+	run -0 "$PY" -c 'from PIL import Image; im = Image.open("small/images/t1.png"); print(im.size, im.mode)'
 	[ "$output" = "(30, 30) RGB" ]
 	run -0 sw-shapes -n 3 -e 1 -S 64 -q green-circle -p '<img>' -E '</s>' big
-	run -0 python3 -c 'from PIL import Image; print(Image.open("big/images/e1.png").size)'
+	run -0 "$PY" -c 'from PIL import Image; print(Image.open("big/images/e1.png").size)'
 	[ "$output" = "(64, 64)" ]
 	run -0 jq -r '.prompt' big/train.jsonl
 	[ "${lines[0]}" = "<img>" ]
