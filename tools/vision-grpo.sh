@@ -15,7 +15,7 @@
 # DATA_SEED (sw-shapes' seed, 1), SFT_EPOCHS (on the counts, 6), SFT_MB (SFT updates a pass, 50),
 # SFT_LR (1e-3), DRAWN_EPOCHS (then on the drawn answers, 3; 0: none), DRAWN_TOWER (--train-vision:
 # they train the tower too; empty: frozen), ITERS (120), BATCH (32), GROUP (8), LR (3e-4),
-# MB (GRPO updates an iteration, 4), ENTROPY (GRPO's entropy bonus, 0), SEED (sw-run's seed, 1),
+# MB (GRPO updates an iteration, 4), ENTROPY (GRPO's entropy bonus, 0.01), SEED (sw-run's seed, 1),
 # TOWER (--train-vision: GRPO trains the vision tower; empty: frozen), EVAL_EVERY (20),
 # VERIFY_EXTRA (-r length,max=4,buffer=2: DAPO's overlong punishment, against
 # the rambling answers whose last number the math verifier reads), B (build).
@@ -27,7 +27,7 @@ d=${1:?usage: vision-grpo.sh DIR}
 mkdir -p "$d"
 d=$(cd "$d" && pwd)
 SFT_EPOCHS=${SFT_EPOCHS:-6} SFT_MB=${SFT_MB:-50} SFT_LR=${SFT_LR:-1e-3} DRAWN_EPOCHS=${DRAWN_EPOCHS:-3}
-DRAWN_TOWER=${DRAWN_TOWER:-} ITERS=${ITERS:-120} BATCH=${BATCH:-32} GROUP=${GROUP:-8} LR=${LR:-3e-4} MB=${MB:-4} ENTROPY=${ENTROPY:-0}
+DRAWN_TOWER=${DRAWN_TOWER:-} ITERS=${ITERS:-120} BATCH=${BATCH:-32} GROUP=${GROUP:-8} LR=${LR:-3e-4} MB=${MB:-4} ENTROPY=${ENTROPY:-0.01}
 EVAL_EVERY=${EVAL_EVERY:-20} SEED=${SEED:-1} TOWER=${TOWER---train-vision}
 VERIFY_EXTRA=${VERIFY_EXTRA--r length,max=4,buffer=2}
 rm -rf "$d/data" "$d/model" "$d/run"

@@ -44,7 +44,7 @@ BATCH=${BATCH:-32}            # prompts per iteration
 GROUP=${GROUP:-8}             # responses per prompt
 LR=${LR:-3e-4}                # GRPO learning rate
 MB=${MB:-4}                   # GRPO updates an iteration
-ENTROPY=${ENTROPY:-0}         # GRPO's entropy bonus (sw-train --entropy-coef)
+ENTROPY=${ENTROPY:-0.01}      # GRPO's entropy bonus (sw-train --entropy-coef)
 EVAL_EVERY=${EVAL_EVERY:-20}
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
