@@ -1,18 +1,22 @@
 #!/bin/sh
-# tools/vision-grpo.sh - the experiment behind the vision demo's tuning: a
-# short SFT warm start of tiny-vl on sw-shapes' red-square counting, then
-# GRPO through sw-run (the training pictures taken in turn, as in
-# examples/vision/run.sh), and what GRPO's groups held: held-out accuracy at
-# each evaluation, and every 10 iterations the sampled accuracy, the entropy,
-# the response length and the share of samples whose advantage is 0 (groups
-# whose responses all scored the same: no gradient).
+# tools/vision-grpo.sh - the experiment behind the vision demo's tuning: the
+# demo's SFT warm start of tiny-vl on sw-shapes' red-square counting (the
+# counts with the vision tower, then the drawn answers with it frozen, as
+# examples/vision/make-sft.sh makes them), then GRPO through sw-run (the
+# training pictures taken in turn, as in examples/vision/run.sh), and what
+# GRPO's groups held: held-out accuracy at each evaluation, and every 10
+# iterations the sampled accuracy, the entropy, the response length and the
+# share of samples whose advantage is 0 (groups whose responses all scored
+# the same: no gradient).
 #
 #   tools/vision-grpo.sh DIR      (everything lands in DIR, made afresh)
 #
-# Knobs (environment): TRAIN (1000), EVAL (200) pictures, DATA_SEED (sw-shapes' seed, 1), SFT_EPOCHS (3),
-# SFT_MB (SFT updates a pass, 50), SFT_LR (1e-3), ITERS (120), BATCH (16), GROUP (8), LR (5e-4),
-# MB (GRPO updates an iteration, 2), SEED (sw-run's seed, 1), TOWER (--train-vision: GRPO trains the
-# vision tower; empty: frozen), EVAL_EVERY (20),
+# Knobs (environment), by default examples/vision/run.sh's: TRAIN (1000), EVAL (200) pictures,
+# DATA_SEED (sw-shapes' seed, 1), SFT_EPOCHS (on the counts, 6), SFT_MB (SFT updates a pass, 50),
+# SFT_LR (1e-3), DRAWN_EPOCHS (then on the drawn answers, 3; 0: none), DRAWN_TOWER (--train-vision:
+# they train the tower too; empty: frozen), ITERS (120), BATCH (32), GROUP (8), LR (3e-4),
+# MB (GRPO updates an iteration, 4), ENTROPY (GRPO's entropy bonus, 0.01), SEED (sw-run's seed, 1),
+# TOWER (--train-vision: GRPO trains the vision tower; empty: frozen), EVAL_EVERY (20),
 # VERIFY_EXTRA (-r length,max=4,buffer=2: DAPO's overlong punishment, against
 # the rambling answers whose last number the math verifier reads), B (build).
 set -eu
@@ -22,8 +26,9 @@ PATH="$B/bin:$PATH"
 d=${1:?usage: vision-grpo.sh DIR}
 mkdir -p "$d"
 d=$(cd "$d" && pwd)
-SFT_EPOCHS=${SFT_EPOCHS:-3} SFT_MB=${SFT_MB:-50} SFT_LR=${SFT_LR:-1e-3} ITERS=${ITERS:-120} BATCH=${BATCH:-16} GROUP=${GROUP:-8}
-LR=${LR:-5e-4} MB=${MB:-2} EVAL_EVERY=${EVAL_EVERY:-20} SEED=${SEED:-1} TOWER=${TOWER---train-vision}
+SFT_EPOCHS=${SFT_EPOCHS:-6} SFT_MB=${SFT_MB:-50} SFT_LR=${SFT_LR:-1e-3} DRAWN_EPOCHS=${DRAWN_EPOCHS:-3}
+DRAWN_TOWER=${DRAWN_TOWER:-} ITERS=${ITERS:-120} BATCH=${BATCH:-32} GROUP=${GROUP:-8} LR=${LR:-3e-4} MB=${MB:-4} ENTROPY=${ENTROPY:-0.01}
+EVAL_EVERY=${EVAL_EVERY:-20} SEED=${SEED:-1} TOWER=${TOWER---train-vision}
 VERIFY_EXTRA=${VERIFY_EXTRA--r length,max=4,buffer=2}
 rm -rf "$d/data" "$d/model" "$d/run"
 sw-shapes -n "${TRAIN:-1000}" -e "${EVAL:-200}" -q red-square -s "${DATA_SEED:-1}" "$d/data" >/dev/null
@@ -31,6 +36,9 @@ sw-shapes -n "${TRAIN:-1000}" -e "${EVAL:-200}" -q red-square -s "${DATA_SEED:-1
 sw-model init --size tiny-vl --seed 1 "$d/model" >/dev/null
 sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches "$SFT_MB" --seed 1 \
 	-m "$d/model" -o "$d/model" "$d/data/sft-unsafe.jsonl" >/dev/null
+[ "$DRAWN_EPOCHS" -eq 0 ] ||
+	sw-train -q -a sft $DRAWN_TOWER --lr "$SFT_LR" --epochs "$DRAWN_EPOCHS" --minibatches "$SFT_MB" --seed 2 \
+		-m "$d/model" -o "$d/model" "$d/data/sft-drawn.jsonl" >/dev/null
 cat >"$d/experiment" <<EOT
 model $d/model
 prompts $d/data/train.jsonl
@@ -47,7 +55,7 @@ monitor entropy=0.02,0.005,-
 rollout sw-rollout -m "\$SW_MODEL" -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 16
 eval-rollout sw-rollout -m "\$SW_MODEL" --temperature 0 --max-new-tokens 16
 verify sw-verify -r math $VERIFY_EXTRA -r blocklist:$d/data/blocklist,hard
-train sw-train --algo grpo $TOWER --lr $LR --minibatches $MB --metrics "\$SW_TRAIN_METRICS"
+train sw-train --algo grpo $TOWER --lr $LR --minibatches $MB --entropy-coef $ENTROPY --metrics "\$SW_TRAIN_METRICS"
 EOT
 sw-run -q -c "$d/experiment" -o "$d/run"
 echo "held-out accuracy (greedy), violation rate:"

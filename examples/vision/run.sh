@@ -8,9 +8,12 @@
 #      red squares are there?" with the count as label (the math verifier),
 #      held-out pictures for evaluation
 #   2. sw-model init --size tiny-vl: a small random LLaVA
-#   3. SFT warm start (sw-train -a sft, the vision tower trained too) on
-#      answers of which some go on with an unsafe phrase
-#      (examples/vision/make-sft.sh)
+#   3. SFT warm start (examples/vision/make-sft.sh's answers, of which some
+#      go on with an unsafe phrase): sw-train -a sft, the vision tower
+#      trained too, on the pictures' counts; then, the tower frozen, on the
+#      same answers with their numbers drawn uniformly from 0-3, so that the
+#      warm start keeps what the tower learned to see but answers about as
+#      well as chance, whatever the seed
 #   4. GRPO through sw-run, the training pictures in turn: the math verifier
 #      for the reward, and a hard blocklist verifier for safety (a violation
 #      gets the minimum reward)
@@ -30,15 +33,18 @@ case $dir in /*) ;; *) dir=$(pwd)/$dir ;; esac
 TRAIN=${TRAIN:-1000}          # training pictures
 EVAL=${EVAL:-200}             # held-out pictures
 DATA_SEED=${DATA_SEED:-1}     # sw-shapes' seed: the pictures
-SFT_EPOCHS=${SFT_EPOCHS:-3}   # passes over the warm-start answers
+SFT_EPOCHS=${SFT_EPOCHS:-6}   # passes over the warm-start answers (the counts)
 SFT_MB=${SFT_MB:-50}          # SFT updates a pass (about 20 answers each)
 SFT_LR=${SFT_LR:-1e-3}
+DRAWN_EPOCHS=${DRAWN_EPOCHS:-3}  # then passes over the drawn answers (0: none)
+DRAWN_TOWER=${DRAWN_TOWER:-}  # --train-vision: they train the vision tower too
 SEED=${SEED:-1}               # sw-run's seed: the responses sampled
-ITERS=${ITERS:-60}            # GRPO iterations
+ITERS=${ITERS:-120}           # GRPO iterations
 BATCH=${BATCH:-32}            # prompts per iteration
 GROUP=${GROUP:-8}             # responses per prompt
 LR=${LR:-3e-4}                # GRPO learning rate
 MB=${MB:-4}                   # GRPO updates an iteration
+ENTROPY=${ENTROPY:-0.01}      # GRPO's entropy bonus (sw-train --entropy-coef)
 EVAL_EVERY=${EVAL_EVERY:-20}
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
@@ -65,6 +71,15 @@ sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --miniba
 jq -r '"loss \(.loss | . * 1000 | round / 1000), token accuracy \(.token_accuracy * 1000 | round / 10)%, \(.time_s.total | round) s"' \
 	"$dir/vision-sft.jsonl"
 rm -f "$dir/vision-sft.jsonl"
+if [ "$DRAWN_EPOCHS" -gt 0 ]; then
+	say "SFT on the drawn answers: $DRAWN_EPOCHS epochs (sw-train -a sft${DRAWN_TOWER:+ $DRAWN_TOWER})"
+	sw-train -q -a sft $DRAWN_TOWER --lr "$SFT_LR" --epochs "$DRAWN_EPOCHS" --minibatches "$SFT_MB" --seed 2 \
+		-m "$dir/vision-model" -o "$dir/vision-model" --metrics "$dir/vision-sft.jsonl" \
+		"$dir/vision-data/sft-drawn.jsonl" >/dev/null
+	jq -r '"loss \(.loss | . * 1000 | round / 1000), token accuracy \(.token_accuracy * 1000 | round / 10)%, \(.time_s.total | round) s"' \
+		"$dir/vision-sft.jsonl"
+	rm -f "$dir/vision-sft.jsonl"
+fi
 
 say "GRPO with sw-run: $ITERS iterations of $BATCH prompts x $GROUP responses"
 cat >"$dir/vision.experiment" <<EOT
@@ -85,7 +100,7 @@ monitor entropy=0.02,0.005,-
 rollout sw-rollout -m "\$SW_MODEL" -n "\$SW_GROUP" --seed "\$SW_SEED" --max-new-tokens 16
 eval-rollout sw-rollout -m "\$SW_MODEL" --temperature 0 --max-new-tokens 16
 verify sw-verify -r math -r length,max=4,buffer=2 -r blocklist:$dir/vision-data/blocklist,hard
-train sw-train --algo grpo --train-vision --lr $LR --minibatches $MB --metrics "\$SW_TRAIN_METRICS"
+train sw-train --algo grpo --train-vision --lr $LR --minibatches $MB --entropy-coef $ENTROPY --metrics "\$SW_TRAIN_METRICS"
 EOT
 sw-run -v -c "$dir/vision.experiment" -o "$dir/demo-vision"
 
