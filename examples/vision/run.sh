@@ -64,21 +64,21 @@ say "sw-model init --size tiny-vl"
 sw-model init --size tiny-vl --seed 1 "$dir/vision-model" >/dev/null
 sw-model info "$dir/vision-model" | grep -E 'architecture|vision'
 
-say "SFT warm start: $SFT_EPOCHS epochs (sw-train -a sft --train-vision)"
-sw-train -q -a sft --train-vision --lr "$SFT_LR" --epochs "$SFT_EPOCHS" --minibatches "$SFT_MB" --seed 1 \
-	-m "$dir/vision-model" -o "$dir/vision-model" --metrics "$dir/vision-sft.jsonl" \
-	"$dir/vision-data/sft-unsafe.jsonl" >/dev/null
-jq -r '"loss \(.loss | . * 1000 | round / 1000), token accuracy \(.token_accuracy * 1000 | round / 10)%, \(.time_s.total | round) s"' \
-	"$dir/vision-sft.jsonl"
-rm -f "$dir/vision-sft.jsonl"
-if [ "$DRAWN_EPOCHS" -gt 0 ]; then
-	say "SFT on the drawn answers: $DRAWN_EPOCHS epochs (sw-train -a sft${DRAWN_TOWER:+ $DRAWN_TOWER})"
-	sw-train -q -a sft $DRAWN_TOWER --lr "$SFT_LR" --epochs "$DRAWN_EPOCHS" --minibatches "$SFT_MB" --seed 2 \
-		-m "$dir/vision-model" -o "$dir/vision-model" --metrics "$dir/vision-sft.jsonl" \
-		"$dir/vision-data/sft-drawn.jsonl" >/dev/null
+# sft EPOCHS SEED FILE [sw-train options]: SFT passes on FILE's answers, and what they reached
+sft() {
+	e=$1 s=$2 f=$3
+	shift 3
+	sw-train -q -a sft "$@" --lr "$SFT_LR" --epochs "$e" --minibatches "$SFT_MB" --seed "$s" \
+		-m "$dir/vision-model" -o "$dir/vision-model" --metrics "$dir/vision-sft.jsonl" "$f" >/dev/null
 	jq -r '"loss \(.loss | . * 1000 | round / 1000), token accuracy \(.token_accuracy * 1000 | round / 10)%, \(.time_s.total | round) s"' \
 		"$dir/vision-sft.jsonl"
 	rm -f "$dir/vision-sft.jsonl"
+}
+say "SFT warm start: $SFT_EPOCHS epochs (sw-train -a sft --train-vision)"
+sft "$SFT_EPOCHS" 1 "$dir/vision-data/sft-unsafe.jsonl" --train-vision
+if [ "$DRAWN_EPOCHS" -gt 0 ]; then
+	say "SFT on the drawn answers: $DRAWN_EPOCHS epochs (sw-train -a sft${DRAWN_TOWER:+ $DRAWN_TOWER})"
+	sft "$DRAWN_EPOCHS" 2 "$dir/vision-data/sft-drawn.jsonl" $DRAWN_TOWER
 fi
 
 say "GRPO with sw-run: $ITERS iterations of $BATCH prompts x $GROUP responses"

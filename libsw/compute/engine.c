@@ -241,21 +241,32 @@ int sw_image_runs(const sw_model_config *c, const int32_t *tokens, int T, int ni
 	return SW_OK;
 }
 
-/* Copy the features into the embeddings at the image tokens (dir 1), or
- * the embeddings' gradient there out into dfeat and zero it (dir -1). */
-static int scatter_(const sw_engine *e, float *x, float *feat, int dir, sw_error *err)
+/*
+ * Rows of x [T, D] in runs (start, length pairs) and the same rows packed
+ * one after another in p: dir > 0 copies p into the rows, dir < 0 the rows
+ * into p (and clear: zeroes them after).
+ */
+static int copy_runs_(const sw_engine *e, const int32_t *runs, int nruns, float *x, float *p, int dir,
+                      bool clear, sw_error *err)
 {
 	size_t D = (size_t)e->m->cfg.hidden_size, f = 0;
 	int rc = SW_OK;
-	for (int r = 0; r < e->nruns && !rc; r++) {
-		size_t at = (size_t)e->h_runs[2 * r] * D, n = (size_t)e->h_runs[2 * r + 1] * D;
+	for (int r = 0; r < nruns && !rc; r++) {
+		size_t at = (size_t)runs[2 * r] * D, n = (size_t)runs[2 * r + 1] * D;
 		if (dir > 0)
-			rc = e->be->copy(x + at, feat + f, n * sizeof(float), err);
-		else if (!(rc = e->be->copy(feat + f, x + at, n * sizeof(float), err)))
+			rc = e->be->copy(x + at, p + f, n * sizeof(float), err);
+		else if (!(rc = e->be->copy(p + f, x + at, n * sizeof(float), err)) && clear)
 			rc = e->be->memset(x + at, 0, n * sizeof(float), err);
 		f += n;
 	}
 	return rc;
+}
+
+/* Copy the features into the embeddings at the image tokens (dir 1), or
+ * the embeddings' gradient there out into dfeat and zero it (dir -1). */
+static int scatter_(const sw_engine *e, float *x, float *feat, int dir, sw_error *err)
+{
+	return copy_runs_(e, e->h_runs, e->nruns, x, feat, dir, dir < 0, err);
 }
 
 void sw_engine_logits_budget(sw_engine *e, size_t floats)
@@ -456,23 +467,21 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 	int32_t *ctg = cu + b->nseq + 1;
 	e->nh = T, e->nhruns = 0;
 	if (e->head_targets) {
+		/* at most a run a two rows (a row with a target after one without) */
+		size_t most = 2 * ((size_t)T / 2 + 1);
+		if (most > e->hruns_cap) {
+			int32_t *r = realloc(e->h_hruns, sizeof *r * most);
+			if (!r)
+				return sw_fail(err, SW_ENOMEM, "out of memory for a batch of %d tokens", T);
+			e->h_hruns = r, e->hruns_cap = most;
+		}
 		int nh = 0, nr = 0;
 		for (int t = 0; t < T; t++)
 			if (tgt[t] >= 0) {
-				nr += t == 0 || tgt[t - 1] < 0;
-				ctg[nh++] = tgt[t];
-			}
-		if ((size_t)nr * 2 > e->hruns_cap) {
-			int32_t *r = realloc(e->h_hruns, sizeof *r * 2 * (size_t)nr);
-			if (!r)
-				return sw_fail(err, SW_ENOMEM, "out of memory for a batch of %d tokens", T);
-			e->h_hruns = r, e->hruns_cap = 2 * (size_t)nr;
-		}
-		for (int t = 0, r = -1; t < T; t++)
-			if (tgt[t] >= 0) {
 				if (t == 0 || tgt[t - 1] < 0)
-					e->h_hruns[2 * ++r] = t, e->h_hruns[2 * r + 1] = 0;
-				e->h_hruns[2 * r + 1]++;
+					e->h_hruns[2 * nr] = t, e->h_hruns[2 * nr + 1] = 0, nr++;
+				e->h_hruns[2 * nr - 1]++;
+				ctg[nh++] = tgt[t];
 			}
 		e->nh = nh, e->nhruns = nr;
 	}
@@ -714,12 +723,7 @@ int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *i
 	int nh = e->nh;
 	e->hx = e->xf;
 	if (nh < T) {
-		for (int r = 0, k = 0; r < e->nhruns && !rc; r++) {
-			size_t at = (size_t)e->h_hruns[2 * r], n = (size_t)e->h_hruns[2 * r + 1];
-			rc = o->copy(e->xh + (size_t)k * D, e->xf + at * D, n * D * sizeof(float), err);
-			k += (int)n;
-		}
-		if (rc)
+		if ((rc = copy_runs_(e, e->h_hruns, e->nhruns, e->xf, e->xh, -1, false, err)))
 			return rc;
 		e->hx = e->xh;
 	}
@@ -830,17 +834,9 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		o->gemm(0, 0, nr, D, V, 1, e->logits, V, m->lm_head, D, 0, dxh + (size_t)r0 * D, D);
 		o->gemm(1, 0, V, D, nr, 1, e->logits, V, xf, D, 1, g->lm_head, D);
 	}
-	if (nh < T) {
-		if ((rc = o->memset(dxn, 0, TD * sizeof(float), err)))
-			return rc;
-		for (int r = 0, k = 0; r < e->nhruns && !rc; r++) {
-			size_t at = (size_t)e->h_hruns[2 * r], n = (size_t)e->h_hruns[2 * r + 1];
-			rc = o->copy(dxn + at * D, dxh + (size_t)k * D, n * D * sizeof(float), err);
-			k += (int)n;
-		}
-		if (rc)
-			return rc;
-	}
+	if (nh < T && ((rc = o->memset(dxn, 0, TD * sizeof(float), err)) ||
+	               (rc = copy_runs_(e, e->h_hruns, e->nhruns, dxn, dxh, 1, false, err))))
+		return rc;
 	e->have_fwd = false;
 	if ((rc = o->memset(dres, 0, TD * sizeof(float), err)))
 		return rc;

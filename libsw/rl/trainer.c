@@ -582,7 +582,8 @@ static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
 
 static void packed_release_(packed *pk)
 {
-	free(pk->tokens), free(pk->tgt), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent), free(pk->px);
+	free(pk->tokens), free(pk->tgt), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent);
+	free(pk->px);
 }
 
 static int forward_(sw_engine *e, packed *pk, tsample *const *v, size_t n, int for_backward, int want_ent,

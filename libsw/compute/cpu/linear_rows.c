@@ -21,9 +21,9 @@
  * Two kernels, the same arithmetic: one row of A against 16 rows of W
  * (decoding one sequence: bound by reading W, so each W load feeds one
  * FMA, and W is read in memory order, a row at a time), and 4 rows of A by
- * 4 of W (a batch: 8 loads feed 16 FMAs).  Threads take blocks of 16 rows of W, so W is read
- * from memory once a call and a block stays in the core's cache while every
- * tile of A passes over it.
+ * 4 of W (a batch: 8 loads feed 16 FMAs).  Threads take blocks of 16 rows
+ * of W, so W is read from memory once a call and a block stays in the
+ * core's cache while every tile of A passes over it.
  */
 #include <math.h>
 #include <stddef.h>
