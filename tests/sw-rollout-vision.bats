@@ -4,7 +4,7 @@
 # of a sample's media preprocessed and their placeholders expanded, the G
 # responses forked from the prompt with its image, media passed through,
 # --score giving generation's log-probs, the same stream under mpirun, and
-# bad media (missing file, truncated PNG, wrong placeholder count, a
+# bad media (missing file, truncated PNG, unreadable EXIF, wrong placeholder count, a
 # text-only model) named by file and record.
 load helpers
 
@@ -74,6 +74,12 @@ r() {
 	jq -c '.media[0].path = "trunc.png"' d/eval.jsonl | head -1 >trunc.jsonl
 	run -1 --separate-stderr sw-rollout -m vl trunc.jsonl
 	[ "$stderr" = "sw-rollout: trunc.jsonl: record 1: media[0]: file 'trunc.png': truncated PNG" ]
+	# EXIF data that Pillow cannot read (transformers' load_image raises on it)
+	cp "$TOP/tests/fixtures/image/bad-exif-nottiff.png" exif.png
+	jq -c '.media[0].path = "exif.png"' d/eval.jsonl | head -1 >exif.jsonl
+	run -1 --separate-stderr sw-rollout -m vl exif.jsonl
+	[ "$stderr" = "sw-rollout: exif.jsonl: record 1: media[0]: file 'exif.png': bad PNG: its eXIf chunk is not EXIF data (no TIFF header)" ]
+	[ "$output" = "" ]
 	jq -c '.prompt = "<image><image>\n" + .prompt' d/eval.jsonl >two.jsonl
 	run -1 --separate-stderr sw-rollout -m vl two.jsonl
 	[ "$stderr" = "sw-rollout: two.jsonl: record 1: the prompt has 3 image placeholders for 1 image in 'media'" ]

@@ -62,6 +62,10 @@ typedef struct png_ctx_ {
 	uint8_t *wide;  /* 16-bit gray, read as it is and clamped after */
 	sw_image im;
 	int rc;
+	int oom;        /* a chunk could not be kept: out of memory */
+	int pixels;     /* png_read_info has returned: chunks now come after the image data */
+	int has_exif[2];
+	sw_buf exif[2]; /* the last eXIf chunk before the image data, the last after it */
 } png_ctx_;
 
 static void png_err_(png_structp png, png_const_charp msg)
@@ -88,6 +92,27 @@ static void png_read_(png_structp png, png_bytep out, size_t len)
 	x->pos += len;
 }
 
+/* eXIf chunks, handed over as unknown ones: libpng's own handler keeps the
+ * first and refuses a payload with the "Exif\0\0" prefix, where Pillow keeps
+ * the last and strips it. */
+static int png_chunk_(png_structp png, png_unknown_chunkp ch)
+{
+	png_ctx_ *x = png_get_user_chunk_ptr(png);
+	if (memcmp(ch->name, "eXIf", 4))
+		return 0;
+	sw_buf *b = &x->exif[x->pixels];
+	b->len = 0;
+	if (ch->size && sw_buf_put(b, ch->data, ch->size)) {
+		x->oom = 1;
+		png_error(png, "out of memory for an eXIf chunk");
+	}
+	x->has_exif[x->pixels] = 1;
+	return 1;
+}
+
+static int png_orientation_(png_ctx_ *x, png_structp png, png_infop info, png_infop end, int *o, sw_error *err);
+static int exif_transpose_(sw_image *im, int o, sw_error *err);
+
 static int png_decode_(const uint8_t *buf, size_t n, uint64_t max_pixels, sw_image *out, sw_error *err)
 {
 	/* on the heap: what libpng's longjmp leaves behind must not be a local changed after setjmp */
@@ -97,13 +122,16 @@ static int png_decode_(const uint8_t *buf, size_t n, uint64_t max_pixels, sw_ima
 	x->p = buf, x->n = n;
 	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, x, png_err_, png_warn_);
 	png_infop info = png ? png_create_info_struct(png) : NULL;
-	if (!info) {
-		png_destroy_read_struct(&png, NULL, NULL);
+	png_infop end = info ? png_create_info_struct(png) : NULL;
+	if (!end) {
+		png_destroy_read_struct(&png, &info, NULL);
 		free(x);
 		return sw_fail(err, SW_ENOMEM, "out of memory for a PNG decoder");
 	}
 	if (setjmp(png_jmpbuf(png))) {
-		if (x->truncated || !strcmp(x->msg, "Not enough image data"))
+		if (x->oom)
+			x->rc = sw_fail(err, SW_ENOMEM, "out of memory for a PNG's EXIF data");
+		else if (x->truncated || !strcmp(x->msg, "Not enough image data"))
 			x->rc = sw_fail(err, SW_ETRUNC, "truncated PNG");
 		else
 			x->rc = sw_fail(err, SW_EFORMAT, "bad PNG: %s", x->msg);
@@ -112,7 +140,10 @@ static int png_decode_(const uint8_t *buf, size_t n, uint64_t max_pixels, sw_ima
 	png_set_read_fn(png, x, png_read_);
 	/* the pixel limit below says more than libpng's "exceeds user limit" */
 	png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+	png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_ALWAYS, (png_const_bytep) "eXIf", 1);
+	png_set_read_user_chunk_fn(png, x, png_chunk_);
 	png_read_info(png, info);
+	x->pixels = 1;
 	png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
 	if ((x->rc = too_big_(w, h, max_pixels, "a PNG", err)))
 		goto done;
@@ -152,12 +183,15 @@ static int png_decode_(const uint8_t *buf, size_t n, uint64_t max_pixels, sw_ima
 	for (png_uint_32 y = 0; y < h; y++)
 		x->rows[y] = pix + (size_t)y * rowbytes;
 	png_read_image(png, x->rows);
-	png_read_end(png, NULL);
+	png_read_end(png, end);
 	if (gray16)
 		for (size_t i = 0; i < (size_t)w * h; i++)
 			x->im.data[i] = x->wide[2 * i] ? 255 : x->wide[2 * i + 1];
+	int orientation = 1;
+	if (!(x->rc = png_orientation_(x, png, info, end, &orientation, err)))
+		x->rc = exif_transpose_(&x->im, orientation, err);
 done:
-	png_destroy_read_struct(&png, &info, NULL);
+	png_destroy_read_struct(&png, &info, &end);
 	int rc = x->rc;
 	if (rc)
 		sw_image_release(&x->im);
@@ -165,6 +199,8 @@ done:
 		*out = x->im;
 	free(x->rows);
 	free(x->wide);
+	sw_buf_release(&x->exif[0]);
+	sw_buf_release(&x->exif[1]);
 	free(x);
 	return rc;
 }
@@ -182,20 +218,22 @@ static uint32_t exif_u32_(const uint8_t *p, int le)
 		  : (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* The Orientation tag (0x0112) of IFD0 of an APP1 "Exif\0\0" segment, 1 when
- * there is none or it cannot be read: Pillow's getexif() on a JPEG reads the
- * first such segment, and a damaged one gives no orientation. */
-static int exif_orientation_(const uint8_t *s, size_t n)
+/* The Orientation tag (0x0112) of IFD0 of a TIFF header and what follows (EXIF
+ * data without its "Exif\0\0" prefix): 1 when there is none or it cannot be
+ * read, -1 when t does not start with one of the headers Pillow's
+ * Exif.load takes (big- or little-endian, 42 in either byte order), and -2
+ * for BigTIFF's, which is not read here. */
+static int tiff_orientation_(const uint8_t *t, size_t tn)
 {
-	if (n < 6 + 8 || memcmp(s, "Exif\0\0", 6))
-		return 1;
-	const uint8_t *t = s + 6;
-	size_t tn = n - 6;
+	if (tn < 8)
+		return -1;
 	int le = t[0] == 'I' && t[1] == 'I';
 	if (!le && !(t[0] == 'M' && t[1] == 'M'))
-		return 1;
-	if (exif_u16_(t + 2, le) != 42)
-		return 1;
+		return -1;
+	if (le ? t[2] == 43 && t[3] == 0 : t[2] == 0 && t[3] == 43)
+		return -2;
+	if (!((t[2] == 0 && t[3] == 42) || (t[2] == 42 && t[3] == 0)))
+		return -1;
 	uint32_t ifd = exif_u32_(t + 4, le);
 	if (ifd > tn || tn - ifd < 2)
 		return 1;
@@ -222,6 +260,100 @@ static int exif_orientation_(const uint8_t *s, size_t n)
 		}
 	}
 	return 1;
+}
+
+/* The orientation of an APP1 "Exif\0\0" segment, 1 when there is none or it
+ * cannot be read: Pillow's getexif() on a JPEG reads the first such segment,
+ * and a damaged one gives no orientation. */
+static int exif_orientation_(const uint8_t *s, size_t n)
+{
+	if (n < 6 || memcmp(s, "Exif\0\0", 6))
+		return 1;
+	int o = tiff_orientation_(s + 6, n - 6);
+	return o < 0 ? 1 : o;
+}
+
+/* The orientation of a PNG's EXIF data as Pillow's exif_transpose finds it
+ * (exif_transpose loads the whole file first, then Image.getexif and
+ * Exif.load, in Pillow 13): the last eXIf chunk, after the image data or
+ * before it, else the last text chunk (tEXt, zTXt or iTXt) "Raw profile type
+ * exif" (ImageMagick's: three lines of header, then hexadecimal), after the
+ * image data or before it; one or two "Exif\0\0" prefixes
+ * stripped; none, or empty data, is orientation 1.  Data that is not TIFF,
+ * and text that is not hexadecimal, make Pillow raise, and are errors here. */
+static int png_text_exif_(png_structp png, png_infop info, sw_buf *b, int *found, sw_error *err)
+{
+	png_textp text = NULL;
+	int n = 0;
+	png_get_text(png, info, &text, &n);
+	const png_text *t = NULL;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(text[i].key, "Raw profile type exif"))
+			t = &text[i];
+	if (!t)
+		return SW_OK;
+	*found = 1;
+	b->len = 0;
+	const char *s = t->text;
+	size_t len = t->text_length ? t->text_length : (t->itxt_length ? t->itxt_length : strlen(s));
+	const char *e = s + len;
+	for (int nl = 0; nl < 3 && s < e; s++) /* what follows the third line break */
+		nl += *s == '\n';
+	int hi = -1;
+	for (; s < e; s++) {
+		int c = (unsigned char)*s, v;
+		if (c == '\n') /* the lines are joined as they are */
+			continue;
+		if (hi < 0 && (c == ' ' || (c >= '\t' && c <= '\r'))) /* bytes.fromhex: spaces between bytes */
+			continue;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+			v = (c | 0x20) - 'a' + 10;
+		else
+			return sw_fail(err, SW_EFORMAT, "bad PNG: its \"Raw profile type exif\" text is not hexadecimal");
+		if (hi < 0) {
+			hi = v;
+			continue;
+		}
+		uint8_t byte = (uint8_t)(hi << 4 | v);
+		hi = -1;
+		if (sw_buf_put(b, &byte, 1))
+			return sw_fail(err, SW_ENOMEM, "out of memory for a PNG's EXIF data");
+	}
+	if (hi >= 0)
+		return sw_fail(err, SW_EFORMAT, "bad PNG: its \"Raw profile type exif\" text is not hexadecimal");
+	return SW_OK;
+}
+
+static int png_orientation_(png_ctx_ *x, png_structp png, png_infop info, png_infop end, int *o, sw_error *err)
+{
+	*o = 1;
+	sw_buf text = { 0 };
+	const sw_buf *b = x->has_exif[1] ? &x->exif[1] : x->has_exif[0] ? &x->exif[0] : NULL;
+	const char *what = "its eXIf chunk";
+	int rc = SW_OK, found = 0;
+	if (!b) {
+		what = "its \"Raw profile type exif\" text";
+		if (!(rc = png_text_exif_(png, end, &text, &found, err)) && !found)
+			rc = png_text_exif_(png, info, &text, &found, err);
+		b = found ? &text : NULL;
+	}
+	if (!rc && b) {
+		const uint8_t *p = b->p;
+		size_t n = b->len;
+		for (int k = 0; k < 2 && n >= 6 && !memcmp(p, "Exif\0\0", 6); k++)
+			p += 6, n -= 6;
+		int t = n ? tiff_orientation_(p, n) : 1;
+		if (t == -1)
+			rc = sw_fail(err, SW_EFORMAT, "bad PNG: %s is not EXIF data (no TIFF header)", what);
+		else if (t == -2)
+			rc = sw_fail(err, SW_EFORMAT, "PNG: %s is EXIF data in BigTIFF form, which is not read", what);
+		else
+			*o = t;
+	}
+	sw_buf_release(&text);
+	return rc;
 }
 
 /* im turned upright as Pillow's ImageOps.exif_transpose does for orientation o

@@ -53,11 +53,20 @@ static void test_decode_refs_(void)
 	ok(f != NULL, "refs.txt is there (%s)", p);
 	if (!f)
 		return;
-	int images = 0, cases = 0;
+	int images = 0, cases = 0, refused = 0;
 	while (fgets(line, sizeof line, f)) {
 		char a[64], b[64];
 		int w, h, c;
-		if (sscanf(line, "image %63s %d %d %d", a, &w, &h, &c) == 4) {
+		if (sscanf(line, "refuse %63s %63s", a, b) == 2) {
+			refused++;
+			snprintf(p, sizeof p, "%s/%s", fix_, a);
+			sw_image im = { 0 };
+			sw_error e = { 0 };
+			int rc = sw_image_read(p, &im, &e);
+			ok(rc == SW_EFORMAT && strstr(e.msg, a) && strstr(e.msg, "bad PNG: its ") && !im.data,
+			   "%s: refused as Pillow refuses it (%s): %d '%s'", a, b, rc, e.msg);
+			sw_image_release(&im);
+		} else if (sscanf(line, "image %63s %d %d %d", a, &w, &h, &c) == 4) {
 			images++;
 			snprintf(p, sizeof p, "%s/%s", fix_, a);
 			sw_image im;
@@ -118,7 +127,8 @@ static void test_decode_refs_(void)
 		}
 	}
 	fclose(f);
-	ok(images >= 15 && cases >= 25, "%d pictures, %d processor cases", images, cases);
+	ok(images >= 34 && cases >= 25 && refused >= 3, "%d pictures, %d processor cases, %d refused", images, cases,
+	   refused);
 }
 
 /* sw_image_decode of bytes expecting code and a message containing what. */
