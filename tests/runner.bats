@@ -47,3 +47,9 @@ fake_unit() {
 	PATH="$PWD/fake:$PATH" B="$PWD/b" run -0 "$TOP/tests/run"
 	[ "${lines[-1]}" = "14 passed, 0 failed, 2 skipped" ]
 }
+
+@test "tests/run: an argument is an error, not a file silently ignored" {
+	run -1 --separate-stderr "$TOP/tests/run" tests/sw-cat.bats
+	[ "$output" = "" ]
+	[ "$stderr" = "tests/run: takes no arguments (it runs every test; bats tests/NAME.bats runs one file)" ]
+}
