@@ -64,7 +64,7 @@ static const cli_opt opts[] = {
 	{ OPT_EPOCHS, 0, "epochs", "num", NULL, "passes over the samples (default 1)" },
 	{ OPT_MINIBATCHES, 0, "minibatches", "num", NULL, "optimiser updates per pass (default 1)" },
 	{ OPT_MICRO_TOKENS, 0, "micro-tokens", "num", NULL,
-	  "token budget of a micro batch when samples have no 'micro' (default 8192, lowered to fit the activations' memory)" },
+	  "token budget of a micro batch (chosen by default; lowered to fit the activations' memory)" },
 	{ OPT_RANK, 0, "rank", "r", NULL, "train only the samples with rank r" },
 	{ OPT_SHARD_MOMENTS, 0, "shard-moments", NULL, NULL, "under mpirun: shard AdamW's moments across the ranks (ZeRO-1)" },
 	{ OPT_TRAIN_VISION, 0, "train-vision", NULL, NULL,

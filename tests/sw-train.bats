@@ -336,10 +336,20 @@ have_bf16() {
 	# sw-balance's micro field: three micro batches
 	jq -c '.micro = (input_line_number % 3)' grpo.jsonl >micro.jsonl
 	sw-train -m "$TINY" -o c --lr 1e-3 --metrics c.jsonl micro.jsonl >/dev/null
-	for f in b c; do
+	# one micro group over the token budget is cut again: memory's budget holds
+	jq -c '.micro = 0' grpo.jsonl >one.jsonl
+	sw-train -m "$TINY" -o d --lr 1e-3 --micro-tokens 1 --metrics d.jsonl one.jsonl >/dev/null
+	for f in b c d; do
 		near "$(jq .loss $f.jsonl)" "$(jq .loss a.jsonl)" 1e-5 1e-7
 		near "$(jq .grad_norm $f.jsonl)" "$(jq .grad_norm a.jsonl)" 1e-5
 	done
+	# every sample a micro batch of its own under --micro-tokens 1, the field's group cut again too;
+	# the field's three groups at least three
+	n=$(jq .trained a.jsonl)
+	[ "$n" -gt 3 ]
+	[ "$(jq -s -c 'map(.micro_batches)' b.jsonl d.jsonl)" = "[$n,$n]" ]
+	[ "$(jq .micro_batches c.jsonl)" -ge 3 ]
+	[ "$(jq .micro_batches a.jsonl)" -ge 1 ]
 }
 
 @test "--rank trains its own samples, with advantages over all of them" {

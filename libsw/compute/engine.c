@@ -518,6 +518,22 @@ size_t sw_engine_tokens_within(const sw_model_config *c, size_t floats)
 	return floats / per > 1 ? floats / per : 1;
 }
 
+size_t sw_engine_tokens_kept(const sw_model_config *c, size_t floats)
+{
+	if (!c || c->num_hidden_layers < 1)
+		return 1;
+	size_t per = layer_floats_(c, 1) * (size_t)c->num_hidden_layers; /* as layers_kept_ counts them */
+	return floats / per > 1 ? floats / per : 1;
+}
+
+size_t sw_engine_tokens_scored(const sw_model_config *c, size_t floats)
+{
+	if (!c || c->num_hidden_layers < 1)
+		return 1;
+	size_t per = layer_floats_(c, 1) + 2 * (size_t)c->hidden_size + 4; /* one layer, and carve_'s rows */
+	return floats / per > 1 ? floats / per : 1;
+}
+
 /*
  * Layers whose activations a training forward keeps whole, under the
  * budget: k whole layers, the inputs of the nl - k others and one shared

@@ -152,6 +152,20 @@ void sw_engine_act_budget(sw_engine *e, size_t floats);
 size_t sw_engine_tokens_within(const sw_model_config *c, size_t floats);
 
 /*
+ * The most tokens (at least 1) whose every layer's activations fit in an
+ * activation budget of this many floats: a training forward of that many
+ * runs no layer again in its backward.
+ */
+size_t sw_engine_tokens_kept(const sw_model_config *c, size_t floats);
+
+/*
+ * The most tokens (at least 1) a forward without backward (a scorer's:
+ * one layer's activations at a time, and the hidden states between them)
+ * holds in this many floats, the logits' budget on top.
+ */
+size_t sw_engine_tokens_scored(const sw_model_config *c, size_t floats);
+
+/*
  * THE training interface.  After sw_engine_forward(..., for_backward =
  * true, ...), given d(loss)/d(logprobs[t]) (dlogprob, [ntokens]) and
  * optionally d(loss)/d(entropy[t]) (dentropy, or NULL), ADD d(loss)/d(theta)

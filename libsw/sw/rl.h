@@ -236,7 +236,7 @@ int sw_rl_mismatch(const float *behav, const float *old, size_t n, double *mean_
  * that start the step (and the reference's, when there is a KL term), the
  * advantages over every sample, then epochs x minibatches AdamW updates,
  * each accumulating gradients over micro batches (the samples' `micro`
- * field from sw-balance, else sw_micro_split() under micro_tokens), and
+ * field from sw-balance, else sw_micro_split(), under a token budget), and
  * fills its statistics.  sw_trainer_commit() makes the result durable.
  *
  * Where the weights live, one of:
@@ -294,8 +294,8 @@ typedef struct sw_trainer_config {
 	double max_len;              /* seq-mean-token-sum-norm's constant; 0: the longest response */
 	double adv_eps, gamma;       /* sw_rl_adv_opts */
 	long epochs, minibatches;
-	size_t micro_tokens;         /* budget of a micro batch of samples without `micro` (lowered
-	                              * to what 1.5 B a parameter of activations holds) */
+	size_t micro_tokens;         /* token budget of a micro batch, lowered to what 1.5 B a parameter
+	                              * of activations holds; 0: chosen by the trainer */
 	long long rank;              /* train only this rank's samples; -1: all */
 	uint64_t seed;               /* the shuffle's seed for weights without trainer state */
 	const char *ref;             /* reference model for the KL: a directory or a store; NULL: none */
@@ -333,6 +333,7 @@ typedef struct sw_trainer_stats {
 	uint64_t mismatch_tokens;    /* tokens with the rollout's log-probs */
 	double mismatch_mean, mismatch_max, mismatch_kl;
 	double tokens_per_s;
+	uint64_t micro_batches;      /* forward and backward passes the updates were accumulated over (every rank's) */
 	/* seconds: creation to the step (loading, reading), the passes, commit, creation to commit */
 	double time_read, time_old, time_ref, time_adv, time_train, time_write, time_total;
 	int ranks;                   /* the communicator's size (1: one process) */
@@ -341,7 +342,7 @@ typedef struct sw_trainer_stats {
 } sw_trainer_stats;
 
 /* sw-train's defaults: grpo, lr 1e-6, max grad norm 1, clip 0.2, k3, one epoch
- * and minibatch, 8192 micro tokens, every rank. */
+ * and minibatch, micro batches sized by the trainer, every rank. */
 sw_trainer_config sw_trainer_defaults(void);
 sw_trainer *sw_trainer_new(const sw_trainer_config *c, sw_error *err);
 void sw_trainer_free(sw_trainer *t);

@@ -855,6 +855,18 @@ static void test_tokens_within_(void)
 	is_int((int)sw_engine_tokens_within(&c, 7 * (per + 576 + 192 + 9 + 3)), 7,
 	       "q/k norms: their inputs and norms counted too");
 	is_int((int)sw_engine_tokens_within(NULL, 100), 1, "no config: 1");
+	/* every layer's activations kept: 30 layers of them a token, no inputs beside */
+	c.qk_norm = false;
+	size_t layer = per - 30 * 576;
+	is_int((int)sw_engine_tokens_kept(&c, 5 * 30 * layer), 5, "5 tokens with every layer kept");
+	is_int((int)sw_engine_tokens_kept(&c, 5 * 30 * layer - 1), 4, "a float short of 5 keeps 4");
+	is_int((int)sw_engine_tokens_kept(&c, 134515008 / 8 * 3), 186, "3/8 float a parameter keeps 186 tokens whole");
+	is_int((int)sw_engine_tokens_kept(&c, 0), 1, "no budget still keeps one token");
+	/* a forward without backward: one layer and the hidden states (2 D + 4 a token) */
+	is_int((int)sw_engine_tokens_scored(&c, 9 * (layer + 2 * 576 + 4)), 9, "9 tokens scored");
+	is_int((int)sw_engine_tokens_scored(&c, 134515008 / 8 * 3), 4949, "3/8 float a parameter scores 4949 tokens");
+	is_int((int)sw_engine_tokens_scored(NULL, 100), 1, "no config: 1");
+	is_int((int)sw_engine_tokens_kept(NULL, 100), 1, "no config: 1");
 }
 
 int main(void)

@@ -1,0 +1,91 @@
+#!/bin/sh
+# bench/bench_micro.sh - the train stage of bench_grpo.sh's GRPO iteration,
+# sw-train alone on the samples one iteration gives it, by the size of its
+# micro batches, and (BEFORE=TREE) beside the sw-train of a checkout built
+# with make, in the same run.
+#
+# Model: a random Llama of SmolLM2-135M's shapes (bench/grpo_trl.py make;
+# hidden 576, 30 layers, vocab 49152, f32); samples: sw-rollout's 8 prompts x
+# 8 responses of 64 tokens, scored by sw-verify's overlong reward and put
+# through sw-balance (which gives them all one `micro` number, as it does in
+# sw-run's pipeline), the model itself as the reference (KL 0.04), 2 threads.
+# Under the activation budget of 1.5 B a parameter a micro batch keeps every
+# layer's activations up to 186 tokens at this shape; beyond, the backward
+# runs the layers it could not keep again.
+#
+# Figures, medians of SW_BENCH_RUNS (default 3) runs of each: sw-train's
+# time_s.train (forward, backward, AdamW) and time_s.ref_logprobs, its
+# micro_batches (the build before this metric has none: "-"), the whole
+# process's peak RSS, and the loss and gradient norm (the same step, so they
+# must agree).  SW_BENCH_MICRO="186 256 ..." adds runs of this build with
+# --micro-tokens set to each value, the samples' micro field removed.
+# Needs torch and transformers (for the model) and the programs in $B/bin.
+set -euf
+: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+runs=${SW_BENCH_RUNS:-3}
+case $B in /*) ;; *) B=$(pwd)/$B ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+export PATH="$B/bin:$PATH" OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
+python3 -c 'import torch, transformers' 2>/dev/null ||
+	{ echo "bench_micro: needs torch and transformers" >&2; exit 1; }
+if [ -n "${BEFORE:-}" ] && [ ! -x "$BEFORE/build/bin/sw-train" ]; then
+	echo "bench_micro: $BEFORE/build/bin/sw-train is missing (make in that checkout)" >&2
+	exit 1
+fi
+tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-micro.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+python3 "$here/grpo_trl.py" make m >/dev/null 2>&1
+for i in 0 1 2 3 4 5 6 7; do
+	printf '{"id":"p%d","prompt":"Question %d: tell a short story about the number %d."}\n' "$i" "$i" $((7 * i))
+done >p.jsonl
+sw-rollout -m m -n 8 --seed 1 --max-new-tokens 64 --threads 2 p.jsonl |
+	sw-verify -r length,max=120,buffer=60,unit=chars | sw-balance -n 1 >train.msgpack
+sw-cat -f json train.msgpack | jq -c 'del(.micro)' >nomicro.jsonl
+ntok=$(sw-cat -f json train.msgpack | jq -s 'map((.prompt_tokens | length) + (.response_tokens | length)) | add')
+
+# one BIN LABEL INPUT [ARGS]: a run, its figures appended to LABEL.runs
+one() {
+	bin=$1 label=$2 in=$3
+	shift 3
+	rm -rf out met.jsonl
+	/usr/bin/time -f '%M' -o rss "$bin" -q -m m -o out --algo grpo --lr 1e-6 --kl-coef 0.04 --ref m -j 2 \
+		--metrics met.jsonl "$@" "$in" >/dev/null
+	jq -r --arg rss "$(cat rss)" '[.time_s.train, .time_s.ref_logprobs, (.micro_batches // "-"), ($rss | tonumber / 1024),
+		.loss, .grad_norm] | @tsv' met.jsonl >>"$label.runs"
+}
+med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+row() {
+	f=$1.runs
+	printf '| %s | %.2f s | %.2f s | %s | %.0f | %s | %s |\n' "$2" "$(cut -f1 "$f" | med)" "$(cut -f2 "$f" | med)" \
+		"$(cut -f3 "$f" | head -n 1)" "$(cut -f4 "$f" | med)" "$(cut -f5 "$f" | head -n 1)" "$(cut -f6 "$f" | head -n 1)"
+}
+
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+labels=
+r=0
+while [ "$r" -lt "$runs" ]; do
+	r=$((r + 1))
+	[ -z "${BEFORE:-}" ] || one "$BEFORE/build/bin/sw-train" before train.msgpack
+	one "$B/bin/sw-train" now train.msgpack
+	for n in ${SW_BENCH_MICRO:-}; do
+		one "$B/bin/sw-train" "micro$n" nomicro.jsonl --micro-tokens "$n"
+	done
+done
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+echo "sw-train's GRPO step on one iteration's samples: 64 samples, $ntok tokens, SmolLM2-135M's shapes (f32),"
+echo "KL 0.04 to a reference, 2 threads; medians of $runs runs; load average before $load0, after $load1"
+echo
+echo "| build, micro batches | train (fwd+bwd+AdamW) | reference log-probs | micro batches | peak RSS (MB) | loss | grad norm |"
+echo "|---|---|---|---|---|---|---|"
+[ -z "${BEFORE:-}" ] || row before "before ($BEFORE), sw-balance's micro field"
+row now "now, sw-balance's micro field"
+for n in ${SW_BENCH_MICRO:-}; do
+	row "micro$n" "now, --micro-tokens $n, no micro field"
+done
+if [ -n "${BEFORE:-}" ]; then
+	echo
+	awk -v a="$(cut -f1 before.runs | med)" -v b="$(cut -f1 now.runs | med)" \
+		'BEGIN { printf "train: before / now %.2fx\n", a / b }'
+fi
