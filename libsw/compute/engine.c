@@ -509,29 +509,32 @@ static size_t layer_floats_(const sw_model_config *c, size_t T)
 	return T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
 }
 
+/* How many tokens of per floats each fit in floats: at least 1. */
+static size_t tokens_of_(size_t floats, size_t per)
+{
+	return floats / per > 1 ? floats / per : 1;
+}
+
 size_t sw_engine_tokens_within(const sw_model_config *c, size_t floats)
 {
 	if (!c || c->num_hidden_layers < 1)
 		return 1;
 	/* The least a training forward keeps: every layer's input and one layer's activations. */
-	size_t per = layer_floats_(c, 1) + (size_t)c->num_hidden_layers * c->hidden_size;
-	return floats / per > 1 ? floats / per : 1;
+	return tokens_of_(floats, layer_floats_(c, 1) + (size_t)c->num_hidden_layers * c->hidden_size);
 }
 
 size_t sw_engine_tokens_kept(const sw_model_config *c, size_t floats)
 {
 	if (!c || c->num_hidden_layers < 1)
 		return 1;
-	size_t per = layer_floats_(c, 1) * (size_t)c->num_hidden_layers; /* as layers_kept_ counts them */
-	return floats / per > 1 ? floats / per : 1;
+	return tokens_of_(floats, layer_floats_(c, 1) * (size_t)c->num_hidden_layers); /* as layers_kept_ counts */
 }
 
 size_t sw_engine_tokens_scored(const sw_model_config *c, size_t floats)
 {
 	if (!c || c->num_hidden_layers < 1)
 		return 1;
-	size_t per = layer_floats_(c, 1) + 2 * (size_t)c->hidden_size + 4; /* one layer, and carve_'s rows */
-	return floats / per > 1 ? floats / per : 1;
+	return tokens_of_(floats, layer_floats_(c, 1) + 2 * (size_t)c->hidden_size + 4); /* and carve_'s rows */
 }
 
 /*
