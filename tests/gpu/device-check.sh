@@ -24,7 +24,8 @@
 # toolchain is there (nvcc, a C compiler, the -dev packages' headers), else
 # the ones tests/gpu/pack.sh packed on a machine without a GPU and carried
 # here (build-carry/, with the shared libraries they need in rt.tar.xz).
-# The summary says which; SW_CHECK_NO_BUILD=1 skips the rebuild.
+# The summary says which; SW_CHECK_NO_BUILD=1 skips the rebuild, and with
+# carried binaries SW_CHECK_NVCC=1 also compiles libsw-cuda.so there.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
@@ -125,7 +126,7 @@ if [ -z "$bins" ]; then
 			export LD_LIBRARY_PATH="$top/$carry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 			say "# with the carried libraries ($carry/rt) on LD_LIBRARY_PATH"
 		fi
-		if command -v nvcc >/dev/null; then
+		if [ -n "${SW_CHECK_NVCC:-}" ] && command -v nvcc >/dev/null; then
 			part "libsw-cuda.so compiles here with nvcc (not used)" 60 \
 				make -f libsw/compute/cuda/cuda.mk B=build-nvcc NVCC="$(command -v nvcc)"
 		fi
@@ -176,6 +177,22 @@ tap() {
 tap "cuda: store hand-off between two processes (tests/gpu/test_store_ipc.c)" 60 "$bins/tests/test_store_ipc"
 tap "NCCL sums across 2 GPUs (tests/gpu/test_nccl.c)" 60 "$bins/tests/test_nccl"
 
+# ---- the model code's own unit tests with every model on the GPU ----
+for t in test_engine test_rollout test_trainer; do
+	f=$out/.unit
+	PART_OUT=$f part "$t with SW_TEST_DEVICE=cuda" 45 env SW_TEST_DEVICE=cuda "$bins/tests/$t"
+	[ -s "$f" ] && say "  $(grep -c '^ok' "$f") ok, $(grep -c '^not ok' "$f") not ok"
+	grep '^not ok' "$f" 2>/dev/null | head -n 10 | sed 's/^/  /' | tee -a "$sum"
+	rm -f "$f"
+done
+
+# ---- sw-run --device cuda end to end: cuda: stores between the stages ----
+f=$out/.e2e
+PART_OUT=$f part "sw-run --device cuda end to end, against --device cpu (tests/gpu/run-e2e.sh)" 90 \
+	tests/gpu/run-e2e.sh "$bins/bin"
+[ -s "$f" ] && tail -n 12 "$f" | sed 's/^/  /' | tee -a "$sum"
+rm -f "$f"
+
 # ---- timings ----
 bench() { # NAME SECONDS ARGS...: gpu_bench's KEY=VALUE line into the summary
 	local name=$1 secs=$2 f=$out/.bench
@@ -199,22 +216,6 @@ for dt in bf16 f32; do
 	[ -s "$f" ] && say "  $(tail -n 1 "$f")"
 	rm -f "$f"
 done
-
-# ---- the model code's own unit tests with every model on the GPU ----
-for t in test_engine test_rollout test_trainer; do
-	f=$out/.unit
-	PART_OUT=$f part "$t with SW_TEST_DEVICE=cuda" 45 env SW_TEST_DEVICE=cuda "$bins/tests/$t"
-	[ -s "$f" ] && say "  $(grep -c '^ok' "$f") ok, $(grep -c '^not ok' "$f") not ok"
-	grep '^not ok' "$f" 2>/dev/null | head -n 10 | sed 's/^/  /' | tee -a "$sum"
-	rm -f "$f"
-done
-
-# ---- sw-run --device cuda end to end: cuda: stores between the stages ----
-f=$out/.e2e
-PART_OUT=$f part "sw-run --device cuda end to end, against --device cpu (tests/gpu/run-e2e.sh)" 90 \
-	tests/gpu/run-e2e.sh "$bins/bin"
-[ -s "$f" ] && tail -n 12 "$f" | sed 's/^/  /' | tee -a "$sum"
-rm -f "$f"
 
 # ---- out-of-bounds accesses and races, where the sanitizer works (not on gVisor) ----
 if command -v compute-sanitizer >/dev/null; then
