@@ -11,8 +11,8 @@
  * request from the program's ../lib, then the installed lib directory; one
  * GPU a process.  Under an MPI launcher a plain "cuda" is the GPU of the
  * rank's local index, modulo the GPUs (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or
- * SLURM_LOCALID), so that data-parallel ranks take one GPU each.  It is
- * written and compiled but not yet run on a GPU.
+ * SLURM_LOCALID), so that data-parallel ranks take one GPU each.  It has
+ * run on one H200 (tests/gpu/device-check.sh); never on several GPUs.
  *
  * Backends are process-wide and never freed: sw_backend_get() returns the
  * same object for a name every time.  Models are put on one with

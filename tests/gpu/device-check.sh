@@ -9,7 +9,9 @@
 # the same bytes), (d) the same training step in PyTorch on the same GPU (f32
 # and bf16).  It also runs the two-process cuda: store test, the NCCL test
 # (a skip on one GPU) and sw-run --device cuda end to end
-# (tests/gpu/run-e2e.sh).
+# (tests/gpu/run-e2e.sh); last, where time allows, Nsight Compute's
+# duration of every kernel of decoding and training (bench/gpu_profile.sh,
+# into $OUT/profile.txt).
 #
 #   tests/gpu/device-check.sh          (from the top of the tree; $OUT: where results go)
 #
@@ -203,6 +205,7 @@ bench() { # NAME SECONDS ARGS...: gpu_bench's KEY=VALUE line into the summary
 }
 bench "(a) training step, Qwen2.5-0.5B shape, f32, 8 x 512 tokens" 100 train 3 8 512
 bench "(b) decoding, 1 sequence, 64 tokens" 50 decode 1 64
+bench "(b) decoding, 1 sequence, 256 tokens" 40 decode 1 256
 bench "(b) decoding, 64 sequences, 32 tokens" 60 decode 64 32
 f=$out/.ipc
 PART_OUT=$f part "(c) cuda: store hand-off, 64 MB, 1 GB, 4 GB (a reader process maps the arena)" 60 \
@@ -227,5 +230,12 @@ fi
 # ---- a program asked for the GPU ----
 part "sw-train --device cuda starts and reaches its input check" 20 \
 	sh -c "'$bins/bin/sw-train' --device cuda -m /nonexistent </dev/null 2>&1 | grep -v 'no NVIDIA driver\|cannot load\|built without'"
+
+# ---- where the time goes: every kernel's duration (Nsight Compute), last: it is the slowest part ----
+if command -v ncu >/dev/null; then
+	PART_OUT=$out/profile.txt part "kernel profile of decoding and training (bench/gpu_profile.sh)" 100 \
+		bench/gpu_profile.sh "$bins/bench"
+	unset PART_OUT
+fi
 
 say "# done in $(($(date +%s) - start))s"

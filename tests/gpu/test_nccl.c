@@ -14,7 +14,8 @@
  * a missing backend a failure (one GPU stays a skip: the H200 lent to
  * sessions is one).
  *
- * NOT YET RUN ON A GPU: written and compiled on a machine without one.
+ * NOT YET RUN ACROSS TWO GPUS: the only GPU machine it met (an H200,
+ * 2026-12-04) had one, where every check is the skip above.
  */
 #define _GNU_SOURCE
 #include <spawn.h>

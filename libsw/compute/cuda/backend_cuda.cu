@@ -26,8 +26,9 @@
  * IPC, run/store.c), NCCL's sums for data-parallel training (dlopen'ed,
  * dist/comm.c), and an argmax of rows for greedy tokens.
  *
- * NOT YET RUN ON A GPU: written and compiled on a machine without one;
- * tests/gpu/ checks each op against the CPU backend where a GPU is present.
+ * tests/gpu/test_gpu.c checks each op against the CPU backend where a GPU
+ * is present; it has run on one H200 (2026-12-04, bench/RESULTS.md "GPU"),
+ * never on two (NCCL).
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -134,6 +135,29 @@ template <typename T> __device__ T block_sum_(T v, T *sh)
 		__syncthreads();
 	}
 	T r = sh[0];
+	__syncthreads();
+	return r;
+}
+
+/* The same with warp shuffles: each warp's sum by a xor butterfly, then
+ * the TPB / 32 warp sums by the first warp (a fixed order too), for the
+ * kernels a decoding step runs once a row (rmsnorm: 8 barriers took most
+ * of its 5 us). */
+__device__ float block_sum_w_(float v, float *sh)
+{
+	int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+	v = warp_sum_(v);
+	if (lane == 0)
+		sh[w] = v;
+	__syncthreads();
+	if (w == 0) {
+		float t = lane < TPB / WARP ? sh[lane] : 0.0f;
+		t = warp_sum_(t);
+		if (lane == 0)
+			sh[TPB / WARP] = t;
+	}
+	__syncthreads();
+	float r = sh[TPB / WARP];
 	__syncthreads();
 	return r;
 }
@@ -322,13 +346,16 @@ static void rows_gather_(float *out, const float *src, const int32_t *rows, int 
 }
 
 /* The smallest row holding a NaN or Inf: atomicMin, whose result does not
- * depend on the order the rows are looked at. */
-static __global__ void first_nonfinite_k_(int *first, const float *x, int cols)
+ * depend on the order the rows are looked at.  A row is cut into slices of
+ * FN_SLICE, a block each (one block a row of 150k logits took 230 us). */
+#define FN_SLICE (TPB * 16)
+static __global__ void first_nonfinite_k_(int *first, const float *x, int r0, int cols)
 {
-	int j = blockIdx.x;
+	int j = r0 + (int)blockIdx.y;
 	const float *z = x + (size_t)j * cols;
-	int bad = 0;
-	for (int c = threadIdx.x; c < cols; c += blockDim.x)
+	int c1 = (int)blockIdx.x * FN_SLICE + FN_SLICE, bad = 0;
+	c1 = c1 < cols ? c1 : cols;
+	for (int c = (int)blockIdx.x * FN_SLICE + threadIdx.x; c < c1; c += blockDim.x)
 		bad |= !isfinite(z[c]);
 	if (__syncthreads_or(bad) && threadIdx.x == 0)
 		atomicMin(first, j);
@@ -340,7 +367,12 @@ static int first_nonfinite_(const float *x, int rows, int cols)
 		return -1;
 	int none = 0x7f7f7f7f, got = none;
 	keep_("first_nonfinite", cudaMemsetAsync(st_.first, 0x7f, sizeof(int), st_.stream));
-	first_nonfinite_k_<<<rows, TPB, 0, st_.stream>>>(st_.first, x, cols);
+	/* gridDim.y is at most 65535 rows a launch */
+	for (int r0 = 0; r0 < rows; r0 += 65535) {
+		int nr = rows - r0 < 65535 ? rows - r0 : 65535;
+		dim3 grid((unsigned)((cols + FN_SLICE - 1) / FN_SLICE), (unsigned)nr);
+		first_nonfinite_k_<<<grid, TPB, 0, st_.stream>>>(st_.first, x, r0, cols);
+	}
 	LAUNCHED_("first_nonfinite");
 	keep_("first_nonfinite", cudaMemcpyAsync(&got, st_.first, sizeof got, cudaMemcpyDeviceToHost,
 	                                         st_.stream));
@@ -363,34 +395,50 @@ static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float 
 }
 
 /*
- * The batch-invariant product: one warp per output column n (a row of W),
- * over the rows of A in tiles of LR_TILE (W's row is read once a tile).
- * Element k of the dot product goes to lane (k / 4) % 32, partial k % 4, in
- * increasing k; the partials are added ((0+1)+(2+3)) and the lanes by a xor
- * butterfly.  That arithmetic is the same for every (m, n) whatever M, the
- * tile a row falls in or the vector path, so a row gets the same bits alone
- * or in a batch.
+ * The batch-invariant product.  An output column n (a row of W) is one dot
+ * product per row of A, shared by S warps of a block, S fixed by K alone
+ * (lr_split_): K is cut into chunks of 128, warp w of the S takes chunks w,
+ * w + S, ...  Within a chunk element k goes to lane (k / 4) % 32, partial
+ * k % 4; each partial adds its products in increasing k.  A warp adds its
+ * partials ((0+1)+(2+3)), then its lanes by a xor butterfly; the S warps'
+ * sums are added in warp order.  The rows of A go through in tiles of
+ * LR_TILE, or of 1 where M is 1 (W's chunk is read once a tile).  That
+ * arithmetic is the same for every (m, n) whatever M, the tile a row falls
+ * in or the vector path, so a row gets the same bits alone or in a batch.
+ * Splitting K lets a short output (N of a few hundred, K in the thousands:
+ * a decoding step's down projection) keep enough warps reading W.
  */
 #define LR_TILE 8
 #define LR_WARPS 8
+#define LR_CHUNK (WARP * 4)
 
-template <bool VEC>
+static int lr_split_(int K)
+{
+	int chunks = (K + LR_CHUNK - 1) / LR_CHUNK;
+	return chunks >= 16 ? 8 : chunks >= 8 ? 4 : chunks >= 4 ? 2 : 1;
+}
+
+template <bool VEC, int S, int T>
 static __global__ void linear_rows_k_(float *C, const float *A, const float *W, int M, int N, int K,
                                       float beta)
 {
-	int lane = threadIdx.x % WARP;
-	int n = blockIdx.x * LR_WARPS + threadIdx.x / WARP;
-	if (n >= N)
-		return;
-	const float *w = W + (size_t)n * K;
-	for (int m0 = 0; m0 < M; m0 += LR_TILE) {
-		int mt = M - m0 < LR_TILE ? M - m0 : LR_TILE;
-		float acc[LR_TILE][4];
+	__shared__ float part[LR_WARPS][T];
+	int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, wi = warp % S;
+	int n = blockIdx.x * (LR_WARPS / S) + warp / S;
+	bool live = n < N; /* no early return: the block meets at barriers */
+	const float *w = W + (size_t)(live ? n : 0) * K;
+	int kend = live ? K : 0;
+	for (int m0 = 0; m0 < M; m0 += T) {
+		int mt = M - m0 < T ? M - m0 : T;
+		float acc[T][4];
 #pragma unroll
-		for (int r = 0; r < LR_TILE; r++)
+		for (int r = 0; r < T; r++)
 			acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.0f;
-		for (int k0 = lane * 4; k0 < K; k0 += WARP * 4) {
-			float wv[4], av[4];
+		/* Unrolled so that several loads are in flight: each partial
+		 * still takes its products in increasing k. */
+#pragma unroll(T == 1 ? 8 : 2)
+		for (int k0 = (wi * WARP + lane) * 4; k0 < kend; k0 += S * LR_CHUNK) {
+			float wv[4], av[T][4];
 			if (VEC) {
 				float4 t = *(const float4 *)(w + k0);
 				wv[0] = t.x, wv[1] = t.y, wv[2] = t.z, wv[3] = t.w;
@@ -399,35 +447,77 @@ static __global__ void linear_rows_k_(float *C, const float *A, const float *W, 
 				for (int c = 0; c < 4; c++)
 					wv[c] = k0 + c < K ? w[k0 + c] : 0.0f;
 			}
+			/* Every row's loads first, then the products. */
 #pragma unroll
-			for (int r = 0; r < LR_TILE; r++) {
-				if (r >= mt)
-					break;
+			for (int r = 0; r < T; r++) {
 				const float *a = A + (size_t)(m0 + r) * K;
-				if (VEC) {
+				if (r < mt && VEC) {
 					float4 t = *(const float4 *)(a + k0);
-					av[0] = t.x, av[1] = t.y, av[2] = t.z, av[3] = t.w;
+					av[r][0] = t.x, av[r][1] = t.y, av[r][2] = t.z, av[r][3] = t.w;
+				} else if (r < mt) {
 #pragma unroll
 					for (int c = 0; c < 4; c++)
-						acc[r][c] = fmaf(av[c], wv[c], acc[r][c]);
-				} else {
-#pragma unroll
-					for (int c = 0; c < 4; c++)
-						if (k0 + c < K)
-							acc[r][c] = fmaf(a[k0 + c], wv[c], acc[r][c]);
+						av[r][c] = k0 + c < K ? a[k0 + c] : 0.0f;
 				}
 			}
+#pragma unroll
+			for (int r = 0; r < T; r++)
+				if (r < mt)
+#pragma unroll
+					for (int c = 0; c < 4; c++)
+						if (VEC || k0 + c < K)
+							acc[r][c] = fmaf(av[r][c], wv[c], acc[r][c]);
 		}
 #pragma unroll
-		for (int r = 0; r < LR_TILE; r++) {
-			if (r >= mt)
-				break;
-			float s = warp_sum_((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
-			if (lane == 0) {
-				float *c = C + (size_t)(m0 + r) * N + n;
-				*c = beta == 0 ? s : s + beta * *c;
-			}
+		for (int r = 0; r < T; r++) {
+			float sum = warp_sum_((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
+			if (lane == 0)
+				part[warp][r] = sum;
 		}
+		__syncthreads();
+		if (live && wi == 0 && lane < mt) {
+			float sum = part[warp][lane];
+#pragma unroll
+			for (int j = 1; j < S; j++)
+				sum += part[warp + j][lane];
+			float *c = C + (size_t)(m0 + lane) * N + n;
+			*c = beta == 0 ? sum : sum + beta * *c;
+		}
+		__syncthreads(); /* part is written again by the next tile */
+	}
+}
+
+/* One row (a sequence decoding alone) in tiles of one: fewer registers,
+ * more loads in flight; the arithmetic of an element is the same. */
+template <bool VEC, int S>
+static void linear_rows_tile_(cudaStream_t s, unsigned grid, float *C, const float *A,
+                              const float *W, int M, int N, int K, float beta)
+{
+	if (M == 1)
+		linear_rows_k_<VEC, S, 1><<<grid, LR_WARPS * WARP, 0, s>>>(C, A, W, M, N, K, beta);
+	else
+		linear_rows_k_<VEC, S, LR_TILE><<<grid, LR_WARPS * WARP, 0, s>>>(C, A, W, M, N, K, beta);
+}
+
+template <bool VEC>
+static void linear_rows_split_(cudaStream_t s, float *C, const float *A, const float *W, int M,
+                               int N, int K, float beta)
+{
+	int S = lr_split_(K);
+	unsigned grid = (unsigned)((N + LR_WARPS / S - 1) / (LR_WARPS / S));
+	switch (S) {
+	case 1:
+		linear_rows_tile_<VEC, 1>(s, grid, C, A, W, M, N, K, beta);
+		break;
+	case 2:
+		linear_rows_tile_<VEC, 2>(s, grid, C, A, W, M, N, K, beta);
+		break;
+	case 4:
+		linear_rows_tile_<VEC, 4>(s, grid, C, A, W, M, N, K, beta);
+		break;
+	default:
+		linear_rows_tile_<VEC, 8>(s, grid, C, A, W, M, N, K, beta);
+		break;
 	}
 }
 
@@ -436,13 +526,12 @@ static void linear_rows_launch_(cudaStream_t s, float *C, const float *A, const 
 {
 	if (M <= 0 || N <= 0)
 		return;
-	unsigned grid = (unsigned)((N + LR_WARPS - 1) / LR_WARPS);
 	/* Same arithmetic either way (see above): only the loads differ. */
 	bool vec = K % 4 == 0 && ((uintptr_t)A & 15) == 0 && ((uintptr_t)W & 15) == 0;
 	if (vec)
-		linear_rows_k_<true><<<grid, LR_WARPS * WARP, 0, s>>>(C, A, W, M, N, K, beta);
+		linear_rows_split_<true>(s, C, A, W, M, N, K, beta);
 	else
-		linear_rows_k_<false><<<grid, LR_WARPS * WARP, 0, s>>>(C, A, W, M, N, K, beta);
+		linear_rows_split_<false>(s, C, A, W, M, N, K, beta);
 	LAUNCHED_("linear_rows");
 }
 
@@ -575,7 +664,7 @@ static __global__ void rmsnorm_fwd_k_(float *out, float *rstd, const float *x, c
 	float ss = 0;
 	for (int d = threadIdx.x; d < D; d += TPB)
 		ss += xr[d] * xr[d];
-	ss = block_sum_(ss, sh);
+	ss = block_sum_w_(ss, sh);
 	float r = 1.0f / sqrtf(ss / (float)D + eps);
 	if (threadIdx.x == 0)
 		rstd[t] = r;
@@ -911,12 +1000,17 @@ static void bias_bwd_(float *db, const float *dy, int T, int N)
 
 /* ---- RoPE ---- */
 
+/* A thread per (token, pair, head): a decoding step of one token is 32
+ * pairs of 14 heads, and one thread walking the heads took 6 us.  Each
+ * thread computes its own angle (the same for every head: the same bits). */
 static __global__ void rope_k_(float *x, const int32_t *pos, int T, int nh, int hd,
                                const float *inv_freq, int inverse)
 {
 	int half = hd / 2;
-	size_t n = (size_t)T * half;
-	FOR_EACH_(ti, n) {
+	size_t n = (size_t)T * half * nh;
+	FOR_EACH_(tih, n) {
+		int h = (int)(tih % nh);
+		size_t ti = tih / nh;
 		int t = (int)(ti / half), i = (int)(ti % half);
 		/* The angle in float32, as transformers computes it. */
 		float ang = (float)pos[t] * inv_freq[i];
@@ -925,12 +1019,10 @@ static __global__ void rope_k_(float *x, const int32_t *pos, int T, int nh, int 
 		float c = (float)cd, s = (float)sd;
 		if (inverse)
 			s = -s;
-		for (int h = 0; h < nh; h++) {
-			float *r = x + ((size_t)t * nh + h) * hd;
-			float a = r[i], b = r[i + half];
-			r[i] = a * c - b * s;
-			r[i + half] = b * c + a * s;
-		}
+		float *r = x + ((size_t)t * nh + h) * hd;
+		float a = r[i], b = r[i + half];
+		r[i] = a * c - b * s;
+		r[i + half] = b * c + a * s;
 	}
 }
 
@@ -939,7 +1031,8 @@ static void rope_launch_(cudaStream_t s, float *x, const int32_t *pos, int T, in
 {
 	if (T <= 0 || nh <= 0 || hd < 2)
 		return;
-	rope_k_<<<blocks_((size_t)T * (hd / 2)), TPB, 0, s>>>(x, pos, T, nh, hd, inv_freq, inverse);
+	rope_k_<<<blocks_((size_t)T * (hd / 2) * nh), TPB, 0, s>>>(x, pos, T, nh, hd, inv_freq,
+	                                                            inverse);
 	LAUNCHED_("rope");
 }
 
@@ -1205,31 +1298,80 @@ static size_t attn_scratch_(int maxlen)
 	return 1;
 }
 
-/* Decoding: a warp per (query, head) over its paged keys, in key order. */
+__device__ __forceinline__ float warp_max_(float v)
+{
+	for (int o = WARP / 2; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/*
+ * Decoding: a warp per (query, head).  Its keys go 32 at a time, a key a
+ * lane: the lane takes the whole dot product (in increasing d), the warp
+ * the largest score and the sum of the exponentials (xor butterflies), and
+ * the values are then added in key order, a lane per element of the head.
+ * That order is fixed by the number of keys alone, so a query gets the
+ * same bits whatever else is in the batch.  (A warp that walked its keys
+ * one by one, a warp-wide sum each, took 19 us a layer for 80 keys; this
+ * takes 14.  A block of 4 warps splitting the chunks, or a dot product
+ * shared by the lanes, measured slower.)
+ */
+template <bool VEC>
 static __global__ void attn_paged_k_(float *out, const float *q, int n, int H, int KVH, int hd,
                                      sw_kv_view kv, float scale)
 {
-	int lane = threadIdx.x % WARP;
-	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
-	if (wi >= (size_t)n * H)
+	__shared__ float qs[ATT_WARPS][WARP * ATT_E];
+	int lane = threadIdx.x % WARP, wl = threadIdx.x / WARP;
+	size_t wi = (size_t)blockIdx.x * ATT_WARPS + wl;
+	if (wi >= (size_t)n * H) /* a whole warp: no block barrier follows */
 		return;
 	int i = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), P = kv.page, ks = KVH * hd;
 	const int32_t *pt = kv.pages + kv.page_off[i];
 	int nk = kv.nkeys[i];
 	size_t qo = ((size_t)i * H + h) * hd;
-	float qr[ATT_E], o[ATT_E] = { 0 };
-	lanes_load_(qr, q + qo, hd, lane);
-	float m = -INFINITY, l = 0;
-	for (int j = 0; j < nk; j++) {
-		size_t row = ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
-		float sc = dot_(qr, kv.k + row, hd, lane) * scale;
-		float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
-		l = l * corr + p;
+	float *qw = qs[wl];
+	for (int d = lane; d < hd; d += WARP)
+		qw[d] = q[qo + d];
+	__syncwarp();
+	float o[ATT_E] = { 0 }, m = -INFINITY, l = 0;
+	for (int j0 = 0; j0 < nk; j0 += WARP) {
+		int j = j0 + lane, cnt = nk - j0 < WARP ? nk - j0 : WARP;
+		float sc = -INFINITY;
+		size_t row = 0;
+		if (j < nk) {
+			row = ((size_t)pt[j / P] * P + j % P) * ks + (size_t)g * hd;
+			const float *kr = kv.k + row;
+			float sum = 0;
+			if (VEC) {
+				for (int d = 0; d < hd; d += 4) {
+					float4 t = *(const float4 *)(kr + d);
+					sum = fmaf(qw[d], t.x, sum);
+					sum = fmaf(qw[d + 1], t.y, sum);
+					sum = fmaf(qw[d + 2], t.z, sum);
+					sum = fmaf(qw[d + 3], t.w, sum);
+				}
+			} else {
+				for (int d = 0; d < hd; d++)
+					sum = fmaf(qw[d], kr[d], sum);
+			}
+			sc = sum * scale;
+		}
+		float mn = fmaxf(m, warp_max_(sc)), corr = expf(m - mn);
+		float p = j < nk ? expf(sc - mn) : 0.0f;
+		l = l * corr + warp_sum_(p);
 #pragma unroll
-		for (int e = 0; e < ATT_E; e++) {
-			int d = lane + e * WARP;
-			if (d < hd)
-				o[e] = o[e] * corr + p * kv.v[row + d];
+		for (int e = 0; e < ATT_E; e++)
+			o[e] *= corr;
+#pragma unroll 4
+		for (int t = 0; t < cnt; t++) {
+			float pk = __shfl_sync(0xffffffffu, p, t);
+			const float *vr = kv.v + __shfl_sync(0xffffffffu, row, t);
+#pragma unroll
+			for (int e = 0; e < ATT_E; e++) {
+				int d = lane + e * WARP;
+				if (d < hd)
+					o[e] = fmaf(pk, vr[d], o[e]);
+			}
 		}
 		m = mn;
 	}
@@ -1242,8 +1384,13 @@ static void attn_paged_launch_(cudaStream_t s, float *out, const float *q, int n
 	if (n <= 0 || !attn_shape_ok_("attn_paged", H, KVH, hd))
 		return;
 	size_t warps = (size_t)n * H;
-	attn_paged_k_<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
-		out, q, n, H, KVH, hd, *kv, 1.0f / sqrtf((float)hd));
+	unsigned grid = (unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS);
+	float scale = 1.0f / sqrtf((float)hd);
+	/* The same sums either way: only the loads of the keys differ. */
+	if (hd % 4 == 0 && ((uintptr_t)kv->k & 15) == 0)
+		attn_paged_k_<true><<<grid, ATT_WARPS * WARP, 0, s>>>(out, q, n, H, KVH, hd, *kv, scale);
+	else
+		attn_paged_k_<false><<<grid, ATT_WARPS * WARP, 0, s>>>(out, q, n, H, KVH, hd, *kv, scale);
 	LAUNCHED_("attn_paged");
 }
 
