@@ -20,6 +20,9 @@
 
 #define MAX_CONFIG_BYTES (1 << 20)
 #define MAX_OUT_SIDE SW_IMAGE_PROC_MAX_SIDE
+/* The resize's long side: only the crop's window of it is made, so this
+ * bounds the arithmetic (positions in int), not the memory. */
+#define MAX_RESIZED_SIDE (1 << 30)
 #define PI_ 3.14159265358979323846
 
 struct sw_image_proc {
@@ -347,8 +350,10 @@ typedef struct coeffs_ {
 	int32_t *k;   /* ksize fixed-point weights for each output pixel */
 } coeffs_;
 
-/* precompute_coeffs and normalize_coeffs_8bpc of Pillow, for the box [0, in). */
-static int coeffs_make_(coeffs_ *c, int in, int out, int resample)
+/* precompute_coeffs and normalize_coeffs_8bpc of Pillow, for the box [0,
+ * in) resized to out, kept for the output pixels o0 .. o0 + n - 1 alone
+ * (each pixel's weights depend on its own position only). */
+static int coeffs_make_(coeffs_ *c, int in, int out, int resample, int o0, int n)
 {
 	double (*f)(double);
 	double support;
@@ -362,14 +367,15 @@ static int coeffs_make_(coeffs_ *c, int in, int out, int resample)
 	double scale = (double)((float)in - 0.0f) / out, filterscale = scale < 1.0 ? 1.0 : scale;
 	support *= filterscale;
 	c->ksize = (int)ceil(support) * 2 + 1;
-	c->bounds = malloc(sizeof *c->bounds * 2 * (size_t)out);
-	c->k = malloc(sizeof *c->k * (size_t)c->ksize * out);
+	c->bounds = malloc(sizeof *c->bounds * 2 * (size_t)n);
+	c->k = malloc(sizeof *c->k * (size_t)c->ksize * n);
 	double *kk = malloc(sizeof *kk * (size_t)c->ksize);
 	if (!c->bounds || !c->k || !kk) {
 		free(kk);
 		return SW_ENOMEM;
 	}
-	for (int xx = 0; xx < out; xx++) {
+	for (int i = 0; i < n; i++) {
+		int xx = o0 + i;
 		double center = 0.0 + (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
 		int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5), x;
 		if (xmin < 0)
@@ -388,10 +394,10 @@ static int coeffs_make_(coeffs_ *c, int in, int out, int resample)
 		for (; x < c->ksize; x++)
 			kk[x] = 0;
 		for (x = 0; x < c->ksize; x++)
-			c->k[(size_t)xx * c->ksize + x] = kk[x] < 0 ? (int32_t)(-0.5 + kk[x] * (1 << PRECISION_BITS))
-			                                            : (int32_t)(0.5 + kk[x] * (1 << PRECISION_BITS));
-		c->bounds[2 * xx] = xmin;
-		c->bounds[2 * xx + 1] = xmax;
+			c->k[(size_t)i * c->ksize + x] = kk[x] < 0 ? (int32_t)(-0.5 + kk[x] * (1 << PRECISION_BITS))
+			                                           : (int32_t)(0.5 + kk[x] * (1 << PRECISION_BITS));
+		c->bounds[2 * i] = xmin;
+		c->bounds[2 * i + 1] = xmax;
 	}
 	free(kk);
 	return 0;
@@ -444,18 +450,24 @@ static void pass_y_(const uint8_t *src, int w, uint8_t *dst, int oh, const coeff
 /*
  * NEAREST: Pillow's affine scaling (Geometry.c, ImagingScaleAffine): the
  * source position of each output pixel's centre, accumulated in double
- * from one pixel to the next as Pillow does, truncated.
+ * from one pixel to the next as Pillow does, truncated.  The output is
+ * ow x oh; only the window x0 .. x0 + nx, y0 .. y0 + ny is written (nx x ny).
  */
-static void nearest_(const uint8_t *src, int w, int h, uint8_t *dst, int ow, int oh)
+static void nearest_(const uint8_t *src, int w, int h, uint8_t *dst, int ow, int oh, int x0,
+                     int nx, int y0, int ny)
 {
 	double ax = (double)((float)w - 0.0f) / ow, ay = (double)((float)h - 0.0f) / oh;
 	double yo = 0.0 + ay * 0.5;
-	for (int y = 0; y < oh; y++, yo += ay) {
+	for (int y = 0; y < y0 + ny; y++, yo += ay) {
+		if (y < y0)
+			continue; /* the sum goes on: Pillow's positions are accumulated */
 		int yi = yo < 0.0 ? -1 : (int)yo;
 		double xo = 0.0 + ax * 0.5;
-		for (int x = 0; x < ow; x++, xo += ax) {
+		for (int x = 0; x < x0 + nx; x++, xo += ax) {
+			if (x < x0)
+				continue;
 			int xi = xo < 0.0 ? -1 : (int)xo;
-			uint8_t *d = dst + ((size_t)y * ow + x) * 3;
+			uint8_t *d = dst + ((size_t)(y - y0) * nx + (x - x0)) * 3;
 			if (yi >= 0 && yi < h && xi >= 0 && xi < w)
 				memcpy(d, src + ((size_t)yi * w + xi) * 3, 3);
 			else
@@ -464,50 +476,56 @@ static void nearest_(const uint8_t *src, int w, int h, uint8_t *dst, int ow, int
 	}
 }
 
-/* Pillow's Image.resize((ow, oh), resample) of an RGB picture: *out is malloc'd. */
-static int resize_(const uint8_t *src, int w, int h, int ow, int oh, int resample, uint8_t **out)
+/*
+ * Pillow's Image.resize((ow, oh), resample) of an RGB picture, of which
+ * only the window x0 .. x0 + nx, y0 .. y0 + ny is made: *out is nx x ny,
+ * malloc'd.  Every output pixel is computed from its own weights, so the
+ * window's pixels are the whole resize's; a center crop needs no more, and
+ * a long thin picture resized to a long side of 100,000 costs its crop.
+ */
+static int resize_(const uint8_t *src, int w, int h, int ow, int oh, int resample, int x0, int nx,
+                   int y0, int ny, uint8_t **out)
 {
 	int need_x = ow != w, need_y = oh != h, rc = 0;
 	coeffs_ cx = { 0 }, cy = { 0 };
 	uint8_t *tmp = NULL, *dst = NULL;
-	size_t n = (size_t)ow * oh * 3;
+	size_t n = (size_t)nx * ny * 3;
 	if (!(dst = malloc(n)))
 		return SW_ENOMEM;
 	if (!need_x && !need_y) {
-		memcpy(dst, src, n);
+		for (int y = 0; y < ny; y++)
+			memcpy(dst + (size_t)y * nx * 3, src + ((size_t)(y0 + y) * w + x0) * 3, (size_t)nx * 3);
 		*out = dst;
 		return 0;
 	}
 	if (resample == 0) {
-		nearest_(src, w, h, dst, ow, oh);
+		nearest_(src, w, h, dst, ow, oh, x0, nx, y0, ny);
 		*out = dst;
 		return 0;
 	}
-	if (need_x && (rc = coeffs_make_(&cx, w, ow, resample)))
-		goto done;
-	if (need_y && (rc = coeffs_make_(&cy, h, oh, resample)))
+	/* A pass that does not resize still takes the window: weights of one
+	 * pixel, 1.0, where the output is the input. */
+	if ((rc = coeffs_make_(&cx, w, ow, need_x ? resample : 4, x0, nx)) ||
+	    (rc = coeffs_make_(&cy, h, oh, need_y ? resample : 4, y0, ny)))
 		goto done;
 	/* Pillow 13 runs the vertical pass first when the height shrinks by more
 	 * than twice what the width does; the order changes the rounding */
 	int x_first = !(h - oh > 0 && h - oh > (w - ow) * 2);
-	if (need_x && need_y && x_first) {
-		if (!(tmp = malloc((size_t)ow * h * 3))) {
+	if (x_first) {
+		/* the window's columns of every source row, then its rows */
+		if (!(tmp = malloc((size_t)nx * h * 3))) {
 			rc = SW_ENOMEM;
 			goto done;
 		}
-		pass_x_(src, w, h, tmp, ow, &cx);
-		pass_y_(tmp, ow, dst, oh, &cy);
-	} else if (need_x && need_y) {
-		if (!(tmp = malloc((size_t)w * oh * 3))) {
-			rc = SW_ENOMEM;
-			goto done;
-		}
-		pass_y_(src, w, tmp, oh, &cy);
-		pass_x_(tmp, w, oh, dst, ow, &cx);
-	} else if (need_x) {
-		pass_x_(src, w, h, dst, ow, &cx);
+		pass_x_(src, w, h, tmp, nx, &cx);
+		pass_y_(tmp, nx, dst, ny, &cy);
 	} else {
-		pass_y_(src, w, dst, oh, &cy);
+		if (!(tmp = malloc((size_t)w * ny * 3))) {
+			rc = SW_ENOMEM;
+			goto done;
+		}
+		pass_y_(src, w, tmp, ny, &cy);
+		pass_x_(tmp, w, ny, dst, nx, &cx);
 	}
 done:
 	free(cx.bounds), free(cx.k), free(cy.bounds), free(cy.k), free(tmp);
@@ -561,37 +579,46 @@ int sw_image_preprocess(const sw_image_proc *p, const sw_image *im, float *out, 
 	int w = im->w, h = im->h;
 	if (to_rgb_(im, &rgb))
 		return sw_fail(err, SW_ENOMEM, "out of memory for a %d x %d picture", w, h);
+	/* The resize's size (ow x oh), and the window of it the center crop
+	 * keeps (x0, y0, nx x ny): only that window is made. */
+	int ow = w, oh = h;
 	if (p->do_resize) {
-		int oh = p->rh, ow = p->rw;
+		oh = p->rh, ow = p->rw;
 		if (p->shortest) {
 			/* transformers' get_resize_output_image_size: the long side truncated */
 			int s = w <= h ? w : h, l = w <= h ? h : w;
-			int nl = (int)((double)((int64_t)p->shortest * l) / s);
-			if (nl < 1 || nl > 4 * MAX_OUT_SIDE) {
+			double nl = (double)((int64_t)p->shortest * l) / s;
+			if (nl < 1 || nl > MAX_RESIZED_SIDE) {
 				free(rgb);
-				return sw_fail(err, SW_ERANGE, "a picture of %d x %d pixels resizes to a side of %d",
-				               w, h, nl);
+				return sw_fail(err, SW_ERANGE, "a picture of %d x %d pixels resizes to a side of %.0f, "
+				               "over %d", w, h, nl, MAX_RESIZED_SIDE);
 			}
-			oh = w <= h ? nl : p->shortest;
-			ow = w <= h ? p->shortest : nl;
+			oh = w <= h ? (int)nl : p->shortest;
+			ow = w <= h ? p->shortest : (int)nl;
 		}
-		if ((uint64_t)ow * oh > SW_IMAGE_MAX_PIXELS) {
-			free(rgb);
-			return sw_fail(err, SW_ETOOBIG, "a picture of %d x %d pixels resizes to %d x %d: more than "
-			               "the limit of %llu pixels", w, h, ow, oh, (unsigned long long)SW_IMAGE_MAX_PIXELS);
-		}
-		int rc = resize_(rgb, w, h, ow, oh, p->resample, &rs);
-		free(rgb);
-		if (rc)
-			return sw_fail(err, SW_ENOMEM, "out of memory resizing a %d x %d picture", w, h);
-		rgb = rs, w = ow, h = oh;
 	}
 	/* numpy's center crop: where the picture is smaller, zero padding around it */
 	int top = 0, left = 0;
 	if (p->do_crop) {
-		top = h >= p->oh ? (h - p->oh) / 2 : -((p->oh - h + 1) / 2);
-		left = w >= p->ow ? (w - p->ow) / 2 : -((p->ow - w + 1) / 2);
+		top = oh >= p->oh ? (oh - p->oh) / 2 : -((p->oh - oh + 1) / 2);
+		left = ow >= p->ow ? (ow - p->ow) / 2 : -((p->ow - ow + 1) / 2);
 	}
+	int y0 = top > 0 ? top : 0, x0 = left > 0 ? left : 0;
+	/* (numpy's centring overlaps the picture: nx, ny >= 1) */
+	int ny = (oh < top + p->oh ? oh : top + p->oh) - y0, nx = (ow < left + p->ow ? ow : left + p->ow) - x0;
+	if (p->do_resize) {
+		int rc = resize_(rgb, w, h, ow, oh, p->resample, x0, nx, y0, ny, &rs);
+		free(rgb);
+		if (rc)
+			return sw_fail(err, SW_ENOMEM, "out of memory resizing a %d x %d picture", w, h);
+	} else {
+		int rc = resize_(rgb, w, h, w, h, 0, x0, nx, y0, ny, &rs);
+		free(rgb);
+		if (rc)
+			return sw_fail(err, SW_ENOMEM, "out of memory for a %d x %d picture", w, h);
+	}
+	/* rs holds the window: the crop's pixel (y, x) is rs's (y + top - y0, x + left - x0) */
+	rgb = rs, top -= y0, left -= x0, w = nx, h = ny;
 	for (int k = 0; k < 3; k++)
 		for (int y = 0; y < p->oh; y++)
 			for (int x = 0; x < p->ow; x++) {

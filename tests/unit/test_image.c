@@ -344,15 +344,34 @@ static void test_proc_errors_(void)
 	ok(p && sw_image_preprocess(p, &g, o2, &e) == SW_EINVAL && strstr(e.msg, "do_convert_rgb"),
 	   "a gray one is refused: %s", e.msg);
 	sw_image_proc_free(p);
-	/* a resize beyond the pixel limit is refused before it allocates */
+	/* A resize far past the pixel limit: only the crop's 30 x 30 of it is
+	 * made (a black picture: every value the normalised 0).  A long side
+	 * past 2^30 is refused. */
 	edited_(text, sizeof text, "size", "{\"shortest_edge\": 8192}");
 	ok(sw_image_proc_parse(text, strlen(text), "pc.json", &p, &e) == 0, "shortest_edge 8192 parses");
-	uint8_t *wide = calloc(30 * 16 * 3, 1), *thin = calloc(2 * 4000, 1);
-	sw_image a = { 30, 16, 3, wide }, b = { 2, 4000, 1, thin };
-	ok(p && sw_image_preprocess(p, &a, o2, &e) == SW_ETOOBIG && strstr(e.msg, "resizes to 15360 x 8192"),
-	   "30 x 16 to 15360 x 8192 refused: %s", e.msg);
-	ok(p && sw_image_preprocess(p, &b, o2, &e) == SW_ERANGE && strstr(e.msg, "resizes to a side of"),
-	   "2 x 4000 refused: %s", e.msg);
+	uint8_t *wide = calloc(30 * 16 * 3, 1), *thin = calloc(2 * 4000, 1), *line = calloc(131073, 1);
+	sw_image a = { 30, 16, 3, wide }, b = { 2, 4000, 1, thin }, c = { 131073, 1, 1, line };
+	/* the black values: a black 2 x 2 picture's (padded with black) */
+	int black = 1;
+	static float zero[3 * 30 * 30];
+	e.msg[0] = 0;
+	ok(p && sw_image_preprocess(p, &rgb, zero, &e) == 0, "a black 2 x 2 picture passes: %s", e.msg);
+	o2[0] = 1e9f;
+	e.msg[0] = 0;
+	ok(p && sw_image_preprocess(p, &a, o2, &e) == 0, "30 x 16 resized to 15360 x 8192, cropped: %s", e.msg);
+	for (int i = 0; i < 3 * 30 * 30; i++)
+		black &= o2[i] == zero[i];
+	ok(black, "its crop is the black picture's values");
+	o2[0] = 1e9f, black = 1;
+	e.msg[0] = 0;
+	ok(p && sw_image_preprocess(p, &b, o2, &e) == 0, "2 x 4000 resized to 8192 x 16384000, cropped: %s",
+	   e.msg);
+	for (int i = 0; i < 3 * 30 * 30; i++)
+		black &= o2[i] == zero[i];
+	ok(black, "its crop is the black picture's values");
+	ok(p && sw_image_preprocess(p, &c, o2, &e) == SW_ERANGE && strstr(e.msg, "resizes to a side of"),
+	   "131073 x 1 (a side of 2^30 and more) refused: %s", e.msg);
+	free(line);
 	free(wide), free(thin);
 	sw_image_proc_free(p);
 }
