@@ -9,6 +9,15 @@
  * kept (renormalised), then min-p - and each keeps a prefix of the tokens
  * sorted by probability (ties: lower id first), so the kept set is exactly
  * defined; the draw then walks that set in id order.
+ *
+ * Only the tokens that can be in the kept prefix are sorted: a histogram of
+ * the probabilities' binary exponents (one pass) gives the smallest power
+ * of two such that the tokens at or above it are at least top-k's count or
+ * hold at least top-p's mass; those are a prefix of the sorted order (a tie
+ * group is never split by a threshold), so sorting them alone gives the
+ * prefix a whole sort gives.  Sorting all 49k (151k) tokens took 7.6 (29)
+ * ms a token.  Top-p's mass without top-k is the normaliser summed in id
+ * order (it was the sorted order's sum: the same value to rounding).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -79,12 +88,19 @@ typedef struct cand_ {
 	int32_t id;
 } cand_;
 
+/* Buckets of binary exponents: p = exp(z - max) is in (0, 1], so its
+ * exponent (frexp's) is 1 (p = 1) down to -1073 (the smallest subnormal). */
+#define EXP_HI_ 1
+#define NBUCKET_ 1076
+
 struct sw_sampler {
 	int vocab;
 	sw_sampling par;
 	double *p;                 /* exp(z - max), [vocab] */
 	cand_ *c;                  /* candidates, [vocab] */
 	unsigned char *keep;       /* [vocab] */
+	int *count;                /* tokens whose p has exponent EXP_HI_ - b, [NBUCKET_] */
+	double *mass;              /* their p summed, [NBUCKET_] */
 };
 
 sw_sampler *sw_sampler_new(int vocab, const sw_sampling *p, sw_error *err)
@@ -102,8 +118,10 @@ sw_sampler *sw_sampler_new(int vocab, const sw_sampling *p, sw_error *err)
 		s->p = malloc(sizeof *s->p * (size_t)vocab);
 		s->c = malloc(sizeof *s->c * (size_t)vocab);
 		s->keep = malloc((size_t)vocab);
+		s->count = malloc(sizeof *s->count * NBUCKET_);
+		s->mass = malloc(sizeof *s->mass * NBUCKET_);
 	}
-	if (!s || !s->p || !s->c || !s->keep) {
+	if (!s || !s->p || !s->c || !s->keep || !s->count || !s->mass) {
 		sw_sampler_free(s);
 		sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
@@ -118,6 +136,8 @@ void sw_sampler_free(sw_sampler *s)
 	free(s->p);
 	free(s->c);
 	free(s->keep);
+	free(s->count);
+	free(s->mass);
 	free(s);
 }
 
@@ -146,6 +166,64 @@ static int row_max_(const float *logits, int vocab, double t, double *mx, int *a
 		return sw_fail(err, SW_ERANGE, "every logit is -Inf");
 	*mx = m, *arg = a;
 	return SW_OK;
+}
+
+/* Every token of p > 0 sorted into s->c: their count. */
+static int all_sorted_(sw_sampler *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->vocab; i++)
+		if (s->p[i] > 0)
+			s->c[n++] = (cand_){ s->p[i], i };
+	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand_);
+	return n;
+}
+
+/*
+ * The sorted order's prefix that top-k (by_count) or top-p (by mass, of the
+ * normaliser z) can keep, sorted into s->c: its length.  The tokens of p at
+ * or above 2^e for the largest e at which they reach top-k's count, or
+ * top-p's share of z (times 1 + 2^-40: the sorted order's sum may round
+ * lower; a shortfall is caught by the caller anyway), else all of them
+ * (*all).
+ */
+static int sorted_prefix_(sw_sampler *s, double z, bool by_count, bool *all)
+{
+	const sw_sampling *par = &s->par;
+	int V = s->vocab;
+	memset(s->count, 0, sizeof *s->count * NBUCKET_);
+	memset(s->mass, 0, sizeof *s->mass * NBUCKET_);
+	for (int i = 0; i < V; i++) {
+		double p = s->p[i];
+		if (p > 0) {
+			int e;
+			frexp(p, &e);
+			int b = EXP_HI_ - e; /* 0 .. NBUCKET_ - 1 */
+			s->count[b]++;
+			s->mass[b] += p;
+		}
+	}
+	double want = par->top_p * z * (1 + 0x1p-40), mass = 0;
+	long cnt = 0;
+	int last = -1;
+	for (int b = 0; b < NBUCKET_; b++) {
+		cnt += s->count[b], mass += s->mass[b];
+		if (by_count ? cnt >= par->top_k : mass >= want) {
+			last = b;
+			break;
+		}
+	}
+	*all = last < 0;
+	if (last < 0)
+		return all_sorted_(s);
+	/* p >= 2^(EXP_HI_ - last - 1): frexp's exponent e means p in [2^(e-1), 2^e) */
+	double thr = ldexp(1.0, EXP_HI_ - last - 1);
+	int n = 0;
+	for (int i = 0; i < V; i++)
+		if (s->p[i] > 0 && s->p[i] >= thr)
+			s->c[n++] = (cand_){ s->p[i], i };
+	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand_);
+	return n;
 }
 
 /*
@@ -187,22 +265,33 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 		*sum = kept;
 		return SW_OK;
 	}
-	int n = 0;
-	for (int i = 0; i < V; i++)
-		if (s->p[i] > 0)
-			s->c[n++] = (cand_){ s->p[i], i };
-	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand_);
+	bool all;
+	int n = sorted_prefix_(s, Z, trunc_k, &all);
 	if (trunc_k && par->top_k < n)
 		n = par->top_k;
 	if (trunc_p) {
+		/* after top-k: its mass in sorted order; else the normaliser */
 		double zk = 0, cum = 0;
-		for (int i = 0; i < n; i++)
-			zk += s->c[i].p;
+		if (trunc_k)
+			for (int i = 0; i < n; i++)
+				zk += s->c[i].p;
+		else
+			zk = Z;
 		int j = 0;
 		while (j < n) {
 			cum += s->c[j++].p;
 			if (cum >= par->top_p * zk)
 				break;
+		}
+		if (cum < par->top_p * zk && !trunc_k && !all) {
+			/* the threshold's tokens fell short by rounding: sort them all */
+			n = all_sorted_(s);
+			cum = 0, j = 0;
+			while (j < n) {
+				cum += s->c[j++].p;
+				if (cum >= par->top_p * zk)
+					break;
+			}
 		}
 		n = j;
 	}

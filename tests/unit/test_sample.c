@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "sw/sw.h"
 #include "tap.h"
 
@@ -247,6 +248,116 @@ static void test_draws(void)
 	ok(isnan(sw_sampling_logprob(l, V, 1, V)), "logprob of an id outside the vocabulary is NaN");
 }
 
+/*
+ * The kept sets of large vocabularies against a whole sort: the sampler
+ * sorts only the tokens at or above a power of two (sampler.c); this test
+ * sorts all of them, as the definition says (probabilities in double,
+ * ties to the lower id; top-p's mass the normaliser in id order, after
+ * top-k the kept tokens' in sorted order), for peaked, flat and tied
+ * logits, every setting the same set.
+ */
+typedef struct rc_ {
+	double p;
+	int id;
+} rc_;
+
+static int rc_cmp_(const void *a, const void *b)
+{
+	const rc_ *x = a, *y = b;
+	if (x->p != y->p)
+		return x->p > y->p ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+static int ref_support_(const float *l, int n, sw_sampling par, unsigned char *keep)
+{
+	double t = par.temperature > 0 ? par.temperature : 1, m = -INFINITY, z = 0;
+	for (int i = 0; i < n; i++)
+		m = fmax(m, t == 1 ? (double)l[i] : (double)l[i] / t);
+	rc_ *c = malloc(sizeof *c * (size_t)n);
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		double p = exp((t == 1 ? (double)l[i] : (double)l[i] / t) - m);
+		z += p;
+		if (p > 0)
+			c[k++] = (rc_){ p, i };
+	}
+	qsort(c, (size_t)k, sizeof *c, rc_cmp_);
+	bool tk = par.top_k > 0 && par.top_k < n;
+	if (tk && par.top_k < k)
+		k = par.top_k;
+	if (par.top_p < 1) {
+		double zk = 0, cum = 0;
+		if (tk)
+			for (int i = 0; i < k; i++)
+				zk += c[i].p;
+		else
+			zk = z;
+		int j = 0;
+		while (j < k) {
+			cum += c[j++].p;
+			if (cum >= par.top_p * zk)
+				break;
+		}
+		k = j;
+	}
+	memset(keep, 0, (size_t)n);
+	int kept = 0;
+	for (int i = 0; i < k && c[i].p >= par.min_p * c[0].p; i++)
+		keep[c[i].id] = 1, kept++;
+	free(c);
+	return kept;
+}
+
+static void test_large_(void)
+{
+	enum { NV = 6007 };
+	static float l[NV];
+	static int32_t ids[NV];
+	static double pr[NV];
+	static unsigned char keep[NV];
+	static const struct {
+		double t;
+		int k;
+		double p, minp;
+	} set[] = { { 1, 0, 0.9, 0 }, { 0.7, 0, 0.95, 0 }, { 1, 50, 1, 0 }, { 1.3, 200, 0.8, 0 },
+		    { 1, 0, 0.5, 0.05 }, { 1, 1, 1, 0 }, { 1, 6006, 0.999, 0 }, { 1, 0, 0.999999, 0 } };
+	const char *dist[] = { "peaked", "flat", "tied" };
+	uint64_t rng = 99;
+	int same = 1, checked = 0, sizes = 0;
+	for (int d = 0; d < 3; d++)
+		for (int rep = 0; rep < 4; rep++) {
+			for (int i = 0; i < NV; i++) {
+				rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+				double u = (double)(rng >> 11) * 0x1p-53;
+				/* peaked: -1.1 log(rank-like); flat: small spread; tied: 12 values */
+				l[i] = d == 0 ? (float)(-1.1 * log(1 + u * NV))
+				     : d == 1 ? (float)(u - 0.5)
+				              : (float)((int)(u * 12) * 0.37);
+			}
+			for (size_t si = 0; si < sizeof set / sizeof set[0]; si++) {
+				sw_sampling par = sw_sampling_defaults();
+				par.temperature = set[si].t, par.top_k = set[si].k, par.top_p = set[si].p;
+				par.min_p = set[si].minp;
+				sw_error err = { 0 };
+				sw_sampler *s = sw_sampler_new(NV, &par, &err);
+				int n = s ? sw_sampler_support(s, l, ids, pr, &err) : -1;
+				int nref = ref_support_(l, NV, par, keep);
+				int eq = n == nref;
+				for (int i = 0; i < n && eq; i++)
+					eq = keep[ids[i]] == 1;
+				if (!eq && same)
+					printf("#   %s logits, T %g top-k %d top-p %g min-p %g: %d kept, the whole sort keeps %d\n",
+					     dist[d], set[si].t, set[si].k, set[si].p, set[si].minp, n, nref);
+				same &= eq;
+				checked++, sizes += n;
+				sw_sampler_free(s);
+			}
+		}
+	ok(same, "6007 tokens, peaked, flat and tied logits, %d settings: the kept sets of a whole sort "
+	         "(%d sets, %d tokens kept in all)", checked, checked, sizes);
+}
+
 int main(void)
 {
 	test_philox();
@@ -254,5 +365,6 @@ int main(void)
 	test_sets();
 	test_errors();
 	test_draws();
+	test_large_();
 	return tap_done();
 }
