@@ -7,7 +7,8 @@
 # Logits: vocabularies of 49152 (SmolLM2) and 151936 (Qwen2.5); "zipf":
 # p proportional to rank^-1.1 (a trained model's peaked distribution),
 # "flat": normal(0, 1) (a random model's).  Settings: plain sampling
-# (T 1), nucleus (T 0.7, top-p 0.9), top-k 50.  Figures: the median time a
+# (T 1), nucleus (T 0.7, top-p 0.9), top-k 50, greedy (T 0: transformers'
+# argmax).  Figures: the median time a
 # token (REPS draws, default 200) and the ratio torch / libsw (> 1: libsw
 # faster).  Threads: SW_BENCH_THREADS (default 2) for both.
 set -eu
@@ -47,7 +48,7 @@ for s in $sides; do printf ' %12s' "libsw $s"; done
 printf ' %12s %s\n' torch "torch / libsw now"
 for V in 49152 151936; do
 	for dist in zipf flat; do
-		for set in "1 0 1 plain" "0.7 0 0.9 top-p_0.9_T_0.7" "1 50 1 top-k_50"; do
+		for set in "1 0 1 plain" "0.7 0 0.9 top-p_0.9_T_0.7" "1 50 1 top-k_50" "0 0 1 greedy"; do
 			# shellcheck disable=SC2086
 			set -- $set
 			printf '%-6s %-7s %-22s' "$dist" "$V" "$4"

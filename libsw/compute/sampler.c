@@ -228,7 +228,8 @@ static int sorted_prefix_(sw_sampler *s, double z, bool by_count, bool *all)
 
 /*
  * Mark the kept set in s->keep and fill s->p; *sum is the kept mass, *z the
- * full normaliser, *m the maximum of logits / T.  Greedy marks the argmax.
+ * full normaliser, *m the maximum of logits / T.  Greedy marks the argmax
+ * and fills only its p (1); its *z is NaN (greedy's log-prob is T = 1's).
  */
 static int support_(sw_sampler *s, const float *logits, double *sum, double *z, double *m,
                     sw_error *err)
@@ -239,6 +240,17 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 	int rc = row_max_(logits, V, t, m, &arg, err);
 	if (rc)
 		return rc;
+	memset(s->keep, 0, (size_t)V);
+	if (par->temperature == 0) {
+		/* Greedy keeps the argmax, whose term is e^0 = 1: no other is
+		 * needed (its log-prob is sw_logprob_of's, at T = 1), and the
+		 * exponentials of the whole row were most of a greedy token's
+		 * time.  The normaliser is not made. */
+		s->p[arg] = 1.0;
+		s->keep[arg] = 1;
+		*sum = 1.0, *z = NAN;
+		return SW_OK;
+	}
 	double Z = 0;
 	if (t == 1)
 		for (int i = 0; i < V; i++)
@@ -247,12 +259,6 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 		for (int i = 0; i < V; i++)
 			Z += s->p[i] = exp((double)logits[i] / t - *m);
 	*z = Z;
-	memset(s->keep, 0, (size_t)V);
-	if (par->temperature == 0) {
-		s->keep[arg] = 1;
-		*sum = s->p[arg];
-		return SW_OK;
-	}
 	bool trunc_k = par->top_k > 0 && par->top_k < V, trunc_p = par->top_p < 1;
 	if (!trunc_k && !trunc_p) {
 		/* min-p alone is a threshold: no order needed (p[arg] is 1) */
