@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
+#include "compute/cpu/vmath.h"
 #include "sw/engine.h"
 #include "sw/sampler.h"
 
@@ -99,6 +100,7 @@ struct sw_sampler {
 	double *p;                 /* exp(z - max), [vocab] */
 	cand_ *c;                  /* candidates, [vocab] */
 	unsigned char *keep;       /* [vocab] */
+	int arg;                   /* the row's argmax (greedy's token) */
 	int *count;                /* tokens whose p has exponent EXP_HI_ - b, [NBUCKET_] */
 	double *mass;              /* their p summed, [NBUCKET_] */
 };
@@ -149,9 +151,54 @@ static int cmp_cand_(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
+/* The largest of x[0..n) (NaNs passed over), and in *bad whether one is
+ * NaN or +Inf: in 16 lanes, one clone per vector width (vmath.h; a
+ * maximum is the same whatever the order). */
+#define MAX_LANES_ 16
+SW_VEC static float max_checked_(const float *x, int n, int *bad)
+{
+	float mx[MAX_LANES_];
+	int b[MAX_LANES_] = { 0 };
+	for (int l = 0; l < MAX_LANES_; l++)
+		mx[l] = -INFINITY;
+	int n16 = n / MAX_LANES_ * MAX_LANES_;
+	for (int j = 0; j < n16; j += MAX_LANES_)
+		for (int l = 0; l < MAX_LANES_; l++) {
+			float v = x[j + l];
+			b[l] |= (v != v) | (v == INFINITY);
+			mx[l] = v > mx[l] ? v : mx[l];
+		}
+	float m = -INFINITY;
+	int any = 0;
+	for (int j = n16; j < n; j++) {
+		any |= (x[j] != x[j]) | (x[j] == INFINITY);
+		m = x[j] > m ? x[j] : m;
+	}
+	for (int l = 0; l < MAX_LANES_; l++) {
+		any |= b[l];
+		m = mx[l] > m ? mx[l] : m;
+	}
+	*bad = any;
+	return m;
+}
+
 /* Row maximum of logits / t, with the checks every caller needs. */
 static int row_max_(const float *logits, int vocab, double t, double *mx, int *arg, sw_error *err)
 {
+	if (t == 1) {
+		/* A float's double is exact and keeps the order: the largest
+		 * float, then its first place (the loop below, which names a bad
+		 * logit's place, only for a bad row). */
+		int bad;
+		float mf = max_checked_(logits, vocab, &bad);
+		if (!bad && mf > -INFINITY) {
+			int a = 0;
+			while (logits[a] != mf)
+				a++;
+			*mx = (double)mf, *arg = a;
+			return SW_OK;
+		}
+	}
 	double m = -INFINITY;
 	int a = -1;
 	for (int i = 0; i < vocab; i++) {
@@ -240,6 +287,7 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 	int rc = row_max_(logits, V, t, m, &arg, err);
 	if (rc)
 		return rc;
+	s->arg = arg;
 	memset(s->keep, 0, (size_t)V);
 	if (par->temperature == 0) {
 		/* Greedy keeps the argmax, whose term is e^0 = 1: no other is
@@ -333,8 +381,8 @@ int sw_sampler_pick(sw_sampler *s, const float *logits, double u, float *logprob
 	if (rc)
 		return rc;
 	double target = u * sum, cum = 0;
-	int tok = 0;
-	for (int i = 0; i < s->vocab; i++) {
+	int tok = s->arg; /* greedy's: the one kept */
+	for (int i = 0; i < s->vocab && s->par.temperature > 0; i++) {
 		if (!s->keep[i])
 			continue;
 		tok = i;
