@@ -25,7 +25,8 @@
 # Which binaries: a fresh build (make -j16 into build-dev) where the whole
 # toolchain is there (nvcc, a C compiler, the -dev packages' headers), else
 # the ones tests/gpu/pack.sh packed on a machine without a GPU and carried
-# here (build-carry/, with the shared libraries they need in rt.tar.xz).
+# here (build-carry/, with the shared libraries they need in rt.tar.xz,
+# unpacked into a temporary folder for the run).
 # The summary says which; SW_CHECK_NO_BUILD=1 skips the rebuild, and with
 # carried binaries SW_CHECK_NVCC=1 also compiles libsw-cuda.so there.
 set -u
@@ -117,16 +118,19 @@ fi
 if [ -z "$bins" ]; then
 	if [ -d "$carry" ]; then
 		bins=$carry
-		if [ -f "$carry/rt.tar.xz" ] && [ ! -d "$carry/rt" ]; then
-			mkdir -p "$carry/rt"
+		# The libraries unpacked outside the tree: left in $carry they would
+		# travel with the next call and pass its 64 MiB (they did once).
+		rt=$(mktemp -d "${TMPDIR:-/tmp}/sw-carry-rt.XXXXXX")
+		trap 'rm -rf "$rt"' EXIT
+		if [ -f "$carry/rt.tar.xz" ]; then
 			python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-				"$carry/rt.tar.xz" "$carry/rt" >>"$logs" 2>&1 || say "# could not unpack $carry/rt.tar.xz"
+				"$carry/rt.tar.xz" "$rt" >>"$logs" 2>&1 || say "# could not unpack $carry/rt.tar.xz"
 		fi
 		say "# using the carried binaries in $carry (built at $(cat "$carry/COMMIT" 2>/dev/null), $(cat "$carry/NVCC" 2>/dev/null))"
 		# Their libraries where this machine lacks them.
 		if ldd "$carry/tests/test_gpu" | grep -q 'not found'; then
-			export LD_LIBRARY_PATH="$top/$carry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-			say "# with the carried libraries ($carry/rt) on LD_LIBRARY_PATH"
+			export LD_LIBRARY_PATH="$rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+			say "# with the carried libraries (unpacked from $carry/rt.tar.xz) on LD_LIBRARY_PATH"
 		fi
 		if [ -n "${SW_CHECK_NVCC:-}" ] && command -v nvcc >/dev/null; then
 			part "libsw-cuda.so compiles here with nvcc (not used)" 60 \
