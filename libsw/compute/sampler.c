@@ -215,15 +215,31 @@ static int row_max_(const float *logits, int vocab, double t, double *mx, int *a
 	return SW_OK;
 }
 
-/* Every token of p > 0 sorted into s->c: their count. */
-static int all_sorted_(sw_sampler *s)
+/* The tokens of p > 0 and p >= thr sorted into s->c: their count (thr 0:
+ * every token). */
+static int sorted_from_(sw_sampler *s, double thr)
 {
 	int n = 0;
 	for (int i = 0; i < s->vocab; i++)
-		if (s->p[i] > 0)
+		if (s->p[i] > 0 && s->p[i] >= thr)
 			s->c[n++] = (cand_){ s->p[i], i };
 	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand_);
 	return n;
+}
+
+/* Top-p's cut of the sorted s->c[0..n): the length of the shortest prefix
+ * whose mass, added in sorted order, reaches target; *short_ when none does. */
+static int topp_cut_(const sw_sampler *s, int n, double target, bool *short_)
+{
+	double cum = 0;
+	int j = 0;
+	while (j < n) {
+		cum += s->c[j++].p;
+		if (cum >= target)
+			break;
+	}
+	*short_ = cum < target;
+	return j;
 }
 
 /*
@@ -261,16 +277,8 @@ static int sorted_prefix_(sw_sampler *s, double z, bool by_count, bool *all)
 		}
 	}
 	*all = last < 0;
-	if (last < 0)
-		return all_sorted_(s);
 	/* p >= 2^(EXP_HI_ - last - 1): frexp's exponent e means p in [2^(e-1), 2^e) */
-	double thr = ldexp(1.0, EXP_HI_ - last - 1);
-	int n = 0;
-	for (int i = 0; i < V; i++)
-		if (s->p[i] > 0 && s->p[i] >= thr)
-			s->c[n++] = (cand_){ s->p[i], i };
-	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand_);
-	return n;
+	return sorted_from_(s, last < 0 ? 0.0 : ldexp(1.0, EXP_HI_ - last - 1));
 }
 
 /*
@@ -325,28 +333,16 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 		n = par->top_k;
 	if (trunc_p) {
 		/* after top-k: its mass in sorted order; else the normaliser */
-		double zk = 0, cum = 0;
+		double zk = 0;
 		if (trunc_k)
 			for (int i = 0; i < n; i++)
 				zk += s->c[i].p;
 		else
 			zk = Z;
-		int j = 0;
-		while (j < n) {
-			cum += s->c[j++].p;
-			if (cum >= par->top_p * zk)
-				break;
-		}
-		if (cum < par->top_p * zk && !trunc_k && !all) {
-			/* the threshold's tokens fell short by rounding: sort them all */
-			n = all_sorted_(s);
-			cum = 0, j = 0;
-			while (j < n) {
-				cum += s->c[j++].p;
-				if (cum >= par->top_p * zk)
-					break;
-			}
-		}
+		bool short_;
+		int j = topp_cut_(s, n, par->top_p * zk, &short_);
+		if (short_ && !trunc_k && !all) /* the threshold's tokens fell short by rounding: all */
+			j = topp_cut_(s, sorted_from_(s, 0.0), par->top_p * zk, &short_);
 		n = j;
 	}
 	double thr = par->min_p * s->c[0].p, kept = 0;

@@ -606,17 +606,11 @@ int sw_image_preprocess(const sw_image_proc *p, const sw_image *im, float *out, 
 	int y0 = top > 0 ? top : 0, x0 = left > 0 ? left : 0;
 	/* (numpy's centring overlaps the picture: nx, ny >= 1) */
 	int ny = (oh < top + p->oh ? oh : top + p->oh) - y0, nx = (ow < left + p->ow ? ow : left + p->ow) - x0;
-	if (p->do_resize) {
-		int rc = resize_(rgb, w, h, ow, oh, p->resample, x0, nx, y0, ny, &rs);
-		free(rgb);
-		if (rc)
-			return sw_fail(err, SW_ENOMEM, "out of memory resizing a %d x %d picture", w, h);
-	} else {
-		int rc = resize_(rgb, w, h, w, h, 0, x0, nx, y0, ny, &rs);
-		free(rgb);
-		if (rc)
-			return sw_fail(err, SW_ENOMEM, "out of memory for a %d x %d picture", w, h);
-	}
+	/* without a resize ow x oh is w x h: resize_ copies the window */
+	int rc = resize_(rgb, w, h, ow, oh, p->resample, x0, nx, y0, ny, &rs);
+	free(rgb);
+	if (rc)
+		return sw_fail(err, SW_ENOMEM, "out of memory resizing a %d x %d picture", w, h);
 	/* rs holds the window: the crop's pixel (y, x) is rs's (y + top - y0, x + left - x0) */
 	rgb = rs, top -= y0, left -= x0, w = nx, h = ny;
 	for (int k = 0; k < 3; k++)
