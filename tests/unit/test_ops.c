@@ -610,6 +610,9 @@ int main(void)
 	test_attention_(2, cu3, 2, 1, 8, 40, 0);
 	/* A head of 20: the paged attention's 16 lanes and a tail. */
 	test_attention_(3, cu1, 4, 2, 20, 0, 1);
+	/* Heads of 64 and 88: the paged attention's values 64, 16 and 1 at a time. */
+	test_attention_(3, cu1, 4, 2, 64, 40, 1);
+	test_attention_(3, cu1, 2, 1, 88, 40, 1);
 	test_layernorm_(1);
 	test_layernorm_(0);
 	test_act_();

@@ -472,7 +472,7 @@ static size_t attn_paged_scratch_(int maxkeys)
 /*
  * One page of keys (nj rows ks floats apart): s_j = (q . k_j) scale, each dot
  * in LANES_ fixed lanes added in a fixed order (the same bits at every
- * vector width), and o += sum_j p_j v_j in order of j.
+ * vector width).
  */
 SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, int ks, int hd,
                             float scale)
@@ -493,14 +493,55 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
 	}
 }
 
-SW_VEC static void pv_page_(float *o, const float *p, const float *v, int nj, int ks, int hd)
+/* 16 floats as one value of GCC's and clang's vector extension: its
+ * arithmetic is lane by lane, as the scalar code's, at every width. */
+typedef float v16f_ __attribute__((vector_size(64)));
+
+/*
+ * o = sum_j p_j v_j over nk keys in their pages, in order of j: the sums of
+ * 64 (then 16, then 1) floats of o at a time are held in registers across
+ * the keys, each element a multiply and an add a key, as o[d] += p_j v_j[d].
+ * (Accumulating in o itself made each key wait for the last one's store.)
+ */
+SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int32_t *pt, int P, int nk,
+                            int ks, int hd)
 {
-	for (int j = 0; j < nj; j++) {
-		const float *vr = v + (size_t)j * ks;
-		float pj = p[j];
-#pragma omp simd
-		for (int d = 0; d < hd; d++)
-			o[d] += pj * vr[d];
+	int d0 = 0;
+	for (; d0 + 64 <= hd; d0 += 64) {
+		v16f_ a0 = { 0 }, a1 = a0, a2 = a0, a3 = a0;
+		for (int j0 = 0; j0 < nk; j0 += P) {
+			const float *vp = v + (size_t)pt[j0 / P] * P * ks + d0;
+			int nj = nk - j0 < P ? nk - j0 : P;
+			for (int j = 0; j < nj; j++) {
+				const float *vr = vp + (size_t)j * ks;
+				float pj = p[j0 + j];
+				v16f_ x0, x1, x2, x3;
+				memcpy(&x0, vr, 64), memcpy(&x1, vr + 16, 64);
+				memcpy(&x2, vr + 32, 64), memcpy(&x3, vr + 48, 64);
+				a0 += pj * x0, a1 += pj * x1, a2 += pj * x2, a3 += pj * x3;
+			}
+		}
+		memcpy(o + d0, &a0, 64), memcpy(o + d0 + 16, &a1, 64);
+		memcpy(o + d0 + 32, &a2, 64), memcpy(o + d0 + 48, &a3, 64);
+	}
+	for (; d0 + 16 <= hd; d0 += 16) {
+		v16f_ a = { 0 };
+		for (int j0 = 0; j0 < nk; j0 += P) {
+			const float *vp = v + (size_t)pt[j0 / P] * P * ks + d0;
+			int nj = nk - j0 < P ? nk - j0 : P;
+			for (int j = 0; j < nj; j++) {
+				v16f_ x;
+				memcpy(&x, vp + (size_t)j * ks, 64);
+				a += p[j0 + j] * x;
+			}
+		}
+		memcpy(o + d0, &a, 64);
+	}
+	for (; d0 < hd; d0++) {
+		float a = 0;
+		for (int j = 0; j < nk; j++)
+			a += p[j] * v[((size_t)pt[j / P] * P + j % P) * ks + d0];
+		o[d0] = a;
 	}
 }
 
@@ -531,11 +572,7 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 				row_expsum_(s, nk, m, &sum, &zsum);
 				float l = m + (float)log(sum);
 				row_exp_(s, nk, l);
-				float *o = out + ((size_t)i * H + h) * hd;
-				memset(o, 0, (size_t)hd * sizeof(float));
-				for (int j0 = 0; j0 < nk; j0 += P)
-					pv_page_(o, s + j0, kv->v + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd,
-					         nk - j0 < P ? nk - j0 : P, ks, hd);
+				pv_keys_(out + ((size_t)i * H + h) * hd, s, kv->v + (size_t)g * hd, pt, P, nk, ks, hd);
 			}
 	}
 }
