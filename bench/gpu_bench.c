@@ -8,8 +8,9 @@
  *
  * The model: Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 heads over 2
  * key/value heads of 64, intermediate 4864, vocab 151936, tied embeddings,
- * q/k/v biases; 494M parameters), random normal(0, 0.02) weights, f32
- * (the CUDA backend has no bf16).  Training reports the model FLOPs per
+ * q/k/v biases; 494M parameters), random normal(0, 0.02) weights, f32;
+ * SW_MATMUL=bf16 takes the training products' operands to bf16
+ * (sw_backend_matmul; f32 sums).  Training reports the model FLOPs per
  * second against the H200's datasheet rates, 67 TFLOP/s f32 and 990
  * TFLOP/s dense bf16; decoding reports the weight bytes read per second
  * (every step reads every weight once) against its 4.8 TB/s of HBM.
@@ -101,6 +102,9 @@ static int train_(const sw_backend *be, int steps, int nseq, int len)
 	sw_engine *e = sw_engine_new(m, &err);
 	if (!e)
 		die_("engine", &err);
+	const char *prec = getenv("SW_MATMUL") && *getenv("SW_MATMUL") ? getenv("SW_MATMUL") : "f32";
+	if (sw_backend_matmul(be, prec, &err))
+		die_("matmul", &err);
 	sw_adamw_config oc = sw_adamw_defaults(1e-4f);
 	oc.max_grad_norm = 1.0f;
 	double *t = malloc(sizeof(double) * (size_t)(steps + 1)), loss = 0;
@@ -121,9 +125,9 @@ static int train_(const sw_backend *be, int steps, int nseq, int len)
 	double att = L * nseq * (len * (len + 1) / 2.0) * QD * 2;
 	double flops = 6 * lin * T + 6 * att;
 	double med = bench_median(t + 1, steps);
-	printf("device=%s params=%zu tokens=%d steps=%d step_s=%.4f tokens_per_s=%.1f tflops=%.2f "
+	printf("device=%s matmul=%s params=%zu tokens=%d steps=%d step_s=%.4f tokens_per_s=%.1f tflops=%.2f "
 	       "mfu_f32=%.4f mfu_bf16=%.4f loss=%.4f init_s=%.1f\n",
-	       sw_backend_name(be), m->nparams, T, steps, med, T / med, flops / med / 1e12,
+	       sw_backend_name(be), prec, m->nparams, T, steps, med, T / med, flops / med / 1e12,
 	       flops / med / F32_PEAK, flops / med / BF16_PEAK, loss, t_init);
 	sw_engine_free(e);
 	sw_model_free(m), sw_model_free(g), sw_model_free(mo), sw_model_free(vo);

@@ -78,7 +78,7 @@ static const cli_opt opts[] = {
 	{ 'j', 'j', "threads", "num", NULL, "compute threads (default: every core)" },
 	CLI_OPT_DEVICE(OPT_DEVICE),
 	{ OPT_MATMUL, 0, "matmul", "prec", "f32|bf16",
-	  "precision of the CPU's matrix products: f32, or bf16 inputs with f32 sums (default f32, $SW_MATMUL)" },
+	  "precision of the matrix products: f32, or bf16 inputs with f32 sums (default f32, $SW_MATMUL)" },
 	{ OPT_METRICS, 0, "metrics", "file", "file", "append one JSON record of the step's metrics to file" },
 	{ 'f', 'f', "format", "format", "msgpack|json", "write the samples as msgpack or json (default msgpack)" },
 	{ 'z', 'z', "zstd", NULL, NULL, "compress the samples written with zstd" },

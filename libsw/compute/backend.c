@@ -131,11 +131,13 @@ int sw_backend_matmul(const sw_backend *be, const char *prec, sw_error *err)
 {
 	if (!be || be == sw_backend_cpu() || be == sw_backend_guard())
 		return sw_backend_cpu_matmul(prec, err);
-	if (!prec || !*prec || !strcmp(prec, "f32"))
-		return SW_OK;
-	if (!strcmp(prec, "bf16"))
-		return sw_fail(err, SW_EINVAL, "bf16 matmul is for the cpu backend, not '%s'", be->name);
-	return sw_fail(err, SW_EINVAL, "unknown matmul precision '%s' (known: f32, bf16)", prec);
+	if (prec && *prec && strcmp(prec, "f32") && strcmp(prec, "bf16"))
+		return sw_fail(err, SW_EINVAL, "unknown matmul precision '%s' (known: f32, bf16)", prec);
+	if (be->matmul)
+		return be->matmul(prec && *prec ? prec : "f32", err);
+	if (prec && !strcmp(prec, "bf16"))
+		return sw_fail(err, SW_EINVAL, "bf16 matmul is not written for the '%s' backend", be->name);
+	return SW_OK;
 }
 
 const char *sw_backend_name(const sw_backend *be)

@@ -247,6 +247,9 @@ struct sw_backend {
 	/* Hand the memory freed so far back to the device (a pool keeps it for
 	 * this process's next allocation), for the next process on the GPU. */
 	int (*trim)(sw_error *err);
+	/* The precision of gemm's products ("f32" or "bf16", sw_backend_matmul);
+	 * NULL where the backend has f32 alone (the CPU's is gemm.h's). */
+	int (*matmul)(const char *prec, sw_error *err);
 };
 
 /* Bytes of an ipc_alloc ticket and of a coll_id id. */

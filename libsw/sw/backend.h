@@ -50,10 +50,12 @@ int sw_backend_trim(const sw_backend *be, sw_error *err);
  * same) or "bf16": operands rounded to bf16 (to nearest even), products
  * accumulated and written in f32; the weights, gradients and optimiser
  * state stay f32 (PyTorch's torch.set_float32_matmul_precision("medium")).
- * bf16 is for the CPU backends (cpu and guard, which share it: the
- * setting is the process's); on a CPU without bf16 dot products, on
- * another backend or for an unknown name it is SW_EINVAL, the message
- * saying what is missing, and nothing changes.  Not while ops run.
+ * On the CPU backends (cpu and guard, which share it: the setting is the
+ * process's) oneDNN's bf16 dot products; on cuda cuBLAS's bf16 tensor-core
+ * products (CUBLAS_COMPUTE_32F_FAST_16BF, compute capability 8.0 or newer;
+ * written, never yet run on a GPU).  On a CPU without bf16 dot products, an
+ * older GPU, another backend or for an unknown name it is SW_EINVAL, the
+ * message saying what is missing, and nothing changes.  Not while ops run.
  */
 int sw_backend_matmul(const sw_backend *be, const char *prec, sw_error *err);
 /* Its name ("cpu", "guard", "cuda", "cuda:1"); "cpu" for NULL. */

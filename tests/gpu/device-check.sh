@@ -1,9 +1,9 @@
 #!/bin/bash
 # tests/gpu/device-check.sh - the one-shot check on a machine with a GPU (an
 # H200 lent for minutes): it builds where it can, runs the GPU tests, and
-# times (a) a training step of a Qwen2.5-0.5B-shaped model (f32: the CUDA
-# backend has no bf16; MFU against 67 TFLOP/s f32 and 990 TFLOP/s dense
-# bf16), (b) decoding of 1 and of 64 sequences against the 4.8 TB/s HBM
+# times (a) a training step of a Qwen2.5-0.5B-shaped model (f32, then with
+# the products' operands in bf16, SW_MATMUL=bf16; MFU against 67 TFLOP/s
+# f32 and 990 TFLOP/s dense bf16), (b) decoding of 1 and of 64 sequences against the 4.8 TB/s HBM
 # bound, (c) the cuda: store hand-off at three sizes (a second process
 # mapping the trainer's weights through CUDA IPC, against a device copy of
 # the same bytes), (d) the same training step in PyTorch on the same GPU (f32
@@ -208,6 +208,7 @@ bench() { # NAME SECONDS ARGS...: gpu_bench's KEY=VALUE line into the summary
 	rm -f "$f"
 }
 bench "(a) training step, Qwen2.5-0.5B shape, f32, 8 x 512 tokens" 100 train 3 8 512
+SW_MATMUL=bf16 bench "(a) training step, the same, products' operands in bf16 (SW_MATMUL=bf16)" 80 train 3 8 512
 bench "(b) decoding, 1 sequence, 64 tokens" 50 decode 1 64
 bench "(b) decoding, 1 sequence, 256 tokens" 40 decode 1 256
 bench "(b) decoding, 64 sequences, 32 tokens" 60 decode 64 32

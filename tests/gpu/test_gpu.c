@@ -519,6 +519,75 @@ typedef struct mrun_ {
 	int rc;
 } mrun_;
 
+/*
+ * sw_backend_matmul "bf16": gemm's operands rounded to bf16 (to nearest,
+ * ties to even, as the CPU's), products summed in f32.  The reference is
+ * the product in double of the operands so rounded; it must be met to f32
+ * summing's error, and be far from the f32 product (bf16 engaged).  Then
+ * "f32" again gives sgemm's bits.
+ */
+static float bf16_round_(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	u &= 0xffff0000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+static void test_bf16_(void)
+{
+	enum { M = 96, N = 80, K = 512 };
+	sw_error err = { 0 };
+	size_t na = (size_t)M * K, nb = (size_t)N * K;
+	float *h = malloc(sizeof(float) * (na + nb)), *c = malloc(sizeof(float) * M * N),
+	      *c32 = malloc(sizeof(float) * M * N), *c32b = malloc(sizeof(float) * M * N);
+	double *ref = malloc(sizeof(double) * M * N), *ref32 = malloc(sizeof(double) * M * N);
+	fill_(h, na + nb, 7, -1, 1);
+	float *x = up_(gpu_, h, sizeof(float) * (na + nb)), *y = gpu_->alloc(sizeof(float) * M * N, &err);
+	const float *A = h, *B = h + na; /* C = A B^T */
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double r = 0, r32 = 0;
+			for (int k = 0; k < K; k++) {
+				r += (double)bf16_round_(A[(size_t)i * K + k]) * bf16_round_(B[(size_t)j * K + k]);
+				r32 += (double)A[(size_t)i * K + k] * B[(size_t)j * K + k];
+			}
+			ref[(size_t)i * N + j] = r, ref32[(size_t)i * N + j] = r32;
+		}
+	int rc = x && y ? 0 : -1;
+	if (!rc) {
+		gpu_->gemm(0, 1, M, N, K, 1, x, K, x + na, K, 0, y, N);
+		down_(gpu_, c32, y, sizeof(float) * M * N);
+		rc = sw_backend_matmul(gpu_, "bf16", &err);
+	}
+	if (!rc) {
+		gpu_->gemm(0, 1, M, N, K, 1, x, K, x + na, K, 0, y, N);
+		down_(gpu_, c, y, sizeof(float) * M * N);
+		rc = sw_backend_matmul(gpu_, "f32", &err);
+		gpu_->gemm(0, 1, M, N, K, 1, x, K, x + na, K, 0, y, N);
+		down_(gpu_, c32b, y, sizeof(float) * M * N);
+	}
+	if (rc)
+		printf("# bf16: %s\n", err.msg);
+	double e_bf = 0, e_32 = 0;
+	for (size_t i = 0; i < (size_t)M * N; i++) {
+		double d = fabs(c[i] - ref[i]), d32 = fabs(c[i] - ref32[i]);
+		e_bf = d > e_bf || d != d ? d : e_bf;
+		e_32 = d32 > e_32 ? d32 : e_32;
+	}
+	printf("# tol gemm bf16: max |err| %.3g against bf16-rounded operands, %.3g against f32's\n", e_bf,
+	       e_32);
+	/* f32 sums of K products of size ~1: a few K ulp of the sum at most */
+	ok(!rc && e_bf < 5e-4, "gemm under matmul bf16: the product of bf16-rounded operands (max err %.2g)",
+	   e_bf);
+	ok(!rc && e_32 > 1e-3 && !memcmp(c32, c32b, sizeof(float) * M * N),
+	   "gemm under matmul bf16 is not the f32 product (%.2g off it), and f32 again is sgemm's bits", e_32);
+	gpu_->free(x), gpu_->free(y);
+	free(h), free(c), free(c32), free(c32b), free(ref), free(ref32);
+}
+
 static void run_model_(const sw_backend *be, const sw_model_config *c, mrun_ *r)
 {
 	sw_error err = { 0 };
@@ -668,7 +737,7 @@ static const op_ ops_[] = {
 };
 #define NOPS (sizeof ops_ / sizeof ops_[0])
 /* Checks after the ops: batch invariance 2, determinism 2, models 3 x 7, the last sync. */
-#define NREST (2 + 2 + 3 * 7 + 1)
+#define NREST (2 + 2 + 2 + 3 * 7 + 1)
 
 static sw_model_config cfg_(const char *type, bool bias, bool qk, bool tied)
 {
@@ -690,7 +759,7 @@ int main(void)
 		}
 		for (size_t i = 0; i < NOPS + NREST; i++)
 			printf("ok %d - gpu: %s # skip no CUDA backend here: %s\n", ++tap_n_,
-			       i < NOPS ? ops_[i].name : "batch invariance, determinism, whole models", err.msg);
+			       i < NOPS ? ops_[i].name : "batch invariance, determinism, bf16 products, whole models", err.msg);
 		return tap_done();
 	}
 	printf("# device %s\n", gpu_->name);
@@ -698,6 +767,7 @@ int main(void)
 		compare_(ops_[i].name, ops_[i].run, ops_[i].nout, ops_[i].atol, ops_[i].rtol);
 	test_batch_invariance_();
 	test_determinism_();
+	test_bf16_();
 	test_model_("llama", cfg_("llama", false, false, false));
 	test_model_("qwen2 (bias, tied)", cfg_("qwen2", true, false, true));
 	test_model_("qwen3 (q/k norm)", cfg_("qwen3", false, true, false));

@@ -4,14 +4,18 @@
  * "cuda" or "cuda:N" (compute/backend.c): libsw and the programs link no
  * CUDA library, so they start on machines that have none.
  *
- * f32 only (bf16 is not written).  One device per process, one stream: ops
+ * f32 data throughout; the products' operands may be taken to bf16 (matmul
+ * "bf16", below; written, not yet run on a GPU).  One device per process, one stream: ops
  * are queued on it in order and return nothing; a failed launch or call is
  * kept (the first one) and reported by the next sync, then cleared.  Memory
  * comes from the stream-ordered pool (cudaMallocAsync), which keeps what is
  * freed for the next allocation instead of handing it back to the driver.
  *
  * Products: cuBLAS sgemm in its default math mode, which for f32 does not
- * use TF32 (so results stay near the CPU's).  Everything else is a kernel
+ * use TF32 (so results stay near the CPU's); under matmul "bf16",
+ * cublasGemmEx on the same f32 matrices with CUBLAS_COMPUTE_32F_FAST_16BF:
+ * cuBLAS rounds the operands to bf16 for the tensor cores and sums in f32,
+ * as the CPU's bf16 products do (gemm.h).  linear_rows (decoding) stays f32.  Everything else is a kernel
  * here, each in three layers: a static __global__ kernel, a launcher taking
  * the stream that checks the launch, and the backend entry.
  *
@@ -61,7 +65,8 @@ static struct {
 	int *first;           /* first_nonfinite's answer */
 	float *work;          /* the column sums' partials, grown on demand (work_n floats) */
 	size_t work_n;
-} st_ = { PTHREAD_MUTEX_INITIALIZER, 0, -1, "cuda", 0, 0, {}, 0, 0, 0, 0 };
+	bool bf16;            /* gemm's operands to bf16 (matmul_) */
+} st_ = { PTHREAD_MUTEX_INITIALIZER, 0, -1, "cuda", 0, 0, {}, 0, 0, 0, 0, false };
 
 static int vfail_(sw_error *e, int code, const char *fmt, va_list ap)
 {
@@ -389,9 +394,38 @@ static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float 
 {
 	if (M <= 0 || N <= 0)
 		return;
+	if (st_.bf16) {
+		keep_blas_("gemm (bf16)",
+		           cublasGemmEx(st_.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+		                        N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
+		                        CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+		return;
+	}
 	keep_blas_("gemm", cublasSgemm(st_.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
 	                               ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
 	                               lda, &beta, C, ldc));
+}
+
+/* The products' precision: "f32", or "bf16" where the tensor cores have it
+ * (compute capability 8.0, Ampere, and newer). */
+static int matmul_(const char *prec, sw_error *err)
+{
+	if (!strcmp(prec, "f32")) {
+		st_.bf16 = false;
+		return SW_OK;
+	}
+	int major = 0, minor = 0;
+	cudaError_t rc = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, st_.dev);
+	if (rc == cudaSuccess)
+		rc = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, st_.dev);
+	if (rc != cudaSuccess)
+		return fail_(err, SW_EIO, "%s: cannot read the compute capability: %s", st_.name,
+		             cudaGetErrorString(rc));
+	if (major < 8)
+		return fail_(err, SW_EINVAL, "%s: bf16 products need compute capability 8.0 or newer; this "
+		                             "GPU has %d.%d", st_.name, major, minor);
+	st_.bf16 = true;
+	return SW_OK;
 }
 
 /*
@@ -1860,6 +1894,7 @@ static sw_backend cuda_ = {
 	.coll_sum = coll_sum_,
 	.argmax = argmax_,
 	.trim = trim_,
+	.matmul = matmul_,
 };
 
 /* Set the device up, once; the caller holds st_.mu. */
