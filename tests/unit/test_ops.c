@@ -319,7 +319,9 @@ static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd,
 		free(ref), free(dq), free(dk), free(dv), free(iq), free(ik);
 		return;
 	}
-	int page = 4, npages = 0;
+	/* Pages of 4 keys, and of 16 (the decoder's: the scores go 16 keys at a time). */
+	for (int page = 4; page <= 16; page += 12) {
+	int npages = 0;
 	for (int s = 0; s < nseq; s++)
 		npages += (cu[s + 1] - cu[s] + page - 1) / page;
 	float *kp = zeros_((size_t)npages * page * KVH * hd), *vp = zeros_((size_t)npages * page * KVH * hd);
@@ -342,11 +344,12 @@ static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd,
 	float *po = zeros_(T * H * hd), *ps = zeros_(ops->attn_paged_scratch(maxlen));
 	ops->attn_paged(po, c.q, T, H, KVH, hd, &kv, ps);
 	d = maxdiff_(po, ref, (size_t)T * H * hd, &sc);
-	ok(d < 1e-5, "paged decoding attention matches (err %.2g)", d);
+	ok(d < 1e-5, "paged decoding attention matches, pages of %d (err %.2g)", page, d);
+	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
+	}
 
 	free(c.q), free(c.k), free(c.v), free(c.out), free(c.lse), free(c.R), free(c.scratch);
 	free(ref), free(dq), free(dk), free(dv), free(idx), free(iq), free(ik);
-	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
 }
 
 /* ---- layernorm, activations --------------------------------------------- */
@@ -613,6 +616,9 @@ int main(void)
 	/* Heads of 64 and 88: the paged attention's values 64, 16 and 1 at a time. */
 	test_attention_(3, cu1, 4, 2, 64, 40, 1);
 	test_attention_(3, cu1, 2, 1, 88, 40, 1);
+	/* 40 and 17 keys, a head of 72: whole pages of 16 and part pages, a tail. */
+	int32_t cu4[3] = { 0, 40, 57 };
+	test_attention_(2, cu4, 2, 1, 72, 20, 1);
 	test_layernorm_(1);
 	test_layernorm_(0);
 	test_act_();

@@ -469,16 +469,84 @@ static size_t attn_paged_scratch_(int maxkeys)
 	return (size_t)omp_get_max_threads() * (size_t)(maxkeys > 0 ? maxkeys : 1);
 }
 
+/* 16 floats as one value of GCC's and clang's vector extension: its
+ * arithmetic is lane by lane, as the scalar code's, at every width. */
+typedef float v16f_ __attribute__((vector_size(64)));
+
 /*
- * One page of keys (nj rows ks floats apart): s_j = (q . k_j) scale, each dot
- * in LANES_ fixed lanes added in a fixed order (the same bits at every
- * vector width).
+ * The 16 x 16 transpose of a[0..16) (a[r] lane l -> a[l] lane r): four
+ * rounds, each swapping the off-diagonal blocks of b x b (b = 8, 4, 2, 1).
+ */
+#define SWAP_(r, b, lo, hi)                                                           \
+	do {                                                                              \
+		v16f_ x_ = a[r], y_ = a[(r) + (b)];                                           \
+		a[r] = __builtin_shufflevector(x_, y_, lo);                                   \
+		a[(r) + (b)] = __builtin_shufflevector(x_, y_, hi);                           \
+	} while (0)
+#define LO8_ 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define HI8_ 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define LO4_ 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define HI4_ 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define LO2_ 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define HI2_ 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define LO1_ 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define HI1_ 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+static inline void transpose16_(v16f_ *a)
+{
+	for (int r = 0; r < 8; r++)
+		SWAP_(r, 8, LO8_, HI8_);
+	for (int r = 0; r < 16; r += 8)
+		for (int i = 0; i < 4; i++)
+			SWAP_(r + i, 4, LO4_, HI4_);
+	for (int r = 0; r < 16; r += 4)
+		for (int i = 0; i < 2; i++)
+			SWAP_(r + i, 2, LO2_, HI2_);
+	for (int r = 0; r < 16; r += 2)
+		SWAP_(r, 1, LO1_, HI1_);
+}
+
+/*
+ * One page of keys (nj rows ks floats apart): s_j = (q . k_j) scale.  Each
+ * dot is summed in LANES_ fixed lanes (lane l: the products of elements
+ * l, l + 16, ... in order), then acc_0 + acc_1, acc_2 + acc_3, ... added in
+ * that order to 0, then the hd % 16 tail in order: the same bits at every
+ * vector width.  Keys go 16 at a time: their 16 sums are transposed, so
+ * the lanes' additions of the 16 keys are vector additions, each key's in
+ * the order above; the keys left over go one by one, the same arithmetic.
  */
 SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, int ks, int hd,
                             float scale)
 {
-	int h16 = hd / LANES_ * LANES_;
-	for (int j = 0; j < nj; j++) {
+	int h16 = hd / LANES_ * LANES_, j = 0;
+	for (; h16 > 0 && j + 16 <= nj; j += 16) {
+		v16f_ a[16];
+		for (int r = 0; r < 16; r++)
+			a[r] = (v16f_){ 0 };
+		for (int d = 0; d < h16; d += 16) {
+			v16f_ x;
+			memcpy(&x, q + d, 64);
+#pragma GCC unroll 16
+			for (int r = 0; r < 16; r++) {
+				v16f_ y;
+				memcpy(&y, k + (size_t)(j + r) * ks + d, 64);
+				a[r] += x * y;
+			}
+		}
+		transpose16_(a);
+		v16f_ dot = { 0 };
+		for (int l = 0; l < LANES_; l += 2)
+			dot += a[l] + a[l + 1];
+		float t[16];
+		memcpy(t, &dot, 64);
+		for (int r = 0; r < 16; r++) {
+			const float *kr = k + (size_t)(j + r) * ks;
+			float v = t[r];
+			for (int d = h16; d < hd; d++)
+				v += q[d] * kr[d];
+			s[j + r] = v * scale;
+		}
+	}
+	for (; j < nj; j++) {
 		const float *kr = k + (size_t)j * ks;
 		float acc[LANES_] = { 0 };
 		for (int d = 0; d < h16; d += LANES_)
@@ -492,10 +560,6 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
 		s[j] = dot * scale;
 	}
 }
-
-/* 16 floats as one value of GCC's and clang's vector extension: its
- * arithmetic is lane by lane, as the scalar code's, at every width. */
-typedef float v16f_ __attribute__((vector_size(64)));
 
 /*
  * o = sum_j p_j v_j over nk keys in their pages, in order of j: the sums of
