@@ -386,6 +386,9 @@ static int parse_vision_(cfg_ctx_ *x, sw_vision_config *v)
 	    (rc = get_float_(x, x->root, "layer_norm_eps", &v->layer_norm_eps)) ||
 	    (rc = get_str_(x, "hidden_act", v->hidden_act, sizeof v->hidden_act, acts_)))
 		return rc;
+	/* refused here, with the file's name, not only by sw_model_config_check (fuzz_model_config) */
+	if (!(v->layer_norm_eps > 0))
+		return bad_(x, "field '%s' is %s", "layer_norm_eps", "not positive");
 	if (siglip && (rc = refuse_(x, "vision_use_head", "SigLIP's attention-pooling head")))
 		return rc;
 	return 0;

@@ -134,6 +134,25 @@ static void test_llava15_(void)
 	   "its vision_config and LLaVA fields: CLIPVisionConfig's and LlavaConfig's defaults");
 	is_int(sw_model_image_tokens(&c), 576, "an image takes 576 tokens (24 x 24 patches)");
 	is_int((long long)sw_model_config_nparams(&c), 7063427072LL, "7,063,427,072 parameters, as transformers counts them");
+
+	/* A vision_config's layer_norm_eps of 0 is refused when read, naming the file (make fuzz found it
+	 * accepted, then failing sw_model_config_check without the file's name). */
+	FILE *f = fopen(path, "r");
+	char text[8192];
+	size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+	if (f)
+		fclose(f);
+	text[n] = 0;
+	char *vc = strstr(text, "\"vision_config\": {");
+	char bad[8400];
+	if (vc) {
+		vc += strlen("\"vision_config\": {");
+		snprintf(bad, sizeof bad, "%.*s\"layer_norm_eps\": 0e-05, %s", (int)(vc - text), text, vc);
+	}
+	memset(&err, 0, sizeof err);
+	rc = vc ? sw_model_config_parse(bad, strlen(bad), "x/config.json", &c, &err) : 0;
+	ok(vc && rc == SW_EFORMAT && !strcmp(err.msg, "x/config.json: vision_config: field 'layer_norm_eps' is not positive"),
+	   "vision_config: layer_norm_eps 0 refused, naming the file (%s)", err.msg);
 }
 
 static void test_features_(const sw_model *m, const ref_ *r)
