@@ -9,7 +9,12 @@
 # and stories110M (hidden 768, 12 layers, 12 heads, intermediate 2048).
 # Workloads: one sequence x 256 new tokens at both sizes; 32 sequences x 128
 # at 110M; with SW_BENCH_LONG=1 also 32 x 512 at 110M (the paged attention's
-# keys grow to 528, so it is a larger part of the step).  Figures: the median decode step (wall; CPU of every thread beside
+# keys grow to 528, so it is a larger part of the step).  Then the paged
+# attention op alone (decode_bench attn: one layer of the 110M model's heads,
+# 32 queries against 128, 512 and 2048 keys each), the builds taking turns
+# for SW_BENCH_ROUNDS rounds (default 5), the median of the rounds' medians:
+# the whole step moves with the machine's memory bandwidth from run to run
+# (a shared VM), more than by the op.  Figures: the median decode step (wall; CPU of every thread beside
 # it), tokens/s, and for one sequence the bound (weights / bandwidth: each
 # weight read once a token) as a share of the step and the step's time
 # beyond it (the fixed cost of a token).  Threads: SW_BENCH_THREADS (default
@@ -77,6 +82,24 @@ for dr in $drivers; do
 		}' "$d/out"
 		cat "$d/out" >>"$d/all"
 	done
+done
+echo
+echo "| paged attention, one layer (12 heads of 64), 32 queries x keys | $(for dr in $drivers; do printf '%s | ' "${dr%%:*}"; done)"
+echo "|---|$(for dr in $drivers; do printf -- '---|'; done)"
+for keys in 128 512 2048; do
+	rm -f "$d/attn."*
+	i=0
+	while [ $i -lt "${SW_BENCH_ROUNDS:-5}" ]; do
+		i=$((i + 1))
+		for dr in $drivers; do
+			"${dr#*:}" attn 32 "$keys" | sed -n 's/.*layer_ms=//p' >>"$d/attn.${dr%%:*}"
+		done
+	done
+	printf '| %s |' "$keys"
+	for dr in $drivers; do
+		sort -g "$d/attn.${dr%%:*}" | awk '{ v[NR] = $1 } END { printf " %.3f ms |", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	done
+	echo
 done
 echo
 echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg)."

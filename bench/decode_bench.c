@@ -4,6 +4,8 @@
  * process on a buffer the size of the weights.
  *
  *   decode_bench DIR NSEQ NEW    NSEQ sequences (16-token prompts), NEW tokens each
+ *   decode_bench attn NSEQ KEYS  the CPU backend's paged attention alone: one decoding
+ *                                query of each of NSEQ sequences against KEYS keys
  *
  * One line of KEY=VALUE pairs: the weights' MiB, the read bandwidth (GB/s,
  * median of 5 passes, every thread), the median decode step (wall and CPU
@@ -11,6 +13,11 @@
  * cannot beat (reading every weight once: weights / bandwidth) and what
  * the step spends beyond it (the fixed cost of a token).  Threads from
  * $SW_THREADS, else every core.
+ *
+ * attn: one layer of the 110M model's attention (12 heads of 64, no
+ * grouping), pages of 16 keys placed at random in the pool, random keys,
+ * values and queries; the median of 50 calls of the op (a layer's call),
+ * after 5 unmeasured: attn nseq=N keys=K layer_ms=MEDIAN.
  */
 #define _DEFAULT_SOURCE
 #include <omp.h>
@@ -18,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "compute/backend.h"
+#include "sw/backend.h"
 #include "sw/engine.h"
 #include "sw/model.h"
 
@@ -100,10 +109,64 @@ static void die_(const char *what, const sw_error *e)
 	exit(1);
 }
 
+/* The decoding attention op alone (see the top). */
+static int attn_(int nseq, int keys)
+{
+	enum { H = 12, KVH = 12, HD = 64, PG = 16, CALLS = 50, WARM = 5 };
+	const sw_backend *be = sw_backend_cpu();
+	int per = (keys + PG - 1) / PG, npages = nseq * per;
+	size_t pool = (size_t)npages * PG * KVH * HD;
+	float *k = malloc(pool * sizeof *k), *v = malloc(pool * sizeof *v);
+	float *q = malloc(sizeof(float) * nseq * H * HD), *out = malloc(sizeof(float) * nseq * H * HD);
+	float *scratch = malloc(be->attn_paged_scratch(keys) * sizeof(float));
+	int32_t *pages = malloc(sizeof(int32_t) * npages), *off = malloc(sizeof(int32_t) * nseq),
+		*nk = malloc(sizeof(int32_t) * nseq);
+	double *t = malloc(sizeof(double) * CALLS);
+	if (!k || !v || !q || !out || !scratch || !pages || !off || !nk || !t) {
+		fprintf(stderr, "decode_bench: out of memory\n");
+		return 1;
+	}
+	uint64_t r = 777;
+#define RND_() (r = r * 6364136223846793005ull + 1442695040888963407ull, (float)((r >> 40) & 0xffff) / 65536.0f - 0.5f)
+	for (size_t i = 0; i < pool; i++)
+		k[i] = RND_(), v[i] = RND_();
+	for (int i = 0; i < nseq * H * HD; i++)
+		q[i] = RND_();
+#undef RND_
+	for (int i = 0; i < npages; i++)
+		pages[i] = i;
+	for (int i = npages - 1; i > 0; i--) { /* the pages shuffled, as a cache's are */
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		int j = (int)((r >> 33) % (uint64_t)(i + 1)), x = pages[i];
+		pages[i] = pages[j], pages[j] = x;
+	}
+	for (int s = 0; s < nseq; s++)
+		off[s] = s * per, nk[s] = keys;
+	sw_kv_view kv = { k, v, PG, pages, off, nk };
+	for (int c = 0; c < WARM + CALLS; c++) {
+		double t0 = now_(CLOCK_MONOTONIC);
+		be->attn_paged(out, q, nseq, H, KVH, HD, &kv, scratch);
+		if (c >= WARM)
+			t[c - WARM] = now_(CLOCK_MONOTONIC) - t0;
+	}
+	printf("attn nseq=%d keys=%d layer_ms=%.4f\n", nseq, keys, bench_median(t, CALLS) * 1e3);
+	free(k), free(v), free(q), free(out), free(scratch), free(pages), free(off), free(nk), free(t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "attn")) {
+		if (atoi(argv[2]) < 1 || atoi(argv[3]) < 1 || atoi(argv[2]) > 4096 || atoi(argv[3]) > 1 << 20) {
+			fprintf(stderr, "decode_bench: attn NSEQ KEYS: 1 to 4096 sequences, 1 to 2^20 keys\n");
+			return 2;
+		}
+		const char *th = getenv("SW_THREADS");
+		sw_engine_threads(th ? atoi(th) : 0);
+		return attn_(atoi(argv[2]), atoi(argv[3]));
+	}
 	if (argc != 4) {
-		fprintf(stderr, "usage: decode_bench DIR NSEQ NEW\n");
+		fprintf(stderr, "usage: decode_bench DIR NSEQ NEW | attn NSEQ KEYS\n");
 		return 2;
 	}
 	int nseq = atoi(argv[2]), nnew = atoi(argv[3]), plen = 16;
