@@ -5,19 +5,21 @@
  * CUDA library, so they start on machines that have none.
  *
  * f32 data throughout; the products' operands may be taken to bf16 (matmul
- * "bf16", below; written, not yet run on a GPU).  One device per process, one stream: ops
- * are queued on it in order and return nothing; a failed launch or call is
- * kept (the first one) and reported by the next sync, then cleared.  Memory
- * comes from the stream-ordered pool (cudaMallocAsync), which keeps what is
- * freed for the next allocation instead of handing it back to the driver.
+ * "bf16", below; written, not yet run on a GPU).  One device per process,
+ * one stream: ops are queued on it in order and return nothing; a failed
+ * launch or call is kept (the first one) and reported by the next sync,
+ * then cleared.  Memory comes from the stream-ordered pool
+ * (cudaMallocAsync), which keeps what is freed for the next allocation
+ * instead of handing it back to the driver.
  *
  * Products: cuBLAS sgemm in its default math mode, which for f32 does not
  * use TF32 (so results stay near the CPU's); under matmul "bf16",
  * cublasGemmEx on the same f32 matrices with CUBLAS_COMPUTE_32F_FAST_16BF:
  * cuBLAS rounds the operands to bf16 for the tensor cores and sums in f32,
- * as the CPU's bf16 products do (gemm.h).  linear_rows (decoding) stays f32.  Everything else is a kernel
- * here, each in three layers: a static __global__ kernel, a launcher taking
- * the stream that checks the launch, and the backend entry.
+ * as the CPU's bf16 products do (gemm.h); linear_rows (decoding) stays
+ * f32.  Everything else is a kernel here, each in three layers: a static
+ * __global__ kernel, a launcher taking the stream that checks the launch,
+ * and the backend entry.
  *
  * Determinism: no kernel adds with atomics; every reduction is a fixed tree
  * (a block's shared-memory halving, a warp's xor butterfly) over a fixed
