@@ -279,6 +279,39 @@ static void att_ref_(double *out, const struct att_ctx *c)
 	}
 	free(s);
 }
+/* c's keys and values in a paged cache of pages of `page` keys, the pages
+ * out of order: the decoding attention must give every query the causal
+ * forward's output (ref). */
+static void paged_check_(const struct att_ctx *c, const double *ref, int maxlen, int page)
+{
+	const int32_t *cu = c->cu;
+	int nseq = c->nseq, H = c->H, KVH = c->KVH, hd = c->hd, T = cu[nseq], npages = 0;
+	for (int s = 0; s < nseq; s++)
+		npages += (cu[s + 1] - cu[s] + page - 1) / page;
+	float *kp = zeros_((size_t)npages * page * KVH * hd), *vp = zeros_((size_t)npages * page * KVH * hd);
+	int32_t *pages = malloc(npages * sizeof *pages), *poff = malloc(T * sizeof *poff),
+		*nkeys = malloc(T * sizeof *nkeys);
+	int np = 0;
+	for (int s = 0; s < nseq; s++) {
+		int L = cu[s + 1] - cu[s], first = np;
+		for (int j = 0; j < L; j += page, np++)
+			pages[np] = npages - 1 - np; /* reversed */
+		for (int j = 0; j < L; j++) {
+			size_t dst = ((size_t)pages[first + j / page] * page + j % page) * KVH * hd;
+			memcpy(kp + dst, c->k + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
+			memcpy(vp + dst, c->v + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
+			poff[cu[s] + j] = first;
+			nkeys[cu[s] + j] = j + 1;
+		}
+	}
+	sw_kv_view kv = { kp, vp, page, pages, poff, nkeys };
+	float *po = zeros_(T * H * hd), *ps = zeros_(ops->attn_paged_scratch(maxlen));
+	ops->attn_paged(po, c->q, T, H, KVH, hd, &kv, ps);
+	double sc, d = maxdiff_(po, ref, (size_t)T * H * hd, &sc);
+	ok(d < 1e-5, "paged decoding attention matches, pages of %d (err %.2g)", page, d);
+	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
+}
+
 static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd, int nsample,
                             int causal)
 {
@@ -320,33 +353,8 @@ static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd,
 		return;
 	}
 	/* Pages of 4 keys, and of 16 (the decoder's: the scores go 16 keys at a time). */
-	for (int page = 4; page <= 16; page += 12) {
-	int npages = 0;
-	for (int s = 0; s < nseq; s++)
-		npages += (cu[s + 1] - cu[s] + page - 1) / page;
-	float *kp = zeros_((size_t)npages * page * KVH * hd), *vp = zeros_((size_t)npages * page * KVH * hd);
-	int32_t *pages = malloc(npages * sizeof *pages), *poff = malloc(T * sizeof *poff),
-		*nkeys = malloc(T * sizeof *nkeys);
-	int np = 0;
-	for (int s = 0; s < nseq; s++) {
-		int L = cu[s + 1] - cu[s], first = np;
-		for (int j = 0; j < L; j += page, np++)
-			pages[np] = npages - 1 - np; /* reversed */
-		for (int j = 0; j < L; j++) {
-			size_t dst = ((size_t)pages[first + j / page] * page + j % page) * KVH * hd;
-			memcpy(kp + dst, c.k + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
-			memcpy(vp + dst, c.v + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
-			poff[cu[s] + j] = first;
-			nkeys[cu[s] + j] = j + 1;
-		}
-	}
-	sw_kv_view kv = { kp, vp, page, pages, poff, nkeys };
-	float *po = zeros_(T * H * hd), *ps = zeros_(ops->attn_paged_scratch(maxlen));
-	ops->attn_paged(po, c.q, T, H, KVH, hd, &kv, ps);
-	d = maxdiff_(po, ref, (size_t)T * H * hd, &sc);
-	ok(d < 1e-5, "paged decoding attention matches, pages of %d (err %.2g)", page, d);
-	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
-	}
+	paged_check_(&c, ref, maxlen, 4);
+	paged_check_(&c, ref, maxlen, 16);
 
 	free(c.q), free(c.k), free(c.v), free(c.out), free(c.lse), free(c.R), free(c.scratch);
 	free(ref), free(dq), free(dk), free(dv), free(idx), free(iq), free(ik);
