@@ -188,6 +188,14 @@ wait_iter2() {
 	[ "$(wc -l <"$1/tpids")" -ge 4 ]
 }
 
+# Process $1 has ended: gone, or a zombie.  A killed sw-run's children go to
+# init, or to a container's first process, which may never collect them.
+ended() {
+	local s
+	s=$(sed -n 's/.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null) || true
+	[ -z "$s" ] || [ "$s" = Z ] || [ "$s" = X ]
+}
+
 # The run in $1 goes on after its kill: the real trainer's ranks train iteration 3 on, no store is left.
 resumes() {
 	run -0 sw-run -q --resume "$1" --iters 3 --rollout "$ROLLOUT" --train "$SFT"
@@ -264,8 +272,8 @@ resumes() {
 	for i in $(seq 100); do [ "$(left run)" = 0 ] && break; sleep 0.05; done
 	[ "$(left run)" = 0 ]
 	for p in $(cat run/pids run/tpids); do
-		for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		run ! kill -0 "$p"
+		for i in $(seq 50); do ended "$p" && break; sleep 0.1; done
+		ended "$p"
 	done
 	resumes run
 }

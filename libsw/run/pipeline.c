@@ -210,7 +210,10 @@ static void relay_end_(sw_pipeline *pl)
  * has been collected, what is left of their group (a command a stage's
  * shell forked and did not wait for) is killed and collected too: the
  * caller is the group's subreaper (sw_run_guard_start), so those come back
- * to it.  Nothing of an iteration outlives it to write into the next.
+ * to it.  So is what a stage started in a group of its own (mpirun puts
+ * each rank in one) and that outlived the stage: it came back to the caller
+ * too (sw_procs_collect_orphans).  Nothing of an iteration outlives it to
+ * write into the next, or the run.
  */
 static void *reap_(void *arg)
 {
@@ -243,6 +246,8 @@ static void *reap_(void *arg)
 			left--;
 		}
 	}
+	/* what left the group (an MPI launcher's ranks, each in a group of its own) and outlived it */
+	sw_procs_collect_orphans();
 	note_pgid_(pl, 0);
 	return NULL;
 }

@@ -2,12 +2,13 @@
  * run_internal.h - what the files of the run room (experiment, tally,
  * pipeline, metrics, checkpoints) share and do not export: paths under a
  * run directory, whole-file copies and writes through the atomic file,
- * the monotonic clock.
+ * the monotonic clock, the processes /proc lists.
  */
 #ifndef SW_RUN_INTERNAL_H
 #define SW_RUN_INTERNAL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include "common/internal.h"
 #include "sw/run.h"
 
@@ -25,5 +26,23 @@ int sw_run_copy_file(const char *from, const char *to, sw_error *err);
 void sw_run_rmtree(const char *path);
 /* Monotonic seconds. */
 double sw_run_now(void);
+
+/* ---- procs.c: the processes /proc lists (async-signal-safe, no malloc) ---- */
+
+typedef struct {
+	pid_t pid, ppid, pgrp;
+	char state; /* 'R', 'S', ...; 'Z' for one that ended and is not collected */
+} sw_proc_info;
+/* fn for each process until it returns nonzero (returned); 0 when all were seen, -1 when /proc cannot be read. */
+int sw_procs_each(int (*fn)(const sw_proc_info *p, void *arg), void *arg);
+/* Whether a process of group pgid still runs (a zombie has ended). */
+int sw_procs_group_alive(pid_t pgid);
+/*
+ * Kill and collect each child of this process in a process group other
+ * than its own, and what their deaths reparent to it, until none is left:
+ * a subreaper's way to end what a stage started in a group of its own (an
+ * MPI launcher's ranks).  How many it collected.
+ */
+int sw_procs_collect_orphans(void);
 
 #endif

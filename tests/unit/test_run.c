@@ -3,7 +3,7 @@
  * that ends a dead run's stages and removes its stores, the prompt check
  * before a start, a run directory whose start failed started again and
  * what --resume says of one, keeping the last K checkpoints, and the
- * progress line.
+ * progress line; what /proc says of the stages' processes.
  */
 #define _DEFAULT_SOURCE
 #include <errno.h>
@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/prctl.h>
+#include "run/run_internal.h"
 #include "sw/sw.h"
 #include "tap.h"
 #include "tmpfiles.h"
@@ -64,6 +66,7 @@ static void guard_(void)
 	int sync[2];
 	if (pipe(sync))
 		abort();
+	fflush(stdout); /* the child's guard flushes what it inherits: not the lines so far twice */
 	pid_t run = fork();
 	if (run == 0) {
 		sw_run_guard *g = sw_run_guard_start(&e);
@@ -105,6 +108,67 @@ static void guard_(void)
 	ok(access(path, F_OK) == 0, "kept");
 	sw_store_unlink(spec, NULL);
 	sw_run_guard_free(NULL);
+}
+
+/* A zombie has ended; a child in a group of its own that outlives its parent is collected. */
+static void procs_(void)
+{
+	pid_t z = fork();
+	if (z == 0) {
+		setpgid(0, 0);
+		_exit(0);
+	}
+	setpgid(z, z);
+	pid_t live = sleepers_();
+	int zombie = 0;
+	for (int i = 0; i < 500 && !zombie; i++) {
+		zombie = !sw_procs_group_alive(z);
+		if (!zombie)
+			nap_();
+	}
+	ok(zombie && kill(-z, 0) == 0, "a group whose one process is a zombie: ended, though kill -0 still finds it");
+	ok(sw_procs_group_alive(live), "a group of sleepers runs");
+	waitpid(z, NULL, 0);
+	kill(-live, SIGKILL);
+	waitpid(live, NULL, 0);
+
+	/* p stands for sw-run: its stage (a) starts a rank (b) in a group of its own, with a child, and ends */
+	int sync[2];
+	if (pipe(sync))
+		abort();
+	pid_t p = fork();
+	if (p == 0) {
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		pid_t a = fork();
+		if (a == 0) {
+			pid_t b = fork();
+			if (b == 0) {
+				setpgid(0, 0);
+				if (fork() == 0) {
+					execlp("sleep", "sleep", "30", (char *)NULL);
+					_exit(127);
+				}
+				execlp("sleep", "sleep", "30", (char *)NULL);
+				_exit(127);
+			}
+			setpgid(b, b);
+			_exit(write(sync[1], &b, sizeof b) == sizeof b ? 0 : 1);
+		}
+		pid_t b = 0;
+		int st;
+		if (read(sync[0], &b, sizeof b) != sizeof b || waitpid(a, &st, 0) != a || st)
+			_exit(10);
+		nap_(), nap_(); /* b's child forked */
+		if (kill(b, 0) || sw_procs_collect_orphans() < 2) /* b and its sleeper */
+			_exit(11);
+		_exit(kill(b, 0) == 0 || errno != ESRCH || kill(-b, 0) == 0 ? 12 : 0);
+	}
+	int st = -1;
+	waitpid(p, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "a rank in a group of its own that outlived its launcher: killed with its child and collected (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	close(sync[0]), close(sync[1]);
 }
 
 static void inputs_(void)
@@ -227,6 +291,7 @@ int main(void)
 	if (tmp_open("run"))
 		return 1;
 	guard_();
+	procs_();
 	inputs_();
 	rundir_();
 	prune_();
