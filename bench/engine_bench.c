@@ -125,7 +125,7 @@ static int train_(int steps, const char *dir)
 	}
 	for (int s = 0; s <= NSEQ; s++)
 		cu[s] = s * LEN;
-	sw_batch b = { NSEQ, tok, cu, NULL };
+	sw_batch b = { NSEQ, tok, cu, NULL, NULL };
 	sw_engine *e = sw_engine_new(m, &err);
 	sw_adamw_config oc = sw_adamw_defaults(1e-4f);
 	oc.max_grad_norm = 1.0f;

@@ -98,7 +98,7 @@ static int train_(const sw_backend *be, int steps, int nseq, int len)
 		tok[i] = tok_(c.vocab_size);
 	for (int s = 0; s <= nseq; s++)
 		cu[s] = s * len;
-	sw_batch b = { nseq, tok, cu, NULL };
+	sw_batch b = { nseq, tok, cu, NULL, NULL };
 	sw_engine *e = sw_engine_new(m, &err);
 	if (!e)
 		die_("engine", &err);

@@ -172,8 +172,24 @@ struct sw_backend {
 	                 const float *lse, const float *q, const float *k, const float *v,
 	                 const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
 	                 float *scratch);
-	/* Floats of scratch attn_fwd/attn_bwd need for sequences up to maxlen. */
+	/* Floats of scratch attn_fwd/attn_bwd need for sequences up to maxlen
+	 * (with attn_prefix_*: keys up to maxlen, a prefix's included). */
 	size_t (*attn_scratch)(int maxlen);
+	/*
+	 * attn_fwd/attn_bwd over sequences that share a prefix: sequence s with
+	 * prefix[s] >= 0 continues sequence prefix[s] (an earlier one, itself
+	 * without a prefix): its queries see every key of that sequence, then
+	 * their own.  The prefix's dk and dv gather the terms of its own
+	 * queries and of every sequence continuing it.  NULL in a backend
+	 * without them (the engine then refuses such a batch).
+	 */
+	void (*attn_prefix_fwd)(float *out, float *lse, const float *q, const float *k, const float *v,
+	                        const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH, int hd,
+	                        int causal, float *scratch);
+	void (*attn_prefix_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out,
+	                        const float *lse, const float *q, const float *k, const float *v,
+	                        const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH, int hd,
+	                        int causal, float *scratch);
 
 	/* Decoding attention: n queries q [n, H, hd] against the paged cache. */
 	void (*attn_paged)(float *out, const float *q, int n, int H, int KVH, int hd,

@@ -85,6 +85,7 @@ struct sw_engine {
 	float *attn_scratch;
 	/* The batch's indices: built on the host (h_*), uploaded into idx. */
 	int32_t *tokens, *pos, *targets, *cu;
+	int32_t *prefix;           /* [nseq] the sequence each continues (sw_batch), or NULL: none */
 	int32_t *idx, *h_idx;
 	size_t idx_n;
 	const int32_t *h_targets;  /* within h_idx */
@@ -416,21 +417,29 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 		return sw_fail(err, SW_EINVAL, "empty batch");
 	if (b->cu_seqlens[0] != 0)
 		return sw_fail(err, SW_EINVAL, "cu_seqlens[0] is %d, not 0", b->cu_seqlens[0]);
-	int maxlen = 0;
+	int maxlen = 0, shared = 0;
 	for (int s = 0; s < b->nseq; s++) {
 		int len = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
 		if (len < 1)
 			return sw_fail(err, SW_EINVAL, "sequence %d has %d tokens", s, len);
+		if (b->cu_seqlens[s + 1] > (1 << 30))
+			return sw_fail(err, SW_EINVAL, "batch too large");
+		int p = b->prefix ? b->prefix[s] : -1;
+		if (p >= s || p < -1 || (p >= 0 && b->prefix[p] != -1))
+			return sw_fail(err, SW_EINVAL,
+			               "sequence %d continues sequence %d: not an earlier sequence without a prefix", s, p);
+		if (p >= 0)
+			len += b->cu_seqlens[p + 1] - b->cu_seqlens[p], shared = 1;
 		if (len > c->max_position_embeddings)
 			return sw_fail(err, SW_EINVAL,
 			               "sequence %d has %d tokens, more than the model's %d positions", s,
 			               len, c->max_position_embeddings);
-		if (b->cu_seqlens[s + 1] > (1 << 30))
-			return sw_fail(err, SW_EINVAL, "batch too large");
 		maxlen = len > maxlen ? len : maxlen;
 	}
+	if (shared && (!e->be->attn_prefix_fwd || !e->be->attn_prefix_bwd))
+		return sw_fail(err, SW_EINVAL, "the %s backend has no attention over a shared prefix", e->be->name);
 	int T = b->cu_seqlens[b->nseq];
-	size_t n = 4 * (size_t)T + (size_t)b->nseq + 1;
+	size_t n = 4 * (size_t)T + 2 * (size_t)b->nseq + 1;
 	if (n > e->idx_n) {
 		e->be->free(e->idx);
 		free(e->h_idx);
@@ -444,7 +453,9 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 		e->idx_n = n;
 	}
 	int32_t *tok = e->h_idx, *pos = tok + T, *tgt = pos + T, *cu = tgt + T;
-	for (int s = 0; s < b->nseq; s++)
+	for (int s = 0; s < b->nseq; s++) {
+		int p = b->prefix ? b->prefix[s] : -1;
+		int32_t first = p >= 0 ? b->cu_seqlens[s] - (b->cu_seqlens[p + 1] - b->cu_seqlens[p]) : b->cu_seqlens[s];
 		for (int t = b->cu_seqlens[s]; t < b->cu_seqlens[s + 1]; t++) {
 			int bad = -1;
 			if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size)
@@ -455,12 +466,13 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 				return sw_fail(err, SW_EINVAL, "token %d at %d is outside the vocabulary of %d",
 				               bad, t, c->vocab_size);
 			tok[t] = b->tokens[t];
-			pos[t] = t - b->cu_seqlens[s];
+			pos[t] = t - first;
 			if (b->targets)
 				tgt[t] = b->targets[t] < 0 ? -1 : b->targets[t];
 			else
 				tgt[t] = t + 1 < b->cu_seqlens[s + 1] ? b->tokens[t + 1] : -1;
 		}
+	}
 	memcpy(cu, b->cu_seqlens, sizeof *cu * (b->nseq + 1));
 	/* The rows the head runs over: all, or (head_targets) the runs of
 	 * rows with a target, their targets compact after cu. */
@@ -495,6 +507,12 @@ static int take_batch_(sw_engine *e, const sw_batch *b, const sw_images *im, sw_
 	e->tokens = e->idx, e->pos = e->idx + T, e->targets = e->idx + 2 * (size_t)T;
 	e->cu = e->idx + 3 * (size_t)T;
 	e->htargets = e->nh < T ? e->cu + b->nseq + 1 : e->targets;
+	/* the prefixes after the head's targets (at most T of them) */
+	e->prefix = NULL;
+	if (shared) {
+		memcpy(cu + b->nseq + 1 + T, b->prefix, sizeof *cu * (size_t)b->nseq);
+		e->prefix = e->cu + b->nseq + 1 + T;
+	}
 	e->h_targets = tgt;
 	e->T = T, e->nseq = b->nseq, e->maxlen = maxlen;
 	return e->be->upload(e->idx, e->h_idx, sizeof *e->idx * n, err);
@@ -667,7 +685,11 @@ static int layer_fwd_(sw_engine *e, int l, acts_ *a, float *out, sw_error *err)
 	int rc;
 	o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, eps);
 	qkv_(e, L, a, a->xn1, T, e->pos);
-	o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd, 1, e->attn_scratch);
+	if (e->prefix)
+		o->attn_prefix_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->prefix, e->nseq, H, KVH, hd, 1,
+		                   e->attn_scratch);
+	else
+		o->attn_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H, KVH, hd, 1, e->attn_scratch);
 	if ((rc = o->copy(a->mid, a->res, TD * sizeof(float), err)))
 		return rc;
 	o->gemm(0, 1, T, D, QD, 1, a->att, QD, L->wo, QD, 1, a->mid, D);
@@ -881,8 +903,12 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		/* attention */
 		o->gemm(0, 0, T, QD, D, 1, dres, D, L->wo, QD, 0, datt, QD);
 		o->gemm(1, 0, D, QD, T, 1, dres, D, a->att, QD, 1, G->wo, QD);
-		o->attn_bwd(dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H,
-		            KVH, hd, 1, e->attn_scratch);
+		if (e->prefix)
+			o->attn_prefix_bwd(dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v, e->cu, e->prefix,
+			                   e->nseq, H, KVH, hd, 1, e->attn_scratch);
+		else
+			o->attn_bwd(dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v, e->cu, e->nseq, H,
+			            KVH, hd, 1, e->attn_scratch);
 		o->rope(dq, e->pos, T, H, hd, e->inv_freq, 1);
 		o->rope(dk, e->pos, T, KVH, hd, e->inv_freq, 1);
 		float *gq = dq, *gk = dk;

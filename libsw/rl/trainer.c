@@ -593,7 +593,7 @@ static int forward_(sw_engine *e, packed *pk, tsample *const *v, size_t n, int f
 	int rc = pack_(pk, v, n, err);
 	if (rc)
 		return rc;
-	sw_batch b = { (int)n, pk->tokens, pk->cu, pk->tgt };
+	sw_batch b = { (int)n, pk->tokens, pk->cu, pk->tgt, NULL };
 	sw_images im = { pk->nimg, pk->px };
 	if (sw_engine_forward_images(e, &b, &im, for_backward, pk->lp, want_ent ? pk->ent : NULL, &e2))
 		return sw_fail(err, e2.code, "%s: %s (micro batch starting at %s record %llu)", what, e2.msg, v[0]->file,

@@ -109,7 +109,7 @@ static int flush_(sw_rollout *r, const sw_rollout_io *io, sw_error *err)
 			       sizeof *pixels * each * (size_t)r->items[i].px.n);
 		k += r->items[i].px.n;
 	}
-	sw_batch b = { r->nitems, tokens, cu, NULL };
+	sw_batch b = { r->nitems, tokens, cu, NULL, NULL };
 	sw_images im = { r->nimg, pixels };
 	for (bool retry = true; retry && !rc;) {
 		retry = false;

@@ -50,12 +50,22 @@ void sw_engine_threads(int n);
  * log-probability row t gives (its next token, for a language model), or
  * < 0 for none; NULL means "the next token of the same sequence", so the
  * last row of each sequence has none.
+ *
+ * A shared prefix (prefix not NULL): sequence s with prefix[s] >= 0
+ * continues sequence p = prefix[s], an earlier one with no prefix of its
+ * own: s's tokens come after all of p's, at positions len(p), len(p) + 1,
+ * ..., and attend to p's tokens and then causally to their own, so p's
+ * forward (and its backward's work) is done once for every sequence that
+ * continues it: a GRPO group's prompt for its responses.  The result is
+ * that of each continuing sequence run whole, up to the order of sums.  A
+ * backend without it (sw_backend_ops' attn_prefix_*) refuses the batch.
  */
 typedef struct sw_batch {
 	int nseq;
 	const int32_t *tokens;
 	const int32_t *cu_seqlens;  /* [nseq + 1], cu_seqlens[0] = 0, increasing */
 	const int32_t *targets;     /* [ntokens] or NULL */
+	const int32_t *prefix;      /* [nseq] or NULL: the sequence each one continues, or -1 */
 } sw_batch;
 
 typedef struct sw_engine sw_engine;

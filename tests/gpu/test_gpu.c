@@ -609,7 +609,7 @@ static void run_model_(const sw_backend *be, const sw_model_config *c, mrun_ *r)
 	for (int i = 0; i < 40; i++)
 		dlp[i] = (float)((i % 7) - 3) * 0.1f, dent[i] = (float)((i % 3) - 1) * 0.05f;
 	sw_engine *e = sw_engine_new(m, &err);
-	sw_batch b = { 3, tok, cu, tgt };
+	sw_batch b = { 3, tok, cu, tgt, NULL };
 	r->rc |= !e || sw_engine_forward(e, &b, true, r->lp, r->ent, &err) ||
 	         sw_engine_backward(e, dlp, dent, g, &err) || sw_model_read(g, r->grad, &err);
 
@@ -643,7 +643,7 @@ static void run_model_(const sw_backend *be, const sw_model_config *c, mrun_ *r)
 		memcpy(seq + np_, r->greedy[s], sizeof(int32_t) * 24);
 		for (int i = 0; i < L; i++)
 			t2[i] = i + 1 < L ? seq[i + 1] : -1;
-		sw_batch b2 = { 1, seq, c2, t2 };
+		sw_batch b2 = { 1, seq, c2, t2, NULL };
 		r->rc |= sw_engine_forward(e, &b2, false, lp, NULL, &err);
 		memcpy(r->flp[s], lp + np_ - 1, sizeof(float) * 24);
 	}

@@ -296,7 +296,7 @@ static void run_model_(const sw_backend *be, sw_model_config c, run_ *r)
 	for (int i = 0; i < 40; i++)
 		dlp[i] = (float)((i % 5) - 2) * 0.1f, dent[i] = (float)((i % 3) - 1) * 0.05f;
 	sw_engine *e = sw_engine_new(r->m, &err);
-	sw_batch b = { 3, tok, cu, NULL };
+	sw_batch b = { 3, tok, cu, NULL, NULL };
 	r->rc |= sw_engine_forward(e, &b, true, r->lp, r->ent, &err);
 	const float *lg = sw_engine_logits(e);
 	if ((r->logits = malloc(sizeof(float) * 40 * c.vocab_size)) && lg)

@@ -120,7 +120,7 @@ static void test_fd_model_(const char *what, sw_model_config cfg)
 	float lp[13], ent[13], a[13], c[13];
 	for (int t = 0; t < T; t++)
 		a[t] = (float)(urand_() * 2 - 1), c[t] = (float)(urand_() * 2 - 1) * 0.5f;
-	struct fd_ctx x = { sw_engine_new(m, &err), { 3, tok, cu, NULL }, lp, ent, a, c, T };
+	struct fd_ctx x = { sw_engine_new(m, &err), { 3, tok, cu, NULL, NULL }, lp, ent, a, c, T };
 	int rc = sw_engine_forward(x.e, &x.b, true, lp, ent, &err);
 	rc = rc ? rc : sw_engine_backward(x.e, a, c, g, &err);
 	is_int(rc, 0, "%s: forward and backward run (%s)", what, err.msg);
@@ -162,7 +162,7 @@ static void test_fd_model_(const char *what, sw_model_config cfg)
 	for (int s = 0; s < 3; s++) {
 		float lp1[13];
 		int32_t cu1[2] = { 0, cu[s + 1] - cu[s] };
-		sw_batch b1 = { 1, tok + cu[s], cu1, NULL };
+		sw_batch b1 = { 1, tok + cu[s], cu1, NULL, NULL };
 		sw_engine_forward(x.e, &b1, false, lp1, NULL, &err);
 		for (int t = 0; t < cu1[1]; t++)
 			same &= fabsf(lp1[t] - lp[cu[s] + t]) < 1e-5f;
@@ -219,6 +219,123 @@ static double relerr_(const float *a, const float *b, size_t n)
 	return e / s;
 }
 
+/* ---- a shared prefix ---------------------------------------------------------- */
+
+/*
+ * Three responses of one prompt and an unrelated sequence, run whole and
+ * with the prompt shared (all of it but its last token, which each
+ * response's sequence starts with, so that its row gives the response's
+ * first log-prob): the same log-probs, entropies and gradients, up to the
+ * order of sums; with every layer kept, and with the layers run again.
+ */
+static void test_prefix_(const char *what, sw_model_config cfg)
+{
+	sw_error err = { 0 };
+	sw_model *m = new_(&cfg, &err), *g[2] = { new_(&cfg, &err), new_(&cfg, &err) };
+	ok(m && g[0] && g[1], "%s: prefix: models made (%s)", what, err.msg);
+	if (!m || !g[0] || !g[1])
+		goto out;
+	sw_model_init_random(m, 11, 0.25f);
+	shake_(m);
+	enum { NP = 7 };
+	const int32_t P[NP] = { 3, 14, 15, 9, 26, 5, 35 };
+	const int32_t R[3][5] = { { 8, 9, 7, 9, 3 }, { 2, 3, 8 }, { 4 } };
+	const int nr[3] = { 5, 3, 1 };
+	const int32_t Q[4] = { 27, 18, 28, 18 };
+	/* whole: P+R0, Q, P+R1, P+R2; shared: P[..NP-2], P[NP-1]+R0, Q, P[NP-1]+R1, P[NP-1]+R2 */
+	int32_t wt[40], wg[40], st[40], sg[40], wcu[5] = { 0 }, scu[6] = { 0 };
+	int32_t pre[5] = { -1, 0, -1, 0, 0 };
+	int map[40]; /* the whole batch's row of each shared row, or -1 */
+	int W = 0, S = 0, ws = 0, ss = 0;
+	for (int j = 0; j < NP - 1; j++)
+		st[S] = P[j], sg[S] = -1, map[S++] = -1;
+	scu[++ss] = S;
+	for (int i = 0; i < 4; i++) {
+		int k = i < 1 ? 0 : i - 1; /* the response of sequence i (i != 1) */
+		if (i == 1) {
+			for (int j = 0; j < 4; j++) {
+				wt[W] = st[S] = Q[j];
+				wg[W] = sg[S] = j + 1 < 4 ? Q[j + 1] : -1;
+				map[S++] = W++;
+			}
+			wcu[++ws] = W, scu[++ss] = S;
+			continue;
+		}
+		int w0 = W;
+		for (int j = 0; j < NP; j++)
+			wt[W] = P[j], wg[W++] = j + 1 < NP ? -1 : R[k][0];
+		for (int j = 0; j < nr[k]; j++)
+			wt[W] = R[k][j], wg[W++] = j + 1 < nr[k] ? R[k][j + 1] : -1;
+		wcu[++ws] = W;
+		for (int r = w0 + NP - 1; r < W; r++)
+			st[S] = wt[r], sg[S] = wg[r], map[S++] = r;
+		scu[++ss] = S;
+	}
+	sw_batch bw = { 4, wt, wcu, wg, NULL }, bs = { 5, st, scu, sg, pre };
+	float a[40], c[40], sa[40], sc[40];
+	for (int t = 0; t < W; t++)
+		a[t] = wg[t] >= 0 ? (float)(urand_() * 2 - 1) : 0, c[t] = (float)(urand_() - 0.5);
+	for (int t = 0; t < S; t++)
+		sa[t] = map[t] >= 0 ? a[map[t]] : 0, sc[t] = map[t] >= 0 ? c[map[t]] : 0;
+	for (int again = 0; again < 2; again++) {
+		float lp[2][40], ent[2][40], *gh[2] = { NULL, NULL };
+		int rc = 0;
+		for (int sh = 0; sh < 2; sh++) {
+			sw_engine *e = sw_engine_new(m, &err);
+			sw_model_zero(g[sh], &err);
+			sw_engine_head_targets_only(e, true);
+			if (again)
+				sw_engine_act_budget(e, 1); /* no layer kept: each runs again in the backward */
+			const float *da = sh ? sa : a, *dc = sh ? sc : c;
+			rc = rc ? rc : sw_engine_forward(e, sh ? &bs : &bw, true, lp[sh], ent[sh], &err);
+			rc = rc ? rc : sw_engine_backward(e, da, dc, g[sh], &err);
+			gh[sh] = host_(g[sh]);
+			sw_engine_free(e);
+		}
+		const char *how = again ? "layers run again" : "every layer kept";
+		ok(rc == 0, "%s (%s): forward and backward with a shared prefix (%s)", what, how, err.msg);
+		double dl = 0;
+		int rows = 0;
+		for (int t = 0; t < S; t++)
+			if (map[t] >= 0 && sg[t] >= 0) {
+				dl = fmax(dl, fabs((double)lp[1][t] - lp[0][map[t]]) + fabs((double)ent[1][t] - ent[0][map[t]]));
+				rows++;
+			}
+		ok(rows == 4 + 3 + 2 + 1 - 1 + 3 && dl < 2e-6,
+		   "%s (%s): %d rows' log-probs and entropies as run whole (max diff %.2g)", what, how, rows, dl);
+		double ge = relerr_(gh[1], gh[0], m->nparams);
+		ok(ge < 1e-5, "%s (%s): every gradient as run whole (rel err %.2g)", what, how, ge);
+		free(gh[0]), free(gh[1]);
+	}
+	/* what a prefix cannot be */
+	sw_engine *e = sw_engine_new(m, &err);
+	float lp[40];
+	int32_t later[5] = { -1, 3, -1, 0, 0 }, chain[5] = { -1, 0, 1, 0, 0 };
+	sw_batch b1 = { 5, st, scu, sg, later }, b2 = { 5, st, scu, sg, chain };
+	int r1 = sw_engine_forward(e, &b1, false, lp, NULL, &err);
+	ok(r1 == SW_EINVAL && strstr(err.msg, "sequence 1 continues sequence 3"), "%s: a later prefix: %s", what,
+	   err.msg);
+	int r2 = sw_engine_forward(e, &b2, false, lp, NULL, &err);
+	ok(r2 == SW_EINVAL && strstr(err.msg, "sequence 2 continues sequence 1"),
+	   "%s: a prefix that has one: %s", what, err.msg);
+	/* positions count the prefix's tokens: 6 + 58 fill the model's 64, 6 + 59 are one too many */
+	int32_t lt[65], lcu[3] = { 0, 6, 64 }, lpre[2] = { -1, 0 };
+	for (int t = 0; t < 65; t++)
+		lt[t] = t % 30;
+	sw_batch b3 = { 2, lt, lcu, NULL, lpre };
+	int r3 = sw_engine_forward(e, &b3, false, NULL, NULL, &err);
+	lcu[2] = 65;
+	int r4 = sw_engine_forward(e, &b3, false, NULL, NULL, &err);
+	ok(r3 == 0 && r4 == SW_EINVAL && strstr(err.msg, "sequence 1 has 65 tokens, more than the model's 64"),
+	   "%s: 6 + 58 tokens at 64 positions run, 6 + 59 do not: %s", what, err.msg);
+	sw_engine_free(e);
+out:
+	sw_model_free(m);
+	sw_model_free(g[0]);
+	sw_model_free(g[1]);
+}
+
+
 static void test_reference_(const char *name)
 {
 	char dir[400], mdir[400], gdir[420];
@@ -239,7 +356,7 @@ static void test_reference_(const char *name)
 		goto out;
 	sw_model *g = new_(&m->cfg, &err);
 	sw_engine *e = sw_engine_new(m, &err);
-	sw_batch b = { (int)ncu - 1, tok, cu, NULL };
+	sw_batch b = { (int)ncu - 1, tok, cu, NULL, NULL };
 	float *lp = calloc(T, sizeof *lp), *ent = calloc(T, sizeof *ent);
 	int rc = sw_engine_forward(e, &b, true, lp, ent, &err);
 	is_int(rc, 0, "%s: forward (%s)", name, err.msg);
@@ -373,7 +490,7 @@ static void test_head_targets_(const char *name)
 			nt += tg[t] >= 0;
 		}
 	}
-	sw_batch b = { (int)ncu - 1, tok, cu, tg };
+	sw_batch b = { (int)ncu - 1, tok, cu, tg, NULL };
 	int V = m->cfg.vocab_size;
 	for (int chunked = 0; chunked < 2; chunked++) {
 		float *lp[2], *ent[2], *gh[2];
@@ -483,7 +600,7 @@ static void test_adamw_reference_(void)
 	sw_model *mmod = new_(&m->cfg, &err), *vmod = new_(&m->cfg, &err);
 	float *mm = mmod->arena, *vv = vmod->arena;
 	sw_engine *e = sw_engine_new(m, &err);
-	sw_batch b = { (int)ncu - 1, tok, cu, NULL };
+	sw_batch b = { (int)ncu - 1, tok, cu, NULL, NULL };
 	sw_adamw_config c = sw_adamw_defaults(1e-2f);
 	c.beta2 = 0.95f, c.weight_decay = 0.1f, c.max_grad_norm = 0.3f;
 	c.schedule = SW_LR_COSINE, c.warmup_steps = 2, c.total_steps = 5, c.min_lr_ratio = 0.1f;
@@ -693,7 +810,7 @@ static void test_decode_vs_forward_(const char *what, sw_model_config cfg)
 		ns++;
 	}
 	float flp[NS * MAXT];
-	sw_batch b = { ns, all, cu, NULL };
+	sw_batch b = { ns, all, cu, NULL, NULL };
 	rc = sw_engine_forward(e, &b, false, flp, NULL, &err);
 	double worst = 0;
 	int count = 0, full = 1;
@@ -819,16 +936,16 @@ static void test_bad_input_(void)
 	sw_engine *e = sw_engine_new(m, &err);
 	int32_t tok[] = { 1, 2, 37, 4 }, cu[] = { 0, 4 }, cu0[] = { 1, 4 }, cu2[] = { 0, 2, 2 };
 	float lp[4];
-	sw_batch b = { 1, tok, cu, NULL };
+	sw_batch b = { 1, tok, cu, NULL, NULL };
 	is_int(sw_engine_forward(e, &b, false, lp, NULL, &err), SW_EINVAL, "a token outside the vocabulary is refused");
 	ok(strstr(err.msg, "37") != NULL, "and named: %s", err.msg);
 	tok[2] = 3;
-	sw_batch b0 = { 1, tok, cu0, NULL };
+	sw_batch b0 = { 1, tok, cu0, NULL, NULL };
 	is_int(sw_engine_forward(e, &b0, false, lp, NULL, &err), SW_EINVAL, "cu_seqlens not from 0 is refused: %s", err.msg);
-	sw_batch b2 = { 2, tok, cu2, NULL };
+	sw_batch b2 = { 2, tok, cu2, NULL, NULL };
 	is_int(sw_engine_forward(e, &b2, false, lp, NULL, &err), SW_EINVAL, "an empty sequence is refused: %s", err.msg);
 	int32_t *big = calloc(65, sizeof *big), cub[] = { 0, 65 };
-	sw_batch bb = { 1, big, cub, NULL };
+	sw_batch bb = { 1, big, cub, NULL, NULL };
 	is_int(sw_engine_forward(e, &bb, false, NULL, NULL, &err), SW_EINVAL, "a sequence beyond the context is refused: %s", err.msg);
 	free(big);
 	is_int(sw_engine_backward(e, lp, NULL, m, &err), SW_EINVAL, "backward after a forward without activations is refused");
@@ -883,6 +1000,9 @@ int main(void)
 	test_fd_model_("llama (untied)", small_cfg_("llama", false, false, false));
 	test_fd_model_("qwen2 (qkv bias, tied)", small_cfg_("qwen2", true, false, true));
 	test_fd_model_("qwen3 (q/k norm)", small_cfg_("qwen3", false, true, false));
+	test_prefix_("llama (untied)", small_cfg_("llama", false, false, false));
+	test_prefix_("qwen2 (qkv bias, tied)", small_cfg_("qwen2", true, false, true));
+	test_prefix_("qwen3 (q/k norm)", small_cfg_("qwen3", false, true, false));
 	test_bad_input_();
 	test_tokens_within_();
 	test_reference_("tiny-llama");

@@ -162,7 +162,7 @@ int main(void)
 			same_bits = close = false;
 			break;
 		}
-		sw_batch b = { 1, tk, cu, tg };
+		sw_batch b = { 1, tk, cu, tg, NULL };
 		if (sw_engine_forward_images(e, &b, &imgs, false, elp, NULL, &err)) {
 			printf("# forward: %s\n", err.msg);
 			close = false;

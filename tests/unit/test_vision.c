@@ -185,7 +185,7 @@ static void run_engine_(const sw_model *m, const ref_ *r, out_ *o)
 	int T = (int)r->T, V = m->cfg.vocab_size, nimg = 0;
 	for (size_t s = 0; s < r->nseq; s++)
 		nimg += r->nimg[s];
-	sw_batch b = { (int)r->nseq, r->tok, r->cu, r->tgt };
+	sw_batch b = { (int)r->nseq, r->tok, r->cu, r->tgt, NULL };
 	sw_images im = { nimg, r->px };
 	o->lp = calloc((size_t)T, sizeof(float));
 	int rc = e ? sw_engine_forward_images(e, &b, &im, false, o->lp, NULL, &err) : -1;
@@ -353,7 +353,7 @@ static void test_errors_(const sw_model *m, const ref_ *r)
 {
 	sw_error err = { 0 };
 	sw_engine *e = sw_engine_new(m, &err);
-	sw_batch b = { (int)r->nseq, r->tok, r->cu, r->tgt };
+	sw_batch b = { (int)r->nseq, r->tok, r->cu, r->tgt, NULL };
 	sw_images few = { 2, r->px }, many = { 4, r->px };
 	int rc = sw_engine_forward_images(e, &b, &few, false, NULL, NULL, &err);
 	ok(rc == SW_EINVAL && strstr(err.msg, "too few images"), "too few images for the placeholders: %s", err.msg);

@@ -391,50 +391,121 @@ static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_
  * with its own tiles and single-threaded GEMMs: the tiles are small, and
  * splitting each of them across threads would cost a barrier per product.
  * A pair owns its rows of dk and dv, so the backward needs no atomics.
+ *
+ * With a shared prefix (prefix[s] >= 0), sequence s comes after the tokens
+ * of sequence p = prefix[s]: a tile's scores are p's keys (all of them)
+ * then s's own (causally), side by side in one row of Lp + nk.  In the
+ * backward the pair (p, g) adds, after its own queries' terms, those of
+ * each of its children's queries to p's dk and dv, children in order: the
+ * same sums in the same order whatever the threads.  A sequence without a
+ * prefix runs exactly the products it did before prefixes were added.
  */
-static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
-                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
-                      float *scratch)
+
+/* Sequence s's prefix: its offset and length (0 when none). */
+static int prefix_of_(const int32_t *cu, const int32_t *prefix, int s, int *po)
 {
-	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
+	int p = prefix ? prefix[s] : -1;
+	*po = p >= 0 ? cu[p] : 0;
+	return p >= 0 ? cu[p + 1] - cu[p] : 0;
+}
+
+/* The most keys a query sees: its sequence's length, with its prefix's. */
+static int max_keys_(const int32_t *cu, const int32_t *prefix, int nseq)
+{
+	int most = 1, po;
+	for (int s = 0; s < nseq; s++) {
+		int n = prefix_of_(cu, prefix, s, &po) + cu[s + 1] - cu[s];
+		most = n > most ? n : most;
+	}
+	return most;
+}
+
+static void attn_fwd_prefix_(float *out, float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH, int hd,
+                             int causal, float *scratch)
+{
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = max_keys_(cu, prefix, nseq);
 	float scale = 1.0f / sqrtf((float)hd);
-	for (int s = 0; s < nseq; s++)
-		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (BIG_((size_t)cu[nseq] * qs))
 	for (int s = 0; s < nseq; s++)
 		for (int g = 0; g < KVH; g++) {
 			float *S = scratch + (size_t)omp_get_thread_num() * 2 * QB * maxlen;
-			int o = cu[s], L = cu[s + 1] - cu[s];
+			int o = cu[s], L = cu[s + 1] - cu[s], po, Lp = prefix_of_(cu, prefix, s, &po);
 			const float *K = k + (size_t)o * ks + (size_t)g * hd;
 			const float *V = v + (size_t)o * ks + (size_t)g * hd;
+			const float *Kp = k + (size_t)po * ks + (size_t)g * hd;
+			const float *Vp = v + (size_t)po * ks + (size_t)g * hd;
 			for (int h = g * grp; h < (g + 1) * grp; h++)
 				for (int i0 = 0; i0 < L; i0 += QB) {
-					int nb = L - i0 < QB ? L - i0 : QB, nk = causal ? i0 + nb : L;
+					int nb = L - i0 < QB ? L - i0 : QB, nk = causal ? i0 + nb : L, ld = Lp + nk;
 					const float *Q = q + (size_t)(o + i0) * qs + (size_t)h * hd;
-					gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S, nk);
-					softmax_rows_(S, nb, nk, i0, lse + (size_t)(o + i0) * H + h, H, 0, causal);
-					gemm_(0, 0, nb, hd, nk, 1, S, nk, V, ks, 0,
-					       out + (size_t)(o + i0) * qs + (size_t)h * hd, qs);
+					float *O = out + (size_t)(o + i0) * qs + (size_t)h * hd;
+					if (Lp)
+						gemm_(0, 1, nb, Lp, hd, scale, Q, qs, Kp, ks, 0, S, ld);
+					gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, S + Lp, ld);
+					softmax_rows_(S, nb, ld, Lp + i0, lse + (size_t)(o + i0) * H + h, H, 0, causal);
+					if (Lp)
+						gemm_(0, 0, nb, hd, Lp, 1, S, ld, Vp, ks, 0, O, qs);
+					gemm_(0, 0, nb, hd, nk, 1, S + Lp, ld, V, ks, Lp ? 1 : 0, O, qs);
 				}
 		}
 }
 
-static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
-                      const float *lse, const float *q, const float *k, const float *v,
+static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
                       const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
                       float *scratch)
 {
-	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = 1;
+	attn_fwd_prefix_(out, lse, q, k, v, cu, NULL, nseq, H, KVH, hd, causal, scratch);
+}
+
+/*
+ * One tile of the backward: queries Q (nb rows, their dout, out and lse)
+ * against nk keys K, V of which row r sees the first last0 + r + 1 (all nk
+ * when last0 < 0).  P and dP get the probabilities and dS; dv and dk (if
+ * not NULL) get their terms added; dq (if not NULL) gets dS K, added to it
+ * when acc.
+ */
+static void attn_bwd_tile_(float *P, float *dP, int nb, int nk, int ld, int last0, const float *Q,
+                           const float *dout, const float *out, const float *lse, int qs, int H,
+                           const float *K, const float *V, int ks, int hd, float scale, float *dk,
+                           float *dv, float *dq, int acc)
+{
+	gemm_(0, 1, nb, nk, hd, scale, Q, qs, K, ks, 0, P, ld);
+	softmax_rows_(P, nb, ld, last0, (float *)lse, H, 1, last0 >= 0);
+	gemm_(0, 1, nb, nk, hd, 1, dout, qs, V, ks, 0, dP, ld);
+	for (int r = 0; r < nb; r++) {
+		const float *g_ = dout + (size_t)r * qs;
+		const float *o_ = out + (size_t)r * qs;
+		float di = 0;
+#pragma omp simd reduction(+ : di)
+		for (int d = 0; d < hd; d++)
+			di += g_[d] * o_[d];
+		float *pr = P + (size_t)r * ld, *dpr = dP + (size_t)r * ld;
+		for (int j = 0; j < nk; j++)
+			dpr[j] = pr[j] * (dpr[j] - di);
+	}
+	if (dv)
+		gemm_(1, 0, nk, hd, nb, 1, P, ld, dout, qs, 1, dv, ks);
+	if (dq)
+		gemm_(0, 0, nb, hd, nk, scale, dP, ld, K, ks, acc ? 1 : 0, dq, qs);
+	if (dk)
+		gemm_(1, 0, nk, hd, nb, scale, dP, ld, Q, qs, 1, dk, ks);
+}
+
+static void attn_bwd_prefix_(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                             const float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH, int hd,
+                             int causal, float *scratch)
+{
+	int qs = H * hd, ks = KVH * hd, grp = H / KVH, maxlen = max_keys_(cu, prefix, nseq);
 	float scale = 1.0f / sqrtf((float)hd);
-	for (int s = 0; s < nseq; s++)
-		maxlen = cu[s + 1] - cu[s] > maxlen ? cu[s + 1] - cu[s] : maxlen;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (BIG_((size_t)cu[nseq] * qs))
 	for (int s = 0; s < nseq; s++)
 		for (int g = 0; g < KVH; g++) {
 			float *P = scratch + (size_t)omp_get_thread_num() * 2 * QB * maxlen;
 			float *dP = P + (size_t)QB * maxlen;
-			int o = cu[s], L = cu[s + 1] - cu[s];
-			size_t kvo = (size_t)o * ks + (size_t)g * hd;
+			int o = cu[s], L = cu[s + 1] - cu[s], po, Lp = prefix_of_(cu, prefix, s, &po);
+			size_t kvo = (size_t)o * ks + (size_t)g * hd, pvo = (size_t)po * ks + (size_t)g * hd;
 			for (int j = 0; j < L; j++) {
 				memset(dk + kvo + (size_t)j * ks, 0, sizeof(float) * hd);
 				memset(dv + kvo + (size_t)j * ks, 0, sizeof(float) * hd);
@@ -443,25 +514,37 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 				for (int i0 = 0; i0 < L; i0 += QB) {
 					int nb = L - i0 < QB ? L - i0 : QB, nk = causal ? i0 + nb : L;
 					size_t qo = (size_t)(o + i0) * qs + (size_t)h * hd;
-					gemm_(0, 1, nb, nk, hd, scale, q + qo, qs, k + kvo, ks, 0, P, nk);
-					softmax_rows_(P, nb, nk, i0, (float *)lse + (size_t)(o + i0) * H + h, H, 1, causal);
-					gemm_(0, 1, nb, nk, hd, 1, dout + qo, qs, v + kvo, ks, 0, dP, nk);
-					for (int r = 0; r < nb; r++) {
-						const float *g_ = dout + qo + (size_t)r * qs;
-						const float *o_ = out + qo + (size_t)r * qs;
-						float di = 0;
-#pragma omp simd reduction(+ : di)
-						for (int d = 0; d < hd; d++)
-							di += g_[d] * o_[d];
-						float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
-						for (int j = 0; j < nk; j++)
-							dpr[j] = pr[j] * (dpr[j] - di);
-					}
-					gemm_(1, 0, nk, hd, nb, 1, P, nk, dout + qo, qs, 1, dv + kvo, ks);
-					gemm_(0, 0, nb, hd, nk, scale, dP, nk, k + kvo, ks, 0, dq + qo, qs);
-					gemm_(1, 0, nk, hd, nb, scale, dP, nk, q + qo, qs, 1, dk + kvo, ks);
+					const float *l = lse + (size_t)(o + i0) * H + h;
+					/* dq's terms of the prefix's keys first (their dk, dv are the prefix's pair's) */
+					if (Lp)
+						attn_bwd_tile_(P, dP, nb, Lp, Lp, -1, q + qo, dout + qo, out + qo, l, qs, H,
+						               k + pvo, v + pvo, ks, hd, scale, NULL, NULL, dq + qo, 0);
+					attn_bwd_tile_(P, dP, nb, nk, nk, causal ? i0 : -1, q + qo, dout + qo, out + qo, l, qs, H,
+					               k + kvo, v + kvo, ks, hd, scale, dk + kvo, dv + kvo, dq + qo, Lp > 0);
 				}
+			/* the terms of the sequences that continue this one, to its keys */
+			for (int c = s + 1; prefix && c < nseq; c++) {
+				if (prefix[c] != s)
+					continue;
+				int oc = cu[c], Lc = cu[c + 1] - cu[c];
+				for (int h = g * grp; h < (g + 1) * grp; h++)
+					for (int i0 = 0; i0 < Lc; i0 += QB) {
+						int nb = Lc - i0 < QB ? Lc - i0 : QB;
+						size_t qo = (size_t)(oc + i0) * qs + (size_t)h * hd;
+						attn_bwd_tile_(P, dP, nb, L, L, -1, q + qo, dout + qo, out + qo,
+						               lse + (size_t)(oc + i0) * H + h, qs, H, k + kvo, v + kvo, ks, hd,
+						               scale, dk + kvo, dv + kvo, NULL, 0);
+					}
+			}
 		}
+}
+
+static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                      const float *lse, const float *q, const float *k, const float *v,
+                      const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
+                      float *scratch)
+{
+	attn_bwd_prefix_(dq, dk, dv, dout, out, lse, q, k, v, cu, NULL, nseq, H, KVH, hd, causal, scratch);
 }
 
 static size_t attn_paged_scratch_(int maxkeys)
@@ -901,6 +984,8 @@ static const sw_backend cpu_ = {
 	.rope = rope_,
 	.attn_fwd = attn_fwd_,
 	.attn_bwd = attn_bwd_,
+	.attn_prefix_fwd = attn_fwd_prefix_,
+	.attn_prefix_bwd = attn_bwd_prefix_,
 	.attn_scratch = attn_scratch_,
 	.attn_paged = attn_paged_,
 	.attn_paged_scratch = attn_paged_scratch_,

@@ -436,6 +436,25 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 	leave_();
 }
 
+static void attn_prefix_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH, int hd,
+                             int causal, float *scratch)
+{
+	ENTER_("attn_prefix_fwd", out, lse, q, k, v, cu, prefix, scratch) return;
+	CPU_->attn_prefix_fwd(out, lse, q, k, v, cu, prefix, nseq, H, KVH, hd, causal, scratch);
+	leave_();
+}
+
+static void attn_prefix_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                             const float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH, int hd,
+                             int causal, float *scratch)
+{
+	ENTER_("attn_prefix_bwd", dq, dk, dv, dout, out, lse, q, k, v, cu, prefix, scratch) return;
+	CPU_->attn_prefix_bwd(dq, dk, dv, dout, out, lse, q, k, v, cu, prefix, nseq, H, KVH, hd, causal, scratch);
+	leave_();
+}
+
 static size_t attn_scratch_(int maxlen)
 {
 	return CPU_->attn_scratch(maxlen);
@@ -558,6 +577,8 @@ static const sw_backend guard_ = {
 	.rope = rope_,
 	.attn_fwd = attn_fwd_,
 	.attn_bwd = attn_bwd_,
+	.attn_prefix_fwd = attn_prefix_fwd_,
+	.attn_prefix_bwd = attn_prefix_bwd_,
 	.attn_scratch = attn_scratch_,
 	.attn_paged = attn_paged_,
 	.attn_paged_scratch = attn_paged_scratch_,
