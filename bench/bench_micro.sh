@@ -19,6 +19,9 @@
 # process's peak RSS, and the loss and gradient norm (the same step, so they
 # must agree).  SW_BENCH_MICRO="186 256 ..." adds runs of this build with
 # --micro-tokens set to each value, the samples' micro field removed.
+# SW_BENCH_WHOLE=1 adds runs of this build with --no-prompt-sharing (each
+# sample runs its prompt itself), alternating with the others, and prints
+# whole / shared; the figure tokens_shared says what sharing saved.
 # Needs torch and transformers (for the model) and the programs in $B/bin.
 set -euf
 : "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
@@ -52,13 +55,14 @@ one() {
 	/usr/bin/time -f '%M' -o rss "$bin" -q -m m -o out --algo grpo --lr 1e-6 --kl-coef 0.04 --ref m -j 2 \
 		--metrics met.jsonl "$@" "$in" >/dev/null
 	jq -r --arg rss "$(cat rss)" '[.time_s.train, .time_s.ref_logprobs, (.micro_batches // "-"), ($rss | tonumber / 1024),
-		.loss, .grad_norm] | @tsv' met.jsonl >>"$label.runs"
+		.loss, .grad_norm, (.tokens_shared // "-")] | @tsv' met.jsonl >>"$label.runs"
 }
 med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 row() {
 	f=$1.runs
-	printf '| %s | %.2f s | %.2f s | %s | %.0f | %s | %s |\n' "$2" "$(cut -f1 "$f" | med)" "$(cut -f2 "$f" | med)" \
-		"$(cut -f3 "$f" | head -n 1)" "$(cut -f4 "$f" | med)" "$(cut -f5 "$f" | head -n 1)" "$(cut -f6 "$f" | head -n 1)"
+	printf '| %s | %.2f s | %.2f s | %s | %s | %.0f | %s | %s |\n' "$2" "$(cut -f1 "$f" | med)" "$(cut -f2 "$f" | med)" \
+		"$(cut -f3 "$f" | head -n 1)" "$(cut -f7 "$f" | head -n 1)" "$(cut -f4 "$f" | med)" "$(cut -f5 "$f" | head -n 1)" \
+		"$(cut -f6 "$f" | head -n 1)"
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -68,6 +72,7 @@ while [ "$r" -lt "$runs" ]; do
 	r=$((r + 1))
 	[ -z "${BEFORE:-}" ] || one "$BEFORE/build/bin/sw-train" before train.msgpack
 	one "$B/bin/sw-train" now train.msgpack
+	[ -z "${SW_BENCH_WHOLE:-}" ] || one "$B/bin/sw-train" whole train.msgpack --no-prompt-sharing
 	for n in ${SW_BENCH_MICRO:-}; do
 		one "$B/bin/sw-train" "micro$n" nomicro.jsonl --micro-tokens "$n"
 	done
@@ -77,13 +82,20 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "sw-train's GRPO step on one iteration's samples: 64 samples, $ntok tokens, SmolLM2-135M's shapes (f32),"
 echo "KL 0.04 to a reference, 2 threads; medians of $runs runs; load average before $load0, after $load1"
 echo
-echo "| build, micro batches | train (fwd+bwd+AdamW) | reference log-probs | micro batches | peak RSS (MB) | loss | grad norm |"
-echo "|---|---|---|---|---|---|---|"
+echo "| build, micro batches | train (fwd+bwd+AdamW) | reference log-probs | micro batches | tokens shared | peak RSS (MB) | loss | grad norm |"
+echo "|---|---|---|---|---|---|---|---|"
 [ -z "${BEFORE:-}" ] || row before "before ($BEFORE), sw-balance's micro field"
 row now "now, sw-balance's micro field"
+[ -z "${SW_BENCH_WHOLE:-}" ] || row whole "now, --no-prompt-sharing, sw-balance's micro field"
 for n in ${SW_BENCH_MICRO:-}; do
 	row "micro$n" "now, --micro-tokens $n, no micro field"
 done
+if [ -n "${SW_BENCH_WHOLE:-}" ]; then
+	echo
+	awk -v a="$(cut -f1 whole.runs | med)" -v b="$(cut -f1 now.runs | med)" -v c="$(cut -f2 whole.runs | med)" \
+		-v d="$(cut -f2 now.runs | med)" \
+		'BEGIN { printf "train: whole / shared %.2fx; reference log-probs: whole / shared %.2fx\n", a / b, c / d }'
+fi
 if [ -n "${BEFORE:-}" ]; then
 	echo
 	awk -v a="$(cut -f1 before.runs | med)" -v b="$(cut -f1 now.runs | med)" \

@@ -31,7 +31,7 @@
 enum {
 	OPT_LR = 0x100, OPT_SCHEDULE, OPT_WARMUP, OPT_TOTAL, OPT_MIN_LR, OPT_WD, OPT_GRAD_NORM,
 	OPT_CLIP_LOW, OPT_CLIP_HIGH, OPT_CLIP_DUAL, OPT_KL_COEF, OPT_KL_EST, OPT_KL_REWARD, OPT_REF,
-	OPT_ENTROPY, OPT_TIS, OPT_EPOCHS, OPT_MINIBATCHES, OPT_MICRO_TOKENS, OPT_RANK, OPT_TRAIN_ON,
+	OPT_ENTROPY, OPT_TIS, OPT_EPOCHS, OPT_MINIBATCHES, OPT_MICRO_TOKENS, OPT_NO_PROMPT_SHARING, OPT_RANK, OPT_TRAIN_ON,
 	OPT_MAX_LEN, OPT_EPS, OPT_GAMMA, OPT_SEED, OPT_METRICS, OPT_AGG, OPT_FORCE, OPT_WEIGHTS,
 	OPT_DEVICE, OPT_SHARD_MOMENTS, OPT_TRAIN_VISION, OPT_MATMUL
 };
@@ -65,6 +65,8 @@ static const cli_opt opts[] = {
 	{ OPT_MINIBATCHES, 0, "minibatches", "num", NULL, "optimiser updates per pass (default 1)" },
 	{ OPT_MICRO_TOKENS, 0, "micro-tokens", "num", NULL,
 	  "token budget of a micro batch (chosen by default; lowered to fit the activations' memory)" },
+	{ OPT_NO_PROMPT_SHARING, 0, "no-prompt-sharing", NULL, NULL,
+	  "run each sample's prompt itself (default: a micro batch's samples of one prompt run it once)" },
 	{ OPT_RANK, 0, "rank", "r", NULL, "train only the samples with rank r" },
 	{ OPT_SHARD_MOMENTS, 0, "shard-moments", NULL, NULL, "under mpirun: shard AdamW's moments across the ranks (ZeRO-1)" },
 	{ OPT_TRAIN_VISION, 0, "train-vision", NULL, NULL,
@@ -358,6 +360,7 @@ int main(int argc, char **argv)
 		case OPT_EPOCHS: tc.epochs = (long)cli_uint("--epochs", arg, 1, 1000); break;
 		case OPT_MINIBATCHES: tc.minibatches = (long)cli_uint("--minibatches", arg, 1, 1000000); break;
 		case OPT_MICRO_TOKENS: tc.micro_tokens = cli_uint("--micro-tokens", arg, 1, INT32_MAX); break;
+		case OPT_NO_PROMPT_SHARING: tc.no_prompt_sharing = 1; break;
 		case OPT_RANK: tc.rank = (long long)cli_uint("--rank", arg, 0, INT32_MAX); break;
 		case OPT_TRAIN_ON:
 			if (!strcmp(arg, "response"))

@@ -581,7 +581,7 @@ _sw()
 			;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-m --model -o --out --weights -a --algo --loss-agg --lr --schedule --warmup --total-updates --min-lr-ratio --weight-decay --max-grad-norm --clip-low --clip-high --clip-dual --kl-coef --kl-estimator --kl-in-reward --ref --entropy-coef --tis-cap --epochs --minibatches --micro-tokens --rank --shard-moments --train-vision --train-on --max-len --adv-eps --gamma --seed -j --threads --device --matmul --metrics -f --format -z --zstd --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-m --model -o --out --weights -a --algo --loss-agg --lr --schedule --warmup --total-updates --min-lr-ratio --weight-decay --max-grad-norm --clip-low --clip-high --clip-dual --kl-coef --kl-estimator --kl-in-reward --ref --entropy-coef --tis-cap --epochs --minibatches --micro-tokens --no-prompt-sharing --rank --shard-moments --train-vision --train-on --max-len --adv-eps --gamma --seed -j --threads --device --matmul --metrics -f --format -z --zstd --force -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		_filedir

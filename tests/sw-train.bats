@@ -352,6 +352,42 @@ have_bf16() {
 	[ "$(jq .micro_batches a.jsonl)" -ge 1 ]
 }
 
+@test "samples of one prompt run it once: the step as each run whole, tokens_shared counts it" {
+	grpo_set >grpo.jsonl
+	run -0 --separate-stderr sw-train -m "$TINY" -o a --lr 1e-3 --ref "$TINY" --kl-coef 0.1 --metrics a.jsonl \
+		-f json grpo.jsonl
+	a_out=$output
+	run -0 --separate-stderr sw-train -m "$TINY" -o b --lr 1e-3 --ref "$TINY" --kl-coef 0.1 --metrics b.jsonl \
+		--no-prompt-sharing -f json grpo.jsonl
+	[ "$stderr" = "" ]
+	near "$(jq .loss a.jsonl)" "$(jq .loss b.jsonl)" 1e-5 1e-7
+	near "$(jq .grad_norm a.jsonl)" "$(jq .grad_norm b.jsonl)" 1e-5
+	near "$(jq .kl a.jsonl)" "$(jq .kl b.jsonl)" 1e-4 1e-9
+	[ "$(jq -c '[.trained, .micro_batches]' a.jsonl)" = "$(jq -c '[.trained, .micro_batches]' b.jsonl)" ]
+	# the samples pass through alike (advantages to their printed digits)
+	[ "$(jq -c '[.id, .advantage]' <<<"$a_out")" = "$(jq -c '[.id, .advantage]' <<<"$output")" ]
+	# four prompts of four samples in one micro batch: (4 - 1) x (prompt - 1) tokens each not run again
+	want=$(jq -s 'group_by(.prompt_tokens) | map((length - 1) * ((.[0].prompt_tokens | length) - 1)) | add' grpo.jsonl)
+	[ "$want" -gt 0 ]
+	[ "$(jq .tokens_shared a.jsonl)" = "$want" ]
+	[ "$(jq .tokens_shared b.jsonl)" = 0 ]
+	# sw-balance's one micro number, as in sw-run's pipeline: the samples of a prompt side by side, shared
+	# in each run of them the budget holds (it cuts at most one prompt's samples a micro batch)
+	jq -c '.micro = 0' grpo.jsonl >one.jsonl
+	sw-train -m "$TINY" -o e --lr 1e-3 --ref "$TINY" --kl-coef 0.1 --metrics e.jsonl one.jsonl >/dev/null
+	m=$(jq .micro_batches e.jsonl)
+	[ "$(jq .tokens_shared e.jsonl)" -gt $((want - m * 3)) ]
+	[ "$(jq .tokens_shared e.jsonl)" -le "$want" ]
+	near "$(jq .loss e.jsonl)" "$(jq .loss b.jsonl)" 1e-5 1e-7
+	near "$(jq .grad_norm e.jsonl)" "$(jq .grad_norm b.jsonl)" 1e-5
+	# a micro batch a sample: nothing to share
+	sw-train -m "$TINY" -o c --lr 1e-3 --micro-tokens 1 --metrics c.jsonl grpo.jsonl >/dev/null
+	[ "$(jq .tokens_shared c.jsonl)" = 0 ]
+	# SFT on prompt and response: the prompt is learnt, not shared
+	sw-train -a sft -m "$TINY" -o d --train-on prompt+response --metrics d.jsonl grpo.jsonl >/dev/null
+	[ "$(jq .tokens_shared d.jsonl)" = 0 ]
+}
+
 @test "--rank trains its own samples, with advantages over all of them" {
 	grpo_set | jq -c '.rank = (if (.group == "p0" or .group == "p1") then 0 else 1 end)' >ranked.jsonl
 	run -0 --separate-stderr sw-train -m "$TINY" -o r --rank 1 --metrics r.jsonl -f json ranked.jsonl

@@ -518,20 +518,77 @@ static size_t first_row_(const sw_trainer *t, const tsample *s)
 
 typedef struct packed {
 	int32_t *tokens, *cu;
+	int32_t *pre;          /* [nseq] the sequence each continues (sw_batch.prefix), or -1 */
 	int32_t *tgt;          /* per row: the next token on the loss's rows, else -1 */
+	size_t *base;          /* per sample: the row of its token 0, as if it ran whole (see pack_) */
+	size_t *lead;          /* per sample: the first sample of the micro batch with its prompt */
+	int32_t *nsame;        /* per sample that leads: the micro batch's samples of its prompt */
+	int32_t *pseq;         /* per sample that leads a shared prompt: its prefix's sequence */
 	float *px;             /* the micro batch's images, in their placeholders' order */
-	int nimg;
+	int nimg, nseq, shared;
 	size_t cap_px;
 	float *lp, *ent;       /* per row */
 	float *dlp, *dent;     /* per row, for the backward */
-	size_t rows, cap_rows, cap_seq;
+	size_t rows, whole, cap_rows, cap_seq;
 } packed;
 
-static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
+/*
+ * Whether s may share its prompt with the micro batch's other samples of the
+ * same prompt: the backend can (attn_prefix_*), sharing is not turned off,
+ * the loss is over the response alone and there are no images.
+ */
+static int shareable_(const sw_trainer *t, const tsample *s)
 {
-	size_t rows = 0;
-	for (size_t i = 0; i < n; i++)
-		rows += v[i]->np + v[i]->nr;
+	return !t->c.no_prompt_sharing && t->be->attn_prefix_fwd && t->be->attn_prefix_bwd && !t->c.train_all &&
+	       s->np >= 2 && s->nr >= 1 && s->nloss <= s->nr && !s->px.n;
+}
+
+static int same_prompt_(const tsample *a, const tsample *b)
+{
+	return a->np == b->np && !memcmp(a->tok, b->tok, a->np * sizeof *a->tok);
+}
+
+/*
+ * The micro batch v[0..n) as one packed batch.  A sample alone is one
+ * sequence, prompt then response.  Samples of one prompt (two or more,
+ * shareable_) run the prompt's tokens once: a sequence of the prompt but its
+ * last token, then one sequence for each sample, the prompt's last token
+ * and the response, continuing it (sw_batch.prefix), so that its first row
+ * still gives the response's first log-prob.  base[i] is the row sample i's
+ * token 0 would have run whole: its rows from np - 1 on (every loss row)
+ * are base[i] + r either way.
+ */
+static int pack_(const sw_trainer *t, packed *pk, tsample *const *v, size_t n, sw_error *err)
+{
+	size_t rows = 0, whole = 0, groups = 0;
+	if (n > pk->cap_seq) {
+		if (grow_(&pk->cu, 2 * n + 1, sizeof *pk->cu) || grow_(&pk->pre, 2 * n, sizeof *pk->pre) ||
+		    grow_(&pk->base, n, sizeof *pk->base) || grow_(&pk->lead, n, sizeof *pk->lead) ||
+		    grow_(&pk->pseq, n, sizeof *pk->pseq) || grow_(&pk->nsame, n, sizeof *pk->nsame))
+			return oom_(err);
+		pk->cap_seq = n;
+	}
+	/* lead: the first sample of each prompt, which counts the samples of its prompt */
+	for (size_t i = 0; i < n; i++) {
+		pk->lead[i] = i;
+		pk->nsame[i] = 0;
+		for (size_t j = 0; j < i && shareable_(t, v[i]); j++)
+			if (pk->lead[j] == j && shareable_(t, v[j]) && same_prompt_(v[i], v[j])) {
+				pk->lead[i] = j;
+				break;
+			}
+		pk->nsame[pk->lead[i]]++;
+	}
+	for (size_t i = 0; i < n; i++) {
+		whole += v[i]->np + v[i]->nr;
+		if (pk->nsame[pk->lead[i]] < 2) {
+			rows += v[i]->np + v[i]->nr;
+			continue;
+		}
+		rows += v[i]->nr + 1;
+		if (pk->lead[i] == i)
+			rows += v[i]->np - 1, groups++;
+	}
 	if (rows > INT32_MAX)
 		return sw_fail(err, SW_ETOOBIG, "a micro batch of %zu tokens is too large", rows);
 	if (rows > pk->cap_rows) {
@@ -541,11 +598,6 @@ static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
 		    grow_(&pk->dent, rows, sizeof *pk->dent))
 			return oom_(err);
 		pk->cap_rows = rows;
-	}
-	if (n + 1 > pk->cap_seq) {
-		if (grow_(&pk->cu, n + 1, sizeof *pk->cu))
-			return oom_(err);
-		pk->cap_seq = n + 1;
 	}
 	size_t nimg = 0, each = 0;
 	for (size_t i = 0; i < n; i++)
@@ -562,38 +614,58 @@ static int pack_(packed *pk, tsample *const *v, size_t n, sw_error *err)
 			pk->cap_px = nimg * each;
 		}
 	}
+	int q = 0;
 	pk->cu[0] = 0;
 	for (size_t i = 0, k = 0; i < n; i++) {
-		size_t len = v[i]->np + v[i]->nr;
-		int32_t *tok = pk->tokens + pk->cu[i], *tgt = pk->tgt + pk->cu[i];
-		memcpy(tok, v[i]->tok, len * sizeof *pk->tokens);
+		size_t len = v[i]->np + v[i]->nr, from = 0; /* the sample's tokens this sequence runs */
+		int shared = pk->nsame[pk->lead[i]] >= 2;
+		if (shared && pk->lead[i] == i) { /* the prompt but its last token, once */
+			int32_t *tok = pk->tokens + pk->cu[q];
+			memcpy(tok, v[i]->tok, (v[i]->np - 1) * sizeof *tok);
+			for (size_t r = 0; r + 1 < v[i]->np; r++)
+				pk->tgt[pk->cu[q] + r] = -1;
+			pk->pre[q] = -1;
+			pk->cu[q + 1] = pk->cu[q] + (int32_t)(v[i]->np - 1);
+			pk->pseq[i] = q++;
+		}
+		if (shared)
+			from = v[i]->np - 1;
+		pk->pre[q] = shared ? pk->pseq[pk->lead[i]] : -1;
+		pk->base[i] = (size_t)pk->cu[q] - from;
+		int32_t *tok = pk->tokens + pk->base[i], *tgt = pk->tgt + pk->base[i];
+		memcpy(tok + from, v[i]->tok + from, (len - from) * sizeof *pk->tokens);
 		/* the loss's rows are the last nloss but the sequence's last (first_row_) */
-		for (size_t r = 0; r < len; r++)
-			tgt[r] = r + 1 < len && r + 1 + v[i]->nloss >= len ? tok[r + 1] : -1;
-		pk->cu[i + 1] = pk->cu[i] + (int32_t)len;
+		for (size_t r = from; r < len; r++)
+			tgt[r] = r + 1 < len && r + 1 + v[i]->nloss >= len ? v[i]->tok[r + 1] : -1;
+		pk->cu[q + 1] = pk->cu[q] + (int32_t)(len - from);
+		q++;
 		if (v[i]->px.n)
 			memcpy(pk->px + k * each, v[i]->px.pixels, (size_t)v[i]->px.n * each * sizeof *pk->px);
 		k += (size_t)v[i]->px.n;
 	}
+	pk->nseq = q;
+	pk->shared = groups > 0;
 	pk->nimg = (int)nimg;
 	pk->rows = rows;
+	pk->whole = whole;
 	return 0;
 }
 
 static void packed_release_(packed *pk)
 {
 	free(pk->tokens), free(pk->tgt), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent);
+	free(pk->pre), free(pk->base), free(pk->lead), free(pk->nsame), free(pk->pseq);
 	free(pk->px);
 }
 
-static int forward_(sw_engine *e, packed *pk, tsample *const *v, size_t n, int for_backward, int want_ent,
-                    const char *what, sw_error *err)
+static int forward_(const sw_trainer *t, sw_engine *e, packed *pk, tsample *const *v, size_t n, int for_backward,
+                    int want_ent, const char *what, sw_error *err)
 {
 	sw_error e2 = { 0 };
-	int rc = pack_(pk, v, n, err);
+	int rc = pack_(t, pk, v, n, err);
 	if (rc)
 		return rc;
-	sw_batch b = { (int)n, pk->tokens, pk->cu, pk->tgt, NULL };
+	sw_batch b = { pk->nseq, pk->tokens, pk->cu, pk->tgt, pk->shared ? pk->pre : NULL };
 	sw_images im = { pk->nimg, pk->px };
 	if (sw_engine_forward_images(e, &b, &im, for_backward, pk->lp, want_ent ? pk->ent : NULL, &e2))
 		return sw_fail(err, e2.code, "%s: %s (micro batch starting at %s record %llu)", what, e2.msg, v[0]->file,
@@ -607,7 +679,7 @@ static void gather_(const sw_trainer *t, const packed *pk, const float *rows, ts
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		memcpy(out + k, rows + pk->cu[i] + first_row_(t, v[i]), v[i]->nloss * sizeof *out);
+		memcpy(out + k, rows + pk->base[i] + first_row_(t, v[i]), v[i]->nloss * sizeof *out);
 		k += v[i]->nloss;
 	}
 }
@@ -626,7 +698,7 @@ typedef struct micro_list {
 } micro_list;
 
 typedef struct mkey_ {
-	uint64_t key;
+	uint64_t key, prompt; /* the micro batch, then (samples of one prompt side by side) the prompt's hash */
 	size_t tie;
 	tsample *s;
 } mkey_;
@@ -636,38 +708,94 @@ static int cmp_mkey_(const void *a, const void *b)
 	const mkey_ *x = a, *y = b;
 	if (x->key != y->key)
 		return x->key < y->key ? -1 : 1;
+	if (x->prompt != y->prompt)
+		return x->prompt < y->prompt ? -1 : 1;
 	return x->tie < y->tie ? -1 : x->tie > y->tie;
 }
 
-static int micro_split_(tsample **v, size_t n, int by_field, size_t budget, micro_list *ml, sw_error *err)
+/* FNV-1a of a sample's prompt: equal prompts side by side when sorted by it. */
+static uint64_t prompt_hash_(const tsample *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	const unsigned char *b = (const unsigned char *)s->tok;
+	for (size_t i = 0; i < s->np * sizeof *s->tok; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+/*
+ * Without the `micro` field, items of work for sw_micro_split: one sample,
+ * or (when prompts are shared) a run of samples of one prompt, as many as
+ * fit the budget with the prompt counted once: a GRPO group, or the group
+ * cut in pieces.  unit[i] is sample v[order[i]]'s item; cost the items'
+ * tokens; the number of items.
+ */
+static size_t units_(const sw_trainer *t, tsample **v, size_t n, size_t budget, size_t *order, size_t *unit,
+                     uint64_t *cost, mkey_ *k)
+{
+	for (size_t i = 0; i < n; i++)
+		k[i] = (mkey_){ shareable_(t, v[i]) ? prompt_hash_(v[i]) : 0, 0, i, v[i] };
+	if (!t->c.no_prompt_sharing)
+		qsort(k, n, sizeof *k, cmp_mkey_);
+	size_t nu = 0;
+	for (size_t i = 0; i < n; i++) {
+		tsample *s = v[k[i].tie];
+		order[i] = k[i].tie;
+		size_t alone = s->np + s->nr;
+		if (i && !t->c.no_prompt_sharing && shareable_(t, s)) {
+			tsample *p = v[k[i - 1].tie];
+			if (shareable_(t, p) && same_prompt_(s, p) && cost[nu - 1] + s->nr + 1 <= budget) {
+				/* the first sample's prompt counts once: np - 1 tokens, then nr + 1 a sample */
+				cost[nu - 1] += s->nr + 1;
+				unit[i] = nu - 1;
+				continue;
+			}
+		}
+		unit[i] = nu;
+		cost[nu++] = alone;
+	}
+	return nu;
+}
+
+static int micro_split_(const sw_trainer *t, tsample **v, size_t n, int by_field, size_t budget, micro_list *ml,
+                        sw_error *err)
 {
 	mkey_ *k = calloc(n ? n : 1, sizeof *k);
 	uint64_t *tok = calloc(n ? n : 1, sizeof *tok);
 	uint32_t *id = calloc(n ? n : 1, sizeof *id);
+	size_t *order = calloc(n ? n : 1, sizeof *order), *unit = calloc(n ? n : 1, sizeof *unit);
 	int rc = 0;
 	ml->n = 0;
 	ml->mb = calloc(n ? n : 1, sizeof *ml->mb);
 	ml->len = calloc(n ? n : 1, sizeof *ml->len);
-	if (!k || !tok || !id || !ml->mb || !ml->len) {
+	if (!k || !tok || !id || !order || !unit || !ml->mb || !ml->len) {
 		rc = oom_(err);
 		goto out;
 	}
 	if (!by_field && n) {
-		for (size_t i = 0; i < n; i++)
-			tok[i] = v[i]->np + v[i]->nr;
-		if ((rc = sw_micro_split(tok, n, budget, sw_micro_count(tok, n, budget), id, NULL, NULL, err)))
+		size_t nu = units_(t, v, n, budget, order, unit, tok, k);
+		if ((rc = sw_micro_split(tok, nu, budget, sw_micro_count(tok, nu, budget), id, NULL, NULL, err)))
 			goto out;
 	}
-	/* a batch's samples in stream order (by field) or in the order given (the minibatch's) */
-	for (size_t i = 0; i < n; i++)
-		k[i] = (mkey_){ by_field ? (uint64_t)v[i]->micro : id[i], by_field ? (size_t)(uintptr_t)v[i] : i,
-		                v[i] };
+	/* a batch's samples in stream order (by field; a prompt's samples side by side when shared) or
+	 * in the order units_ gave (the minibatch's, a prompt's samples side by side) */
+	int share = !t->c.no_prompt_sharing;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = by_field ? i : order[i];
+		uint64_t h = by_field && share && shareable_(t, v[j]) ? prompt_hash_(v[j]) : 0;
+		k[i] = (mkey_){ by_field ? (uint64_t)v[j]->micro : id[unit[i]], h,
+		                by_field ? (size_t)(uintptr_t)v[j] : i, v[j] };
+	}
 	qsort(k, n, sizeof *k, cmp_mkey_);
-	size_t held = 0; /* tokens of the micro batch being filled */
+	size_t held = 0; /* tokens of the micro batch being filled, a shared prompt counted once */
 	for (size_t i = 0; i < n; i++) {
 		v[i] = k[i].s;
 		size_t tk = v[i]->np + v[i]->nr;
+		if (by_field && share && i && k[i].key == k[i - 1].key && held && shareable_(t, v[i]) &&
+		    shareable_(t, v[i - 1]) && same_prompt_(v[i], v[i - 1]))
+			tk = v[i]->nr + 1;
 		if (i == 0 || k[i].key != k[i - 1].key || (by_field && held + tk > budget)) {
+			tk = v[i]->np + v[i]->nr;
 			ml->mb[ml->n] = v + i;
 			ml->len[ml->n++] = 0;
 			held = 0;
@@ -676,7 +804,7 @@ static int micro_split_(tsample **v, size_t n, int by_field, size_t budget, micr
 		held += tk;
 	}
 out:
-	free(k), free(tok), free(id);
+	free(k), free(tok), free(id), free(order), free(unit);
 	return rc;
 }
 
@@ -753,7 +881,7 @@ static size_t score_budget_(const sw_trainer *t)
 typedef struct totals {
 	double loss, pg_loss, kl_loss, entropy_loss, grad_norm, grad_norm_max, lr;
 	sw_rl_stats rl;
-	uint64_t updates, clipped_updates, tokens_trained, micro_batches;
+	uint64_t updates, clipped_updates, tokens_trained, micro_batches, tokens_shared;
 	double mis_sum, mis_max, mis_kl;
 	uint64_t mis_tokens, offpolicy;
 	uint64_t acc_right, acc_tokens;
@@ -772,7 +900,7 @@ static void accuracy_(const sw_trainer *t, const sw_engine *e, const packed *pk,
 	if (!best)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		size_t r0 = (size_t)pk->cu[i] + first_row_(t, v[i]);
+		size_t r0 = pk->base[i] + first_row_(t, v[i]);
 		for (size_t j = 0; j < v[i]->nloss; j++) {
 			tot->acc_right += best[r0 + j] == pk->tokens[r0 + j + 1];
 			tot->acc_tokens++;
@@ -881,11 +1009,11 @@ static int ref_pass_(step_ *k, sw_error *err)
 		goto out;
 	}
 	for (size_t b = 0; b < k->ml.n; b++) {
-		if ((rc = forward_(re, &k->pk, k->ml.mb[b], k->ml.len[b], 0, 0, "reference log-probs", err)))
+		if ((rc = forward_(t, re, &k->pk, k->ml.mb[b], k->ml.len[b], 0, 0, "reference log-probs", err)))
 			goto out;
 		for (size_t i = 0; i < k->ml.len[b]; i++) {
 			tsample *s = k->ml.mb[b][i];
-			memcpy(k->ref + s->goff, k->pk.lp + k->pk.cu[i] + first_row_(t, s), s->nloss * sizeof *k->ref);
+			memcpy(k->ref + s->goff, k->pk.lp + k->pk.base[i] + first_row_(t, s), s->nloss * sizeof *k->ref);
 		}
 	}
 	if (rs && sw_store_read_retry(rs, seq))
@@ -950,16 +1078,16 @@ static int before_training_(step_ *k, sw_trainer_stats *st, sw_error *err)
 		return sw_fail(err, e2.code, "cannot start the engine: %s", e2.msg);
 	/* a LLaVA model: the projector learns, the tower only when AdamW is to update it */
 	sw_engine_train_vision(k->eng, true, t->c.adam.train_vision_tower);
-	if ((rc = micro_split_(k->pre, npre, 0, score_budget_(t), &k->ml, err)))
+	if ((rc = micro_split_(t, k->pre, npre, 0, score_budget_(t), &k->ml, err)))
 		return rc;
 	double t1 = now_();
 	if (k->old_pass) {
 		for (size_t b = 0; b < k->ml.n; b++) {
-			if ((rc = forward_(k->eng, &k->pk, k->ml.mb[b], k->ml.len[b], 0, 0, "old log-probs", err)))
+			if ((rc = forward_(t, k->eng, &k->pk, k->ml.mb[b], k->ml.len[b], 0, 0, "old log-probs", err)))
 				return rc;
 			for (size_t i = 0; i < k->ml.len[b]; i++) {
 				tsample *s = k->ml.mb[b][i];
-				memcpy(k->old + s->goff, k->pk.lp + k->pk.cu[i] + first_row_(t, s), s->nloss * sizeof *k->old);
+				memcpy(k->old + s->goff, k->pk.lp + k->pk.base[i] + first_row_(t, s), s->nloss * sizeof *k->old);
 			}
 		}
 		st->time_old = now_() - t1;
@@ -1028,7 +1156,7 @@ static int micro_(step_ *k, tsample **V, size_t nv, long ep, const sw_rl_loss_op
 			return oom_(err);
 		k->cap = nl;
 	}
-	if ((rc = forward_(k->eng, &k->pk, V, nv, 1, 1, "training forward", err)))
+	if ((rc = forward_(t, k->eng, &k->pk, V, nv, 1, 1, "training forward", err)))
 		return rc;
 	if (ep == 0)
 		accuracy_(t, k->eng, &k->pk, V, nv, &k->tot);
@@ -1076,15 +1204,16 @@ static int micro_(step_ *k, tsample **V, size_t nv, long ep, const sw_rl_loss_op
 	memset(pk->dent, 0, pk->rows * sizeof *pk->dent);
 	q = 0;
 	for (size_t i = 0; i < nv; i++) {
-		size_t r0 = (size_t)pk->cu[i] + first_row_(t, V[i]);
+		size_t r0 = pk->base[i] + first_row_(t, V[i]);
 		memcpy(pk->dlp + r0, k->g_lp + q, V[i]->nloss * sizeof *k->g_lp);
 		memcpy(pk->dent + r0, k->g_ent + q, V[i]->nloss * sizeof *k->g_ent);
 		q += V[i]->nloss;
 	}
 	if (sw_engine_backward(k->eng, pk->dlp, lo->entropy_coef > 0 ? pk->dent : NULL, k->grad, &e2))
 		return sw_fail(err, e2.code, "backward: %s", e2.msg);
-	k->tot.tokens_trained += pk->rows;
+	k->tot.tokens_trained += pk->whole; /* the samples' tokens, whether their prompts were shared or not */
 	k->tot.micro_batches++;
+	k->tot.tokens_shared += pk->whole - pk->rows;
 	return 0;
 }
 
@@ -1109,7 +1238,7 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 		return sw_fail(err, e2.code, "cannot zero the gradients: %s", e2.msg);
 	sw_rl_stats rs = { 0 };
 	micro_list mm = { 0 };
-	rc = micro_split_(M, nm, k->by_micro, micro_budget_(t), &mm, err);
+	rc = micro_split_(t, M, nm, k->by_micro, micro_budget_(t), &mm, err);
 	if (!rc && t->c.comm) {
 		/* M is now in the order one process trains it (the next pass shuffles from it); this
 		 * rank's share is split again into micro batches of its own */
@@ -1118,7 +1247,7 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 			if (M[i]->mine)
 				k->own[no++] = M[i];
 		micro_free_(&mm);
-		rc = micro_split_(k->own, no, k->by_micro, micro_budget_(t), &mm, err);
+		rc = micro_split_(t, k->own, no, k->by_micro, micro_budget_(t), &mm, err);
 	}
 	for (size_t b = 0; !rc && b < mm.n; b++)
 		rc = micro_(k, mm.mb[b], mm.len[b], ep, lo, &rs, err);
@@ -1147,15 +1276,15 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 static int reduce_totals_(step_ *k, sw_error *err)
 {
 	totals *o = &k->tot;
-	double x[8] = { (double)o->tokens_trained, o->mis_sum, o->mis_kl, (double)o->mis_tokens, (double)o->offpolicy,
-		        (double)o->acc_right, (double)o->acc_tokens, (double)o->micro_batches };
+	double x[9] = { (double)o->tokens_trained, o->mis_sum, o->mis_kl, (double)o->mis_tokens, (double)o->offpolicy,
+		        (double)o->acc_right, (double)o->acc_tokens, (double)o->micro_batches, (double)o->tokens_shared };
 	int rc;
-	if ((rc = sw_comm_allreduce_sum_f64(k->t->c.comm, x, 8, err)) ||
+	if ((rc = sw_comm_allreduce_sum_f64(k->t->c.comm, x, 9, err)) ||
 	    (rc = sw_comm_allreduce_max_f64(k->t->c.comm, &o->mis_max, 1, err)))
 		return rc;
 	o->tokens_trained = (uint64_t)x[0], o->mis_sum = x[1], o->mis_kl = x[2], o->mis_tokens = (uint64_t)x[3];
 	o->offpolicy = (uint64_t)x[4], o->acc_right = (uint64_t)x[5], o->acc_tokens = (uint64_t)x[6];
-	o->micro_batches = (uint64_t)x[7];
+	o->micro_batches = (uint64_t)x[7], o->tokens_shared = (uint64_t)x[8];
 	return 0;
 }
 
@@ -1281,6 +1410,7 @@ static void summarise_(step_ *k, sw_trainer_stats *st)
 	}
 	st->tokens_per_s = st->time_train > 0 ? (double)tot->tokens_trained / st->time_train : 0;
 	st->micro_batches = tot->micro_batches;
+	st->tokens_shared = tot->tokens_shared;
 }
 
 int sw_trainer_step(sw_trainer *t, sw_trainer_stats *st, sw_error *err)
@@ -1387,6 +1517,7 @@ int sw_trainer_metrics(const sw_trainer *t, const sw_trainer_stats *st, sw_rec *
 		{ "logprob_mismatch_mean", st->mismatch_mean, mis, 0 }, { "logprob_mismatch_max", st->mismatch_max, mis, 0 },
 		{ "logprob_mismatch_kl", st->mismatch_kl, mis, 0 }, { "tokens_per_s", st->tokens_per_s, 1, 0 },
 		{ "micro_batches", (double)st->micro_batches, 1, 1 },
+		{ "tokens_shared", (double)st->tokens_shared, 1, 1 },
 	};
 	sw_rec *tm = sw_rec_new();
 	if (!tm)

@@ -296,6 +296,9 @@ typedef struct sw_trainer_config {
 	long epochs, minibatches;
 	size_t micro_tokens;         /* token budget of a micro batch, lowered to what 1.5 B a parameter
 	                              * of activations holds; 0: chosen by the trainer */
+	int no_prompt_sharing;       /* 1: every sample runs its prompt itself; 0: a micro batch's samples
+	                              * of one prompt (a GRPO group) run it once (sw_batch.prefix), and
+	                              * micro batches are cut so that they keep such samples together */
 	long long rank;              /* train only this rank's samples; -1: all */
 	uint64_t seed;               /* the shuffle's seed for weights without trainer state */
 	const char *ref;             /* reference model for the KL: a directory or a store; NULL: none */
@@ -334,6 +337,7 @@ typedef struct sw_trainer_stats {
 	double mismatch_mean, mismatch_max, mismatch_kl;
 	double tokens_per_s;
 	uint64_t micro_batches;      /* forward and backward passes the updates were accumulated over (every rank's) */
+	uint64_t tokens_shared;      /* prompt tokens they did not run again: shared in a micro batch (every rank's) */
 	/* seconds: creation to the step (loading, reading), the passes, commit, creation to commit */
 	double time_read, time_old, time_ref, time_adv, time_train, time_write, time_total;
 	int ranks;                   /* the communicator's size (1: one process) */
