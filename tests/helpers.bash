@@ -126,3 +126,11 @@ mkstore() {
 	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
 		-lmsgpackc -lzstd -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
 }
+
+# Process $1 has ended: gone, or a zombie.  A killed sw-run's children go to
+# init, or to a container's first process, which may never collect them.
+ended() {
+	local s
+	s=$(sed -n 's/.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null) || true
+	[ -z "$s" ] || [ "$s" = Z ] || [ "$s" = X ]
+}

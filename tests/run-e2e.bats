@@ -104,11 +104,13 @@ in_session() {
 	fi
 	status=0
 	wait "$pid" || status=$?
+	# every process of the session ended (a zombie has: what a killed sw-run leaves goes to init, or to a
+	# container's first process, which may never collect it)
 	for _ in $(seq 600); do
-		[ -z "$(ps -o pid= -s "$pid")" ] && break
+		[ -z "$(ps -o stat= -s "$pid" | grep -v '^Z')" ] && break
 		sleep 0.05
 	done
-	[ -z "$(ps -o pid= -s "$pid")" ]
+	[ -z "$(ps -o stat= -s "$pid" | grep -v '^Z')" ]
 	stderr=$(cat session.err)
 }
 

@@ -188,14 +188,6 @@ wait_iter2() {
 	[ "$(wc -l <"$1/tpids")" -ge 4 ]
 }
 
-# Process $1 has ended: gone, or a zombie.  A killed sw-run's children go to
-# init, or to a container's first process, which may never collect them.
-ended() {
-	local s
-	s=$(sed -n 's/.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null) || true
-	[ -z "$s" ] || [ "$s" = Z ] || [ "$s" = X ]
-}
-
 # The run in $1 goes on after its kill: the real trainer's ranks train iteration 3 on, no store is left.
 resumes() {
 	run -0 sw-run -q --resume "$1" --iters 3 --rollout "$ROLLOUT" --train "$SFT"

@@ -190,8 +190,8 @@ await() {
 	wait $pid || true
 	for i in $(seq 100); do [ "$(left run2)" = 0 ] && break; sleep 0.05; done
 	[ "$(left run2)" = 0 ]
-	for i in $(seq 50); do kill -0 "$stage" 2>/dev/null || break; sleep 0.1; done
-	run ! kill -0 "$stage"
+	for i in $(seq 50); do ended "$stage" && break; sleep 0.1; done
+	ended "$stage"
 	# sw-run and its guard killed together (its whole process group): the stores stay, the next start sweeps them
 	setsid sw-run -q -c exp -o run3 --iters 50 --train 'sleep 0.2; sw-cat' &
 	pid=$!

@@ -130,8 +130,9 @@ static int unwind_(sw_pipeline *pl, pid_t pgid, int prev, int in_fd, int rc)
 	return rc;
 }
 
-/* Start the stages as one process group, stdin of the first from in_fd. */
-static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[], int in_fd, sw_error *err)
+/* Start the stages as one process group, stdin of the first from in_fd (signals blocked: spawn_). */
+static int spawn_group_(sw_pipeline *pl, const int *stages, int n, char *const cmds[], int in_fd,
+                        const sigset_t *mask, sw_error *err)
 {
 	int prev = in_fd;
 	pid_t pgid = 0, self = getpid();
@@ -165,6 +166,8 @@ static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[],
 			signal(SIGPIPE, SIG_DFL);
 			signal(SIGINT, SIG_DFL);
 			signal(SIGTERM, SIG_DFL);
+			signal(SIGHUP, SIG_DFL);
+			pthread_sigmask(SIG_SETMASK, mask, NULL);
 			if (dup2(prev, 0) < 0 || dup2(fds[1], 1) < 0 || (pl->err_w >= 0 && dup2(pl->err_w, 2) < 0))
 				_exit(127);
 			execl("/bin/sh", "sh", "-c", p->cmd, (char *)NULL);
@@ -191,6 +194,26 @@ static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[],
 		}
 	}
 	return 0;
+}
+
+/*
+ * spawn_group_ with every signal blocked until the group is whole and its
+ * id noted: a caller's handler that ends the stages (sw-run's, on SIGTERM)
+ * then reaches all of them.  Before, a signal in the middle of the forks
+ * ended the stages started so far, and the later ones ran on, read their
+ * killed neighbours' end of input and said so ("empty input").  The
+ * threads the pipeline starts (the relay, the reaper) block every signal
+ * too (the mask is inherited), so that a handler runs in the caller's
+ * thread, never during these forks.
+ */
+static int spawn_(sw_pipeline *pl, const int *stages, int n, char *const cmds[], int in_fd, sw_error *err)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = spawn_group_(pl, stages, n, cmds, in_fd, &old, err);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }
 
 /* The relay has seen every stage's last word (or there is none). */
@@ -311,7 +334,13 @@ int sw_pipeline_run(sw_pipeline *pl, const int *stages, int n, char *const cmds[
 	}
 	pthread_t reaper;
 	sw_reader *rd = sw_reader_fdopen(pl->out, last, &e);
-	if (!rd || pthread_create(&reaper, NULL, reap_, pl)) {
+	/* the reaper blocks every signal: a handler runs in this thread */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int started = rd && !pthread_create(&reaper, NULL, reap_, pl);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!started) {
 		rc = rd ? sw_fail(err, SW_EIO, "cannot start a thread: %s", strerror(errno))
 		        : sw_fail(err, SW_EIO, "cannot read the pipeline: %s", e.msg);
 		sw_reader_free(rd);

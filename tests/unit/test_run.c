@@ -88,7 +88,7 @@ static void guard_(void)
 	waitpid(run, NULL, 0);
 	int gone = 0;
 	for (int i = 0; i < 500 && !gone; i++) {
-		gone = kill(-pg, 0) && errno == ESRCH && access(path, F_OK);
+		gone = !sw_procs_group_alive(pg) && access(path, F_OK); /* (zombies, where nobody collects, have ended) */
 		if (!gone)
 			nap_();
 	}
