@@ -312,6 +312,87 @@ static void paged_check_(const struct att_ctx *c, const double *ref, int maxlen,
 	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
 }
 
+/*
+ * Attention over a shared prefix against attention over each sequence run
+ * whole: sequences [prefix Lp | child c] for each child, and one sequence
+ * of its own.  The prefix's own queries are in the first whole sequence
+ * only (their dout 0 in the others), so its dk, dv are the sum over the
+ * whole sequences' prefix rows, its dq the first's.  Lengths past one
+ * 128-row tile on either side of the prefix.
+ */
+static void test_attention_prefix_(int Lp, const int *Lc, int nc, int Lo, int H, int KVH, int hd)
+{
+	int qs = H * hd, ks = KVH * hd;
+	/* shared: prefix, child 0 .. nc-1, other; whole: prefix + child c each, other */
+	int32_t cs[10], cw[10], pre[10];
+	int ns = nc + 2, nw = nc + 1;
+	cs[0] = 0, cs[1] = Lp, pre[0] = -1, cw[0] = 0;
+	for (int c = 0; c < nc; c++) {
+		cs[c + 2] = cs[c + 1] + Lc[c], pre[c + 1] = 0;
+		cw[c + 1] = cw[c] + Lp + Lc[c];
+	}
+	cs[ns] = cs[ns - 1] + Lo, pre[ns - 1] = -1;
+	cw[nw] = cw[nw - 1] + Lo;
+	int TS = cs[ns], TW = cw[nw], most = 0;
+	for (int c = 0; c < nc; c++)
+		most = Lp + Lc[c] > most ? Lp + Lc[c] : most;
+	most = Lo > most ? Lo : most;
+	float *q = rnd_((size_t)TS * qs, 1.5), *k = rnd_((size_t)TS * ks, 1.5), *v = rnd_((size_t)TS * ks, 1);
+	float *R = rnd_((size_t)TS * qs, 1);
+	float *qw = zeros_((size_t)TW * qs), *kw = zeros_((size_t)TW * ks), *vw = zeros_((size_t)TW * ks);
+	float *Rw = zeros_((size_t)TW * qs);
+	/* row r of whole sequence w is row map(w, r) of the shared layout */
+	int *map = malloc(sizeof *map * TW);
+	for (int w = 0; w < nw; w++)
+		for (int r = 0; r < cw[w + 1] - cw[w]; r++)
+			map[cw[w] + r] = w == nc ? cs[ns - 1] + r : r < Lp ? r : cs[w + 1] + r - Lp;
+	for (int t = 0; t < TW; t++) {
+		int m = map[t], gets_dout = t < Lp || map[t] >= Lp; /* not a copy of the prefix */
+		memcpy(qw + (size_t)t * qs, q + (size_t)m * qs, sizeof(float) * qs);
+		memcpy(kw + (size_t)t * ks, k + (size_t)m * ks, sizeof(float) * ks);
+		memcpy(vw + (size_t)t * ks, v + (size_t)m * ks, sizeof(float) * ks);
+		if (gets_dout)
+			memcpy(Rw + (size_t)t * qs, R + (size_t)m * qs, sizeof(float) * qs);
+	}
+	float *sc = zeros_(ops->attn_scratch(most));
+	float *os = zeros_((size_t)TS * qs), *ls = zeros_((size_t)TS * H), *ow = zeros_((size_t)TW * qs);
+	float *lw = zeros_((size_t)TW * H);
+	ops->attn_prefix_fwd(os, ls, q, k, v, cs, pre, ns, H, KVH, hd, 1, sc);
+	ops->attn_fwd(ow, lw, qw, kw, vw, cw, nw, H, KVH, hd, 1, sc);
+	double eo = 0, el = 0;
+	for (int t = 0; t < TW; t++) {
+		for (int i = 0; i < qs; i++)
+			eo = fmax(eo, fabs((double)os[(size_t)map[t] * qs + i] - ow[(size_t)t * qs + i]));
+		for (int h = 0; h < H; h++)
+			el = fmax(el, fabs((double)ls[(size_t)map[t] * H + h] - lw[(size_t)t * H + h]));
+	}
+	ok(eo < 1e-5 && el < 1e-5, "attention over a shared prefix of %d, %d continuing (%d..%d), %d/%d heads of %d: "
+	   "out (err %.2g) and lse (%.2g) as each run whole", Lp, nc, Lc[0], Lc[nc - 1], H, KVH, hd, eo, el);
+	float *dqs = zeros_((size_t)TS * qs), *dks = rnd_((size_t)TS * ks, 1), *dvs = rnd_((size_t)TS * ks, 1);
+	float *dqw = zeros_((size_t)TW * qs), *dkw = zeros_((size_t)TW * ks), *dvw = zeros_((size_t)TW * ks);
+	ops->attn_prefix_bwd(dqs, dks, dvs, R, os, ls, q, k, v, cs, pre, ns, H, KVH, hd, 1, sc);
+	ops->attn_bwd(dqw, dkw, dvw, Rw, ow, lw, qw, kw, vw, cw, nw, H, KVH, hd, 1, sc);
+	/* the whole sequences' rows summed into the shared layout's */
+	double *sq = calloc((size_t)TS * qs, sizeof *sq), *sk = calloc((size_t)TS * ks, sizeof *sk);
+	double *sv = calloc((size_t)TS * ks, sizeof *sv);
+	for (int t = 0; t < TW; t++) {
+		for (int i = 0; i < qs; i++)
+			sq[(size_t)map[t] * qs + i] += dqw[(size_t)t * qs + i];
+		for (int i = 0; i < ks; i++) {
+			sk[(size_t)map[t] * ks + i] += dkw[(size_t)t * ks + i];
+			sv[(size_t)map[t] * ks + i] += dvw[(size_t)t * ks + i];
+		}
+	}
+	double s1, s2, s3;
+	double eq = maxdiff_(dqs, sq, (size_t)TS * qs, &s1), ek = maxdiff_(dks, sk, (size_t)TS * ks, &s2);
+	double ev = maxdiff_(dvs, sv, (size_t)TS * ks, &s3);
+	ok(eq < 1e-5 * (1 + s1) && ek < 1e-5 * (1 + s2) && ev < 1e-5 * (1 + s3),
+	   "and its backward: dq (err %.2g), dk (%.2g), dv (%.2g) the sums over the whole sequences", eq, ek, ev);
+	free(q), free(k), free(v), free(R), free(qw), free(kw), free(vw), free(Rw), free(map), free(sc);
+	free(os), free(ls), free(ow), free(lw), free(dqs), free(dks), free(dvs), free(dqw), free(dkw), free(dvw);
+	free(sq), free(sk), free(sv);
+}
+
 static void test_attention_(int nseq, const int32_t *cu, int H, int KVH, int hd, int nsample,
                             int causal)
 {
@@ -627,6 +708,11 @@ int main(void)
 	/* 40 and 17 keys, a head of 72: whole pages of 16 and part pages, a tail. */
 	int32_t cu4[3] = { 0, 40, 57 };
 	test_attention_(2, cu4, 2, 1, 72, 20, 1);
+	/* a shared prefix: short ones, and a prefix and a child each past one tile */
+	const int lc1[3] = { 5, 3, 1 }, lc2[2] = { 140, 7 };
+	test_attention_prefix_(6, lc1, 3, 4, 4, 2, 8);
+	test_attention_prefix_(150, lc2, 2, 130, 2, 1, 16);
+	test_attention_prefix_(1, lc1, 3, 2, 3, 3, 20);
 	test_layernorm_(1);
 	test_layernorm_(0);
 	test_act_();
