@@ -168,8 +168,10 @@ resume_matches_reference() {
 		(.reward_mean > 0) and (.response_len_mean == 8) and (.tokens_per_s > 0) and
 		(.time_s | .rollout > 0 and .verify > 0 and .balance > 0 and .train > 0 and .iteration > 0) and
 		(.monitor_overhead >= 0 and .monitor_overhead < 0.5)' "$r/metrics.jsonl"
-	# the start weights are the reference: no KL at the first step, some after
-	[ "$(jq -c 'select(.iter == 1 and (.eval | not)) | .kl' "$r/metrics.jsonl")" = 0 ]
+	# the start weights are the reference: no KL at the first step (to the last bits: the reference pass and
+	# the training forward group a prompt's samples in different micro batches, and the sanitizer build's
+	# -O1 code gave 3.6e-15 where -O2's gives 0), some after
+	[ "$(jq -c 'select(.iter == 1 and (.eval | not)) | .kl | fabs < 1e-12' "$r/metrics.jsonl")" = true ]
 	[ "$(jq -c 'select(.iter == 3 and (.eval | not)) | .kl > 0' "$r/metrics.jsonl")" = true ]
 	# some violation, somewhere: the blocklist verifier did flag samples
 	[ "$(jq -s 'map(select(.eval | not) | .violation_rate) | add > 0' "$r/metrics.jsonl")" = true ]

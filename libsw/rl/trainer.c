@@ -522,7 +522,6 @@ typedef struct packed {
 	int32_t *tgt;          /* per row: the next token on the loss's rows, else -1 */
 	size_t *base;          /* per sample: the row of its token 0, as if it ran whole (see pack_) */
 	size_t *lead;          /* per sample: the first sample of the micro batch with its prompt */
-	int32_t *nsame;        /* per sample that leads: the micro batch's samples of its prompt */
 	int32_t *pseq;         /* per sample that leads a shared prompt: its prefix's sequence */
 	float *px;             /* the micro batch's images, in their placeholders' order */
 	int nimg, nseq, shared;
@@ -549,14 +548,18 @@ static int same_prompt_(const tsample *a, const tsample *b)
 }
 
 /*
- * The micro batch v[0..n) as one packed batch.  A sample alone is one
- * sequence, prompt then response.  Samples of one prompt (two or more,
- * shareable_) run the prompt's tokens once: a sequence of the prompt but its
- * last token, then one sequence for each sample, the prompt's last token
- * and the response, continuing it (sw_batch.prefix), so that its first row
- * still gives the response's first log-prob.  base[i] is the row sample i's
- * token 0 would have run whole: its rows from np - 1 on (every loss row)
- * are base[i] + r either way.
+ * The micro batch v[0..n) as one packed batch.  Samples of one prompt
+ * (shareable_) run the prompt's tokens once: a sequence of the prompt but
+ * its last token, then one sequence for each sample, the prompt's last
+ * token and the response, continuing it (sw_batch.prefix), so that its
+ * first row still gives the response's first log-prob.  A shareable sample
+ * alone in its micro batch takes the same form (no row more than whole):
+ * its log-probs are then the same bits whichever micro batch it is in, so
+ * at the first step the reference's and the policy's are equal (KL 0) as
+ * they were before prompts were shared.  Any other sample is one sequence,
+ * prompt then response.  base[i] is the row sample i's token 0 would have
+ * run whole: its rows from np - 1 on (every loss row) are base[i] + r
+ * either way.
  */
 static int pack_(const sw_trainer *t, packed *pk, tsample *const *v, size_t n, sw_error *err)
 {
@@ -564,24 +567,22 @@ static int pack_(const sw_trainer *t, packed *pk, tsample *const *v, size_t n, s
 	if (n > pk->cap_seq) {
 		if (grow_(&pk->cu, 2 * n + 1, sizeof *pk->cu) || grow_(&pk->pre, 2 * n, sizeof *pk->pre) ||
 		    grow_(&pk->base, n, sizeof *pk->base) || grow_(&pk->lead, n, sizeof *pk->lead) ||
-		    grow_(&pk->pseq, n, sizeof *pk->pseq) || grow_(&pk->nsame, n, sizeof *pk->nsame))
+		    grow_(&pk->pseq, n, sizeof *pk->pseq))
 			return oom_(err);
 		pk->cap_seq = n;
 	}
-	/* lead: the first sample of each prompt, which counts the samples of its prompt */
+	/* lead: the first sample of the micro batch with each prompt */
 	for (size_t i = 0; i < n; i++) {
 		pk->lead[i] = i;
-		pk->nsame[i] = 0;
 		for (size_t j = 0; j < i && shareable_(t, v[i]); j++)
 			if (pk->lead[j] == j && shareable_(t, v[j]) && same_prompt_(v[i], v[j])) {
 				pk->lead[i] = j;
 				break;
 			}
-		pk->nsame[pk->lead[i]]++;
 	}
 	for (size_t i = 0; i < n; i++) {
 		whole += v[i]->np + v[i]->nr;
-		if (pk->nsame[pk->lead[i]] < 2) {
+		if (!shareable_(t, v[i])) {
 			rows += v[i]->np + v[i]->nr;
 			continue;
 		}
@@ -618,7 +619,7 @@ static int pack_(const sw_trainer *t, packed *pk, tsample *const *v, size_t n, s
 	pk->cu[0] = 0;
 	for (size_t i = 0, k = 0; i < n; i++) {
 		size_t len = v[i]->np + v[i]->nr, from = 0; /* the sample's tokens this sequence runs */
-		int shared = pk->nsame[pk->lead[i]] >= 2;
+		int shared = shareable_(t, v[i]);
 		if (shared && pk->lead[i] == i) { /* the prompt but its last token, once */
 			int32_t *tok = pk->tokens + pk->cu[q];
 			memcpy(tok, v[i]->tok, (v[i]->np - 1) * sizeof *tok);
@@ -654,7 +655,7 @@ static int pack_(const sw_trainer *t, packed *pk, tsample *const *v, size_t n, s
 static void packed_release_(packed *pk)
 {
 	free(pk->tokens), free(pk->tgt), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent);
-	free(pk->pre), free(pk->base), free(pk->lead), free(pk->nsame), free(pk->pseq);
+	free(pk->pre), free(pk->base), free(pk->lead), free(pk->pseq);
 	free(pk->px);
 }
 
