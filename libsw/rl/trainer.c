@@ -19,6 +19,7 @@ struct tsample {
 	uint64_t recno;     /* 1-based within file */
 	int32_t *tok;       /* prompt then response */
 	size_t np, nr;
+	uint64_t phash;     /* of the prompt's tokens (prompt_hash_): a prompt's samples side by side */
 	sw_sample_pixels px;  /* a LLaVA sample's images (tok holds their expanded placeholders) */
 	float *behav;       /* the rollout's log-probs of the response, or NULL */
 	double reward;
@@ -334,6 +335,16 @@ static int text_fail_(const sw_trainer *t, const tsample *s, int rc, sw_error *e
 	return rec_fail_(err, s, rc, "%s", e2->msg);
 }
 
+/* FNV-1a of a prompt's tokens: sorted by it, equal prompts come side by side. */
+static uint64_t prompt_hash_(const int32_t *tok, size_t np)
+{
+	uint64_t h = 1469598103934665603ull;
+	const unsigned char *b = (const unsigned char *)tok;
+	for (size_t i = 0; i < np * sizeof *tok; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
 /* The prompt and the response as one token sequence, checked against the model. */
 static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 {
@@ -391,6 +402,7 @@ static int sequence_(sw_trainer *t, tsample *s, sw_error *err)
 	}
 	s->np = np;
 	s->nr = nr;
+	s->phash = prompt_hash_(s->tok, np);
 	rc = 0;
 out:
 	free(p);
@@ -534,17 +546,18 @@ typedef struct packed {
 /*
  * Whether s may share its prompt with the micro batch's other samples of the
  * same prompt: the backend can (attn_prefix_*), sharing is not turned off,
- * the loss is over the response alone and there are no images.
+ * the loss is over the response alone (not train_all: then nloss = nr) and
+ * there are no images.
  */
 static int shareable_(const sw_trainer *t, const tsample *s)
 {
 	return !t->c.no_prompt_sharing && t->be->attn_prefix_fwd && t->be->attn_prefix_bwd && !t->c.train_all &&
-	       s->np >= 2 && s->nr >= 1 && s->nloss <= s->nr && !s->px.n;
+	       s->np >= 2 && s->nr >= 1 && !s->px.n;
 }
 
 static int same_prompt_(const tsample *a, const tsample *b)
 {
-	return a->np == b->np && !memcmp(a->tok, b->tok, a->np * sizeof *a->tok);
+	return a->phash == b->phash && a->np == b->np && !memcmp(a->tok, b->tok, a->np * sizeof *a->tok);
 }
 
 /*
@@ -714,16 +727,6 @@ static int cmp_mkey_(const void *a, const void *b)
 	return x->tie < y->tie ? -1 : x->tie > y->tie;
 }
 
-/* FNV-1a of a sample's prompt: equal prompts side by side when sorted by it. */
-static uint64_t prompt_hash_(const tsample *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	const unsigned char *b = (const unsigned char *)s->tok;
-	for (size_t i = 0; i < s->np * sizeof *s->tok; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
 /*
  * Without the `micro` field, items of work for sw_micro_split: one sample,
  * or (when prompts are shared) a run of samples of one prompt, as many as
@@ -735,15 +738,14 @@ static size_t units_(const sw_trainer *t, tsample **v, size_t n, size_t budget, 
                      uint64_t *cost, mkey_ *k)
 {
 	for (size_t i = 0; i < n; i++)
-		k[i] = (mkey_){ shareable_(t, v[i]) ? prompt_hash_(v[i]) : 0, 0, i, v[i] };
-	if (!t->c.no_prompt_sharing)
-		qsort(k, n, sizeof *k, cmp_mkey_);
+		k[i] = (mkey_){ shareable_(t, v[i]) ? v[i]->phash : 0, 0, i, v[i] };
+	qsort(k, n, sizeof *k, cmp_mkey_);
 	size_t nu = 0;
 	for (size_t i = 0; i < n; i++) {
 		tsample *s = v[k[i].tie];
 		order[i] = k[i].tie;
 		size_t alone = s->np + s->nr;
-		if (i && !t->c.no_prompt_sharing && shareable_(t, s)) {
+		if (i && shareable_(t, s)) {
 			tsample *p = v[k[i - 1].tie];
 			if (shareable_(t, p) && same_prompt_(s, p) && cost[nu - 1] + s->nr + 1 <= budget) {
 				/* the first sample's prompt counts once: np - 1 tokens, then nr + 1 a sample */
@@ -780,10 +782,9 @@ static int micro_split_(const sw_trainer *t, tsample **v, size_t n, int by_field
 	}
 	/* a batch's samples in stream order (by field; a prompt's samples side by side when shared) or
 	 * in the order units_ gave (the minibatch's, a prompt's samples side by side) */
-	int share = !t->c.no_prompt_sharing;
 	for (size_t i = 0; i < n; i++) {
 		size_t j = by_field ? i : order[i];
-		uint64_t h = by_field && share && shareable_(t, v[j]) ? prompt_hash_(v[j]) : 0;
+		uint64_t h = by_field && shareable_(t, v[j]) ? v[j]->phash : 0;
 		k[i] = (mkey_){ by_field ? (uint64_t)v[j]->micro : id[unit[i]], h,
 		                by_field ? (size_t)(uintptr_t)v[j] : i, v[j] };
 	}
@@ -792,7 +793,7 @@ static int micro_split_(const sw_trainer *t, tsample **v, size_t n, int by_field
 	for (size_t i = 0; i < n; i++) {
 		v[i] = k[i].s;
 		size_t tk = v[i]->np + v[i]->nr;
-		if (by_field && share && i && k[i].key == k[i - 1].key && held && shareable_(t, v[i]) &&
+		if (by_field && i && k[i].key == k[i - 1].key && held && shareable_(t, v[i]) &&
 		    shareable_(t, v[i - 1]) && same_prompt_(v[i], v[i - 1]))
 			tk = v[i]->nr + 1;
 		if (i == 0 || k[i].key != k[i - 1].key || (by_field && held + tk > budget)) {

@@ -156,15 +156,7 @@ void sw_run_guard_keep(sw_run_guard *g)
 void sw_run_guard_pgid(sw_run_guard *g, long pgid)
 {
 	char num[24];
-	int n = 0;
-	char rev[24];
-	unsigned long v = pgid > 0 ? (unsigned long)pgid : 0;
-	do
-		rev[n++] = (char)('0' + v % 10);
-	while ((v /= 10) && n < 23);
-	for (int i = 0; i < n; i++)
-		num[i] = rev[n - 1 - i];
-	num[n] = 0;
+	sw_run_utoa(num, pgid > 0 ? (unsigned long)pgid : 0);
 	say_(g, 'P', num);
 }
 

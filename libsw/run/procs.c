@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,26 +30,26 @@ struct linux_dirent64_ {
 	char d_name[];
 };
 
+size_t sw_run_utoa(char *out, unsigned long v)
+{
+	char rev[24];
+	size_t n = 0;
+	do
+		rev[n++] = (char)('0' + v % 10);
+	while ((v /= 10) && n < sizeof rev);
+	for (size_t i = 0; i < n; i++)
+		out[i] = rev[n - 1 - i];
+	out[n] = 0;
+	return n;
+}
+
 /* /proc/PID/stat's pid, state, ppid and pgrp: 0, or -1 when the process is gone or the line is not one. */
 static int read_stat_(long pid, sw_proc_info *p)
 {
-	char path[40], buf[512];
-	int n = 0;
-	long v = pid;
-	char rev[24];
-	/* "/proc/" PID "/stat" without snprintf (not async-signal-safe) */
-	const char *pre = "/proc/", *post = "/stat";
-	while (*pre)
-		path[n++] = *pre++;
-	int k = 0;
-	do
-		rev[k++] = (char)('0' + v % 10);
-	while ((v /= 10) && k < 20);
-	while (k)
-		path[n++] = rev[--k];
-	while (*post)
-		path[n++] = *post++;
-	path[n] = 0;
+	char path[40] = "/proc/", buf[512];
+	size_t n = 6;
+	n += sw_run_utoa(path + n, (unsigned long)pid);
+	memcpy(path + n, "/stat", 6);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;

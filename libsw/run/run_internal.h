@@ -35,6 +35,8 @@ typedef struct {
 } sw_proc_info;
 /* fn for each process until it returns nonzero (returned); 0 when all were seen, -1 when /proc cannot be read. */
 int sw_procs_each(int (*fn)(const sw_proc_info *p, void *arg), void *arg);
+/* v in decimal into out (room for 21 bytes), NUL-terminated; its length.  Async-signal-safe. */
+size_t sw_run_utoa(char *out, unsigned long v);
 /* Whether a process of group pgid still runs (a zombie has ended). */
 int sw_procs_group_alive(pid_t pgid);
 /*
