@@ -6,8 +6,12 @@
 # provider's rate over the best one's on every shape.
 #
 #   ROUNDS=3 REPS=5 sh bench/bench_gemm.sh
+#   SW_BENCH_SHAPES=smol ROUNDS=3 REPS=5 sh bench/bench_gemm.sh
 #
-# Three processes a round: oneDNN, OpenBLAS (kernels fixed up) and the
+# SW_BENCH_SHAPES=smol: SmolLM2-135M's step at 256 tokens instead (the
+# micro batches of bench_grpo.sh's train stage; gemm_bench.c).
+# Three processes a round: oneDNN (dnnl_sgemm, its matmul primitive for the
+# products A B^T), oneDNN's dnnl_sgemm alone, OpenBLAS (kernels fixed up) and the
 # backend's bf16 products (sw-train --matmul bf16: operands rounded to bf16,
 # conversion included, f32 sums; a CPU without bf16 dot products fails the
 # run) taking turns call by call in one, so the load of a shared machine
@@ -36,7 +40,7 @@ have_torch=1
 python3 -c 'import torch' 2>/dev/null || have_torch=0
 r=0
 while [ $r -lt "$ROUNDS" ]; do
-	"$bin" "$REPS" onednn openblas onednn-bf16 >>"$out"
+	"$bin" "$REPS" onednn onednn-sgemm openblas onednn-bf16 >>"$out"
 	"$bin" "$REPS" openblas-asis >>"$out"
 	[ $have_torch = 0 ] || python3 "$top/bench/gemm_torch.py" "$REPS" >>"$out"
 	r=$((r + 1))
@@ -84,10 +88,11 @@ END {
 			if (what[k] != "decode") t[prov[p]] += flop / (v * 1e9)
 			if (what[k] != "decode") tf += (p == 1) * flop
 		}
+		nstep += what[k] != "decode"
 		printf " **%.2f** |\n", g[k, used] / best
 	}
 	bestall = 0
-	printf "| the step'"'"'s 12 shapes, once each | | total FLOPs / total time |"
+	printf "| the step'"'"'s %d shapes, once each | | total FLOPs / total time |", nstep
 	for (p = 1; p <= np; p++) { r = tf / t[prov[p]] / 1e9; printf " %.2f |", r; if (r > bestall) bestall = r }
 	printf " **%.2f** |\n", tf / t[used] / 1e9 / bestall
 }' "$out"

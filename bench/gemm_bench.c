@@ -10,7 +10,10 @@
  * each provider's first preceded by one saying which kernels it runs
  * (kernels provider=NAME threads=N what=WORDS).
  * Providers:
- *   onednn         the backend's default (sw_gemm, oneDNN's dnnl_sgemm)
+ *   onednn         the backend's default (sw_gemm: oneDNN's dnnl_sgemm, its
+ *                  matmul primitive for A B^T from 64 rows)
+ *   onednn-sgemm   oneDNN's dnnl_sgemm alone (the backend before the
+ *                  primitive took A B^T)
  *   openblas       the backend's other choice (sw_gemm: OpenBLAS, its
  *                  kernels fixed up, blocks over OpenMP's threads)
  *   onednn-bf16    the backend's bf16 products (sw_gemm_matmul "bf16": the
@@ -21,6 +24,10 @@
  *                  own threads (what a program linking it gets); not in the
  *                  same run as openblas, whose fix-up changes the process's
  *                  OpenBLAS kernels for good
+ * Shapes: $SW_BENCH_SHAPES: "110m" (the default) Llama 110M's step at 1024
+ * tokens and decoding's rows; "smol" SmolLM2-135M's step at 256 tokens (a
+ * micro batch of bench_grpo.sh's train stage), the head at 341 rows (the
+ * logits budget's chunk).
  * Threads: $SW_THREADS, else every core.  Each figure is the median of
  * REPS timed calls, the providers taking turns.
  */
@@ -41,7 +48,7 @@ typedef struct shape_ {
 /* The step of Llama 110M (hidden 768, intermediate 2048, vocab 32000, 1024
  * tokens): each Linear's forward (x W^T), its backward to the input (dy W)
  * and to the weight (dy^T x); then decoding's few rows against W^T. */
-static const shape_ shapes_[] = {
+static const shape_ llama110m_[] = {
 	{ 0, 1, 1024, 768, 768, "fwd q/k/v/o" },
 	{ 0, 1, 1024, 2048, 768, "fwd gate/up" },
 	{ 0, 1, 1024, 768, 2048, "fwd down" },
@@ -63,7 +70,29 @@ static const shape_ shapes_[] = {
 	{ 0, 1, 8, 32000, 768, "decode" },
 	{ 0, 1, 32, 32000, 768, "decode" },
 };
-#define NSHAPES ((int)(sizeof shapes_ / sizeof shapes_[0]))
+
+/* SmolLM2-135M (hidden 576, 9 heads of 64, 3 KV heads, intermediate 1536,
+ * vocab 49152) at 256 tokens, the head at 341 rows. */
+static const shape_ smol_[] = {
+	{ 0, 1, 256, 576, 576, "fwd q/o" },
+	{ 0, 1, 256, 192, 576, "fwd k/v" },
+	{ 0, 1, 256, 1536, 576, "fwd gate/up" },
+	{ 0, 1, 256, 576, 1536, "fwd down" },
+	{ 0, 1, 341, 49152, 576, "fwd lm_head" },
+	{ 0, 0, 256, 576, 576, "bwd dx q/o" },
+	{ 0, 0, 256, 576, 192, "bwd dx k/v" },
+	{ 0, 0, 256, 576, 1536, "bwd dx gate/up" },
+	{ 0, 0, 256, 1536, 576, "bwd dx down" },
+	{ 0, 0, 341, 576, 49152, "bwd dx lm_head" },
+	{ 1, 0, 576, 576, 256, "bwd dW q/o" },
+	{ 1, 0, 192, 576, 256, "bwd dW k/v" },
+	{ 1, 0, 1536, 576, 256, "bwd dW gate/up" },
+	{ 1, 0, 576, 1536, 256, "bwd dW down" },
+	{ 1, 0, 49152, 576, 341, "bwd dW lm_head" },
+};
+
+static const shape_ *shapes_ = llama110m_;
+static int NSHAPES = (int)(sizeof llama110m_ / sizeof llama110m_[0]);
 
 static double now_(void)
 {
@@ -158,6 +187,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gemm_bench REPS PROVIDER...\n");
 		return 2;
 	}
+	const char *set = getenv("SW_BENCH_SHAPES");
+	if (set && !strcmp(set, "smol")) {
+		shapes_ = smol_;
+		NSHAPES = (int)(sizeof smol_ / sizeof smol_[0]);
+	} else if (set && *set && strcmp(set, "110m")) {
+		fprintf(stderr, "gemm_bench: unknown SW_BENCH_SHAPES '%s' (known: 110m, smol)\n", set);
+		return 2;
+	}
 	const char *th = getenv("SW_THREADS");
 	int nt = th && atoi(th) > 0 ? atoi(th) : omp_get_num_procs();
 	omp_set_num_threads(nt);
@@ -169,11 +206,16 @@ int main(int argc, char **argv)
 		sw_error err = { 0 };
 		pv[p].name = argv[p + 2];
 		pv[p].own = !strcmp(pv[p].name, "openblas-asis");
-		int bf16 = !strcmp(pv[p].name, "onednn-bf16");
-		if (!pv[p].own && (sw_gemm_init(&pv[p].g, bf16 ? "onednn" : pv[p].name, &err) ||
+		int bf16 = !strcmp(pv[p].name, "onednn-bf16"), sg = !strcmp(pv[p].name, "onednn-sgemm");
+		if (!pv[p].own && (sw_gemm_init(&pv[p].g, bf16 || sg ? "onednn" : pv[p].name, &err) ||
 		                   (bf16 && sw_gemm_matmul(&pv[p].g, "bf16", &err)))) {
 			fprintf(stderr, "gemm_bench: %s\n", err.msg);
 			return 1;
+		}
+		if (sg) { /* dnnl_sgemm for every product */
+			sw_gemm_prim_free(pv[p].g.nt);
+			pv[p].g.nt = NULL;
+			snprintf(pv[p].g.kernels, sizeof pv[p].g.kernels, "onednn dnnl_sgemm alone");
 		}
 	}
 	for (int p = 0; p < np; p++)

@@ -32,7 +32,26 @@ SHAPES = [
 ]
 
 
+# SW_BENCH_SHAPES=smol: gemm_bench.c's smol_, in its order.
+SMOL = [
+    (0, 1, 256, 576, 576, "fwd q/o"), (0, 1, 256, 192, 576, "fwd k/v"), (0, 1, 256, 1536, 576, "fwd gate/up"),
+    (0, 1, 256, 576, 1536, "fwd down"), (0, 1, 341, 49152, 576, "fwd lm_head"),
+    (0, 0, 256, 576, 576, "bwd dx q/o"), (0, 0, 256, 576, 192, "bwd dx k/v"),
+    (0, 0, 256, 576, 1536, "bwd dx gate/up"), (0, 0, 256, 1536, 576, "bwd dx down"),
+    (0, 0, 341, 576, 49152, "bwd dx lm_head"),
+    (1, 0, 576, 576, 256, "bwd dW q/o"), (1, 0, 192, 576, 256, "bwd dW k/v"),
+    (1, 0, 1536, 576, 256, "bwd dW gate/up"), (1, 0, 576, 1536, 256, "bwd dW down"),
+    (1, 0, 49152, 576, 341, "bwd dW lm_head"),
+]
+
+
 def main():
+    global SHAPES
+    want = os.environ.get("SW_BENCH_SHAPES", "") or "110m"
+    if want not in ("110m", "smol"):
+        sys.exit("gemm_torch: unknown SW_BENCH_SHAPES '%s' (known: 110m, smol)" % want)
+    if want == "smol":
+        SHAPES = SMOL
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     torch.set_num_threads(int(os.environ.get("SW_THREADS", "0")) or os.cpu_count())
     g = torch.Generator().manual_seed(1)

@@ -1,7 +1,8 @@
 /*
  * gemm_case.h - one product for the tests of the CPU backend's GEMMs
  * (test_gemm.c, test_gemm_bf16.c): operands from the test's generator,
- * strided on purpose when asked (lda, ldb and ldc past the rows' ends),
+ * strided on purpose when asked (GEMM_CASE_AB: lda and ldb past the rows'
+ * ends; GEMM_CASE_C: ldc),
  * C = alpha op(A) op(B) + beta C by sw_gemm_run, on the calling thread or
  * inside a parallel region, with C's first values kept for the reference.
  */
@@ -10,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compute/cpu/gemm.h"
+
+#define GEMM_CASE_AB 1
+#define GEMM_CASE_C 2
 
 typedef struct gemm_case {
 	int ta, tb, M, N, K, lda, ldb, ldc;
@@ -20,8 +24,9 @@ static inline gemm_case gemm_case_run(const sw_gemm *g, int ta, int tb, int M, i
                                       float beta, int strided, int in_parallel,
                                       float *(*gen)(size_t n, unsigned seed))
 {
-	gemm_case c = { ta, tb, M, N, K, (ta ? M : K) + 3 * strided, (tb ? K : N) + 5 * strided,
-		        N + 7 * strided, NULL, NULL, NULL, NULL };
+	int ab = (strided & GEMM_CASE_AB) != 0, sc = (strided & GEMM_CASE_C) != 0;
+	gemm_case c = { ta, tb, M, N, K, (ta ? M : K) + 3 * ab, (tb ? K : N) + 5 * ab, N + 7 * sc,
+		        NULL, NULL, NULL, NULL };
 	size_t nc = (size_t)M * c.ldc;
 	c.A = gen((size_t)(ta ? K : M) * c.lda, 1), c.B = gen((size_t)(tb ? N : K) * c.ldb, 2);
 	c.C = gen(nc, 3), c.C0 = malloc(sizeof(float) * nc);

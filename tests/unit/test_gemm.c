@@ -29,11 +29,12 @@ static float *rand_(size_t n, unsigned seed)
 	return p;
 }
 
-/* The largest |C - reference| over |reference| + 1 for one product. */
-static double err_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha, float beta,
-                   int in_parallel)
+/* The largest |C - reference| over |reference| + 1 for one product, its
+ * operands strided as gemm_case_run says. */
+static double errs_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha, float beta,
+                    int strided, int in_parallel)
 {
-	gemm_case c = gemm_case_run(g, ta, tb, M, N, K, alpha, beta, 1, in_parallel, rand_);
+	gemm_case c = gemm_case_run(g, ta, tb, M, N, K, alpha, beta, strided, in_parallel, rand_);
 	double worst = 0;
 	for (int i = 0; i < M; i++)
 		for (int j = 0; j < N; j++) {
@@ -48,6 +49,12 @@ static double err_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float 
 		worst = INFINITY;
 	gemm_case_free(&c);
 	return worst;
+}
+
+static double err_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha, float beta,
+                   int in_parallel)
+{
+	return errs_(g, ta, tb, M, N, K, alpha, beta, GEMM_CASE_AB | GEMM_CASE_C, in_parallel);
 }
 
 static void products_(const char *name)
@@ -76,6 +83,65 @@ static void products_(const char *name)
 	sw_gemm_run(&g, 0, 0, 128, 200, 96, 1, A, 96, B, 200, 0, C2, 200);
 	ok(!memcmp(C1, C2, sizeof(float) * 128 * 200), "%s: deterministic", name);
 	free(A), free(B), free(C1), free(C2);
+	sw_gemm_release(&g);
+}
+
+/* Whether one product of g ran on its f32 primitive (g.nt's count went up),
+ * and its error against the reference. */
+static int by_prim_(sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha, float beta, int strided,
+                    int in_parallel, double *e)
+{
+	unsigned long n0 = sw_gemm_prim_runs(g->nt);
+	*e = errs_(g, ta, tb, M, N, K, alpha, beta, strided, in_parallel);
+	return sw_gemm_prim_runs(g->nt) > n0;
+}
+
+/* oneDNN's f32 products A B^T by its matmul primitive (gemm_prim.c), and
+ * every product that stays with dnnl_sgemm. */
+static void nt_prim_(void)
+{
+	sw_gemm g;
+	sw_error err = { 0 };
+	double e;
+	ok(sw_gemm_init(&g, "onednn", &err) == SW_OK && g.nt && !g.bf16, "oneDNN has its f32 primitives");
+	/* A B^T from 64 rows, operands dense: alpha, beta 0, 1 and 0.25 (the sum post-op) */
+	static const float ab[][2] = { { 1, 0 }, { 0.5f, 1 }, { 0.5f, 0.25f } };
+	for (int i = 0; i < 3; i++) {
+		int ran = by_prim_(&g, 0, 1, 130, 90, 200, ab[i][0], ab[i][1], 0, 0, &e);
+		ok(ran && e < 1e-5, "130x90x200 NT alpha %g beta %g: by primitive (%d), err %.1e", ab[i][0],
+		   ab[i][1], ran, e);
+	}
+	ok(!strncmp(sw_gemm_prim_impl(g.nt), "brg:", 4), "on oneDNN's brg kernels (%s)", sw_gemm_prim_impl(g.nt));
+	int ran = by_prim_(&g, 0, 1, 67, 93, 65, 0.5f, 0.25f, GEMM_CASE_C, 0, &e);
+	ok(ran && e < 1e-5, "a strided C goes through a dense one, its tail untouched (%d, err %.1e)", ran, e);
+	ran = by_prim_(&g, 0, 1, 130, 90, 200, 0.5f, 0.25f, GEMM_CASE_AB, 0, &e);
+	ok(!ran && e < 1e-5, "strided A and B stay with dnnl_sgemm (%d, err %.1e)", ran, e);
+	for (int t = 0; t < 4; t++) {
+		int ta = t >> 1, tb = t & 1;
+		if (!ta && tb)
+			continue;
+		ran = by_prim_(&g, ta, tb, 130, 90, 200, 1, 0, 0, 0, &e);
+		ok(!ran && e < 1e-5, "%c%c stays with dnnl_sgemm (%d, err %.1e)", ta ? 'T' : 'N', tb ? 'T' : 'N', ran,
+		   e);
+	}
+	ran = by_prim_(&g, 0, 1, 63, 300, 257, 1, 0, 0, 0, &e);
+	ok(!ran && e < 1e-5, "63 rows stay with dnnl_sgemm's blocks (%d, err %.1e)", ran, e);
+	ran = by_prim_(&g, 0, 1, 130, 90, 200, 1, 0, 0, 1, &e);
+	ok(!ran && e < 1e-5, "inside a parallel region, dnnl_sgemm on the thread (%d, err %.1e)", ran, e);
+	/* many shapes, past the cache's 64 primitives, then the first again: the same bits */
+	float *A = rand_(200 * 96, 4), *B = rand_(96 * 120, 5), *C1 = malloc(sizeof(float) * 200 * 120),
+	      *C2 = malloc(sizeof(float) * 200 * 120);
+	sw_gemm_run(&g, 0, 1, 200, 120, 96, 1, A, 96, B, 96, 0, C1, 120);
+	for (int m = 64; m < 200; m += 2)
+		sw_gemm_run(&g, 0, 1, m, 120, 96, 1, A, 96, B, 96, 0, C2, 120);
+	sw_gemm_run(&g, 0, 1, 200, 120, 96, 1, A, 96, B, 96, 0, C2, 120);
+	ok(!memcmp(C1, C2, sizeof(float) * 200 * 120), "after 68 other shapes, the same product gives the same bits");
+	free(A), free(B), free(C1), free(C2);
+	ok(sw_gemm_error(&g) == NULL, "no failure recorded");
+	ok(sw_gemm_provider(&g, "openblas", &err) == SW_OK && !g.nt, "OpenBLAS has none");
+	ok(sw_gemm_provider(&g, "onednn", &err) == SW_OK && g.nt, "oneDNN again has them");
+	sw_gemm_release(&g);
+	ok(!g.nt && !g.bf16, "released");
 }
 
 /* Run this program again as CMD (with env before it); its one line of output. */
@@ -139,8 +205,10 @@ int main(int argc, char **argv)
 	ok(sw_gemm_init(&g, "mkl", &err) == SW_EINVAL && strstr(err.msg, "'mkl'") &&
 	   strstr(err.msg, "onednn, openblas") && !memcmp(&g, &g0, sizeof g),
 	   "an unknown provider is SW_EINVAL naming it and the known ones, g untouched");
+	sw_gemm_release(&g);
 	products_("onednn");
 	products_("openblas");
+	nt_prim_();
 
 	/* The backend's choice: $SW_GEMM, and sw_backend_cpu_gemm. */
 	ok(sw_backend_cpu_gemm("openblas", &err) == SW_OK &&

@@ -105,8 +105,10 @@ int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err)
 	if (!name || !*name || !strcmp(name, "onednn")) {
 		const dnnl_version_t *v = dnnl_version();
 		n.kind = SW_GEMM_ONEDNN;
-		snprintf(n.kernels, sizeof n.kernels, "onednn %d.%d.%d %s", v->major, v->minor, v->patch,
-		         sw_dnnl_isa_name(dnnl_get_effective_cpu_isa()));
+		/* without it (out of memory) the products A B^T run on dnnl_sgemm: slower, the same */
+		n.nt = g->nt ? g->nt : sw_gemm_prim_new(false, NULL);
+		snprintf(n.kernels, sizeof n.kernels, "onednn %d.%d.%d %s%s", v->major, v->minor, v->patch,
+		         sw_dnnl_isa_name(dnnl_get_effective_cpu_isa()), n.nt ? ", A B^T by matmul primitive" : "");
 	} else if (!strcmp(name, "openblas")) {
 		openblas_fixup_();
 		/* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64": the version. */
@@ -117,6 +119,7 @@ int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err)
 		n.kind = SW_GEMM_OPENBLAS;
 		snprintf(n.kernels, sizeof n.kernels, "openblas %.*s %s", vl, vl ? cfg + 9 : "",
 		         core ? core : "?");
+		sw_gemm_prim_free(g->nt);
 	} else {
 		return sw_fail(err, SW_EINVAL, "unknown GEMM provider '%s' (known: " SW_GEMM_NAMES ")",
 		               name);
@@ -207,10 +210,15 @@ void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 		return;
 	}
 	bool inside = omp_in_parallel();
+	bool big = M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64;
 	/* bf16 where the conversion, O(MK + KN), is small beside the product, O(MNK):
 	 * a result of fewer than 32 rows or columns ran slower than f32 (bench/RESULTS.md). */
-	if (g->bf16 && !inside && M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64 &&
-	    sw_gemm_bf16_run(g->bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+	if (g->bf16 && !inside && big &&
+	    sw_gemm_prim_run(g->bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+		return;
+	/* oneDNN's A B^T by primitive from 64 rows, where it outran dnnl_sgemm and its blocks */
+	if (g->nt && !ta && tb && !inside && big && M >= 64 &&
+	    sw_gemm_prim_run(g->nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
 		return;
 	int nt = inside ? 1 : omp_get_max_threads();
 	if (nt > 1 && (double)M * N * K < 64.0 * 64 * 64)
@@ -226,7 +234,8 @@ void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 int sw_gemm_matmul(sw_gemm *g, const char *prec, sw_error *err)
 {
 	if (!prec || !*prec || !strcmp(prec, "f32")) {
-		sw_gemm_release(g);
+		sw_gemm_prim_free(g->bf16);
+		g->bf16 = NULL;
 		return SW_OK;
 	}
 	if (strcmp(prec, "bf16"))
@@ -234,7 +243,7 @@ int sw_gemm_matmul(sw_gemm *g, const char *prec, sw_error *err)
 		               prec);
 	if (g->bf16)
 		return SW_OK;
-	sw_gemm_bf16 *b = sw_gemm_bf16_new(err);
+	sw_gemm_prim *b = sw_gemm_prim_new(true, err);
 	if (!b)
 		return err ? err->code : SW_EINVAL;
 	g->bf16 = b;
@@ -243,19 +252,20 @@ int sw_gemm_matmul(sw_gemm *g, const char *prec, sw_error *err)
 
 const char *sw_gemm_matmul_name(const sw_gemm *g, char *buf, size_t size)
 {
-	snprintf(buf, size, "%s%s", g->bf16 ? "bf16 " : "f32", g->bf16 ? sw_gemm_bf16_impl(g->bf16) : "");
+	snprintf(buf, size, "%s%s", g->bf16 ? "bf16 " : "f32", g->bf16 ? sw_gemm_prim_impl(g->bf16) : "");
 	return buf;
 }
 
 const sw_error *sw_gemm_error(const sw_gemm *g)
 {
-	return g ? sw_gemm_bf16_error(g->bf16) : NULL;
+	return g ? sw_gemm_prim_error(g->bf16) : NULL;
 }
 
 void sw_gemm_release(sw_gemm *g)
 {
 	if (!g)
 		return;
-	sw_gemm_bf16_free(g->bf16);
-	g->bf16 = NULL;
+	sw_gemm_prim_free(g->bf16);
+	sw_gemm_prim_free(g->nt);
+	g->bf16 = g->nt = NULL;
 }

@@ -10,9 +10,12 @@
  * kept single-threaded and a product is split into blocks over OpenMP's
  * threads, so no second pool spins against the first.
  *
+ * oneDNN's f32 products A B^T (a Linear's forward) run on its matmul
+ * primitive, the others on dnnl_sgemm, whichever is faster (gemm_prim.c).
+ *
  * Precision (sw_gemm_matmul): "f32" (the default) or "bf16", where the
  * products' operands are rounded to bf16 and multiplied on oneDNN's bf16
- * dot-product kernels, accumulating and writing f32 (gemm_bf16.c), whatever
+ * dot-product kernels, accumulating and writing f32 (gemm_prim.c), whatever
  * the provider.  Under bf16 these products stay f32: those called inside a
  * parallel region (training attention's per-head tiles, gemm_run's blocks),
  * those with fewer than 32 rows or columns in the result and those under
@@ -32,14 +35,15 @@ typedef enum sw_gemm_kind {
 	SW_GEMM_OPENBLAS,
 } sw_gemm_kind;
 
-/* The bf16 products' state: their oneDNN primitives and scratch (gemm_bf16.c). */
-typedef struct sw_gemm_bf16 sw_gemm_bf16;
+/* Products by oneDNN's matmul primitive: their primitives and scratch (gemm_prim.c). */
+typedef struct sw_gemm_prim sw_gemm_prim;
 
-/* A provider and a precision; bf16 is owned (sw_gemm_release frees it). */
+/* A provider and a precision; nt and bf16 are owned (sw_gemm_release frees them). */
 typedef struct sw_gemm {
 	sw_gemm_kind kind;
 	char kernels[96]; /* what runs: "onednn 2.6.3 avx512_core_bf16", "openblas 0.3.21 SkylakeX" */
-	sw_gemm_bf16 *bf16; /* NULL: every product in f32 */
+	sw_gemm_prim *nt;   /* oneDNN's f32 A B^T by primitive; NULL: by dnnl_sgemm */
+	sw_gemm_prim *bf16; /* NULL: every product in f32 */
 } sw_gemm;
 
 /* The providers sw_gemm_init knows, as an error message lists them. */
@@ -49,7 +53,8 @@ typedef struct sw_gemm {
  * g, a new one in f32, for the provider of that name ("onednn",
  * "openblas"; NULL or "": the default, oneDNN); an unknown name is
  * SW_EINVAL and g is left as it was.  sw_gemm_provider chooses again for a
- * g made so, keeping its precision.  Choosing OpenBLAS first fixes its
+ * g made so, keeping its precision.  A g made so is released with
+ * sw_gemm_release.  Choosing OpenBLAS first fixes its
  * kernels up where the distribution's OpenBLAS does not know the CPU (see
  * gemm.c), unless OPENBLAS_CORETYPE is set: that is the user's choice.
  */
@@ -71,14 +76,15 @@ const char *sw_gemm_matmul_name(const sw_gemm *g, char *buf, size_t size);
 /* The failure of a bf16 product, or NULL: after one, the products run in f32
  * and this says why (the backend's sync reports it: nothing is silent). */
 const sw_error *sw_gemm_error(const sw_gemm *g);
-/* Free what g owns (the bf16 state); g is f32 again.  NULL is a no-op. */
+/* Free what g owns (its primitives); g then runs every product in f32 on
+ * its provider's own call.  NULL is a no-op. */
 void sw_gemm_release(sw_gemm *g);
 
 /*
  * C = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when tX; M x N
  * result, K inner.  On OpenMP's threads; called inside a parallel region
- * (attention's tiles), on the calling thread alone.  Under bf16, g's
- * scratch is written: one product outside a parallel region at a time.
+ * (attention's tiles), on the calling thread alone.  Products by
+ * primitive (g's nt and bf16) take turns: one at a time a primitive.
  */
 void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
@@ -86,20 +92,27 @@ void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 /* oneDNN's name for an ISA ("avx512_core_bf16"). */
 const char *sw_dnnl_isa_name(int isa);
 
-/* ---- gemm_bf16.c, for gemm.c and the tests ---- */
+/* ---- gemm_prim.c, for gemm.c and the tests ---- */
 /* f32 to bf16, rounded to nearest even as AVX512-BF16's VCVTNE2PS2BF16 does
  * (denormal inputs are zeros, NaNs stay NaNs); _scalar gives the same bits
  * without the instruction, which sw_bf16_simd says the CPU has. */
 void sw_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
 void sw_bf16_from_f32_scalar(uint16_t *dst, const float *src, size_t n);
 bool sw_bf16_simd(void);
-sw_gemm_bf16 *sw_gemm_bf16_new(sw_error *err);
-void sw_gemm_bf16_free(sw_gemm_bf16 *b);
-const char *sw_gemm_bf16_impl(const sw_gemm_bf16 *b);
-const sw_error *sw_gemm_bf16_error(const sw_gemm_bf16 *b);
-/* The product in bf16 on the calling thread's OpenMP pool; false (C
- * untouched) after a failure, which sw_gemm_bf16_error then holds. */
-bool sw_gemm_bf16_run(sw_gemm_bf16 *b, int ta, int tb, int M, int N, int K, float alpha,
+/* Products by primitive in bf16 (NULL and err where the CPU has no bf16
+ * dot products) or in f32. */
+sw_gemm_prim *sw_gemm_prim_new(bool bf16, sw_error *err);
+void sw_gemm_prim_free(sw_gemm_prim *b);
+/* The kernel oneDNN chose for the last new shape. */
+const char *sw_gemm_prim_impl(const sw_gemm_prim *b);
+const sw_error *sw_gemm_prim_error(const sw_gemm_prim *b);
+/* How many products b has run. */
+unsigned long sw_gemm_prim_runs(sw_gemm_prim *b);
+/* The product on the calling thread's OpenMP pool; false, C untouched, when
+ * it is not done here: after a failure (which sw_gemm_prim_error then
+ * holds), and in f32 for operands not dense in their layout or a shape
+ * oneDNN would not run on its brg kernels. */
+bool sw_gemm_prim_run(sw_gemm_prim *b, int ta, int tb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc);
 

@@ -1,23 +1,40 @@
 /*
- * gemm_bf16.c - the CPU backend's bf16 matrix products (gemm.h,
- * sw_gemm_matmul): C = alpha op(A) op(B) + beta C with A and B rounded to
- * bf16 (to nearest, ties to even), products accumulated and written in f32,
- * by oneDNN's matmul primitive on its bf16 dot-product kernels
- * (brg:avx512_core_bf16).  The caller's matrices (weights, gradients,
- * activations) stay f32: only the operands of a product are rounded, into
- * scratch buffers, the scheme of llm.c and of PyTorch's autocast.
+ * gemm_prim.c - the CPU backend's products by oneDNN's matmul primitive
+ * (gemm.h): C = alpha op(A) op(B) + beta C on the brgemm kernels, a
+ * primitive made once per shape, transpose, alpha and beta and kept (a
+ * small cache, the least recently used one replaced).  Two uses, one
+ * object each:
  *
- * Why a primitive and not dnnl_sgemm with a bf16 math mode: oneDNN 2.6's f32
- * matmul keeps its f32 kernels under dnnl_fpmath_mode_bf16; only bf16
- * memory descriptors reach the bf16 kernels.  The operands are packed in
- * their own layout (op(X) transposed or not: the brg kernels take both),
- * so converting one is a row-by-row copy.  A primitive is made once per
- * shape, transpose, alpha and beta and kept (a small cache, the least
- * recently used one replaced); C with ld != N goes through a dense buffer,
- * since the brg kernels want a dense destination.
+ * f32, the products A B^T (a Linear's forward: activations by the weights
+ * as they are stored, [out, in]).  dnnl_sgemm packs a transposed B slowly:
+ * on SmolLM2-135M's shapes with 256 rows it ran 165-209 GFLOP/s where the
+ * primitive (brg:avx512_core) ran 206-222 and sgemm's own A B 225-229
+ * (2 cores, bench/RESULTS.md "nt").  A B and A^T B stay with dnnl_sgemm,
+ * which runs them faster than the primitive.  The operands are used in
+ * place; a shape the primitive would not run on its brg kernels is left to
+ * dnnl_sgemm (sw_gemm_prim_run says no), as is any failure here: the
+ * product is the same f32 product either way.
+ *
+ * bf16 (sw_gemm_matmul "bf16"): A and B rounded to bf16 (to nearest, ties
+ * to even), products accumulated and written in f32, on oneDNN's bf16
+ * dot-product kernels (brg:avx512_core_bf16).  The caller's matrices
+ * (weights, gradients, activations) stay f32: only the operands of a
+ * product are rounded, into scratch buffers, the scheme of llm.c and of
+ * PyTorch's autocast.  Why a primitive and not dnnl_sgemm with a bf16 math
+ * mode: oneDNN 2.6's f32 matmul keeps its f32 kernels under
+ * dnnl_fpmath_mode_bf16; only bf16 memory descriptors reach the bf16
+ * kernels.  The operands are packed in their own layout (op(X) transposed
+ * or not: the brg kernels take both), so converting one is a row-by-row
+ * copy.  A failure here is kept (sw_gemm_prim_error) and the products run
+ * in f32 from then on, which the backend's sync reports.
+ *
+ * Either way C with ld != N goes through a dense buffer, since the brg
+ * kernels want a dense destination.  One product at a time goes through an
+ * object (a mutex; the callers make one outside a parallel region).
  */
 #include <dnnl.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,29 +48,32 @@
 #define HAVE_X86_ 1
 #endif
 
-/* Primitives kept: a training step uses about 20 shapes (7 Linear layers
- * and the lm_head, forward and two backward products, and a last micro
- * batch's shorter ones). */
-#define NPRIM_ 48
+/* Primitives kept: a training step uses about 20 shapes a micro batch
+ * size (7 Linear layers and the lm_head, forward and two backward
+ * products); a new one costs about 0.3 ms to make. */
+#define NPRIM_ 64
 
 typedef struct prim_ {
 	int M, N, K, ta, tb;
 	float alpha, beta;
 	unsigned long used; /* 0: empty */
-	dnnl_primitive_t p;
+	dnnl_primitive_t p; /* NULL: f32 only, a shape left to dnnl_sgemm */
 	dnnl_memory_t a, b, c;
 } prim_;
 
-struct sw_gemm_bf16 {
+struct sw_gemm_prim {
+	bool bf16;
+	pthread_mutex_t mu;
 	dnnl_engine_t eng;
 	dnnl_stream_t st;
 	prim_ prim[NPRIM_];
 	unsigned long tick;
+	unsigned long runs; /* products run here */
 	uint16_t *a, *b; /* the operands in bf16 */
 	float *c;        /* a dense C, when ld != N */
 	size_t acap, bcap, ccap;
 	char impl[64]; /* the kernel of the last primitive made */
-	sw_error err;  /* the first failure; the products since ran in f32 */
+	sw_error err;  /* the first failure; the products since ran with dnnl_sgemm */
 };
 
 /* ---- f32 -> bf16 ---- */
@@ -133,24 +153,31 @@ static void pack_(uint16_t *dst, const float *src, int rows, int cols, int ld)
 
 /* ---- the object ---- */
 
-static int dnnl_fail_(sw_error *err, dnnl_status_t s, const char *what)
+static const char *what_(const sw_gemm_prim *b)
 {
-	return sw_fail(err, s == dnnl_out_of_memory ? SW_ENOMEM : SW_EINVAL,
-	               "bf16 matmul: oneDNN %s failed (status %d)", what, (int)s);
+	return b->bf16 ? "bf16 matmul" : "f32 matmul";
+}
+
+static int dnnl_fail_(const sw_gemm_prim *b, sw_error *err, dnnl_status_t s, const char *what)
+{
+	return sw_fail(err, s == dnnl_out_of_memory ? SW_ENOMEM : SW_EINVAL, "%s: oneDNN %s failed (status %d)",
+	               what_(b), what, (int)s);
 }
 
 static void prim_free_(prim_ *p)
 {
 	if (!p->used)
 		return;
-	dnnl_memory_destroy(p->a);
-	dnnl_memory_destroy(p->b);
-	dnnl_memory_destroy(p->c);
-	dnnl_primitive_destroy(p->p);
+	if (p->p) {
+		dnnl_memory_destroy(p->a);
+		dnnl_memory_destroy(p->b);
+		dnnl_memory_destroy(p->c);
+		dnnl_primitive_destroy(p->p);
+	}
 	memset(p, 0, sizeof *p);
 }
 
-void sw_gemm_bf16_free(sw_gemm_bf16 *b)
+void sw_gemm_prim_free(sw_gemm_prim *b)
 {
 	if (!b)
 		return;
@@ -160,41 +187,53 @@ void sw_gemm_bf16_free(sw_gemm_bf16 *b)
 		dnnl_stream_destroy(b->st);
 	if (b->eng)
 		dnnl_engine_destroy(b->eng);
+	pthread_mutex_destroy(&b->mu);
 	free(b->a), free(b->b), free(b->c);
 	free(b);
 }
 
-sw_gemm_bf16 *sw_gemm_bf16_new(sw_error *err)
+sw_gemm_prim *sw_gemm_prim_new(bool bf16, sw_error *err)
 {
 	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-	if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16) {
+	if (bf16 && (isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16) {
 		sw_fail(err, SW_EINVAL,
 		        "bf16 matmul needs a CPU with bf16 dot products (AVX512-BF16, oneDNN's "
 		        "avx512_core_bf16); oneDNN runs %s here",
 		        sw_dnnl_isa_name(isa));
 		return NULL;
 	}
-	sw_gemm_bf16 *b = calloc(1, sizeof *b);
+	sw_gemm_prim *b = calloc(1, sizeof *b);
 	if (!b) {
-		sw_fail(err, SW_ENOMEM, "bf16 matmul: out of memory");
+		sw_fail(err, SW_ENOMEM, "%s: out of memory", bf16 ? "bf16 matmul" : "f32 matmul");
 		return NULL;
 	}
+	b->bf16 = bf16;
+	pthread_mutex_init(&b->mu, NULL);
 	dnnl_status_t s;
 	if ((s = dnnl_engine_create(&b->eng, dnnl_cpu, 0)) ||
 	    (s = dnnl_stream_create(&b->st, b->eng, dnnl_stream_default_flags))) {
-		dnnl_fail_(err, s, "engine");
-		sw_gemm_bf16_free(b);
+		dnnl_fail_(b, err, s, "engine");
+		sw_gemm_prim_free(b);
 		return NULL;
 	}
 	return b;
 }
 
-const char *sw_gemm_bf16_impl(const sw_gemm_bf16 *b)
+const char *sw_gemm_prim_impl(const sw_gemm_prim *b)
 {
-	return b->impl[0] ? b->impl : "brg:avx512_core_bf16 (expected; no product yet)";
+	return b->impl[0] ? b->impl
+	                  : b->bf16 ? "brg:avx512_core_bf16 (expected; no product yet)" : "(no product yet)";
 }
 
-const sw_error *sw_gemm_bf16_error(const sw_gemm_bf16 *b)
+unsigned long sw_gemm_prim_runs(sw_gemm_prim *b)
+{
+	pthread_mutex_lock(&b->mu);
+	unsigned long n = b->runs;
+	pthread_mutex_unlock(&b->mu);
+	return n;
+}
+
+const sw_error *sw_gemm_prim_error(const sw_gemm_prim *b)
 {
 	return b && b->err.code ? &b->err : NULL;
 }
@@ -213,11 +252,14 @@ static bool grow_(void **p, size_t *cap, size_t n, size_t sz)
 	return true;
 }
 
-/* Make the primitive for a key in slot p; SW_OK or err filled. */
-static int prim_make_(sw_gemm_bf16 *b, prim_ *p, sw_error *err)
+/* Make the primitive for a key in slot p: SW_OK (p->p NULL when an f32
+ * shape is left to dnnl_sgemm) or err filled. */
+static int prim_make_(sw_gemm_prim *b, prim_ *p, sw_error *err)
 {
+	dnnl_data_type_t dt = b->bf16 ? dnnl_bf16 : dnnl_f32;
 	dnnl_memory_desc_t a, w, c;
 	dnnl_dims_t da = { p->M, p->K }, dw = { p->K, p->N }, dc = { p->M, p->N };
+	/* the operands dense in their own layout: bf16 packs them so, f32 takes only such */
 	dnnl_dims_t sa = { p->ta ? 1 : p->K, p->ta ? p->M : 1 };
 	dnnl_dims_t sw = { p->tb ? 1 : p->N, p->tb ? p->K : 1 };
 	dnnl_dims_t sc = { p->N, 1 };
@@ -228,8 +270,8 @@ static int prim_make_(sw_gemm_bf16 *b, prim_ *p, sw_error *err)
 	const char *impl = NULL;
 	dnnl_status_t s;
 	int rc = SW_OK;
-	if ((s = dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa)) ||
-	    (s = dnnl_memory_desc_init_by_strides(&w, 2, dw, dnnl_bf16, sw)) ||
+	if ((s = dnnl_memory_desc_init_by_strides(&a, 2, da, dt, sa)) ||
+	    (s = dnnl_memory_desc_init_by_strides(&w, 2, dw, dt, sw)) ||
 	    (s = dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc)) ||
 	    (s = dnnl_matmul_desc_init(&md, &a, &w, NULL, &c)) ||
 	    (s = dnnl_primitive_attr_create(&attr)) ||
@@ -238,28 +280,32 @@ static int prim_make_(sw_gemm_bf16 *b, prim_ *p, sw_error *err)
 	                      (s = dnnl_primitive_attr_set_post_ops(attr, po)))) ||
 	    (s = dnnl_primitive_desc_create(&pd, &md, attr, b->eng, NULL)) ||
 	    (s = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl))) {
-		rc = dnnl_fail_(err, s, "matmul descriptor");
+		rc = dnnl_fail_(b, err, s, "matmul descriptor");
 		goto out;
 	}
 	snprintf(b->impl, sizeof b->impl, "%s", impl);
-	/* Only the bf16 dot-product kernels are what was asked for: oneDNN's
-	 * reference or an emulation would be slower than f32, silently. */
-	if (strncmp(impl, "brg:", 4) || !strstr(impl, "bf16")) {
-		rc = sw_fail(err, SW_EINVAL,
-		             "bf16 matmul: oneDNN chose '%s', not its bf16 kernels, for %dx%dx%d %c%c", impl,
-		             p->M, p->N, p->K, p->ta ? 'T' : 'N', p->tb ? 'T' : 'N');
+	/* Only the brg kernels are what was asked for: oneDNN's reference or
+	 * an emulation would be slower, silently.  In f32 dnnl_sgemm runs
+	 * the shape instead; in bf16 it is a failure. */
+	if (strncmp(impl, "brg:", 4) || (b->bf16 && !strstr(impl, "bf16"))) {
+		if (b->bf16)
+			rc = sw_fail(err, SW_EINVAL,
+			             "bf16 matmul: oneDNN chose '%s', not its bf16 kernels, for %dx%dx%d %c%c",
+			             impl, p->M, p->N, p->K, p->ta ? 'T' : 'N', p->tb ? 'T' : 'N');
 		goto out;
 	}
 	if ((s = dnnl_primitive_create(&p->p, pd))) {
-		rc = dnnl_fail_(err, s, "primitive");
+		p->p = NULL;
+		rc = dnnl_fail_(b, err, s, "primitive");
 		goto out;
 	}
 	if ((s = dnnl_memory_create(&p->a, &a, b->eng, DNNL_MEMORY_NONE)) ||
 	    (s = dnnl_memory_create(&p->b, &w, b->eng, DNNL_MEMORY_NONE)) ||
 	    (s = dnnl_memory_create(&p->c, &c, b->eng, DNNL_MEMORY_NONE))) {
-		rc = dnnl_fail_(err, s, "memory");
+		rc = dnnl_fail_(b, err, s, "memory");
 		dnnl_memory_destroy(p->a), dnnl_memory_destroy(p->b), dnnl_memory_destroy(p->c);
 		dnnl_primitive_destroy(p->p);
+		p->p = NULL;
 	}
 out:
 	dnnl_primitive_desc_destroy(pd);
@@ -269,7 +315,7 @@ out:
 }
 
 /* The kept primitive for this product, made (in the least recently used slot) if new. */
-static prim_ *prim_get_(sw_gemm_bf16 *b, int ta, int tb, int M, int N, int K, float alpha,
+static prim_ *prim_get_(sw_gemm_prim *b, int ta, int tb, int M, int N, int K, float alpha,
                         float beta, sw_error *err)
 {
 	prim_ *old = &b->prim[0];
@@ -292,25 +338,31 @@ static prim_ *prim_get_(sw_gemm_bf16 *b, int ta, int tb, int M, int N, int K, fl
 	return old;
 }
 
-bool sw_gemm_bf16_run(sw_gemm_bf16 *b, int ta, int tb, int M, int N, int K, float alpha,
-                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                      int ldc)
+static bool run_(sw_gemm_prim *b, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
 	if (b->err.code)
 		return false;
+	/* f32 takes the operands in place: only dense ones (the descriptors say so) */
+	if (!b->bf16 && (lda != (ta ? M : K) || ldb != (tb ? K : N)))
+		return false;
 	int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
 	bool dense = ldc == N;
-	if (!grow_((void **)&b->a, &b->acap, (size_t)M * K, sizeof *b->a) ||
-	    !grow_((void **)&b->b, &b->bcap, (size_t)K * N, sizeof *b->b) ||
+	if ((b->bf16 && (!grow_((void **)&b->a, &b->acap, (size_t)M * K, sizeof *b->a) ||
+	                 !grow_((void **)&b->b, &b->bcap, (size_t)K * N, sizeof *b->b))) ||
 	    (!dense && !grow_((void **)&b->c, &b->ccap, (size_t)M * N, sizeof *b->c))) {
-		sw_fail(&b->err, SW_ENOMEM, "bf16 matmul: out of memory for %dx%dx%d", M, N, K);
+		sw_fail(&b->err, SW_ENOMEM, "%s: out of memory for %dx%dx%d", what_(b), M, N, K);
 		return false;
 	}
 	prim_ *p = prim_get_(b, ta, tb, M, N, K, alpha, beta, &b->err);
-	if (!p)
+	if (!p || !p->p)
 		return false;
-	pack_(b->a, A, ar, ac, lda);
-	pack_(b->b, B, br, bc, ldb);
+	const void *a = A, *w = B;
+	if (b->bf16) {
+		pack_(b->a, A, ar, ac, lda);
+		pack_(b->b, B, br, bc, ldb);
+		a = b->a, w = b->b;
+	}
 	float *c = dense ? C : b->c;
 	if (!dense && beta != 0)
 		for (int i = 0; i < M; i++)
@@ -318,15 +370,27 @@ bool sw_gemm_bf16_run(sw_gemm_bf16 *b, int ta, int tb, int M, int N, int K, floa
 	dnnl_exec_arg_t args[3] = { { DNNL_ARG_SRC, p->a }, { DNNL_ARG_WEIGHTS, p->b },
 		                    { DNNL_ARG_DST, p->c } };
 	dnnl_status_t s;
-	if ((s = dnnl_memory_set_data_handle(p->a, b->a)) ||
-	    (s = dnnl_memory_set_data_handle(p->b, b->b)) ||
+	if ((s = dnnl_memory_set_data_handle(p->a, (void *)a)) ||
+	    (s = dnnl_memory_set_data_handle(p->b, (void *)w)) ||
 	    (s = dnnl_memory_set_data_handle(p->c, c)) ||
 	    (s = dnnl_primitive_execute(p->p, b->st, 3, args)) || (s = dnnl_stream_wait(b->st))) {
-		dnnl_fail_(&b->err, s, "execute");
+		/* oneDNN checks its arguments before it computes: C is as it was */
+		dnnl_fail_(b, &b->err, s, "execute");
 		return false;
 	}
 	if (!dense)
 		for (int i = 0; i < M; i++)
 			memcpy(C + (size_t)i * ldc, c + (size_t)i * N, sizeof *c * N);
+	b->runs++;
 	return true;
+}
+
+bool sw_gemm_prim_run(sw_gemm_prim *b, int ta, int tb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc)
+{
+	pthread_mutex_lock(&b->mu);
+	bool done = run_(b, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	pthread_mutex_unlock(&b->mu);
+	return done;
 }
