@@ -363,7 +363,9 @@ have_bf16() {
 	near "$(jq .loss a.jsonl)" "$(jq .loss b.jsonl)" 1e-5 1e-7
 	near "$(jq .grad_norm a.jsonl)" "$(jq .grad_norm b.jsonl)" 1e-5
 	near "$(jq .kl a.jsonl)" "$(jq .kl b.jsonl)" 1e-4 1e-9
-	[ "$(jq -c '[.trained, .micro_batches]' a.jsonl)" = "$(jq -c '[.trained, .micro_batches]' b.jsonl)" ]
+	# the same samples trained (the micro batches may differ: shared, a prompt's samples stay together)
+	[ "$(jq .trained a.jsonl)" = 16 ]
+	[ "$(jq .trained b.jsonl)" = 16 ]
 	# the samples pass through alike (advantages to their printed digits)
 	[ "$(jq -c '[.id, .advantage]' <<<"$a_out")" = "$(jq -c '[.id, .advantage]' <<<"$output")" ]
 	# four prompts of four samples in one micro batch: (4 - 1) x (prompt - 1) tokens each not run again

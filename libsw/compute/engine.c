@@ -21,7 +21,13 @@
  * the first layers' activations that fit and only the input (res) of the
  * rest; the backward runs each of those layers' forward again from its
  * input before differentiating it (the same ops on the same inputs: the
- * same bits), trading a forward of those layers for their memory.
+ * same bits), trading a forward of those layers for their memory.  What
+ * is cheap to make again is not kept at all: the normed inputs xn1 and
+ * xn2 and the MLP's h live in one layer's scratch (xn, h), and the
+ * backward makes them again from res, mid, gate and up (the same ops: the
+ * same bits) where its weight gradients need them; a kept layer is a
+ * third smaller so (SmolLM2-135M's shapes: 5771 floats a token, was 8459),
+ * at the cost of two norms and one SwiGLU a layer.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -31,7 +37,8 @@
 #include "compute/vision.h"
 #include "sw/engine.h"
 
-/* One layer's saved activations (pointers into the activation block). */
+/* One layer's saved activations (pointers into the activation block);
+ * xn1, xn2 and h point at the engine's one-layer scratch. */
 typedef struct acts_ {
 	float *res;                /* [T,D] the layer's input */
 	float *xn1, *rstd1;        /* [T,D], [T] */
@@ -60,6 +67,7 @@ struct sw_engine {
 	int nfull;
 	float *ckres;
 	size_t act_budget;         /* in floats; SIZE_MAX: every layer kept */
+	float *xn, *h;             /* [T,D], [T,I] one layer's normed input and MLP hidden */
 	float *resL, *xf, *rstdf;  /* final norm input [T,D] and output */
 	float *logits, *lse, *ent; /* [lrows,V], [T], [T] */
 	float *lp;                 /* [T] the log-probs, until downloaded */
@@ -524,7 +532,14 @@ static size_t layer_floats_(const sw_model_config *c, size_t T)
 	size_t D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
 	size_t KVH = c->num_key_value_heads, QD = H * c->head_dim, KD = KVH * c->head_dim;
 	size_t qk = c->qk_norm ? 1 : 0;
-	return T * (D * 5 + QD * 2 + KD * 2 + I * 3 + H + 2) + qk * T * (QD + KD + H + KVH);
+	/* res, mid; q, att; k, v; gate, up; lse; rstd1, rstd2 (carve_'s slot) */
+	return T * (D * 2 + QD * 2 + KD * 2 + I * 2 + H + 2) + qk * T * (QD + KD + H + KVH);
+}
+
+/* The one layer's scratch: xn [T,D] and h [T,I]. */
+static size_t scratch_floats_(const sw_model_config *c, size_t T)
+{
+	return T * ((size_t)c->hidden_size + (size_t)c->intermediate_size);
 }
 
 /* How many tokens of per floats each fit in floats: at least 1. */
@@ -538,37 +553,41 @@ size_t sw_engine_tokens_within(const sw_model_config *c, size_t floats)
 	if (!c || c->num_hidden_layers < 1)
 		return 1;
 	/* The least a training forward keeps: every layer's input and one layer's activations. */
-	return tokens_of_(floats, layer_floats_(c, 1) + (size_t)c->num_hidden_layers * c->hidden_size);
+	return tokens_of_(floats, layer_floats_(c, 1) + scratch_floats_(c, 1) +
+	                                  (size_t)c->num_hidden_layers * c->hidden_size);
 }
 
 size_t sw_engine_tokens_kept(const sw_model_config *c, size_t floats)
 {
 	if (!c || c->num_hidden_layers < 1)
 		return 1;
-	return tokens_of_(floats, layer_floats_(c, 1) * (size_t)c->num_hidden_layers); /* as layers_kept_ counts */
+	/* as layers_kept_ counts */
+	return tokens_of_(floats, layer_floats_(c, 1) * (size_t)c->num_hidden_layers + scratch_floats_(c, 1));
 }
 
 size_t sw_engine_tokens_scored(const sw_model_config *c, size_t floats)
 {
 	if (!c || c->num_hidden_layers < 1)
 		return 1;
-	return tokens_of_(floats, layer_floats_(c, 1) + 2 * (size_t)c->hidden_size + 4); /* and carve_'s rows */
+	/* and carve_'s rows */
+	return tokens_of_(floats, layer_floats_(c, 1) + scratch_floats_(c, 1) + 2 * (size_t)c->hidden_size + 4);
 }
 
 /*
  * Layers whose activations a training forward keeps whole, under the
  * budget: k whole layers, the inputs of the nl - k others and one shared
- * layer's worth to run those again in.
+ * layer's worth to run those again in; the one layer's scratch besides.
  */
 static int layers_kept_(const sw_engine *e)
 {
 	const sw_model_config *c = &e->m->cfg;
 	size_t per = layer_floats_(c, (size_t)e->T), in = (size_t)e->T * c->hidden_size;
+	size_t sc = scratch_floats_(c, (size_t)e->T);
 	int nl = c->num_hidden_layers;
-	if (e->act_budget == SIZE_MAX || per * nl <= e->act_budget)
+	if (e->act_budget == SIZE_MAX || per * nl + sc <= e->act_budget)
 		return nl;
 	int k = nl - 1;
-	while (k > 0 && k * per + (nl - k) * in + per > e->act_budget)
+	while (k > 0 && k * per + (nl - k) * in + per + sc > e->act_budget)
 		k--;
 	return k;
 }
@@ -584,8 +603,8 @@ static int carve_(sw_engine *e, int nslots, int nck, sw_error *err)
 	size_t per = layer_floats_(c, T);
 	size_t scratch = e->be->attn_scratch(e->maxlen);
 	size_t nhx = e->nh < e->T ? (size_t)e->nh * D : 0;
-	size_t need = per * nslots + T * D * (size_t)nck + T * (2 * D + 4) + nhx + (size_t)e->lrows * V +
-	              scratch + 64;
+	size_t need = per * nslots + scratch_floats_(c, T) + T * D * (size_t)nck + T * (2 * D + 4) + nhx +
+	              (size_t)e->lrows * V + scratch + 64;
 	if (need > e->block_floats) {
 		e->be->free(e->block);
 		e->block = NULL, e->block_floats = 0;
@@ -603,13 +622,14 @@ static int carve_(sw_engine *e, int nslots, int nck, sw_error *err)
 	e->nslots = nslots;
 	float *p = e->block;
 #define TAKE_(n) (p += (n), p - (n))
+	e->xn = TAKE_(T * D), e->h = TAKE_(T * I);
 	for (int l = 0; l < nslots; l++) {
 		acts_ *a = &e->acts[l];
-		a->res = TAKE_(T * D), a->xn1 = TAKE_(T * D), a->rstd1 = TAKE_(T);
+		a->res = TAKE_(T * D), a->xn1 = e->xn, a->rstd1 = TAKE_(T);
 		a->q = TAKE_(T * QD), a->k = TAKE_(T * KD), a->v = TAKE_(T * KD);
 		a->att = TAKE_(T * QD), a->lse = TAKE_(T * H);
-		a->mid = TAKE_(T * D), a->xn2 = TAKE_(T * D), a->rstd2 = TAKE_(T);
-		a->gate = TAKE_(T * I), a->up = TAKE_(T * I), a->h = TAKE_(T * I);
+		a->mid = TAKE_(T * D), a->xn2 = e->xn, a->rstd2 = TAKE_(T);
+		a->gate = TAKE_(T * I), a->up = TAKE_(T * I), a->h = e->h;
 		a->qpre = a->kpre = a->qrstd = a->krstd = NULL;
 		if (qk)
 			a->qpre = TAKE_(T * QD), a->kpre = TAKE_(T * KD), a->qrstd = TAKE_(T * H),
@@ -891,12 +911,14 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		 * activations are still in the shared slot from the forward). */
 		if (l >= e->nfull && l + 1 < nl && (rc = layer_fwd_(e, l, a, NULL, err)))
 			return rc;
-		/* MLP */
+		/* MLP (h and xn2 made again: the scratch holds another layer's) */
 		o->gemm(0, 0, T, I, D, 1, dres, D, L->w_down, I, 0, dh, I);
+		o->swiglu_fwd(a->h, a->gate, a->up, (size_t)T * I);
 		o->gemm(1, 0, D, I, T, 1, dres, D, a->h, I, 1, G->w_down, I);
 		o->swiglu_bwd(dgate, dup, dh, a->gate, a->up, (size_t)T * I);
 		o->gemm(0, 0, T, D, I, 1, dgate, I, L->w_gate, D, 0, dxn, D);
 		o->gemm(0, 0, T, D, I, 1, dup, I, L->w_up, D, 1, dxn, D);
+		o->rmsnorm_fwd(a->xn2, a->rstd2, a->mid, L->mlp_norm, T, D, c->rms_norm_eps);
 		o->gemm(1, 0, I, D, T, 1, dgate, I, a->xn2, D, 1, G->w_gate, D);
 		o->gemm(1, 0, I, D, T, 1, dup, I, a->xn2, D, 1, G->w_up, D);
 		o->rmsnorm_bwd(dres, G->mlp_norm, dxn, a->mid, L->mlp_norm, a->rstd2, T, D);
@@ -928,6 +950,7 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		o->gemm(0, 0, T, D, QD, 1, gq, QD, L->wq, D, 0, dxn, D);
 		o->gemm(0, 0, T, D, KD, 1, gk, KD, L->wk, D, 1, dxn, D);
 		o->gemm(0, 0, T, D, KD, 1, dv, KD, L->wv, D, 1, dxn, D);
+		o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, c->rms_norm_eps);
 		o->gemm(1, 0, QD, D, T, 1, gq, QD, a->xn1, D, 1, G->wq, D);
 		o->gemm(1, 0, KD, D, T, 1, gk, KD, a->xn1, D, 1, G->wk, D);
 		o->gemm(1, 0, KD, D, T, 1, dv, KD, a->xn1, D, 1, G->wv, D);

@@ -854,14 +854,17 @@ static sw_engine *engine_(const sw_model *m, sw_error *err)
  * lowered to what the activation budget holds at all (every layer but its
  * input run again in the backward).  Otherwise chosen: within the budget a
  * smaller micro batch keeps more layers and runs fewer of them again, but
- * its products have fewer rows and run further from the GEMM's rate.  On
- * SmolLM2-135M's shapes (2 cores, bench/bench_micro.sh) micro batches of
- * 256 tokens trained 1.09x faster than 1916, the most that fits (every
- * layer run again), 1.08x faster than 512, and 1.13x faster than 186, the
- * most with every layer kept: so the most with every layer kept, but not
- * under MICRO_MIN_TOKENS, and never over what fits.
+ * its products have fewer rows and run further from the GEMM's rate, and
+ * fewer of a GRPO group's samples share their prompt.  On SmolLM2-135M's
+ * shapes (2 cores, bench/bench_micro.sh; bench/RESULTS.md "acts") micro
+ * batches of up to 384 tokens trained 1.01x faster than 287, the most with
+ * every layer kept, and 1.04x faster than 560, a whole group of 8 samples
+ * (layers run again); before the activations were slimmed (1.5 B a
+ * parameter then kept 186 tokens) 256 beat 186, 512 and 1916.  So the most
+ * with every layer kept, but not under MICRO_MIN_TOKENS, and never over
+ * what fits.
  */
-#define MICRO_MIN_TOKENS 256
+#define MICRO_MIN_TOKENS 384
 
 static size_t micro_budget_(const sw_trainer *t)
 {
