@@ -89,10 +89,13 @@ unswept() {
 
 @test "the stages get the run's environment" {
 	cat >>exp <<-'EOF2'
-		sort env | grep '^SW_' | sort >"$SW_RUN/env-$SW_ITER"; cat
+		sort env | grep '^SW_\|^OMP_WAIT_POLICY=\|^GOMP_SPINCOUNT=' | sort >"$SW_RUN/env-$SW_ITER"; cat
 	EOF2
-	run -0 sw-run -q -c exp -o run --iters 1 --seed 7
+	run -0 env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT sw-run -q -c exp -o run --iters 1 --seed 7
 	grep -qx 'SW_ITER=1' run/env-1
+	# OpenMP's threads spin briefly before they sleep, unless the user says otherwise
+	grep -qx 'GOMP_SPINCOUNT=2000' run/env-1
+	run ! grep -q '^OMP_WAIT_POLICY=' run/env-1
 	grep -qx "SW_RUN=run" run/env-1
 	grep -qx 'SW_GROUP=2' run/env-1
 	grep -qx 'SW_BATCH=2' run/env-1
@@ -106,9 +109,13 @@ unswept() {
 	# the device: $SW_DEVICE's (else cpu), or --device's, passed on and kept in the config
 	grep -qx "SW_DEVICE=${SW_DEVICE:-cpu}" run/env-1
 	grep -qx "device ${SW_DEVICE:-cpu}" run/config
-	run -0 env SW_DEVICE=cpu sw-run -q -c exp -o run2 --iters 1 --device guard
+	run -0 env SW_DEVICE=cpu OMP_WAIT_POLICY=passive sw-run -q -c exp -o run2 --iters 1 --device guard
 	grep -qx 'SW_DEVICE=guard' run2/env-1
 	grep -qx 'device guard' run2/config
+	grep -qx 'OMP_WAIT_POLICY=passive' run2/env-1
+	run ! grep -q '^GOMP_SPINCOUNT=' run2/env-1
+	run -0 env GOMP_SPINCOUNT=7 sw-run -q -c exp -o run3 --iters 1
+	grep -qx 'GOMP_SPINCOUNT=7' run3/env-1
 }
 
 @test "a stage that fails stops the run, names itself, keeps the samples; --resume goes on" {

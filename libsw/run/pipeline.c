@@ -468,12 +468,18 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 	snprintf(buf, sizeof buf, "%llu", (unsigned long long)(e->ranks ? e->ranks : 1));
 	rc = rc ? rc : setenv_("SW_RANKS", buf, err);
 	/*
-	 * Stages share the cores: a thread that spins waiting for its team
-	 * burns the time another stage (or its own team-mate) needs.  Measured
-	 * on two cores with a neighbour busy: a small training step took 16 s
-	 * spinning, 0.4 s passive.  A user's own setting wins.
+	 * Stages share the cores: a thread that spins long waiting for its
+	 * team burns the time another stage (or its own team-mate) needs.
+	 * Measured on two cores with a neighbour busy: a small training step
+	 * took 16 s with libgomp's default spin, 0.4 s passive.  Sleeping at
+	 * once costs a wake-up at every op instead: on bench_grpo.sh's shapes
+	 * the rollout took 10.1 s passive, 9.1 s spinning 2000 rounds
+	 * (GOMP_SPINCOUNT, tens of microseconds) before sleeping; a training
+	 * step beside two busy loops 6.7 s passive, 7.5 s so (its runs 6.3 to
+	 * 8.5 s either way; bench/RESULTS.md "spin").  So a short spin.  A
+	 * user's own setting of either wins.
 	 */
-	if (!rc && setenv("OMP_WAIT_POLICY", "passive", 0))
-		rc = sw_fail(err, SW_ENOMEM, "cannot set OMP_WAIT_POLICY: %s", strerror(errno));
+	if (!rc && !getenv("OMP_WAIT_POLICY") && setenv("GOMP_SPINCOUNT", "2000", 0))
+		rc = sw_fail(err, SW_ENOMEM, "cannot set GOMP_SPINCOUNT: %s", strerror(errno));
 	return rc;
 }

@@ -235,7 +235,8 @@ typedef struct sw_stage_env {
 	const char *model;              /* SW_MODEL: the run's model directory, for its tokenizer */
 	uint64_t ranks;                 /* SW_RANKS: data-parallel ranks of the rollout */
 } sw_stage_env;
-/* Set it in this process's environment, which the stages inherit (OMP_WAIT_POLICY only if unset). */
+/* Set it in this process's environment, which the stages inherit (and
+ * GOMP_SPINCOUNT=2000 where neither it nor OMP_WAIT_POLICY is set). */
 int sw_stage_env_set(const sw_stage_env *e, sw_error *err);
 
 /* "exited with status 4", "was killed by signal 6 (Aborted)", ... */
