@@ -14,11 +14,13 @@
 # products A B^T), oneDNN's dnnl_sgemm alone, OpenBLAS (kernels fixed up) and the
 # backend's bf16 products (sw-train --matmul bf16: operands rounded to bf16,
 # conversion included, f32 sums; a CPU without bf16 dot products fails the
-# run) taking turns call by call in one, so the load of a shared machine
-# falls on all alike; OpenBLAS as the distribution's library comes (its own
-# kernel choice and threads) in a second, since the fix-up changes a
-# process's OpenBLAS for good; PyTorch in a third (f32, and matmul on bf16
-# tensors).  Each figure is the median over ROUNDS rounds of a process's
+# run) and oneDNN's bf16 matmul with the operands converted and B in its
+# kernels' layout before the clock (onednn-bf16-kept: what keeping bf16
+# weights between products would approach) taking turns call by call in
+# one, so the load of a shared machine falls on all alike; OpenBLAS as the
+# distribution's library comes (its own kernel choice and threads) in a
+# second, since the fix-up changes a process's OpenBLAS for good; PyTorch in
+# a third (f32, and matmul on bf16 tensors).  Each figure is the median over ROUNDS rounds of a process's
 # median of REPS calls.  The provider the backend uses is $SW_GEMM's, else
 # oneDNN.
 set -eu
@@ -40,7 +42,7 @@ have_torch=1
 python3 -c 'import torch' 2>/dev/null || have_torch=0
 r=0
 while [ $r -lt "$ROUNDS" ]; do
-	"$bin" "$REPS" onednn onednn-sgemm openblas onednn-bf16 >>"$out"
+	"$bin" "$REPS" onednn onednn-sgemm openblas onednn-bf16 onednn-bf16-kept >>"$out"
 	"$bin" "$REPS" openblas-asis >>"$out"
 	[ $have_torch = 0 ] || python3 "$top/bench/gemm_torch.py" "$REPS" >>"$out"
 	r=$((r + 1))

@@ -20,6 +20,12 @@
  *                  operands rounded to bf16 into scratch, oneDNN's matmul
  *                  primitive, f32 sums and output); the conversion is timed
  *                  with the product, as the trainer pays it
+ *   onednn-bf16-kept  oneDNN's bf16 matmul with its operands converted
+ *                  before the clock, B in the blocked layout its kernels
+ *                  choose (as torch-bf16's operands are converted before
+ *                  its clock): the rate a bf16 copy of the weights kept
+ *                  between products would approach where B is a weight
+ *                  (the forward and dx shapes); not a backend provider
  *   openblas-asis  cblas_sgemm as the distribution's OpenBLAS comes, on its
  *                  own threads (what a program linking it gets); not in the
  *                  same run as openblas, whose fix-up changes the process's
@@ -33,6 +39,7 @@
  */
 #define _DEFAULT_SOURCE
 #include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,12 +128,74 @@ static float *mat_(size_t n, unsigned seed)
 	return p;
 }
 
+/* onednn-bf16-kept's product for one shape: its primitive and operands, made before the clock. */
+typedef struct kept_ {
+	dnnl_engine_t eng;
+	dnnl_stream_t st;
+	dnnl_primitive_t p;
+	dnnl_memory_t a, b, c;
+} kept_;
+
 /* A provider to time: g, or NULL for cblas_sgemm on OpenBLAS's own threads. */
 typedef struct prov_ {
 	const char *name;
 	sw_gemm g;
 	int own;
+	int kept; /* onednn-bf16-kept: k is the product */
+	kept_ k;
 } prov_;
+
+static void dnnl_ok_(dnnl_status_t s, const char *what)
+{
+	if (s != dnnl_success) {
+		fprintf(stderr, "gemm_bench: onednn-bf16-kept: %s failed (status %d)\n", what, (int)s);
+		exit(1);
+	}
+}
+
+/* The bf16 product of s made for k: A rounded to bf16 (plain, op(A) as given), B rounded and
+ * laid out as the kernels want it (a oneDNN reorder), C f32; all before the clock. */
+static void kept_make_(kept_ *k, const shape_ *s, const float *A, const float *B)
+{
+	int M = s->M, N = s->N, K = s->K;
+	dnnl_memory_desc_t a, w, wf, c;
+	dnnl_dims_t da = { M, K }, dw = { K, N }, dc = { M, N };
+	dnnl_dims_t sa = { s->ta ? 1 : K, s->ta ? M : 1 }, sw = { s->tb ? 1 : N, s->tb ? K : 1 };
+	dnnl_dims_t sc = { N, 1 };
+	dnnl_matmul_desc_t md;
+	dnnl_primitive_desc_t pd, rpd;
+	dnnl_primitive_t r;
+	dnnl_memory_t mf;
+	dnnl_ok_(dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa), "src");
+	dnnl_ok_(dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_bf16, dnnl_format_tag_any), "weights");
+	dnnl_ok_(dnnl_memory_desc_init_by_strides(&wf, 2, dw, dnnl_f32, sw), "f32 weights");
+	dnnl_ok_(dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc), "dst");
+	dnnl_ok_(dnnl_matmul_desc_init(&md, &a, &w, NULL, &c), "matmul");
+	dnnl_ok_(dnnl_primitive_desc_create(&pd, &md, NULL, k->eng, NULL), "matmul descriptor");
+	dnnl_ok_(dnnl_primitive_create(&k->p, pd), "matmul primitive");
+	const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+	dnnl_ok_(dnnl_memory_create(&k->a, &a, k->eng, DNNL_MEMORY_ALLOCATE), "src memory");
+	dnnl_ok_(dnnl_memory_create(&k->b, wq, k->eng, DNNL_MEMORY_ALLOCATE), "weights memory");
+	dnnl_ok_(dnnl_memory_create(&k->c, &c, k->eng, DNNL_MEMORY_ALLOCATE), "dst memory");
+	void *ah;
+	dnnl_ok_(dnnl_memory_get_data_handle(k->a, &ah), "src handle");
+	sw_bf16_from_f32(ah, A, (size_t)M * K);
+	dnnl_ok_(dnnl_memory_create(&mf, &wf, k->eng, (void *)B), "f32 weights memory");
+	dnnl_ok_(dnnl_reorder_primitive_desc_create(&rpd, &wf, k->eng, wq, k->eng, NULL), "reorder");
+	dnnl_ok_(dnnl_primitive_create(&r, rpd), "reorder primitive");
+	dnnl_exec_arg_t ra[2] = { { DNNL_ARG_FROM, mf }, { DNNL_ARG_TO, k->b } };
+	dnnl_ok_(dnnl_primitive_execute(r, k->st, 2, ra), "reorder");
+	dnnl_ok_(dnnl_stream_wait(k->st), "stream");
+	dnnl_primitive_destroy(r), dnnl_primitive_desc_destroy(rpd), dnnl_memory_destroy(mf);
+	dnnl_primitive_desc_destroy(pd);
+}
+
+static void kept_free_(kept_ *k)
+{
+	dnnl_primitive_destroy(k->p);
+	dnnl_memory_destroy(k->a), dnnl_memory_destroy(k->b), dnnl_memory_destroy(k->c);
+	k->p = NULL, k->a = k->b = k->c = NULL;
+}
 
 /* One product of p on s (timed over a batch of calls when small, so that
  * the clock's resolution does not show); the seconds a call. */
@@ -136,8 +205,13 @@ static double once_(const prov_ *p, const shape_ *s, const float *A, const float
 	double flop = 2.0 * M * N * K;
 	int inner = flop < 1e8 ? (int)(1e8 / flop) : 1;
 	double t0 = now_();
+	dnnl_exec_arg_t args[3] = { { DNNL_ARG_SRC, p->k.a }, { DNNL_ARG_WEIGHTS, p->k.b },
+		                    { DNNL_ARG_DST, p->k.c } };
 	for (int i = 0; i < inner; i++) {
-		if (!p->own)
+		if (p->kept) {
+			dnnl_ok_(dnnl_primitive_execute(p->k.p, p->k.st, 3, args), "matmul");
+			dnnl_ok_(dnnl_stream_wait(p->k.st), "stream");
+		} else if (!p->own)
 			sw_gemm_run(&p->g, s->ta, s->tb, M, N, K, 1, A, lda, B, ldb, 0, C, N);
 		else
 			cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
@@ -160,6 +234,9 @@ static void run_(prov_ *pv, int np, int reps)
 		float *A = mat_((size_t)M * K, 1), *B = mat_((size_t)N * K, 2);
 		float *C = mat_((size_t)M * N, 3);
 		for (int p = 0; p < np; p++)
+			if (pv[p].kept)
+				kept_make_(&pv[p].k, s, A, B);
+		for (int p = 0; p < np; p++)
 			once_(&pv[p], s, A, B, C);
 		for (int r = 0; r < reps; r++)
 			for (int p = 0; p < np; p++) {
@@ -175,6 +252,9 @@ static void run_(prov_ *pv, int np, int reps)
 			       K, s->ta ? "T" : "N", s->tb ? "T" : "N", 2.0 * M * N * K / med / 1e9, s->what);
 		}
 		fflush(stdout);
+		for (int p = 0; p < np; p++)
+			if (pv[p].kept)
+				kept_free_(&pv[p].k);
 		free(A), free(B), free(C);
 	}
 	free(t);
@@ -206,6 +286,15 @@ int main(int argc, char **argv)
 		sw_error err = { 0 };
 		pv[p].name = argv[p + 2];
 		pv[p].own = !strcmp(pv[p].name, "openblas-asis");
+		if ((pv[p].kept = !strcmp(pv[p].name, "onednn-bf16-kept"))) {
+			if (!sw_bf16_simd()) {
+				fprintf(stderr, "gemm_bench: onednn-bf16-kept needs a CPU with bf16 dot products\n");
+				return 1;
+			}
+			dnnl_ok_(dnnl_engine_create(&pv[p].k.eng, dnnl_cpu, 0), "engine");
+			dnnl_ok_(dnnl_stream_create(&pv[p].k.st, pv[p].k.eng, dnnl_stream_default_flags), "stream");
+			continue;
+		}
 		int bf16 = !strcmp(pv[p].name, "onednn-bf16"), sg = !strcmp(pv[p].name, "onednn-sgemm");
 		if (!pv[p].own && (sw_gemm_init(&pv[p].g, bf16 || sg ? "onednn" : pv[p].name, &err) ||
 		                   (bf16 && sw_gemm_matmul(&pv[p].g, "bf16", &err)))) {
@@ -219,7 +308,12 @@ int main(int argc, char **argv)
 		}
 	}
 	for (int p = 0; p < np; p++)
-		if (!pv[p].g.bf16)
+		if (pv[p].kept)
+			printf("kernels provider=%s threads=%d what=onednn %d.%d.%d %s, bf16 matmul, operands "
+			       "converted and B blocked before the clock\n",
+			       pv[p].name, nt, dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch,
+			       sw_dnnl_isa_name(dnnl_get_effective_cpu_isa()));
+		else if (!pv[p].g.bf16)
 			printf("kernels provider=%s threads=%d what=%s\n", pv[p].name, nt,
 			       pv[p].own ? asis : pv[p].g.kernels);
 	int own = 0, fixed = 0;
@@ -243,6 +337,10 @@ int main(int argc, char **argv)
 		if (pv[p].g.bf16)
 			printf("kernels provider=%s threads=%d what=%s, %s\n", pv[p].name, nt, pv[p].g.kernels,
 			       sw_gemm_matmul_name(&pv[p].g, name, sizeof name));
+		if (pv[p].kept) {
+			dnnl_stream_destroy(pv[p].k.st);
+			dnnl_engine_destroy(pv[p].k.eng);
+		}
 		sw_gemm_release(&pv[p].g);
 	}
 	free(pv);
