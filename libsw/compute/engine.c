@@ -38,17 +38,18 @@
 #include "sw/engine.h"
 
 /* One layer's saved activations (pointers into the activation block);
- * xn1, xn2 and h point at the engine's one-layer scratch. */
+ * its normed inputs and MLP hidden are the engine's one-layer scratch
+ * (sw_engine's xn and h), not kept. */
 typedef struct acts_ {
 	float *res;                /* [T,D] the layer's input */
-	float *xn1, *rstd1;        /* [T,D], [T] */
+	float *rstd1;              /* [T] */
 	float *qpre, *qrstd;       /* [T,QD], [T*H]   q before its norm (qk_norm only) */
 	float *kpre, *krstd;       /* [T,KD], [T*KVH] */
 	float *q, *k, *v;          /* [T,QD], [T,KD], [T,KD] as attention saw them */
 	float *att, *lse;          /* [T,QD], [T*H] */
 	float *mid;                /* [T,D] */
-	float *xn2, *rstd2;        /* [T,D], [T] */
-	float *gate, *up, *h;      /* [T,I] */
+	float *rstd2;              /* [T] */
+	float *gate, *up;          /* [T,I] */
 } acts_;
 
 struct sw_engine {
@@ -625,11 +626,11 @@ static int carve_(sw_engine *e, int nslots, int nck, sw_error *err)
 	e->xn = TAKE_(T * D), e->h = TAKE_(T * I);
 	for (int l = 0; l < nslots; l++) {
 		acts_ *a = &e->acts[l];
-		a->res = TAKE_(T * D), a->xn1 = e->xn, a->rstd1 = TAKE_(T);
+		a->res = TAKE_(T * D), a->rstd1 = TAKE_(T);
 		a->q = TAKE_(T * QD), a->k = TAKE_(T * KD), a->v = TAKE_(T * KD);
 		a->att = TAKE_(T * QD), a->lse = TAKE_(T * H);
-		a->mid = TAKE_(T * D), a->xn2 = e->xn, a->rstd2 = TAKE_(T);
-		a->gate = TAKE_(T * I), a->up = TAKE_(T * I), a->h = e->h;
+		a->mid = TAKE_(T * D), a->rstd2 = TAKE_(T);
+		a->gate = TAKE_(T * I), a->up = TAKE_(T * I);
 		a->qpre = a->kpre = a->qrstd = a->krstd = NULL;
 		if (qk)
 			a->qpre = TAKE_(T * QD), a->kpre = TAKE_(T * KD), a->qrstd = TAKE_(T * H),
@@ -703,8 +704,8 @@ static int layer_fwd_(sw_engine *e, int l, acts_ *a, float *out, sw_error *err)
 	float eps = c->rms_norm_eps;
 	size_t TD = (size_t)T * D;
 	int rc;
-	o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, eps);
-	qkv_(e, L, a, a->xn1, T, e->pos);
+	o->rmsnorm_fwd(e->xn, a->rstd1, a->res, L->attn_norm, T, D, eps);
+	qkv_(e, L, a, e->xn, T, e->pos);
 	if (e->prefix)
 		o->attn_prefix_fwd(a->att, a->lse, a->q, a->k, a->v, e->cu, e->prefix, e->nseq, H, KVH, hd, 1,
 		                   e->attn_scratch);
@@ -713,15 +714,15 @@ static int layer_fwd_(sw_engine *e, int l, acts_ *a, float *out, sw_error *err)
 	if ((rc = o->copy(a->mid, a->res, TD * sizeof(float), err)))
 		return rc;
 	o->gemm(0, 1, T, D, QD, 1, a->att, QD, L->wo, QD, 1, a->mid, D);
-	o->rmsnorm_fwd(a->xn2, a->rstd2, a->mid, L->mlp_norm, T, D, eps);
-	o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_gate, D, 0, a->gate, I);
-	o->gemm(0, 1, T, I, D, 1, a->xn2, D, L->w_up, D, 0, a->up, I);
-	o->swiglu_fwd(a->h, a->gate, a->up, (size_t)T * I);
+	o->rmsnorm_fwd(e->xn, a->rstd2, a->mid, L->mlp_norm, T, D, eps);
+	o->gemm(0, 1, T, I, D, 1, e->xn, D, L->w_gate, D, 0, a->gate, I);
+	o->gemm(0, 1, T, I, D, 1, e->xn, D, L->w_up, D, 0, a->up, I);
+	o->swiglu_fwd(e->h, a->gate, a->up, (size_t)T * I);
 	if (!out)
 		return SW_OK;
 	if ((rc = o->copy(out, a->mid, TD * sizeof(float), err)))
 		return rc;
-	o->gemm(0, 1, T, D, I, 1, a->h, I, L->w_down, I, 1, out, D);
+	o->gemm(0, 1, T, D, I, 1, e->h, I, L->w_down, I, 1, out, D);
 	return SW_OK;
 }
 
@@ -913,14 +914,14 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 			return rc;
 		/* MLP (h and xn2 made again: the scratch holds another layer's) */
 		o->gemm(0, 0, T, I, D, 1, dres, D, L->w_down, I, 0, dh, I);
-		o->swiglu_fwd(a->h, a->gate, a->up, (size_t)T * I);
-		o->gemm(1, 0, D, I, T, 1, dres, D, a->h, I, 1, G->w_down, I);
+		o->swiglu_fwd(e->h, a->gate, a->up, (size_t)T * I);
+		o->gemm(1, 0, D, I, T, 1, dres, D, e->h, I, 1, G->w_down, I);
 		o->swiglu_bwd(dgate, dup, dh, a->gate, a->up, (size_t)T * I);
 		o->gemm(0, 0, T, D, I, 1, dgate, I, L->w_gate, D, 0, dxn, D);
 		o->gemm(0, 0, T, D, I, 1, dup, I, L->w_up, D, 1, dxn, D);
-		o->rmsnorm_fwd(a->xn2, a->rstd2, a->mid, L->mlp_norm, T, D, c->rms_norm_eps);
-		o->gemm(1, 0, I, D, T, 1, dgate, I, a->xn2, D, 1, G->w_gate, D);
-		o->gemm(1, 0, I, D, T, 1, dup, I, a->xn2, D, 1, G->w_up, D);
+		o->rmsnorm_fwd(e->xn, a->rstd2, a->mid, L->mlp_norm, T, D, c->rms_norm_eps);
+		o->gemm(1, 0, I, D, T, 1, dgate, I, e->xn, D, 1, G->w_gate, D);
+		o->gemm(1, 0, I, D, T, 1, dup, I, e->xn, D, 1, G->w_up, D);
 		o->rmsnorm_bwd(dres, G->mlp_norm, dxn, a->mid, L->mlp_norm, a->rstd2, T, D);
 		/* attention */
 		o->gemm(0, 0, T, QD, D, 1, dres, D, L->wo, QD, 0, datt, QD);
@@ -950,10 +951,10 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		o->gemm(0, 0, T, D, QD, 1, gq, QD, L->wq, D, 0, dxn, D);
 		o->gemm(0, 0, T, D, KD, 1, gk, KD, L->wk, D, 1, dxn, D);
 		o->gemm(0, 0, T, D, KD, 1, dv, KD, L->wv, D, 1, dxn, D);
-		o->rmsnorm_fwd(a->xn1, a->rstd1, a->res, L->attn_norm, T, D, c->rms_norm_eps);
-		o->gemm(1, 0, QD, D, T, 1, gq, QD, a->xn1, D, 1, G->wq, D);
-		o->gemm(1, 0, KD, D, T, 1, gk, KD, a->xn1, D, 1, G->wk, D);
-		o->gemm(1, 0, KD, D, T, 1, dv, KD, a->xn1, D, 1, G->wv, D);
+		o->rmsnorm_fwd(e->xn, a->rstd1, a->res, L->attn_norm, T, D, c->rms_norm_eps);
+		o->gemm(1, 0, QD, D, T, 1, gq, QD, e->xn, D, 1, G->wq, D);
+		o->gemm(1, 0, KD, D, T, 1, gk, KD, e->xn, D, 1, G->wk, D);
+		o->gemm(1, 0, KD, D, T, 1, dv, KD, e->xn, D, 1, G->wv, D);
 		o->rmsnorm_bwd(dres, G->attn_norm, dxn, a->res, L->attn_norm, a->rstd1, T, D);
 	}
 	/* The image tokens' rows: their gradient goes to the features (the
