@@ -38,10 +38,8 @@ fi
 tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-micro.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-python3 "$here/grpo_trl.py" make m >/dev/null 2>&1
-for i in 0 1 2 3 4 5 6 7; do
-	printf '{"id":"p%d","prompt":"Question %d: tell a short story about the number %d."}\n' "$i" "$i" $((7 * i))
-done >p.jsonl
+. "$here/smol_prompts.sh"
+smol_prompts
 sw-rollout -m m -n 8 --seed 1 --max-new-tokens 64 --threads 2 p.jsonl |
 	sw-verify -r length,max=120,buffer=60,unit=chars | sw-balance -n 1 >train.msgpack
 sw-cat -f json train.msgpack | jq -c 'del(.micro)' >nomicro.jsonl

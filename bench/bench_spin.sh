@@ -26,10 +26,8 @@ tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-spin.XXXXXX")
 busy=
 trap '[ -z "$busy" ] || kill $busy 2>/dev/null; rm -rf "$tmp"' EXIT
 cd "$tmp"
-python3 "$here/grpo_trl.py" make m >/dev/null 2>&1
-for i in 0 1 2 3 4 5 6 7; do
-	printf '{"id":"p%d","prompt":"Question %d: tell a short story about the number %d."}\n' "$i" "$i" $((7 * i))
-done >p.jsonl
+. "$here/smol_prompts.sh"
+smol_prompts
 head -n 1 p.jsonl | sw-rollout -m m -n 8 --seed 1 --max-new-tokens 64 --threads 2 |
 	sw-verify -r length,max=120,buffer=60,unit=chars | sw-cat -f json >small.jsonl
 
@@ -48,23 +46,23 @@ step() {
 }
 med() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# turns MEASURE: $rounds rounds of MEASURE, the two waits taking turns
+turns() {
+	r=0
+	while [ "$r" -lt "$rounds" ]; do
+		r=$((r + 1))
+		"$1" passive OMP_WAIT_POLICY=passive
+		"$1" spin GOMP_SPINCOUNT=2000
+	done
+}
+
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-r=0
-while [ "$r" -lt "$rounds" ]; do
-	r=$((r + 1))
-	roll passive OMP_WAIT_POLICY=passive
-	roll spin GOMP_SPINCOUNT=2000
-done
+turns roll
 sh -c 'while :; do :; done' &
 busy=$!
 sh -c 'while :; do :; done' &
 busy="$busy $!"
-r=0
-while [ "$r" -lt "$rounds" ]; do
-	r=$((r + 1))
-	step passive OMP_WAIT_POLICY=passive
-	step spin GOMP_SPINCOUNT=2000
-done
+turns step
 kill $busy
 busy=
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
