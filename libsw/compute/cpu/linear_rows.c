@@ -189,6 +189,9 @@ T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
 	finish_(C, ldc, u, a, na, w, nw, K16, K, beta);
 }
 
+/* How far ahead row16_ asks for W: 1024 floats, 4 KiB. */
+#define PF_AHEAD_ 1024
+
 /* One row of A by 16 consecutive rows of W (W, W + K, ...): one sequence decoding. */
 T512_ static void row16_(float *C, const float *a, const float *W, int K, float beta)
 {
@@ -196,17 +199,24 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 	__m512 c[16];
 	int K16 = K / 16 * 16;
 	size_t ld = (size_t)K;
-	/* Row by row: the block is read as one run of memory, which the
-	 * hardware prefetcher follows at the memory's rate.  Walking the 16
-	 * rows side by side (16 streams, or even 2) read measurably slower on
-	 * this machine's AMD EPYC.  An element's arithmetic is the same either
-	 * way: its 16 sums over k in order. */
+	/* Row by row: the block is read as one run of memory.  Walking the
+	 * 16 rows side by side (16 streams, or even 2) read measurably slower
+	 * on an AMD EPYC.  The hardware prefetcher alone did not keep that run
+	 * at the memory's rate on an Intel Xeon (Sapphire Rapids, 2 vCPUs):
+	 * each cache line is asked for PF_AHEAD_ floats ahead (4 KiB, the next
+	 * page, where the hardware's stream stops), which took decoding one
+	 * sequence from 0.8 to 0.9 of the read bandwidth there (bench/RESULTS.md,
+	 * "prefetch").  A prefetch past W's end is dropped by the CPU.  An
+	 * element's arithmetic is the same either way: its 16 sums over k in
+	 * order. */
 #pragma GCC unroll 16
 	for (int n = 0; n < 16; n++) {
 		const float *w = W + n * ld;
 		__m512 acc = _mm512_setzero_ps();
-		for (int k = 0; k < K16; k += 16)
+		for (int k = 0; k < K16; k += 16) {
+			_mm_prefetch((const char *)(w + k + PF_AHEAD_), _MM_HINT_T0);
 			acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(w + k), acc);
+		}
 		c[4 * (n % 4) + n / 4] = acc;
 	}
 	__m512 s = red16_(c);
