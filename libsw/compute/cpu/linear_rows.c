@@ -27,6 +27,7 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "compute/cpu/linear_rows.h"
 
 /* Worth a parallel region (as backend_cpu.c's ops). */
@@ -206,7 +207,8 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 	 * each cache line is asked for PF_AHEAD_ floats ahead (4 KiB, the next
 	 * page, where the hardware's stream stops), which took decoding one
 	 * sequence from 0.8 to 0.9 of the read bandwidth there (bench/RESULTS.md,
-	 * "prefetch").  A prefetch past W's end is dropped by the CPU.  An
+	 * "prefetch").  A prefetch past W's end (its address made as an
+	 * integer, not as a pointer past the array) is dropped by the CPU.  An
 	 * element's arithmetic is the same either way: its 16 sums over k in
 	 * order. */
 #pragma GCC unroll 16
@@ -214,7 +216,8 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 		const float *w = W + n * ld;
 		__m512 acc = _mm512_setzero_ps();
 		for (int k = 0; k < K16; k += 16) {
-			_mm_prefetch((const char *)(w + k + PF_AHEAD_), _MM_HINT_T0);
+			_mm_prefetch((const char *)((uintptr_t)(w + k) + PF_AHEAD_ * sizeof(float)),
+			             _MM_HINT_T0);
 			acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(w + k), acc);
 		}
 		c[4 * (n % 4) + n / 4] = acc;
