@@ -23,7 +23,9 @@
 # OMP_WAIT_POLICY defaults to PASSIVE for both sides: on a machine shared
 # with other work, threads spinning at barriers take the cores the other
 # threads of the same team need (it cost both engines several times over
-# here); set OMP_WAIT_POLICY=ACTIVE on a quiet machine to compare that way.
+# here); set OMP_WAIT_POLICY=ACTIVE on a quiet machine to compare that way,
+# or OMP_WAIT_POLICY=default to leave it unset, as the programs run alone
+# (libgomp's own: threads spin a while, then sleep).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-$top/build}
@@ -33,6 +35,8 @@ NEW=${NEW:-32}
 SW_THREADS=${SW_THREADS:-$(nproc)}
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export SW_THREADS OMP_WAIT_POLICY
+policy=$OMP_WAIT_POLICY
+[ "$policy" != default ] || { unset OMP_WAIT_POLICY; policy="unset (libgomp's default)"; }
 [ -x "$bin" ] || { echo "bench_engine: $bin is missing (make bench builds it)" >&2; exit 1; }
 have_torch=1
 python3 -c 'import torch, transformers' 2>/dev/null || have_torch=0
@@ -41,7 +45,7 @@ python3 -c 'import torch, transformers' 2>/dev/null || have_torch=0
 field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-echo "threads $SW_THREADS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "threads $SW_THREADS, OMP_WAIT_POLICY=$policy, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 bw=$("$bin" bandwidth)
