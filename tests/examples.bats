@@ -8,7 +8,7 @@ load helpers
 @test "examples/arith/run.sh (the demo, shortened) runs through" {
 	B=${SW_BIN%/bin}
 	run -0 --separate-stderr env B="$B" SW_DEMO_DIR="$PWD/runs" SFT_EPOCHS=2 ITERS=3 BATCH=4 GROUP=2 \
-		EVAL_EVERY=2 "$TOP/examples/arith/run.sh"
+		EVAL_EVERY=2 SEED=5 "$TOP/examples/arith/run.sh"
 	[[ $output == *"== held-out accuracy and violation rate, before and after GRPO"* ]]
 	[[ $output == *"iteration 0: accuracy "*"%, violation rate "*"%"* ]]
 	[[ $output == *"iteration 3: accuracy "*"%, violation rate "*"%"* ]]
@@ -16,6 +16,19 @@ load helpers
 	[ -f runs/demo/curves.svg ]
 	run -0 sw-audit verify runs/demo
 	[ "$(jq -s 'map(select(.eval | not)) | length' runs/demo/metrics.jsonl)" = 3 ]
+	# SEED is sw-run's seed
+	run -0 grep -x 'seed 5' runs/demo/config
+}
+
+@test "examples/arith/run.sh: SEED is the SFT warm start's seed too" {
+	B=${SW_BIN%/bin}
+	for s in 1 2; do
+		run -0 --separate-stderr env B="$B" SW_DEMO_DIR="$PWD/s$s" SFT_EPOCHS=1 ITERS=1 BATCH=2 GROUP=2 \
+			EVAL_EVERY=1 SEED=$s "$TOP/examples/arith/run.sh"
+		run -0 grep -x "seed $s" "s$s/demo/config"
+	done
+	# the same random model before the warm start, other weights after it
+	[ "$(sha256sum <s1/arith-model/model.safetensors)" != "$(sha256sum <s2/arith-model/model.safetensors)" ]
 }
 
 @test "examples/experiment: the Makefile experiment, exec verifier and plug-in, balance over ranks" {
