@@ -107,9 +107,12 @@ __attribute__((target("avx2,fma"))) static void linear_tile_avx2_(float *C, int 
 T512_ static inline __m512 red16_(const __m512 *c)
 {
 	__m512 r[8], s[4], x0, x1;
+	/* unrolled, so that the 16 sums stay in registers */
+#pragma GCC unroll 8
 	for (int p = 0; p < 8; p++) /* lane l + lane l + 8: two accumulators a vector */
 		r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0x44),
 		                     _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0xee));
+#pragma GCC unroll 4
 	for (int q = 0; q < 4; q++) /* + lane l + 4: four a vector, one a 128-bit block */
 		s[q] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * q], r[2 * q + 1], 0x88),
 		                     _mm512_shuffle_f32x4(r[2 * q], r[2 * q + 1], 0xdd));
@@ -151,6 +154,7 @@ T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
 {
 	/* c[4i + j]: W row i by A row j, so that block j of the sums is A row j's. */
 	__m512 c[16];
+#pragma GCC unroll 16
 	for (int i = 0; i < 16; i++)
 		c[i] = _mm512_setzero_ps();
 	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
