@@ -576,14 +576,21 @@ typedef float v16f_ __attribute__((vector_size(64)));
 #define HI1_ 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
 static inline void transpose16_(v16f_ *a)
 {
+	/* unrolled, so that a[] stays in registers */
+#pragma GCC unroll 8
 	for (int r = 0; r < 8; r++)
 		SWAP_(r, 8, LO8_, HI8_);
+#pragma GCC unroll 2
 	for (int r = 0; r < 16; r += 8)
+#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
 			SWAP_(r + i, 4, LO4_, HI4_);
+#pragma GCC unroll 4
 	for (int r = 0; r < 16; r += 4)
+#pragma GCC unroll 2
 		for (int i = 0; i < 2; i++)
 			SWAP_(r + i, 2, LO2_, HI2_);
+#pragma GCC unroll 8
 	for (int r = 0; r < 16; r += 2)
 		SWAP_(r, 1, LO1_, HI1_);
 }
@@ -603,6 +610,7 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
 	int h16 = hd / LANES_ * LANES_, j = 0;
 	for (; h16 > 0 && j + 16 <= nj; j += 16) {
 		v16f_ a[16];
+#pragma GCC unroll 16
 		for (int r = 0; r < 16; r++)
 			a[r] = (v16f_){ 0 };
 		for (int d = 0; d < h16; d += 16) {
@@ -617,6 +625,7 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
 		}
 		transpose16_(a);
 		v16f_ dot = { 0 };
+#pragma GCC unroll 8
 		for (int l = 0; l < LANES_; l += 2)
 			dot += a[l] + a[l + 1];
 		float t[16];
