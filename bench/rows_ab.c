@@ -3,7 +3,8 @@
  * process, taking turns: every product of a Llama-110M-shaped decode step
  * (12 layers of q, k, v, o at 768 x 768, gate and up at 2048 x 768, down at
  * 768 x 2048, then the 32000 x 768 head), each layer's weights its own
- * memory, so they stream from memory as a decode step's do.
+ * memory, so they stream from memory as a decode step's do, and A written
+ * by the threads before each product, as a decode step's ops write it.
  *
  *   rows_ab ROWS ROUNDS
  *
@@ -40,20 +41,38 @@ static double now_(void)
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* A written by the threads, as the op before a product (a norm, the
+ * attention) writes its input: the product does not find it in the cache
+ * where the last product left it. */
+static void touch_(float *A, int M, int K)
+{
+	size_t n = (size_t)M * K;
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++)
+		A[i] = -A[i];
+}
+
+/* y = A W^T after A is written (touch_). */
+static void prod_(rows_fn_ f, float *C, float *A, const float *W, int M, int N, int K)
+{
+	touch_(A, M, K);
+	f(C, A, W, M, N, K, 0);
+}
+
 /* One decode step's products by f: C = A W^T for every weight of the model. */
-static void step_(rows_fn_ f, float *C, const float *A, const float *W, int M)
+static void step_(rows_fn_ f, float *C, float *A, const float *W, int M)
 {
 	size_t per = (size_t)4 * H_ * H_ + (size_t)3 * I_ * H_;
 	for (int l = 0; l < L_; l++) {
 		const float *w = W + per * l;
 		for (int p = 0; p < 4; p++)
-			f(C, A, w + (size_t)p * H_ * H_, M, H_, H_, 0);
+			prod_(f, C, A, w + (size_t)p * H_ * H_, M, H_, H_);
 		w += (size_t)4 * H_ * H_;
-		f(C, A, w, M, I_, H_, 0);
-		f(C, A, w + (size_t)I_ * H_, M, I_, H_, 0);
-		f(C, A, w + (size_t)2 * I_ * H_, M, H_, I_, 0);
+		prod_(f, C, A, w, M, I_, H_);
+		prod_(f, C, A, w + (size_t)I_ * H_, M, I_, H_);
+		prod_(f, C, A, w + (size_t)2 * I_ * H_, M, H_, I_);
 	}
-	f(C, A, W + per * L_, M, V_, H_, 0);
+	prod_(f, C, A, W + per * L_, M, V_, H_);
 }
 
 int main(int argc, char **argv)
