@@ -306,6 +306,27 @@ static void op_attn_(const sw_backend *be, float *out, int causal)
 static void op_attn_causal_(const sw_backend *be, float *out) { op_attn_(be, out, 1); }
 static void op_attn_full_(const sw_backend *be, float *out) { op_attn_(be, out, 0); }
 
+/* The same 3 sequences, the second and third continuing the first (a shared
+ * prompt and two responses): their queries see its 17 keys, then their own;
+ * its dk and dv gather the three sequences' terms. */
+static void op_attn_prefix_(const sw_backend *be, float *out, int causal)
+{
+	size_t nq = (size_t)T * H * HD, nk = (size_t)T * KVH * HD;
+	RUN_IN_(nq * 2 + nk * 2, 14 + causal, -1, 1);
+	float *q = x, *dout = x + nq, *k = dout + nq, *v = k + nk;
+	int32_t cu[] = { 0, 17, 18, T, /* prefix */ -1, 0, 0 };
+	int32_t *dcu = up_(be, cu, sizeof cu);
+	float *sc = be->alloc(sizeof(float) * be->attn_scratch(17 + 19), NULL);
+	float *o = be->alloc(sizeof(float) * (nq * 2 + nk * 2 + (size_t)T * H), NULL);
+	float *lse = o + nq, *dq = lse + (size_t)T * H, *dk = dq + nq, *dv = dk + nk;
+	be->attn_prefix_fwd(o, lse, q, k, v, dcu, dcu + 4, 3, H, KVH, HD, causal, sc);
+	be->attn_prefix_bwd(dq, dk, dv, dout, o, lse, q, k, v, dcu, dcu + 4, 3, H, KVH, HD, causal, sc);
+	down_(be, out, o, sizeof(float) * (nq * 2 + nk * 2 + (size_t)T * H));
+	be->free(x), be->free(dcu), be->free(sc), be->free(o);
+}
+static void op_attn_prefix_causal_(const sw_backend *be, float *out) { op_attn_prefix_(be, out, 1); }
+static void op_attn_prefix_full_(const sw_backend *be, float *out) { op_attn_prefix_(be, out, 0); }
+
 /* Paged decoding attention: 5 queries over pages of 4, shared pages too;
  * the last sees 45 keys (the GPU's kernel takes them 32 at a time). */
 enum { PQ = 5, PPG = 4, PNP = 12 };
@@ -726,6 +747,10 @@ static const op_ ops_[] = {
 	{ "rope and its inverse", op_rope_, 2 * NQ, 1e-6, 1e-5 },
 	{ "attention causal fwd, bwd", op_attn_causal_, 2 * NQ + 2 * NK + (size_t)T * H, 1e-5, 1e-4 },
 	{ "attention full fwd, bwd", op_attn_full_, 2 * NQ + 2 * NK + (size_t)T * H, 1e-5, 1e-4 },
+	{ "attention with a shared prefix, causal fwd, bwd", op_attn_prefix_causal_,
+	  2 * NQ + 2 * NK + (size_t)T * H, 1e-5, 1e-4 },
+	{ "attention with a shared prefix, full fwd, bwd", op_attn_prefix_full_,
+	  2 * NQ + 2 * NK + (size_t)T * H, 1e-5, 1e-4 },
 	{ "attn_paged", op_paged_, (size_t)PQ * H * HD, 1e-5, 1e-4 },
 	{ "swiglu fwd, bwd", op_swiglu_, (size_t)3 * T * FF, 1e-6, 1e-5 },
 	{ "add, bias fwd, bwd, scale", op_add_bias_scale_, (size_t)T * D + D, 1e-6, 1e-5 },

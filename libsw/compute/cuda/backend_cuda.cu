@@ -34,7 +34,8 @@
  *
  * tests/gpu/test_gpu.c checks each op against the CPU backend where a GPU
  * is present; it has run on one H200 (2026-12-04, bench/RESULTS.md "GPU"),
- * never on two (NCCL).
+ * never on two (NCCL).  Written since, and not yet run on a GPU: the bf16
+ * products and attention over a shared prefix (attn_prefix_*).
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -1078,7 +1079,14 @@ static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const flo
 	rope_launch_(st_.stream, x, pos, T, nh, hd, inv_freq, inverse);
 }
 
-/* ---- attention: a warp per (query, head), keys streamed with an online softmax ---- */
+/* ---- attention: a warp per (query, head), keys streamed with an online softmax ----
+ *
+ * With a shared prefix (attn_prefix_*; prefix NULL in attn_fwd/attn_bwd):
+ * sequence s with prefix[s] >= 0 comes after every token of sequence
+ * prefix[s], so its queries see that sequence's keys (all of them) first,
+ * then their own; a prefix's keys gather dk and dv from its own queries,
+ * then from each sequence continuing it, in order (as the CPU backend's).
+ */
 
 /* Head dimensions up to 32 * ATT_E (lane l holds elements l, l + 32, ...). */
 #define ATT_E 8
@@ -1130,34 +1138,45 @@ __device__ __forceinline__ int seq_of_(const int32_t *cu, int nseq, int t)
 	return lo;
 }
 
+/* The keys row t's query sees: [r[0], r[1]) of its prefix sequence (empty
+ * where it has none), then [r[2], r[3]) of its own. */
+__device__ __forceinline__ void keys_of_(int *r, const int32_t *cu, const int32_t *prefix, int nseq,
+                                         int t, int causal)
+{
+	int s = seq_of_(cu, nseq, t), p = prefix ? prefix[s] : -1;
+	r[0] = p >= 0 ? cu[p] : 0, r[1] = p >= 0 ? cu[p + 1] : 0;
+	r[2] = cu[s], r[3] = causal ? t + 1 : cu[s + 1];
+}
+
 static __global__ void attn_fwd_k_(float *out, float *lse, const float *q, const float *k,
-                                   const float *v, const int32_t *cu, int nseq, int T, int H,
-                                   int KVH, int hd, int causal, float scale)
+                                   const float *v, const int32_t *cu, const int32_t *prefix,
+                                   int nseq, int T, int H, int KVH, int hd, int causal, float scale)
 {
 	int lane = threadIdx.x % WARP;
 	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
 	if (wi >= (size_t)T * H)
 		return;
-	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH);
-	int s = seq_of_(cu, nseq, t), j0 = cu[s], j1 = causal ? t + 1 : cu[s + 1];
+	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), r[4];
+	keys_of_(r, cu, prefix, nseq, t, causal);
 	int qs = H * hd, ks = KVH * hd;
 	float qr[ATT_E], o[ATT_E] = { 0 };
 	lanes_load_(qr, q + (size_t)t * qs + (size_t)h * hd, hd, lane);
 	float m = -INFINITY, l = 0;
-	for (int j = j0; j < j1; j++) {
-		const float *kr = k + (size_t)j * ks + (size_t)g * hd;
-		const float *vr = v + (size_t)j * ks + (size_t)g * hd;
-		float sc = dot_(qr, kr, hd, lane) * scale;
-		float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
-		l = l * corr + p;
+	for (int part = 0; part < 4; part += 2)
+		for (int j = r[part]; j < r[part + 1]; j++) {
+			const float *kr = k + (size_t)j * ks + (size_t)g * hd;
+			const float *vr = v + (size_t)j * ks + (size_t)g * hd;
+			float sc = dot_(qr, kr, hd, lane) * scale;
+			float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
+			l = l * corr + p;
 #pragma unroll
-		for (int e = 0; e < ATT_E; e++) {
-			int d = lane + e * WARP;
-			if (d < hd)
-				o[e] = o[e] * corr + p * vr[d];
+			for (int e = 0; e < ATT_E; e++) {
+				int d = lane + e * WARP;
+				if (d < hd)
+					o[e] = o[e] * corr + p * vr[d];
+			}
+			m = mn;
 		}
-		m = mn;
-	}
 	lanes_store_(out + (size_t)t * qs + (size_t)h * hd, o, 1.0f / l, hd, lane);
 	if (lane == 0)
 		lse[(size_t)t * H + h] = m + logf(l);
@@ -1166,15 +1185,16 @@ static __global__ void attn_fwd_k_(float *out, float *lse, const float *q, const
 /* dq: a warp per (query, head) over its keys. */
 static __global__ void attn_bwd_dq_k_(float *dq, const float *dout, const float *out,
                                       const float *lse, const float *q, const float *k,
-                                      const float *v, const int32_t *cu, int nseq, int T, int H,
-                                      int KVH, int hd, int causal, float scale)
+                                      const float *v, const int32_t *cu, const int32_t *prefix,
+                                      int nseq, int T, int H, int KVH, int hd, int causal,
+                                      float scale)
 {
 	int lane = threadIdx.x % WARP;
 	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
 	if (wi >= (size_t)T * H)
 		return;
-	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH);
-	int s = seq_of_(cu, nseq, t), j0 = cu[s], j1 = causal ? t + 1 : cu[s + 1];
+	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), r[4];
+	keys_of_(r, cu, prefix, nseq, t, causal);
 	int qs = H * hd, ks = KVH * hd;
 	size_t qo = (size_t)t * qs + (size_t)h * hd;
 	float qr[ATT_E], gr[ATT_E], acc[ATT_E] = { 0 };
@@ -1182,50 +1202,40 @@ static __global__ void attn_bwd_dq_k_(float *dq, const float *dout, const float 
 	lanes_load_(gr, dout + qo, hd, lane);
 	float di = dot_(gr, out + qo, hd, lane);
 	float L = lse[(size_t)t * H + h];
-	for (int j = j0; j < j1; j++) {
-		const float *kr = k + (size_t)j * ks + (size_t)g * hd;
-		const float *vr = v + (size_t)j * ks + (size_t)g * hd;
-		float sq = 0, sv = 0;
+	for (int part = 0; part < 4; part += 2)
+		for (int j = r[part]; j < r[part + 1]; j++) {
+			const float *kr = k + (size_t)j * ks + (size_t)g * hd;
+			const float *vr = v + (size_t)j * ks + (size_t)g * hd;
+			float sq = 0, sv = 0;
 #pragma unroll
-		for (int e = 0; e < ATT_E; e++) {
-			int d = lane + e * WARP;
-			if (d < hd) {
-				sq = fmaf(qr[e], kr[d], sq);
-				sv = fmaf(gr[e], vr[d], sv);
+			for (int e = 0; e < ATT_E; e++) {
+				int d = lane + e * WARP;
+				if (d < hd) {
+					sq = fmaf(qr[e], kr[d], sq);
+					sv = fmaf(gr[e], vr[d], sv);
+				}
+			}
+			sq = warp_sum_(sq), sv = warp_sum_(sv);
+			float p = expf(sq * scale - L), ds = p * (sv - di);
+#pragma unroll
+			for (int e = 0; e < ATT_E; e++) {
+				int d = lane + e * WARP;
+				if (d < hd)
+					acc[e] = fmaf(ds, kr[d], acc[e]);
 			}
 		}
-		sq = warp_sum_(sq), sv = warp_sum_(sv);
-		float p = expf(sq * scale - L), ds = p * (sv - di);
-#pragma unroll
-		for (int e = 0; e < ATT_E; e++) {
-			int d = lane + e * WARP;
-			if (d < hd)
-				acc[e] = fmaf(ds, kr[d], acc[e]);
-		}
-	}
 	lanes_store_(dq + qo, acc, scale, hd, lane);
 }
 
-/* dk, dv: a warp per (key, key/value head) over the queries that see it,
- * head by head of its group: each key's rows are one warp's own, so no
- * atomics. */
-static __global__ void attn_bwd_dkv_k_(float *dk, float *dv, const float *dout, const float *out,
-                                       const float *lse, const float *q, const float *k,
-                                       const float *v, const int32_t *cu, int nseq, int T, int H,
-                                       int KVH, int hd, int causal, float scale)
+/* The terms of queries i0 .. i1 - 1 (heads h0 .. h1 - 1) to one key's dk
+ * and dv (ak, av; the key's k and v in kr, vr, lane-wise). */
+__device__ __forceinline__ void dkv_terms_(float *ak, float *av, const float *kr, const float *vr,
+                                           const float *dout, const float *out, const float *lse,
+                                           const float *q, int i0, int i1, int h0, int h1, int H,
+                                           int hd, float scale, int lane)
 {
-	int lane = threadIdx.x % WARP;
-	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
-	if (wi >= (size_t)T * KVH)
-		return;
-	int j = (int)(wi / KVH), g = (int)(wi % KVH), grp = H / KVH;
-	int s = seq_of_(cu, nseq, j), i0 = causal ? j : cu[s], i1 = cu[s + 1];
-	int qs = H * hd, ks = KVH * hd;
-	size_t ko = (size_t)j * ks + (size_t)g * hd;
-	float kr[ATT_E], vr[ATT_E], ak[ATT_E] = { 0 }, av[ATT_E] = { 0 };
-	lanes_load_(kr, k + ko, hd, lane);
-	lanes_load_(vr, v + ko, hd, lane);
-	for (int h = g * grp; h < (g + 1) * grp; h++)
+	int qs = H * hd;
+	for (int h = h0; h < h1; h++)
 		for (int i = i0; i < i1; i++) {
 			size_t qo = (size_t)i * qs + (size_t)h * hd;
 			const float *qr = q + qo, *gr = dout + qo, *orow = out + qo;
@@ -1250,6 +1260,32 @@ static __global__ void attn_bwd_dkv_k_(float *dk, float *dv, const float *dout, 
 				}
 			}
 		}
+}
+
+/* dk, dv: a warp per (key, key/value head) over the queries that see it,
+ * head by head of its group (then those of the sequences continuing its
+ * own, each whole): each key's rows are one warp's own, so no atomics. */
+static __global__ void attn_bwd_dkv_k_(float *dk, float *dv, const float *dout, const float *out,
+                                       const float *lse, const float *q, const float *k,
+                                       const float *v, const int32_t *cu, const int32_t *prefix,
+                                       int nseq, int T, int H, int KVH, int hd, int causal,
+                                       float scale)
+{
+	int lane = threadIdx.x % WARP;
+	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	if (wi >= (size_t)T * KVH)
+		return;
+	int j = (int)(wi / KVH), g = (int)(wi % KVH), grp = H / KVH;
+	int s = seq_of_(cu, nseq, j), i0 = causal ? j : cu[s], i1 = cu[s + 1];
+	size_t ko = (size_t)j * KVH * hd + (size_t)g * hd;
+	float kr[ATT_E], vr[ATT_E], ak[ATT_E] = { 0 }, av[ATT_E] = { 0 };
+	lanes_load_(kr, k + ko, hd, lane);
+	lanes_load_(vr, v + ko, hd, lane);
+	dkv_terms_(ak, av, kr, vr, dout, out, lse, q, i0, i1, g * grp, (g + 1) * grp, H, hd, scale, lane);
+	for (int c = s + 1; prefix && c < nseq; c++)
+		if (prefix[c] == s)
+			dkv_terms_(ak, av, kr, vr, dout, out, lse, q, cu[c], cu[c + 1], g * grp, (g + 1) * grp,
+			           H, hd, scale, lane);
 	lanes_store_(dk + ko, ak, scale, hd, lane);
 	lanes_store_(dv + ko, av, 1.0f, hd, lane);
 }
@@ -1277,42 +1313,60 @@ static int rows_of_(const int32_t *cu, int nseq)
 }
 
 static void attn_fwd_launch_(cudaStream_t s, float *out, float *lse, const float *q, const float *k,
-                             const float *v, const int32_t *cu, int nseq, int T, int H, int KVH,
-                             int hd, int causal)
+                             const float *v, const int32_t *cu, const int32_t *prefix, int nseq,
+                             int T, int H, int KVH, int hd, int causal)
 {
 	if (T <= 0 || nseq <= 0 || !attn_shape_ok_("attn_fwd", H, KVH, hd))
 		return;
 	size_t warps = (size_t)T * H;
 	attn_fwd_k_<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
-		out, lse, q, k, v, cu, nseq, T, H, KVH, hd, causal, 1.0f / sqrtf((float)hd));
+		out, lse, q, k, v, cu, prefix, nseq, T, H, KVH, hd, causal, 1.0f / sqrtf((float)hd));
 	LAUNCHED_("attn_fwd");
+}
+
+static void attn_prefix_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH,
+                             int hd, int causal, float *scratch)
+{
+	(void)scratch;
+	if (nseq > 0)
+		attn_fwd_launch_(st_.stream, out, lse, q, k, v, cu, prefix, nseq, rows_of_(cu, nseq), H,
+		                 KVH, hd, causal);
 }
 
 static void attn_fwd_(float *out, float *lse, const float *q, const float *k, const float *v,
                       const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
                       float *scratch)
 {
-	(void)scratch;
-	if (nseq > 0)
-		attn_fwd_launch_(st_.stream, out, lse, q, k, v, cu, nseq, rows_of_(cu, nseq), H, KVH, hd,
-		                 causal);
+	attn_prefix_fwd_(out, lse, q, k, v, cu, nullptr, nseq, H, KVH, hd, causal, scratch);
 }
 
 static void attn_bwd_launch_(cudaStream_t s, float *dq, float *dk, float *dv, const float *dout,
                              const float *out, const float *lse, const float *q, const float *k,
-                             const float *v, const int32_t *cu, int nseq, int T, int H, int KVH,
-                             int hd, int causal)
+                             const float *v, const int32_t *cu, const int32_t *prefix, int nseq,
+                             int T, int H, int KVH, int hd, int causal)
 {
 	if (T <= 0 || nseq <= 0 || !attn_shape_ok_("attn_bwd", H, KVH, hd))
 		return;
 	float scale = 1.0f / sqrtf((float)hd);
 	size_t wq = (size_t)T * H, wk = (size_t)T * KVH;
 	attn_bwd_dq_k_<<<(unsigned)((wq + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
-		dq, dout, out, lse, q, k, v, cu, nseq, T, H, KVH, hd, causal, scale);
+		dq, dout, out, lse, q, k, v, cu, prefix, nseq, T, H, KVH, hd, causal, scale);
 	LAUNCHED_("attn_bwd");
 	attn_bwd_dkv_k_<<<(unsigned)((wk + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * WARP, 0, s>>>(
-		dk, dv, dout, out, lse, q, k, v, cu, nseq, T, H, KVH, hd, causal, scale);
+		dk, dv, dout, out, lse, q, k, v, cu, prefix, nseq, T, H, KVH, hd, causal, scale);
 	LAUNCHED_("attn_bwd");
+}
+
+static void attn_prefix_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                             const float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu, const int32_t *prefix, int nseq, int H, int KVH,
+                             int hd, int causal, float *scratch)
+{
+	(void)scratch;
+	if (nseq > 0)
+		attn_bwd_launch_(st_.stream, dq, dk, dv, dout, out, lse, q, k, v, cu, prefix, nseq,
+		                 rows_of_(cu, nseq), H, KVH, hd, causal);
 }
 
 static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const float *out,
@@ -1320,10 +1374,8 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
                       const int32_t *cu, int nseq, int H, int KVH, int hd, int causal,
                       float *scratch)
 {
-	(void)scratch;
-	if (nseq > 0)
-		attn_bwd_launch_(st_.stream, dq, dk, dv, dout, out, lse, q, k, v, cu, nseq,
-		                 rows_of_(cu, nseq), H, KVH, hd, causal);
+	attn_prefix_bwd_(dq, dk, dv, dout, out, lse, q, k, v, cu, nullptr, nseq, H, KVH, hd, causal,
+	                 scratch);
 }
 
 /* The kernels keep their state in registers: no scratch (one float, so
@@ -1874,8 +1926,8 @@ static sw_backend cuda_ = {
 	.attn_fwd = attn_fwd_,
 	.attn_bwd = attn_bwd_,
 	.attn_scratch = attn_scratch_,
-	.attn_prefix_fwd = nullptr, /* not written: the engine refuses a batch with a shared prefix here */
-	.attn_prefix_bwd = nullptr,
+	.attn_prefix_fwd = attn_prefix_fwd_,
+	.attn_prefix_bwd = attn_prefix_bwd_,
 	.attn_paged = attn_paged_,
 	.attn_paged_scratch = attn_paged_scratch_,
 	.swiglu_fwd = swiglu_fwd_,
