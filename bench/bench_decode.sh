@@ -11,10 +11,13 @@
 # at 110M; with SW_BENCH_LONG=1 also 32 x 512 at 110M (the paged attention's
 # keys grow to 528, so it is a larger part of the step).  Then the paged
 # attention op alone (decode_bench attn: one layer of the 110M model's heads,
-# 32 queries against 128, 512 and 2048 keys each), the builds taking turns
-# for SW_BENCH_ROUNDS rounds (default 5), the median of the rounds' medians:
-# the whole step moves with the machine's memory bandwidth from run to run
-# (a shared VM), more than by the op.  Figures: the median decode step (wall; CPU of every thread beside
+# 32 queries against 128, 512 and 2048 keys each).  Each workload runs
+# SW_BENCH_ROUNDS rounds (default 3; 5 for the attention op), the builds
+# taking turns within a round, and each figure is the median of the rounds'
+# (each run's own is a median over its steps): the whole step moves with the
+# machine's memory bandwidth and its neighbours from minute to minute (a
+# shared VM), more than by most changes, so both builds must see the same
+# minutes.  Figures: the median decode step (wall; CPU of every thread beside
 # it), tokens/s, and for one sequence the bound (weights / bandwidth: each
 # weight read once a token) as a share of the step and the step's time
 # beyond it (the fixed cost of a token).  Threads: SW_BENCH_THREADS (default
@@ -67,20 +70,34 @@ echo "linear_rows kernels: $k; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo
 echo "| build | model | sequences x new tokens | step (CPU) | tokens/s | bandwidth | bound / step | fixed cost a token |"
 echo "|---|---|---|---|---|---|---|---|"
-for dr in $drivers; do
-	name=${dr%%:*} bin=${dr#*:}
-	for w in "m15 1 256" "m110 1 256" "m110 32 128" ${SW_BENCH_LONG:+"m110 32 512"}; do
-		set -- $w
-		"$bin" "$d/$1" "$2" "$3" >"$d/out"
-		awk -v nm="$name" -v m="$1" '{
-			for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+for w in "m15 1 256" "m110 1 256" "m110 32 128" ${SW_BENCH_LONG:+"m110 32 512"}; do
+	set -- $w
+	rm -f "$d/out."*
+	i=0
+	while [ $i -lt "${SW_BENCH_ROUNDS:-3}" ]; do
+		i=$((i + 1))
+		for dr in $drivers; do
+			"${dr#*:}" "$d/$1" "$2" "$3" >>"$d/out.${dr%%:*}"
+		done
+	done
+	for dr in $drivers; do
+		# the median of the rounds, field by field
+		awk -v nm="${dr%%:*}" -v m="$1" '
+		function med(k,   n, i, j, t, a) {
+			n = split(all[k], a, " ")
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2]; all[kv[1]] = all[kv[1]] " " kv[2] } }
+		END {
 			one = v["nseq"] == 1
 			printf "| %s | %s (%s MiB) | %d x %d | %.2f ms (%.2f) | %.1f | %.2f GB/s | %s | %s |\n", nm, m,
-				v["weight_mb"], v["nseq"], v["new"], v["step_s"] * 1e3, v["step_cpu_s"] * 1e3,
-				v["tokens_per_s"], v["bandwidth_gbs"], one ? sprintf("%.2f", v["of_bound"]) : "-",
-				one ? sprintf("%.2f ms", v["fixed_ms"]) : "-"
-		}' "$d/out"
-		cat "$d/out" >>"$d/all"
+				v["weight_mb"], v["nseq"], v["new"], med("step_s") * 1e3, med("step_cpu_s") * 1e3,
+				med("tokens_per_s"), med("bandwidth_gbs"), one ? sprintf("%.2f", med("of_bound")) : "-",
+				one ? sprintf("%.2f ms", med("fixed_ms")) : "-"
+			printf "nseq=%s new=%s weight_mb=%s tokens_per_s=%s build=%s\n", v["nseq"], v["new"],
+				v["weight_mb"], med("tokens_per_s"), nm >> "'"$d/all"'"
+		}' "$d/out.${dr%%:*}"
 	done
 done
 echo
@@ -104,6 +121,6 @@ done
 echo
 echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg)."
 awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-	v["nseq"] == 1 && v["weight_mb"] > 100 { one[++n1] = v["tokens_per_s"] }
-	v["nseq"] == 32 && v["new"] == 128 { many[++n2] = v["tokens_per_s"] }
-	END { for (i = 1; i <= n2; i++) printf "32 sequences / 1 sequence at 110M (%s): %.2fx\n", i == 1 ? "now" : "before", many[i] / one[i] }' "$d/all"
+	v["nseq"] == 1 && v["weight_mb"] > 100 { one[v["build"]] = v["tokens_per_s"] }
+	v["nseq"] == 32 && v["new"] == 128 { many[v["build"]] = v["tokens_per_s"] }
+	END { for (b in many) printf "32 sequences / 1 sequence at 110M (%s): %.2fx\n", b, many[b] / one[b] }' "$d/all"

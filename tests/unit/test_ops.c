@@ -112,8 +112,8 @@ static void test_linear_rows_(int level)
 {
 	/* AVX-512 paths too: blocks of 16 rows of W whole and short, one row
 	 * against a block with and without a k % 16 tail, tiles of 4, 3 and 2 rows;
-	 * A packed (16 rows and more) with a short tile of 2, and of 1 against a
-	 * short block, in parallel and not. */
+	 * 16 rows and more with a short tile of 2, and of 1 against a short block,
+	 * in parallel and not. */
 	int shapes[][3] = { { 1, 9, 16 }, { 7, 13, 37 }, { 33, 64, 96 }, { 5, 3, 5 },
 		            { 1, 48, 40 }, { 6, 37, 50 }, { 9, 32, 16 }, { 3, 70, 33 },
 		            { 18, 40, 1043 }, { 17, 24, 64 } };

@@ -26,10 +26,8 @@
  * core's cache while every tile of A passes over it.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include "compute/cpu/linear_rows.h"
 
 /* Worth a parallel region (as backend_cpu.c's ops). */
@@ -149,43 +147,23 @@ static void finish_(float *C, int ldc, const float *sum, const float *const *a, 
 		}
 }
 
-/* How far ahead (bytes) tile44_ asks for each row of A: its rows come from
- * the core's L2 (a batch's A outgrows L1), and asking for them 512 bytes
- * ahead made a decode step's products 1.10x (32 rows) to 1.12-1.17x (64)
- * faster on an Intel Xeon (bench/bench_rows.sh; RESULTS "rows").  256 gave
- * the same, 1024 and 2048 less.  Packed (below), A is one run a tile and
- * the same prefetches run ahead in it. */
-#define A_AHEAD_ 512
-
-/*
- * 4 rows of A by 4 of W (a short tile repeats a row).  x[i]: where row i's
- * floats k .. k + 15 start at k = 0, each next 16 xs floats on: the rows
- * themselves (xs 16, x = a), or a tile of the packed copy of A (xs 64,
- * x[i] = tile + 16 i; see pack_).  a: the rows (for a K % 16 tail).  pf: K
- * floats to bring into the cache meanwhile (a row of the next block of W).
- * The prefetch addresses are made as integers (they may pass A's end: the
- * CPU drops those).
- */
-T512_ static void tile44_(float *C, int ldc, const float *const *a, const float *const *x,
-                          int xs, int na, const float *const *w, int nw, int K, float beta,
-                          const float *pf)
+/* 4 rows of A by 4 of W (a short tile repeats a row); pf: K floats to
+ * bring into the cache meanwhile (a row of the next block of W). */
+T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
+                          const float *const *w, int nw, int K, float beta, const float *pf)
 {
 	/* c[4i + j]: W row i by A row j, so that block j of the sums is A row j's. */
 	__m512 c[16];
 #pragma GCC unroll 16
 	for (int i = 0; i < 16; i++)
 		c[i] = _mm512_setzero_ps();
-	const float *a0 = x[0], *a1 = x[1], *a2 = x[2], *a3 = x[3];
+	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
 	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
 	int K16 = K / 16 * 16;
-	for (int k = 0; k < K16; k += 16, a0 += xs, a1 += xs, a2 += xs, a3 += xs) {
+	for (int k = 0; k < K16; k += 16) {
 		_mm_prefetch((const char *)(pf + k), _MM_HINT_T1);
-		_mm_prefetch((const char *)((uintptr_t)a0 + A_AHEAD_), _MM_HINT_T0);
-		_mm_prefetch((const char *)((uintptr_t)a1 + A_AHEAD_), _MM_HINT_T0);
-		_mm_prefetch((const char *)((uintptr_t)a2 + A_AHEAD_), _MM_HINT_T0);
-		_mm_prefetch((const char *)((uintptr_t)a3 + A_AHEAD_), _MM_HINT_T0);
-		__m512 x0 = _mm512_loadu_ps(a0), x1 = _mm512_loadu_ps(a1);
-		__m512 x2 = _mm512_loadu_ps(a2), x3 = _mm512_loadu_ps(a3);
+		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
+		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
 		__m512 y = _mm512_loadu_ps(w0 + k);
 		c[0] = _mm512_fmadd_ps(x0, y, c[0]), c[1] = _mm512_fmadd_ps(x1, y, c[1]);
 		c[2] = _mm512_fmadd_ps(x2, y, c[2]), c[3] = _mm512_fmadd_ps(x3, y, c[3]);
@@ -266,86 +244,15 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 }
 
 /*
- * A batch's rows of A, packed tile by tile: tile g (rows 4g .. 4g + 3, a
- * short one repeating its first row, as tiles_ makes it) is K16 / 16 runs
- * of 64 floats, the 16 floats of k .. k + 15 of its 4 rows in turn.  A
- * tile then reads A as one run of memory, not 4 rows apart: a decode step's
- * products 1.04-1.13x at 32 and 64 rows (bench/bench_rows.sh; RESULTS
- * "rows").  The same floats in the same FMAs: the same bits.  The copy
- * costs one pass over A a product, shared among the threads.
- */
-T512_ static void pack_tile_(float *P, const float *A, int M, int K, int g)
-{
-	int K16 = K / 16 * 16, na = M - 4 * g < 4 ? M - 4 * g : 4;
-	float *dst = P + (size_t)g * 4 * K16;
-	for (int i = 0; i < 4; i++) {
-		const float *src = A + (size_t)(4 * g + (i < na ? i : 0)) * K;
-		for (int k = 0; k < K16; k += 16)
-			_mm512_store_ps(dst + 4 * k + 16 * i, _mm512_loadu_ps(src + k));
-	}
-}
-
-/* The packed copy's memory: one buffer a calling thread, grown as needed and
- * kept for the next product (decoding makes ~7 a layer a step of the same
- * sizes), freed when the thread ends.  NULL where it cannot be had: the
- * tiles then read A's rows where they are. */
-typedef struct pack_buf_ {
-	float *p;
-	size_t cap; /* floats */
-} pack_buf_;
-
-static pthread_key_t pack_key_;
-static pthread_once_t pack_once_ = PTHREAD_ONCE_INIT;
-static int pack_have_key_;
-
-static void pack_free_(void *v)
-{
-	pack_buf_ *b = v;
-	if (b)
-		free(b->p);
-	free(b);
-}
-
-static void pack_key_init_(void)
-{
-	pack_have_key_ = pthread_key_create(&pack_key_, pack_free_) == 0;
-}
-
-static float *pack_mem_(size_t n)
-{
-	if (pthread_once(&pack_once_, pack_key_init_) || !pack_have_key_)
-		return NULL;
-	pack_buf_ *b = pthread_getspecific(pack_key_);
-	if (!b) {
-		if (!(b = calloc(1, sizeof *b)))
-			return NULL;
-		if (pthread_setspecific(pack_key_, b)) {
-			free(b);
-			return NULL;
-		}
-	}
-	if (b->cap < n) {
-		/* aligned_alloc wants a multiple of the alignment */
-		float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-		if (!p)
-			return NULL;
-		free(b->p);
-		b->p = p, b->cap = n;
-	}
-	return b->p;
-}
-
-/*
- * Tiles of 4 rows of A (a short one repeats a row) by W's rows n0 .. n0 + nw;
- * P: A packed (pack_tile_), or NULL.
+ * Tiles of 4 rows of A (a short one repeats a row) by W's rows n0 .. n0 + nw.
  * *t counts the tiles over a block: tile t < 16 prefetches row t of the
  * block of W that comes next (next: NULL at the end), so that it is in the
  * cache when the first tile reaches it, not fetched at memory's latency.
  */
-T512_ static void tiles_(float *C, int N, const float *A, const float *P, int M, const float *W,
-                         int n0, int nw, int K, float beta, const float *next)
+T512_ static void tiles_(float *C, int N, const float *A, int M, const float *W, int n0,
+                         int nw, int K, float beta, const float *next)
 {
-	int t = 0, K16 = K / 16 * 16;
+	int t = 0;
 	for (int q = 0; q < nw; q += 4) {
 		int nq = nw - q < 4 ? nw - q : 4;
 		const float *w[4];
@@ -353,14 +260,12 @@ T512_ static void tiles_(float *C, int N, const float *A, const float *P, int M,
 			w[j] = W + (size_t)(n0 + q + (j < nq ? j : 0)) * K;
 		for (int m0 = 0; m0 < M; m0 += 4) {
 			int na = M - m0 < 4 ? M - m0 : 4;
-			const float *a[4], *x[4];
-			for (int i = 0; i < 4; i++) {
+			const float *a[4];
+			for (int i = 0; i < 4; i++)
 				a[i] = A + (size_t)(m0 + (i < na ? i : 0)) * K;
-				x[i] = P ? P + (size_t)m0 * K16 + 16 * i : a[i];
-			}
 			const float *pf = next && t < 16 ? next + (size_t)t * K : a[0];
 			t++;
-			tile44_(C + (size_t)m0 * N + n0 + q, N, a, x, P ? 64 : 16, na, w, nq, K, beta, pf);
+			tile44_(C + (size_t)m0 * N + n0 + q, N, a, na, w, nq, K, beta, pf);
 		}
 	}
 }
@@ -368,27 +273,16 @@ T512_ static void tiles_(float *C, int N, const float *A, const float *P, int M,
 static void rows_avx512_(float *C, const float *A, const float *W, int M, int N, int K,
                          float beta)
 {
-	/* packed from 16 rows: 8 rows of A (24 KiB at K = 768) stay in L1 as they are */
-	int nblk = (N + 15) / 16, ntile = M >= 16 ? (M + 3) / 4 : 0;
-	float *P = ntile ? pack_mem_((size_t)ntile * 4 * (K / 16 * 16)) : NULL;
-#pragma omp parallel if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
-	{
-		if (P) {
-#pragma omp for schedule(static)
-			for (int g = 0; g < ntile; g++)
-				pack_tile_(P, A, M, K, g);
-		}
-#pragma omp for schedule(static)
-		for (int b = 0; b < nblk; b++) {
-			int n0 = b * 16, nw = N - n0 < 16 ? N - n0 : 16;
-			const float *next = N - n0 >= 32 ? W + (size_t)(n0 + 16) * K : NULL;
-			/* A last row alone (decoding one sequence) against a whole block: row16_ */
-			int mt = M % 4 == 1 && nw == 16 ? M - 1 : M;
-			tiles_(C, N, A, P, mt, W, n0, nw, K, beta, next);
-			if (mt < M)
-				row16_(C + (size_t)mt * N + n0, A + (size_t)mt * K, W + (size_t)n0 * K, K,
-				       beta);
-		}
+	int nblk = (N + 15) / 16;
+#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
+	for (int b = 0; b < nblk; b++) {
+		int n0 = b * 16, nw = N - n0 < 16 ? N - n0 : 16;
+		const float *next = N - n0 >= 32 ? W + (size_t)(n0 + 16) * K : NULL;
+		/* A last row alone (decoding one sequence) against a whole block: row16_ */
+		int mt = M % 4 == 1 && nw == 16 ? M - 1 : M;
+		tiles_(C, N, A, mt, W, n0, nw, K, beta, next);
+		if (mt < M)
+			row16_(C + (size_t)mt * N + n0, A + (size_t)mt * K, W + (size_t)n0 * K, K, beta);
 	}
 }
 
