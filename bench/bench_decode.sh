@@ -82,7 +82,7 @@ for w in "m15 1 256" "m110 1 256" "m110 32 128" ${SW_BENCH_LONG:+"m110 32 512"};
 	done
 	for dr in $drivers; do
 		# the median of the rounds, field by field
-		awk -v nm="${dr%%:*}" -v m="$1" '
+		awk -v nm="${dr%%:*}" -v m="$1" -v allf="$d/all" '
 		function med(k,   n, i, j, t, a) {
 			n = split(all[k], a, " ")
 			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -96,7 +96,7 @@ for w in "m15 1 256" "m110 1 256" "m110 32 128" ${SW_BENCH_LONG:+"m110 32 512"};
 				med("tokens_per_s"), med("bandwidth_gbs"), one ? sprintf("%.2f", med("of_bound")) : "-",
 				one ? sprintf("%.2f ms", med("fixed_ms")) : "-"
 			printf "nseq=%s new=%s weight_mb=%s tokens_per_s=%s build=%s\n", v["nseq"], v["new"],
-				v["weight_mb"], med("tokens_per_s"), nm >> "'"$d/all"'"
+				v["weight_mb"], med("tokens_per_s"), nm >> allf
 		}' "$d/out.${dr%%:*}"
 	done
 done
@@ -123,4 +123,6 @@ echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg)."
 awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
 	v["nseq"] == 1 && v["weight_mb"] > 100 { one[v["build"]] = v["tokens_per_s"] }
 	v["nseq"] == 32 && v["new"] == 128 { many[v["build"]] = v["tokens_per_s"] }
-	END { for (b in many) printf "32 sequences / 1 sequence at 110M (%s): %.2fx\n", b, many[b] / one[b] }' "$d/all"
+	END { n = split("now before", bs, " ")
+		for (i = 1; i <= n; i++) if (bs[i] in many)
+			printf "32 sequences / 1 sequence at 110M (%s): %.2fx\n", bs[i], many[bs[i]] / one[bs[i]] }' "$d/all"

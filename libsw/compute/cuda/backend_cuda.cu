@@ -1138,6 +1138,12 @@ __device__ __forceinline__ int seq_of_(const int32_t *cu, int nseq, int t)
 	return lo;
 }
 
+/* This thread's warp among the attention kernels' (ATT_WARPS a block). */
+__device__ __forceinline__ size_t att_warp_(void)
+{
+	return (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+}
+
 /* The keys row t's query sees: [r[0], r[1]) of its prefix sequence (empty
  * where it has none), then [r[2], r[3]) of its own. */
 __device__ __forceinline__ void keys_of_(int *r, const int32_t *cu, const int32_t *prefix, int nseq,
@@ -1153,7 +1159,7 @@ static __global__ void attn_fwd_k_(float *out, float *lse, const float *q, const
                                    int nseq, int T, int H, int KVH, int hd, int causal, float scale)
 {
 	int lane = threadIdx.x % WARP;
-	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	size_t wi = att_warp_();
 	if (wi >= (size_t)T * H)
 		return;
 	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), r[4];
@@ -1190,7 +1196,7 @@ static __global__ void attn_bwd_dq_k_(float *dq, const float *dout, const float 
                                       float scale)
 {
 	int lane = threadIdx.x % WARP;
-	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	size_t wi = att_warp_();
 	if (wi >= (size_t)T * H)
 		return;
 	int t = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), r[4];
@@ -1272,7 +1278,7 @@ static __global__ void attn_bwd_dkv_k_(float *dk, float *dv, const float *dout, 
                                        float scale)
 {
 	int lane = threadIdx.x % WARP;
-	size_t wi = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
+	size_t wi = att_warp_();
 	if (wi >= (size_t)T * KVH)
 		return;
 	int j = (int)(wi / KVH), g = (int)(wi % KVH), grp = H / KVH;
