@@ -1,10 +1,12 @@
 /*
- * sample.c - the token sampler of sw-rollout (see sw/sample.h).
+ * sampler.c - the token sampler of sw-rollout (see sw/sampler.h).
  *
  * Everything is computed in double from the float logits, so the kept set
  * and the draw do not depend on how the logits' row was laid out (the
  * log-prob handed out at T = 1 is sw_logprob_of's: the decoder's scoring's
- * and the trainer's arithmetic).  The
+ * and the trainer's arithmetic).  The exponentials over the vocabulary are
+ * vmath.h's sw_exp (within 2 ulp of libm's exp), summed in fixed lanes, one
+ * clone per vector width with the same bits in each.  The
  * truncations run in transformers' order - top-k, then top-p on what top-k
  * kept (renormalised), then min-p - and each keeps a prefix of the tokens
  * sorted by probability (ties: lower id first), so the kept set is exactly
@@ -182,6 +184,75 @@ SW_VEC static float max_checked_(const float *x, int n, int *bad)
 	return m;
 }
 
+/*
+ * e^(z_i - m), z_i = logits[i] / t, in double, into p[i] (store) and their
+ * sum, in 16 fixed lanes added up in lane order, then the tail in id order:
+ * one clone per vector width, the same bits in each (vmath.h).  At t = 1
+ * z_i is the float's double, which x / 1 gives too; the division is left
+ * out there only for speed.  Inlined into its two callers with constant
+ * div and store.
+ */
+#define EXP_LANES_ 16
+static inline __attribute__((always_inline)) double exp_sum_(double *p, const float *x, int n,
+                                                           double t, double m, int div,
+                                                           int store)
+{
+	double s[EXP_LANES_] = { 0 };
+	int n16 = n / EXP_LANES_ * EXP_LANES_;
+	for (int j = 0; j < n16; j += EXP_LANES_)
+		for (int l = 0; l < EXP_LANES_; l++) {
+			double e = sw_exp((div ? (double)x[j + l] / t : (double)x[j + l]) - m);
+			if (store)
+				p[j + l] = e;
+			s[l] += e;
+		}
+	double z = 0;
+	for (int l = 0; l < EXP_LANES_; l++)
+		z += s[l];
+	for (int j = n16; j < n; j++) {
+		double e = sw_exp((div ? (double)x[j] / t : (double)x[j]) - m);
+		if (store)
+			p[j] = e;
+		z += e;
+	}
+	return z;
+}
+
+/* p[i] = e^(logits[i] / t - m); their sum, the normaliser. */
+SW_VEC static double exp_row_(double *p, const float *logits, int n, double t, double m)
+{
+	return t == 1 ? exp_sum_(p, logits, n, 1, m, 0, 1) : exp_sum_(p, logits, n, t, m, 1, 1);
+}
+
+/* The normaliser alone: exp_row_'s, to the bit. */
+SW_VEC static double exp_total_(const float *logits, int n, double t, double m)
+{
+	return t == 1 ? exp_sum_(NULL, logits, n, 1, m, 0, 0) : exp_sum_(NULL, logits, n, t, m, 1, 0);
+}
+
+/* Mark in keep the tokens of p > 0 and p >= thr; their mass, summed in
+ * exp_sum_'s lanes and order (so at thr 0 it is the normaliser, bit for bit). */
+SW_VEC static double keep_from_(unsigned char *keep, const double *p, int n, double thr)
+{
+	double s[EXP_LANES_] = { 0 };
+	int n16 = n / EXP_LANES_ * EXP_LANES_;
+	for (int j = 0; j < n16; j += EXP_LANES_)
+		for (int l = 0; l < EXP_LANES_; l++) {
+			int k = p[j + l] > 0 && p[j + l] >= thr;
+			keep[j + l] = (unsigned char)k;
+			s[l] += k ? p[j + l] : 0.0;
+		}
+	double z = 0;
+	for (int l = 0; l < EXP_LANES_; l++)
+		z += s[l];
+	for (int j = n16; j < n; j++) {
+		int k = p[j] > 0 && p[j] >= thr;
+		keep[j] = (unsigned char)k;
+		z += k ? p[j] : 0.0;
+	}
+	return z;
+}
+
 /* Row maximum of logits / t, with the checks every caller needs. */
 static int row_max_(const float *logits, int vocab, double t, double *mx, int *arg, sw_error *err)
 {
@@ -307,24 +378,12 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 		*sum = 1.0, *z = NAN;
 		return SW_OK;
 	}
-	double Z = 0;
-	if (t == 1)
-		for (int i = 0; i < V; i++)
-			Z += s->p[i] = exp((double)logits[i] - *m);
-	else
-		for (int i = 0; i < V; i++)
-			Z += s->p[i] = exp((double)logits[i] / t - *m);
+	double Z = exp_row_(s->p, logits, V, t, *m);
 	*z = Z;
 	bool trunc_k = par->top_k > 0 && par->top_k < V, trunc_p = par->top_p < 1;
 	if (!trunc_k && !trunc_p) {
 		/* min-p alone is a threshold: no order needed (p[arg] is 1) */
-		double thr = par->min_p, kept = 0;
-		for (int i = 0; i < V; i++)
-			if (s->p[i] > 0 && s->p[i] >= thr) {
-				s->keep[i] = 1;
-				kept += s->p[i];
-			}
-		*sum = kept;
+		*sum = keep_from_(s->keep, s->p, V, par->min_p);
 		return SW_OK;
 	}
 	bool all;
@@ -401,7 +460,7 @@ float sw_sampling_logprob(const float *logits, int vocab, double temperature, in
 {
 	if (token < 0 || token >= vocab)
 		return NAN;
-	double t = temperature > 0 ? temperature : 1.0, m = -INFINITY, z = 0;
+	double t = temperature > 0 ? temperature : 1.0, m = -INFINITY;
 	/* T = 1: the log-prob the decoder's scoring (sw_decoder_score) and the
 	 * trainer's forward compute, to the bit, so a rollout's log-probs are
 	 * theirs however the logits round (sw_logprob_of: the CPU op's sums). */
@@ -412,7 +471,6 @@ float sw_sampling_logprob(const float *logits, int vocab, double temperature, in
 		if (x > m)
 			m = x;
 	}
-	for (int i = 0; i < vocab; i++)
-		z += exp((double)logits[i] / t - m);
+	double z = exp_total_(logits, vocab, t, m);
 	return (float)((double)logits[token] / t - m - log(z));
 }

@@ -2,11 +2,14 @@
  * test_sample.c - the sampler of sw-rollout: Philox against the Random123
  * known-answer vectors, the exact sets top-k, top-p and min-p keep, greedy
  * ties, the log-probabilities, and the frequencies of many draws against
- * the distribution they come from.
+ * the distribution they come from; sw_exp (the sampler's exponential)
+ * against libm's, and the sampler's vectorised sums against the same
+ * arithmetic done here one element at a time.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "compute/cpu/vmath.h"
 #include "sw/sw.h"
 #include "tap.h"
 
@@ -358,6 +361,91 @@ static void test_large_(void)
 	         "(%d sets, %d tokens kept in all)", checked, checked, sizes);
 }
 
+/* Units in the last place between a and b (b finite and not 0). */
+static double ulps_(double a, double b)
+{
+	return fabs(a - b) / (nextafter(fabs(b), INFINITY) - fabs(b));
+}
+
+static void test_exp_(void)
+{
+	uint64_t rng = 7;
+	double worst = 0, at = 0;
+	int zero_inf = 1;
+	for (int i = 0; i < 400000; i++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		double x = -746 + (double)(rng >> 11) * 0x1p-53 * 1456;
+		double a = sw_exp(x), b = exp(x);
+		if (b == 0 || isinf(b)) {
+			zero_inf &= a == b;
+			continue;
+		}
+		if (ulps_(a, b) > worst)
+			worst = ulps_(a, b), at = x;
+	}
+	ok(worst <= 2 && zero_inf, "sw_exp within 2 ulp of libm's exp over [-746, 710] (worst %.2f at %.17g), "
+	                           "0 and inf where exp gives them", worst, at);
+	ok(sw_exp(0) == 1 && sw_exp(-INFINITY) == 0 && sw_exp(INFINITY) == INFINITY && isnan(sw_exp(NAN)) &&
+	   sw_exp(-745.13) == 0x1p-1074 && sw_exp(-745.14) == 0 && sw_exp(709.78) < INFINITY &&
+	   sw_exp(709.79) == INFINITY, "sw_exp at 0, +-inf, NaN and the ends of its range");
+	ok(ulps_(sw_exp(-720), exp(-720)) <= 2 && ulps_(sw_exp(-1e-17), 1) == 0,
+	   "sw_exp rounds subnormal results once, and e^-1e-17 to 1");
+}
+
+/*
+ * The sampler's exponentials and sums run vectorised (one clone per width);
+ * here the same arithmetic one element at a time: without truncation the
+ * probabilities are each p / the normaliser (16 lanes added in lane order,
+ * then the tail), which must have the same bits, and so must T != 1's
+ * log-prob.
+ */
+static void test_lanes_(void)
+{
+	enum { NV = 49157, LN = 16 };
+	static float l[NV];
+	static double p[NV], pr[NV];
+	static int32_t ids[NV];
+	uint64_t rng = 5;
+	for (int i = 0; i < NV; i++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		l[i] = (float)((double)(rng >> 11) * 0x1p-53 * 30 - 20);
+	}
+	l[77] = -INFINITY;
+	for (int ti = 0; ti < 2; ti++) {
+		double t = ti ? 0.7 : 1.0, m = -INFINITY;
+		for (int i = 0; i < NV; i++)
+			m = fmax(m, (double)l[i] / t);
+		double lane[LN] = { 0 }, z = 0;
+		for (int i = 0; i < NV; i++)
+			p[i] = sw_exp((double)l[i] / t - m);
+		int n16 = NV / LN * LN;
+		for (int i = 0; i < n16; i++)
+			lane[i % LN] += p[i];
+		for (int k = 0; k < LN; k++)
+			z += lane[k];
+		for (int i = n16; i < NV; i++)
+			z += p[i];
+		sw_sampling par = sw_sampling_defaults();
+		par.temperature = t;
+		sw_error err = { 0 };
+		sw_sampler *s = sw_sampler_new(NV, &par, &err);
+		int n = s ? sw_sampler_support(s, l, ids, pr, &err) : -1, same = n == NV - 1;
+		for (int i = 0; i < n && same; i++)
+			same = ids[i] != 77 && pr[i] == p[ids[i]] / z;
+		ok(same, "T %g, %d logits: the sampler's probabilities have the bits of sw_exp / its sum in "
+		         "16 lanes computed one at a time (%d kept)", t, NV, n);
+		float lp = 0;
+		int tok = s ? sw_sampler_pick(s, l, 0.5, &lp, &err) : -1;
+		if (ti) {
+			float want = (float)((double)l[tok] / t - m - log(z));
+			ok(tok >= 0 && lp == want && lp == sw_sampling_logprob(l, NV, t, tok),
+			   "T 0.7: the log-prob is the one of that normaliser, and sw_sampling_logprob's "
+			   "(%.9g, %.9g)", lp, want);
+		}
+		sw_sampler_free(s);
+	}
+}
+
 int main(void)
 {
 	test_philox();
@@ -366,5 +454,7 @@ int main(void)
 	test_errors();
 	test_draws();
 	test_large_();
+	test_exp_();
+	test_lanes_();
 	return tap_done();
 }
