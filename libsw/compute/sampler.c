@@ -231,25 +231,23 @@ SW_VEC static double exp_total_(const float *logits, int n, double t, double m)
 }
 
 /* Mark in keep the tokens of p > 0 and p >= thr; their mass, summed in
- * exp_sum_'s lanes and order (so at thr 0 it is the normaliser, bit for bit). */
+ * exp_sum_'s lanes and order (so at thr 0 it is the normaliser, bit for
+ * bit).  Two loops, each of one element type, so that both vectorise. */
 SW_VEC static double keep_from_(unsigned char *keep, const double *p, int n, double thr)
 {
+#pragma omp simd
+	for (int j = 0; j < n; j++)
+		keep[j] = (unsigned char)((p[j] > 0) & (p[j] >= thr));
 	double s[EXP_LANES_] = { 0 };
 	int n16 = n / EXP_LANES_ * EXP_LANES_;
 	for (int j = 0; j < n16; j += EXP_LANES_)
-		for (int l = 0; l < EXP_LANES_; l++) {
-			int k = p[j + l] > 0 && p[j + l] >= thr;
-			keep[j + l] = (unsigned char)k;
-			s[l] += k ? p[j + l] : 0.0;
-		}
+		for (int l = 0; l < EXP_LANES_; l++)
+			s[l] += (p[j + l] > 0) & (p[j + l] >= thr) ? p[j + l] : 0.0;
 	double z = 0;
 	for (int l = 0; l < EXP_LANES_; l++)
 		z += s[l];
-	for (int j = n16; j < n; j++) {
-		int k = p[j] > 0 && p[j] >= thr;
-		keep[j] = (unsigned char)k;
-		z += k ? p[j] : 0.0;
-	}
+	for (int j = n16; j < n; j++)
+		z += keep[j] ? p[j] : 0.0;
 	return z;
 }
 
