@@ -21,10 +21,12 @@
 # it), tokens/s, and for one sequence the bound (weights / bandwidth: each
 # weight read once a token) as a share of the step and the step's time
 # beyond it (the fixed cost of a token).  Threads: SW_BENCH_THREADS (default
-# 2).  SW_BENCH_WAIT: passive (the default: OMP_WAIT_POLICY=PASSIVE, as
-# sw-run gives its stages; on a shared machine spinning threads take the
-# cores the working ones need), default (libgomp's own: a thread spins a
-# while before it sleeps, what sw-rollout run alone gets) or active.
+# 2).  SW_BENCH_WAIT: passive (the default: OMP_WAIT_POLICY=PASSIVE, an idle
+# thread sleeps at once: the most conservative, as bench_engine.sh gives
+# both sides; on a shared machine spinning threads take the cores the
+# working ones need), spin (GOMP_SPINCOUNT=2000: a short spin, then sleep,
+# what sw-run gives its stages), default (libgomp's own: a long spin before
+# it sleeps, what sw-rollout run alone gets) or active.
 set -eu
 : "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,11 +34,13 @@ TH=${SW_BENCH_THREADS:-2}
 d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-decode.XXXXXX")
 trap 'rm -rf "$d"' EXIT
 export SW_THREADS="$TH"
+unset GOMP_SPINCOUNT
 case ${SW_BENCH_WAIT:=passive} in
 passive) export OMP_WAIT_POLICY=PASSIVE ;;
+spin) unset OMP_WAIT_POLICY; export GOMP_SPINCOUNT=2000 ;;
 active) export OMP_WAIT_POLICY=ACTIVE ;;
 default) unset OMP_WAIT_POLICY ;;
-*) echo "bench_decode: SW_BENCH_WAIT must be passive, default or active" >&2; exit 1 ;;
+*) echo "bench_decode: SW_BENCH_WAIT must be passive, spin, default or active" >&2; exit 1 ;;
 esac
 case $B in /*) ;; *) B=$top/$B ;; esac
 drivers="now:$B/bench/decode_bench"

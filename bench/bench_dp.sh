@@ -3,7 +3,7 @@
 # model (13M parameters) as 2 ranks under mpirun (one compute thread each),
 # beside its peers in the same run: one process on both cores (-j 2, with
 # OpenMP's default wait policy, threads that spin a while at each barrier,
-# and with OMP_WAIT_POLICY=passive, as sw-run gives its stages) and one
+# and with OMP_WAIT_POLICY=passive, threads that sleep at once) and one
 # process on one core (-j 1).  Figures: the step's training time (the
 # metrics' time_s.train: forward, backward, the gradient sums, AdamW), the
 # tokens trained per second (the job's, and per rank), and the time the

@@ -38,8 +38,10 @@ batch=${SW_BENCH_BATCH:-4}
 group=${SW_BENCH_GROUP:-4}
 tokens=${SW_BENCH_TOKENS:-16}
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
-# what sw-run hands its stages (threads that wait for their team sleep rather
-# than spin), handed to the sequential stages too, so both compute alike
+# threads that wait for their team sleep at once, in sw-run's stages and in
+# the sequential ones alike (set, it also keeps sw-run from giving its
+# stages their default short spin, GOMP_SPINCOUNT=2000: bench/RESULTS.md
+# "spin"), so both sides compute alike
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
 PATH=$B/bin:$PATH
