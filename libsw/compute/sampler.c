@@ -153,34 +153,47 @@ static int cmp_cand_(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
-/* The largest of x[0..n) (NaNs passed over), and in *bad whether one is
- * NaN or +Inf: in 16 lanes, one clone per vector width (vmath.h; a
- * maximum is the same whatever the order). */
+/* The largest of x[0..n) (NaNs passed over), in *arg its first place, and
+ * in *bad whether one is NaN or +Inf: in 16 lanes, one clone per vector
+ * width (vmath.h; a maximum and its first place are the same whatever the
+ * order).  Each lane keeps its first place of its largest; a lane's places
+ * all come before the tail's.  *arg is meaningful where !*bad and the
+ * largest is above -Inf. */
 #define MAX_LANES_ 16
-SW_VEC static float max_checked_(const float *x, int n, int *bad)
+SW_VEC static float max_checked_(const float *x, int n, int *bad, int *arg)
 {
 	float mx[MAX_LANES_];
-	int b[MAX_LANES_] = { 0 };
+	int b[MAX_LANES_] = { 0 }, ix[MAX_LANES_] = { 0 };
 	for (int l = 0; l < MAX_LANES_; l++)
 		mx[l] = -INFINITY;
 	int n16 = n / MAX_LANES_ * MAX_LANES_;
 	for (int j = 0; j < n16; j += MAX_LANES_)
 		for (int l = 0; l < MAX_LANES_; l++) {
 			float v = x[j + l];
+			int gt = v > mx[l];
 			b[l] |= (v != v) | (v == INFINITY);
-			mx[l] = v > mx[l] ? v : mx[l];
+			ix[l] = gt ? j + l : ix[l];
+			mx[l] = gt ? v : mx[l];
 		}
 	float m = -INFINITY;
-	int any = 0;
-	for (int j = n16; j < n; j++) {
-		any |= (x[j] != x[j]) | (x[j] == INFINITY);
-		m = x[j] > m ? x[j] : m;
-	}
+	int any = 0, a = 0;
 	for (int l = 0; l < MAX_LANES_; l++) {
 		any |= b[l];
 		m = mx[l] > m ? mx[l] : m;
 	}
+	for (int j = n16; j < n; j++) {
+		any |= (x[j] != x[j]) | (x[j] == INFINITY);
+		m = x[j] > m ? x[j] : m;
+	}
+	int found = 0;
+	for (int l = 0; l < MAX_LANES_; l++)
+		if (mx[l] == m && (!found || ix[l] < a))
+			a = ix[l], found = 1;
+	for (int j = n16; j < n && !found; j++)
+		if (x[j] == m)
+			a = j, found = 1;
 	*bad = any;
+	*arg = a;
 	return m;
 }
 
@@ -256,14 +269,11 @@ static int row_max_(const float *logits, int vocab, double t, double *mx, int *a
 {
 	if (t == 1) {
 		/* A float's double is exact and keeps the order: the largest
-		 * float, then its first place (the loop below, which names a bad
-		 * logit's place, only for a bad row). */
-		int bad;
-		float mf = max_checked_(logits, vocab, &bad);
+		 * float and its first place, in one pass (the loop below, which
+		 * names a bad logit's place, only for a bad row). */
+		int bad, a;
+		float mf = max_checked_(logits, vocab, &bad, &a);
 		if (!bad && mf > -INFINITY) {
-			int a = 0;
-			while (logits[a] != mf)
-				a++;
 			*mx = (double)mf, *arg = a;
 			return SW_OK;
 		}

@@ -446,6 +446,45 @@ static void test_lanes_(void)
 	}
 }
 
+/* Greedy's token is the first place of the largest logit wherever it sits:
+ * in the 16-lane body or the tail, tied within a lane, across lanes, or
+ * between the body and the tail. */
+static void test_argmax_(void)
+{
+	static float l[49157];
+	static const int sizes[] = { 5, 16, 17, 33, 49157 };
+	int good = 1, cases = 0;
+	for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+		int n = sizes[si];
+		/* places of the maximum: a, and (where >= 0) a tie at b */
+		int pl[][2] = { { 0, -1 }, { n - 1, -1 }, { n / 2, -1 }, { 3, 3 + 16 }, { 7, 2 },
+			        { n - 2, n - 1 }, { n / 3, n - 1 }, { 1, 17 } };
+		for (size_t k = 0; k < sizeof pl / sizeof pl[0]; k++) {
+			int a = pl[k][0], b = pl[k][1];
+			if (a >= n || b >= n)
+				continue;
+			for (int i = 0; i < n; i++)
+				l[i] = (float)((i * 37) % 101) * 0.01f - 2;
+			l[a] = 3;
+			if (b >= 0)
+				l[b] = 3;
+			int want = b >= 0 && b < a ? b : a;
+			sw_sampling par = sw_sampling_defaults();
+			par.temperature = 0;
+			sw_error err = { 0 };
+			sw_sampler *s = sw_sampler_new(n, &par, &err);
+			int got = s ? sw_sampler_pick(s, l, 0.5, NULL, &err) : -1;
+			if (got != want && good)
+				printf("#   %d logits, the largest at %d and %d: picked %d\n", n, a, b, got);
+			good &= got == want;
+			cases++;
+			sw_sampler_free(s);
+		}
+	}
+	ok(good, "greedy picks the first place of the largest logit (%d rows: body, tail, ties in a lane, "
+	         "across lanes, body and tail)", cases);
+}
+
 int main(void)
 {
 	test_philox();
@@ -456,5 +495,6 @@ int main(void)
 	test_large_();
 	test_exp_();
 	test_lanes_();
+	test_argmax_();
 	return tap_done();
 }
