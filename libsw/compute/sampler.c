@@ -18,8 +18,9 @@
  * hold at least top-p's mass; those are a prefix of the sorted order (a tie
  * group is never split by a threshold), so sorting them alone gives the
  * prefix a whole sort gives.  Sorting all 49k (152k) tokens took 6.4 (22)
- * ms a token.  Top-p's mass without top-k is the normaliser summed in id
- * order (it was the sorted order's sum: the same value to rounding).
+ * ms a token.  Top-p's mass without top-k is the normaliser (exp_row_'s
+ * lanes; it was the sorted order's sum, then the sum in id order: the same
+ * value to rounding).
  */
 #include <math.h>
 #include <stdlib.h>

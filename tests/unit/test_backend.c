@@ -137,6 +137,21 @@ static void test_entries_(const sw_backend *be)
 	be->upload(a + 6 * 8 + 1, &nan, sizeof nan, &err);
 	is_int(be->first_nonfinite(a, 8, 8), 5, "%s: first_nonfinite finds the row holding an Inf", n);
 	is_int(be->first_nonfinite(a + 48, 2, 8), 0, "%s: and a NaN", n);
+	{
+		/* rows of 1000: the 16-lane body and the tail; finite extremes pass */
+		enum { WR = 6, WC = 1000 };
+		static float hw[WR * WC];
+		for (int i = 0; i < WR * WC; i++)
+			hw[i] = i % 7 == 0 ? 3e38f : i % 11 == 0 ? -3e38f : (float)(i % 13) - 6;
+		hw[2 * WC + 500] = -INFINITY, hw[3 * WC + 995] = NAN, hw[4 * WC + 17] = INFINITY;
+		float *w = be->alloc(sizeof hw, &err);
+		be->upload(w, hw, sizeof hw, &err);
+		ok(be->first_nonfinite(w, 2, WC) == -1 && be->first_nonfinite(w, WR, WC) == 2 &&
+		   be->first_nonfinite(w + 3 * WC, 3, WC) == 0 && be->first_nonfinite(w + 4 * WC, 2, WC) == 0 &&
+		   be->first_nonfinite(w + 5 * WC, 1, WC) == -1,
+		   "%s: first_nonfinite over rows of 1000: -Inf in the body, NaN in the tail, +Inf", n);
+		be->free(w);
+	}
 	ok(fabs(be->sumsq(b, 8) - 0) >= 0 && be->sumsq(rows == NULL ? b : b, 0) == 0, "%s: sumsq of nothing is 0", n);
 	is_int(be->sync(&err), 0, "%s: sync after all that is clean (%s)", n, err.msg);
 	be->free(a), be->free(b), be->free(idx), be->free(kp), be->free(vp), be->free(rows);
