@@ -236,6 +236,30 @@ static void test_rope_(void)
 	d = maxdiff_(y, xd, T * nh * hd, &sc);
 	ok(d < 1e-5, "rope then inverse gives x back (err %.2g)", d);
 	free(x), free(y), free(R), free(g), free(xd);
+	/* Tokens sharing positions (the op's table of each position's angles),
+	 * as 4 samples x 64 tokens from position 37 and as a short run, against
+	 * the op on each token alone (no table): the same bits, both ways,
+	 * over threads and not. */
+	static const struct { int T, nh, hd, mod, base; } sh[] = { { 256, 4, 64, 64, 37 }, { 12, 3, 8, 5, 2 } };
+	for (int k = 0; k < 2; k++) {
+		int TT = sh[k].T, n = TT * sh[k].nh * sh[k].hd, hh = sh[k].hd / 2, same = 1;
+		int32_t *ps = malloc(sizeof *ps * TT);
+		float *iv = malloc(sizeof *iv * hh), *a = rnd_(n, 3), *b = malloc(sizeof *b * n);
+		for (int t = 0; t < TT; t++)
+			ps[t] = sh[k].base + t % sh[k].mod;
+		for (int i = 0; i < hh; i++)
+			iv[i] = (float)(1.0 / pow(10000.0, 2.0 * i / sh[k].hd));
+		for (int inv = 0; inv < 2; inv++) {
+			memcpy(b, a, sizeof *b * n);
+			ops->rope(a, ps, TT, sh[k].nh, sh[k].hd, iv, inv);
+			for (int t = 0; t < TT; t++)
+				ops->rope(b + (size_t)t * sh[k].nh * sh[k].hd, ps + t, 1, sh[k].nh, sh[k].hd, iv, inv);
+			same &= !memcmp(a, b, sizeof *b * n);
+		}
+		ok(same, "rope over %d tokens at %d positions: the bits of each token's own, forward and inverse",
+		   TT, sh[k].mod);
+		free(ps), free(iv), free(a), free(b);
+	}
 }
 
 /* ---- attention ------------------------------------------------------------- */
