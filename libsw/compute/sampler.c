@@ -244,25 +244,27 @@ SW_VEC static double exp_total_(const float *logits, int n, double t, double m)
 	return t == 1 ? exp_sum_(NULL, logits, n, 1, m, 0, 0) : exp_sum_(NULL, logits, n, t, m, 1, 0);
 }
 
-/* Mark in keep the tokens of p > 0 and p >= thr; their mass, summed in
- * exp_sum_'s lanes and order (so at thr 0 it is the normaliser, bit for
- * bit).  Two loops, each of one element type, so that both vectorise. */
-SW_VEC static double keep_from_(unsigned char *keep, const double *p, int n, double thr)
+/* Mark in keep the tokens of p > 0 and p >= thr; their mass.  At thr 0
+ * every p > 0 is kept and the zeros add nothing, so the mass is the
+ * normaliser z itself, to the bit; else it is summed in exp_sum_'s lanes
+ * and order.  Loops of one element type each, so that each vectorises. */
+SW_VEC static double keep_from_(unsigned char *keep, const double *p, int n, double thr, double z)
 {
 #pragma omp simd
 	for (int j = 0; j < n; j++)
 		keep[j] = (unsigned char)((p[j] > 0) & (p[j] >= thr));
-	double s[EXP_LANES_] = { 0 };
+	if (thr <= 0)
+		return z;
+	double s[EXP_LANES_] = { 0 }, k = 0;
 	int n16 = n / EXP_LANES_ * EXP_LANES_;
 	for (int j = 0; j < n16; j += EXP_LANES_)
 		for (int l = 0; l < EXP_LANES_; l++)
 			s[l] += (p[j + l] > 0) & (p[j + l] >= thr) ? p[j + l] : 0.0;
-	double z = 0;
 	for (int l = 0; l < EXP_LANES_; l++)
-		z += s[l];
+		k += s[l];
 	for (int j = n16; j < n; j++)
-		z += keep[j] ? p[j] : 0.0;
-	return z;
+		k += keep[j] ? p[j] : 0.0;
+	return k;
 }
 
 /* Row maximum of logits / t, with the checks every caller needs. */
@@ -392,7 +394,7 @@ static int support_(sw_sampler *s, const float *logits, double *sum, double *z, 
 	bool trunc_k = par->top_k > 0 && par->top_k < V, trunc_p = par->top_p < 1;
 	if (!trunc_k && !trunc_p) {
 		/* min-p alone is a threshold: no order needed (p[arg] is 1) */
-		*sum = keep_from_(s->keep, s->p, V, par->min_p);
+		*sum = keep_from_(s->keep, s->p, V, par->min_p, Z);
 		return SW_OK;
 	}
 	bool all;

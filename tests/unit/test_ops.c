@@ -240,8 +240,9 @@ static void test_rope_(void)
 	 * as 4 samples x 64 tokens from position 37 and as a short run, against
 	 * the op on each token alone (no table): the same bits, both ways,
 	 * over threads and not. */
-	static const struct { int T, nh, hd, mod, base; } sh[] = { { 256, 4, 64, 64, 37 }, { 12, 3, 8, 5, 2 } };
-	for (int k = 0; k < 2; k++) {
+	static const struct { int T, nh, hd, mod, base; } sh[] = { { 256, 4, 64, 64, 37 }, { 12, 3, 8, 5, 2 },
+								  { 6, 2, 160, 3, 0 } };
+	for (int k = 0; k < 3; k++) {
 		int TT = sh[k].T, n = TT * sh[k].nh * sh[k].hd, hh = sh[k].hd / 2, same = 1;
 		int32_t *ps = malloc(sizeof *ps * TT);
 		float *iv = malloc(sizeof *iv * hh), *a = rnd_(n, 3), *b = malloc(sizeof *b * n);

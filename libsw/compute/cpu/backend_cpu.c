@@ -286,35 +286,27 @@ static void layernorm_bwd_(float *dx, float *dw, float *db, const float *dout, c
 	}
 }
 
-/* The cos and sin of position p's angle i: the angle in float32, as
- * transformers computes it. */
-static inline void rope_cs_(int32_t p, float inv_freq, float *c, float *s)
+/* The cos and sin of position p's angles i0 .. i0 + n into c and s: the
+ * angle in float32, as transformers computes it. */
+static void rope_cs_(int32_t p, const float *inv_freq, int i0, int n, float *c, float *s)
 {
-	float ang = (float)p * inv_freq;
-	*c = (float)cos((double)ang), *s = (float)sin((double)ang);
-}
-
-/* Rotate pair i of token t's heads by the angle of cos c and sin s. */
-static inline void rope_pair_(float *x, int t, int nh, int hd, int i, float c, float s)
-{
-	for (int h = 0; h < nh; h++) {
-		float *r = x + ((size_t)t * nh + h) * hd;
-		float a = r[i], b = r[i + hd / 2];
-		r[i] = a * c - b * s;
-		r[i + hd / 2] = b * c + a * s;
+	for (int i = 0; i < n; i++) {
+		float ang = (float)p * inv_freq[i0 + i];
+		c[i] = (float)cos((double)ang), s[i] = (float)sin((double)ang);
 	}
 }
 
-/* rope_pair_'s arithmetic over one token's heads, given each pair's cos c
- * and sin sn: a head's pairs side by side (pair i touches r[i] and
+/* Rotate pairs i0 .. i0 + n of one token's heads by the angles of cos c and
+ * sin sn: a head's pairs side by side (pair i touches r[i] and
  * r[i + hd / 2] alone: no two overlap), one clone per vector width. */
-SW_VEC static void rope_heads_(float *x, int nh, int hd, const float *c, const float *sn, int inverse)
+SW_VEC static void rope_heads_(float *x, int nh, int hd, int i0, int n, const float *c,
+                               const float *sn, int inverse)
 {
 	int half = hd / 2;
 	for (int h = 0; h < nh; h++) {
-		float *r = x + (size_t)h * hd;
+		float *r = x + (size_t)h * hd + i0;
 #pragma omp simd
-		for (int i = 0; i < half; i++) {
+		for (int i = 0; i < n; i++) {
 			float a = r[i], b = r[i + half], s = inverse ? -sn[i] : sn[i];
 			r[i] = a * c[i] - b * s;
 			r[i + half] = b * c[i] + a * s;
@@ -328,8 +320,10 @@ SW_VEC static void rope_heads_(float *x, int nh, int hd, const float *c, const f
  * more than the tokens, each position's cos and sin are made once, into a
  * table the tokens read: the same values, so the same bits, with fewer
  * calls of libm's cos and sin (most of this op's time).  Elsewhere, or
- * without memory for the table, each token makes its own.
+ * without memory for the table, each token makes its own, RC_ pairs at a
+ * time.
  */
+#define RC_ 64
 static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq,
                   int inverse)
 {
@@ -342,39 +336,36 @@ static void rope_(float *x, const int32_t *pos, int T, int nh, int hd, const flo
 	}
 	size_t span = T > 1 ? (size_t)((int64_t)hi - lo + 1) : 0;
 	float *tab = span > 0 && span <= (size_t)T ? malloc(sizeof *tab * 2 * half * span) : NULL;
-	int32_t *seen = tab ? calloc(span, sizeof *seen) : NULL;
-	int32_t *uniq = seen ? malloc(sizeof *uniq * span) : NULL;
-	if (!uniq) {
-		free(tab), free(seen);
+	unsigned char *seen = tab ? calloc(span, 1) : NULL;
+	if (!seen) {
+		free(tab);
 #pragma omp parallel for if (big)
 		for (int t = 0; t < T; t++)
-			for (int i = 0; i < half; i++) {
-				float c, s;
-				rope_cs_(pos[t], inv_freq[i], &c, &s);
-				rope_pair_(x, t, nh, hd, i, c, inverse ? -s : s);
+			for (int i0 = 0; i0 < half; i0 += RC_) {
+				int n = half - i0 < RC_ ? half - i0 : RC_;
+				float c[RC_], sn[RC_];
+				rope_cs_(pos[t], inv_freq, i0, n, c, sn);
+				rope_heads_(x + (size_t)t * nh * hd, nh, hd, i0, n, c, sn, inverse);
 			}
 		return;
 	}
-	int nu = 0;
 	for (int t = 0; t < T; t++)
-		if (!seen[pos[t] - lo]++)
-			uniq[nu++] = pos[t];
+		seen[pos[t] - lo] = 1;
 #pragma omp parallel if (big)
 	{
-		/* row of position p: its half cos, then its half sin */
+		/* row of position lo + u: its half cos, then its half sin */
 #pragma omp for
-		for (int u = 0; u < nu; u++) {
-			float *row = tab + (size_t)(uniq[u] - lo) * 2 * half;
-			for (int i = 0; i < half; i++)
-				rope_cs_(uniq[u], inv_freq[i], &row[i], &row[half + i]);
-		}
+		for (size_t u = 0; u < span; u++)
+			if (seen[u])
+				rope_cs_(lo + (int32_t)u, inv_freq, 0, half, tab + u * 2 * half,
+				         tab + u * 2 * half + half);
 #pragma omp for
 		for (int t = 0; t < T; t++) {
 			const float *c = tab + (size_t)(pos[t] - lo) * 2 * half;
-			rope_heads_(x + (size_t)t * nh * hd, nh, hd, c, c + half, inverse);
+			rope_heads_(x + (size_t)t * nh * hd, nh, hd, 0, half, c, c + half, inverse);
 		}
 	}
-	free(tab), free(seen), free(uniq);
+	free(tab), free(seen);
 }
 
 static size_t attn_scratch_(int maxlen)
