@@ -228,15 +228,25 @@ prompts() {
 	[ "$(cat t)" -lt 3 ]
 }
 
-# mkstore MODEL SPECFILE [WATCH]: a store holding MODEL's weights, published
-# as version 7, its spec written to SPECFILE; with WATCH, wait until that
-# file has bytes, then publish the same weights again as version 8.
+# mkstore MODEL SPECFILE [OUT PROGRAM ARGS...]: a store holding MODEL's
+# weights, published as version 7, its spec written to SPECFILE.  With OUT,
+# it runs PROGRAM with SW_WEIGHTS set to the store and its stdout into a pipe
+# of one page, and at the first bytes stops reading and publishes the same
+# weights as version 8 (then copies the rest to OUT and exits with the
+# program's status).  sw-rollout flushes 50 ms into generating (its input,
+# one read of a small file, all queued by then) and blocks in that write or
+# in one soon after, before it can end: the hand-off lands mid-run, with
+# responses in flight, however loaded the machine (one that generates the
+# test's 384 responses in under 50 ms would see it at the end).
 mkstore() {
 	cat >mkstore.c <<-'EOF'
+	#define _GNU_SOURCE
+	#include <fcntl.h>
 	#include <stdio.h>
+	#include <stdlib.h>
 	#include <string.h>
-	#include <sys/stat.h>
-	#include <time.h>
+	#include <sys/wait.h>
+	#include <unistd.h>
 	#include "sw/sw.h"
 	int main(int argc, char **argv) {
 		sw_error e = { 0 };
@@ -250,18 +260,37 @@ mkstore() {
 		FILE *f = fopen(argv[2], "w");
 		fprintf(f, "%s\n", spec);
 		fclose(f);
-		if (argc > 3) {
-			struct stat st;
-			struct timespec ms = { 0, 1000000 };
-			while (stat(argv[3], &st) || st.st_size == 0)
-				nanosleep(&ms, NULL);
+		int status = 0;
+		if (argc > 4) {
+			int p[2];
+			if (pipe(p) || fcntl(p[0], F_SETPIPE_SZ, 4096) < 0) { perror("pipe"); return 1; }
+			pid_t pid = fork();
+			if (pid == 0) {
+				dup2(p[1], 1);
+				close(p[0]);
+				close(p[1]);
+				setenv("SW_WEIGHTS", spec, 1);
+				execvp(argv[4], argv + 4);
+				_exit(127);
+			}
+			close(p[1]);
+			FILE *out = fopen(argv[3], "w");
+			char buf[4096];
+			ssize_t n = read(p[0], buf, 1);
+			if (n != 1) { fprintf(stderr, "mkstore: no output before the end\n"); return 1; }
 			if (sw_store_write_begin(s, &e)) return 1;
 			memcpy(sw_store_arena(s), m->arena, m->nparams * sizeof(float));
 			if (sw_store_publish(s, 8, &e)) return 1;
+			do
+				fwrite(buf, 1, (size_t)n, out);
+			while ((n = read(p[0], buf, sizeof buf)) > 0);
+			fclose(out);
+			if (waitpid(pid, &status, 0) != pid) return 1;
+			status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 		}
 		sw_store_close(s);
 		sw_model_free(m);
-		return 0;
+		return status;
 	}
 	EOF
 	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
@@ -313,17 +342,14 @@ store_of_m() {
 @test "weights updated during a rollout: responses in flight abort, later ones carry the new version" {
 	command -v cc >/dev/null || skip "no C compiler"
 	mkstore
-	prompts 48 >in.jsonl
-	./mkstore "$M" spec.txt out.msgpack &
-	while [ ! -s spec.txt ]; do sleep 0.01; done
+	prompts 96 >in.jsonl
+	./mkstore "$M" spec.txt out.msgpack sw-rollout -m "$M" -n 4 --batch 8 --max-new-tokens 30 --min-p 0.9 in.jsonl
 	spec=$(cat spec.txt)
-	sw-rollout -m "$M" --weights "$spec" -n 4 --batch 8 --max-new-tokens 30 --min-p 0.9 -o out.msgpack in.jsonl
-	wait
 	rm -f "/dev/shm/${spec#shm:}"
 	sw-rollout -m "$M" -n 4 --batch 8 --max-new-tokens 30 --min-p 0.9 -o files.msgpack in.jsonl
 	sw-cat -f json out.msgpack | jq -c '[.id, .finish, .policy_version, .response_tokens]' | sort >store.txt
 	sw-cat -f json files.msgpack | jq -c '[.id, .finish, .policy_version, .response_tokens]' | sort >files.txt
-	[ "$(wc -l <store.txt)" -eq 192 ]
+	[ "$(wc -l <store.txt)" -eq 384 ]
 	# aborted responses were made by version 7, and are a prefix of what the files give
 	grep -q '"abort",7' store.txt
 	grep -q '"length",8' store.txt

@@ -1,8 +1,10 @@
 /*
  * feed.c - a program's ends of the rollout scheduler (sw/rollout.h): the
- * input read by a thread of its own into a queue of record copies, the
- * samples handed back in order, invalid records named by file and record;
- * and, under an MPI launcher, the input shared out among the ranks.
+ * input read by a thread of its own into a queue of record copies, handed
+ * on a read of the input at a time (a waiting scheduler wakes to all the
+ * prompts that read gave); the samples handed back in order, invalid
+ * records named by file and record; and, under an MPI launcher, the input
+ * shared out among the ranks.
  *
  * Data parallel, the input goes in chunks.  Rank 0 reads up to
  * SW_ROLLOUT_CHUNK records (or to the end) and broadcasts them; rank r
@@ -77,6 +79,8 @@ struct sw_rollout_feed {
 	bool qdone;
 	char qerr[640];            /* why the input ended early, or empty */
 	uint64_t nread, bytes_in;
+	item_ stage[QCAP_];        /* the reading thread's own: records read, not yet queued */
+	int nstage;
 
 	/* what the scheduler sees */
 	sw_rollout_io sio;
@@ -127,24 +131,58 @@ static const char *name_(const sw_rollout_feed *f, uint32_t file)
 
 /* ---- the reading thread ----------------------------------------------------------------- */
 
+/* The staged records into the queue, as room allows, then one wake-up: the
+ * scheduler waiting for input wakes to all that one read of the input gave
+ * (every prompt of a small file), not to the first of them alone. */
+static void hand_on_(void *arg)
+{
+	sw_rollout_feed *f = arg;
+	if (!f->nstage)
+		return;
+	pthread_mutex_lock(&f->m);
+	for (int i = 0; i < f->nstage; i++) {
+		while (f->qcount == QCAP_) {
+			pthread_cond_signal(&f->ready);
+			pthread_cond_wait(&f->room, &f->m);
+		}
+		f->q[(f->qhead + f->qcount++) % QCAP_] = f->stage[i];
+		f->bytes_in += f->stage[i].n;
+		f->nread++;
+	}
+	f->nstage = 0;
+	pthread_cond_signal(&f->ready);
+	pthread_mutex_unlock(&f->m);
+}
+
+/* The input's end, or why it ended early (msg, or none): after the records before it. */
+static void end_input_(sw_rollout_feed *f, const char *msg)
+{
+	hand_on_(f);
+	pthread_mutex_lock(&f->m);
+	if (msg && !f->qerr[0])
+		copy_(f->qerr, sizeof f->qerr, msg);
+	f->qdone = true;
+	pthread_cond_signal(&f->ready);
+	pthread_mutex_unlock(&f->m);
+}
+
 static void *reader_main_(void *arg)
 {
 	sw_rollout_feed *f = arg;
 	sw_error err = { 0 };
 	sw_rec *rec = sw_rec_new();
-	char buf[512];
+	char buf[512], msg[sizeof f->qerr] = "";
 	if (!rec)
-		snprintf(f->qerr, sizeof f->qerr, "out of memory");
-	for (int i = 0; rec && i < f->nfiles && !f->qerr[0]; i++) {
+		snprintf(msg, sizeof msg, "out of memory");
+	for (int i = 0; rec && i < f->nfiles && !msg[0]; i++) {
 		sw_reader *r = sw_reader_open(f->files[i], &err);
 		if (!r) {
-			pthread_mutex_lock(&f->m);
-			snprintf(f->qerr, sizeof f->qerr, "cannot open '%s': %s", f->files[i], strerror(err.sys_errno));
-			pthread_mutex_unlock(&f->m);
+			snprintf(msg, sizeof msg, "cannot open '%s': %s", f->files[i], strerror(err.sys_errno));
 			break;
 		}
 		if (f->max_record)
 			sw_reader_set_max_record(r, f->max_record);
+		sw_reader_set_refill(r, hand_on_, f);
 		int rc;
 		while ((rc = sw_reader_next(r, rec)) == 1) {
 			const uint8_t *p;
@@ -152,33 +190,21 @@ static void *reader_main_(void *arg)
 			uint8_t *copy = NULL;
 			if (sw_rec_bytes(rec, &p, &n) == 0 && (copy = malloc(n ? n : 1)))
 				memcpy(copy, p, n);
-			pthread_mutex_lock(&f->m);
-			while (f->qcount == QCAP_)
-				pthread_cond_wait(&f->room, &f->m);
 			if (!copy) {
-				snprintf(f->qerr, sizeof f->qerr, "out of memory");
-				pthread_mutex_unlock(&f->m);
+				snprintf(msg, sizeof msg, "out of memory");
 				break;
 			}
-			f->q[(f->qhead + f->qcount++) % QCAP_] = (item_){ copy, n, (uint32_t)i, sw_reader_records(r) };
-			f->bytes_in += n;
-			f->nread++;
-			pthread_cond_signal(&f->ready);
-			pthread_mutex_unlock(&f->m);
+			if (f->nstage == QCAP_)
+				hand_on_(f);
+			f->stage[f->nstage++] = (item_){ copy, n, (uint32_t)i, sw_reader_records(r) };
 		}
-		if (rc < 0) {
-			pthread_mutex_lock(&f->m);
-			snprintf(f->qerr, sizeof f->qerr, "%s: %s", name_(f, (uint32_t)i),
+		if (rc < 0)
+			snprintf(msg, sizeof msg, "%s: %s", name_(f, (uint32_t)i),
 			         sw_error_str(sw_reader_error(r), buf, sizeof buf));
-			pthread_mutex_unlock(&f->m);
-		}
 		sw_reader_free(r);
 	}
 	sw_rec_free(rec);
-	pthread_mutex_lock(&f->m);
-	f->qdone = true;
-	pthread_cond_signal(&f->ready);
-	pthread_mutex_unlock(&f->m);
+	end_input_(f, msg[0] ? msg : NULL);
 	return NULL;
 }
 

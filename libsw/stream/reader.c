@@ -48,6 +48,8 @@ struct sw_reader {
 
 	void (*idle)(void *);
 	void *idle_arg;
+	void (*refill)(void *);
+	void *refill_arg;
 	sw_error err;
 };
 
@@ -133,6 +135,12 @@ void sw_reader_set_idle(sw_reader *r, void (*fn)(void *), void *arg)
 	r->idle_arg = arg;
 }
 
+void sw_reader_set_refill(sw_reader *r, void (*fn)(void *), void *arg)
+{
+	r->refill = fn;
+	r->refill_arg = arg;
+}
+
 /* Fail at the current record, whose first byte is at offset. */
 __attribute__((format(printf, 4, 5)))
 static int fail_at_(sw_reader *r, int code, uint64_t offset, const char *fmt, ...)
@@ -160,6 +168,8 @@ static ssize_t read_src_(sw_reader *r, sw_buf *b, size_t room)
 		memcpy(b->p + b->len, r->mem + r->mempos, (size_t)n);
 		r->mempos += (size_t)n;
 	} else {
+		if (r->refill)
+			r->refill(r->refill_arg);
 		if (r->idle) {
 			struct pollfd pfd = { .fd = r->fd, .events = POLLIN };
 			if (poll(&pfd, 1, 0) == 0)

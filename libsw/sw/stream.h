@@ -52,6 +52,13 @@ void sw_reader_set_max_record(sw_reader *r, size_t bytes);
  * flow on promptly without a flush after every record.
  */
 void sw_reader_set_idle(sw_reader *r, void (*fn)(void *arg), void *arg);
+/*
+ * Called before every read of the source (a file or pipe; never for
+ * memory), once what the reader holds is used up: every whole record in it
+ * has been returned.  The place for a consumer that hands records on in
+ * batches to hand on the batch, before the reader may wait.
+ */
+void sw_reader_set_refill(sw_reader *r, void (*fn)(void *arg), void *arg);
 
 typedef struct sw_writer sw_writer;
 

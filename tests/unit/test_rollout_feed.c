@@ -297,6 +297,54 @@ static void test_stage_cmds_(void)
 	sw_experiment_release(&x);
 }
 
+/* The feed's reading thread hands on in batches: a scheduler that waits for
+ * input wakes to every record one read of a small file gave, not to the
+ * first alone (else, on a busy machine, it starts a batch with one prompt);
+ * a file of more records than the queue holds still comes whole, in order. */
+static void test_batches_(void)
+{
+	char path[400];
+	sw_error err = { 0 };
+	for (int total = 40; total <= 600; total += 560) {
+		snprintf(path, sizeof path, "%s/many.jsonl", tmp_dir_);
+		FILE *fp = fopen(path, "w");
+		for (int i = 0; i < total; i++)
+			fprintf(fp, "{\"i\":%d,\"prompt\":\"p\"}\n", i);
+		fclose(fp);
+		char *files[] = { path };
+		sw_rollout_config c = cfg_();
+		sw_rollout_feed_io fio = { NULL, put_, NULL, skipped_ };
+		sw_rollout_feed *f = sw_rollout_feed_new(NULL, files, 1, 0, &c, &fio, NULL, &err);
+		const sw_rollout_io *io = f ? sw_rollout_feed_io_of(f) : NULL;
+		ok(f != NULL, "a feed of %d records", total);
+		if (!f)
+			return;
+		sw_rec *rec;
+		int64_t i = -1;
+		is_int(io->next(io->ctx, true, &rec), 1, "the first record, waited for");
+		ok(rec && !sw_rec_get_i64(rec, "i", &i) && i == 0, "is the file's first");
+		int got = 1, waits = 0, order = 1;
+		for (;;) {
+			int rc = io->next(io->ctx, false, &rec);
+			if (rc == SW_ROLLOUT_WAIT) {
+				if (total == 40 && got < total)
+					waits++;
+				rc = io->next(io->ctx, true, &rec);
+			}
+			if (rc != 1)
+				break;
+			order &= !sw_rec_get_i64(rec, "i", &i) && i == got;
+			got++;
+		}
+		is_int(got, total, "every record");
+		ok(order, "in the file's order");
+		if (total == 40)
+			is_int(waits, 0, "all there when the first was: none waited for after it");
+		is_int(sw_rollout_feed_finish(f, 0, &err), 0, "the input's end");
+		sw_rollout_feed_free(f);
+	}
+}
+
 int main(void)
 {
 	if (tmp_open("rollout-feed"))
@@ -309,6 +357,7 @@ int main(void)
 		test_invalid_(m, tok);
 	}
 	test_generation_eos_();
+	test_batches_();
 	test_rank_times_();
 	test_stage_cmds_();
 	sw_tokenizer_free(tok);

@@ -291,6 +291,77 @@ static void test_utf8(void)
 	sw_rec_free(r);
 }
 
+/* The refill hook: each call notes the records returned so far, then feeds the pipe its next part. */
+typedef struct refill_ {
+	sw_reader *r;
+	int wfd, next, calls;
+	uint64_t seen[8];
+	const char *const *parts;
+	int nparts;
+} refill_;
+
+static void refill_cb_(void *arg)
+{
+	refill_ *t = arg;
+	if (t->calls < 8)
+		t->seen[t->calls] = sw_reader_records(t->r);
+	t->calls++;
+	if (t->next < t->nparts) {
+		const char *p = t->parts[t->next++];
+		if (write(t->wfd, p, strlen(p)) != (ssize_t)strlen(p))
+			t->next = t->nparts;
+	} else if (t->wfd >= 0) {
+		close(t->wfd);
+		t->wfd = -1;
+	}
+}
+
+/* A pipe fed only from the hook: the hook runs before each read of the source, after every whole
+ * record already read was returned, so a consumer can hand on a batch before the reader waits. */
+static void test_refill(void)
+{
+	static const char *const parts[] = {
+		"{\"a\":1}\n{\"a\":2}\n", /* two records */
+		"{\"a\":3}\n{\"a\"",       /* one, and half of the next */
+		":4}\n",                     /* its end */
+	};
+	int fds[2];
+	if (pipe(fds)) {
+		ok(0, "pipe");
+		return;
+	}
+	sw_error e;
+	refill_ t = { .wfd = fds[1], .parts = parts, .nparts = 3 };
+	t.r = sw_reader_fdopen(fds[0], "pipe", &e);
+	sw_reader_set_refill(t.r, refill_cb_, &t);
+	sw_rec *rec = sw_rec_new();
+	int rc;
+	while ((rc = sw_reader_next(t.r, rec)) == 1)
+		;
+	is_int(rc, 0, "the pipe's records to its end");
+	is_int(sw_reader_records(t.r), 4, "four records");
+	is_int(t.calls, 4, "the hook before each of the four reads (three parts and the end)");
+	ok(t.seen[0] == 0 && t.seen[1] == 2 && t.seen[2] == 3 && t.seen[3] == 4,
+	   "each time after the whole records read so far: %llu %llu %llu %llu", (unsigned long long)t.seen[0],
+	   (unsigned long long)t.seen[1], (unsigned long long)t.seen[2], (unsigned long long)t.seen[3]);
+	sw_rec_free(rec);
+	sw_reader_free(t.r);
+	close(fds[0]);
+	if (t.wfd >= 0)
+		close(t.wfd);
+
+	uint8_t mem[] = "{\"a\":1}\n";
+	t = (refill_){ .wfd = -1 };
+	t.r = sw_reader_memopen(mem, sizeof mem - 1, "mem", &e);
+	sw_reader_set_refill(t.r, refill_cb_, &t);
+	rec = sw_rec_new();
+	while (sw_reader_next(t.r, rec) == 1)
+		;
+	is_int(t.calls, 0, "never for a reader of memory");
+	sw_rec_free(rec);
+	sw_reader_free(t.r);
+}
+
 int main(void)
 {
 	test_errors();
@@ -298,5 +369,6 @@ int main(void)
 	test_json_mapping();
 	test_writer();
 	test_utf8();
+	test_refill();
 	return tap_done();
 }
