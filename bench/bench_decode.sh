@@ -67,7 +67,7 @@ mk m110 768 12 12 2048
 
 echo "Threads $TH, OpenMP wait policy $SW_BENCH_WAIT, load before: $(cut -d' ' -f1-3 /proc/loadavg)."
 # the products' kernels (libsw/compute/cpu/linear_rows.c picks by what the CPU has)
-if grep -qw avx512f /proc/cpuinfo; then k="AVX-512 (now: 1 row by 16 rows of W, row by row, and 4x4 tiles)"
+if grep -qw avx512f /proc/cpuinfo; then k="AVX-512 (now: 1 row by 16 rows of W, row by row; 4x6 tiles, 4x4 for what is left)"
 elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then k="AVX2 + FMA"
 else k="portable"; fi
 echo "linear_rows kernels: $k; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')."

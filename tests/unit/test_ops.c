@@ -110,13 +110,16 @@ static void test_gemm_(void)
 /* ---- the batch-invariant product ----------------------------------------- */
 static void test_linear_rows_(int level)
 {
-	/* AVX-512 paths too: blocks of 16 rows of W whole and short, one row
-	 * against a block with and without a k % 16 tail, tiles of 4, 3 and 2 rows;
-	 * 16 rows and more with a short tile of 2, and of 1 against a short block,
-	 * in parallel and not. */
+	/* AVX-512 paths too: blocks of 48 rows of W (16 for one row) whole and
+	 * short; a last row alone against a block (its whole 16s, then tiles of
+	 * that row) with and without a k % 16 tail; 4x6 tiles, and 4x4 tiles of
+	 * 4, 3, 2 and 1 rows for short tiles, groups of W short of 6 and k % 16
+	 * tails; in parallel and not. */
 	int shapes[][3] = { { 1, 9, 16 }, { 7, 13, 37 }, { 33, 64, 96 }, { 5, 3, 5 },
 		            { 1, 48, 40 }, { 6, 37, 50 }, { 9, 32, 16 }, { 3, 70, 33 },
-		            { 18, 40, 1043 }, { 17, 24, 64 } };
+		            { 18, 40, 1043 }, { 17, 24, 64 }, { 8, 48, 64 }, { 12, 200, 160 },
+		            { 21, 96, 48 }, { 13, 100, 80 }, { 4, 30, 32 }, { 32, 136, 256 },
+		            { 1, 100, 64 }, { 9, 120, 96 }, { 24, 200, 64 } };
 	for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
 		int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
 		float *A = rnd_((size_t)M * K, 1), *W = rnd_((size_t)N * K, 1);

@@ -18,12 +18,17 @@
  * every call, which is what batch invariance needs.  The tree is the one
  * a transposing reduction of 16 accumulators at once computes (red16_), so
  * finishing 16 elements costs 30 shuffles and 15 adds, not 240 scalar adds.
- * Two kernels, the same arithmetic: one row of A against 16 rows of W
+ * Three kernels, the same arithmetic: one row of A against 16 rows of W
  * (decoding one sequence: bound by reading W, so each W load feeds one
- * FMA, and W is read in memory order, a row at a time), and 4 rows of A by
- * 4 of W (a batch: 8 loads feed 16 FMAs).  Threads take blocks of 16 rows
- * of W, so W is read from memory once a call and a block stays in the
- * core's cache while every tile of A passes over it.
+ * FMA, and W is read in memory order, a row at a time); 4 rows of A by 6
+ * of W (a batch: 10 loads feed 24 FMAs, 28 of the 32 vector registers);
+ * and 4 by 4, for what is left over (short tiles, k % 16 tails).  Threads
+ * take blocks of 48 rows of W (16 for one sequence), so W is read from
+ * memory once a call; a group of 6 of them stays in L1 while every tile of
+ * A passes over it, and A streams from L2.  That stream is what bounds a batch: with groups of 4
+ * (the 4x4 tiles alone) A was read from L2 once per 4 rows of W and the
+ * products ran at 130-165 GFLOP/s inside the decoder; once per 6 is
+ * 12-20% faster (bench/RESULTS.md, "tile46").
  */
 #include <math.h>
 #include <stddef.h>
@@ -147,10 +152,28 @@ static void finish_(float *C, int ldc, const float *sum, const float *const *a, 
 		}
 }
 
-/* 4 rows of A by 4 of W (a short tile repeats a row); pf: K floats to
- * bring into the cache meanwhile (a row of the next block of W). */
+/* npf cache lines from pf on into L2, spread over the k loop's steps (a
+ * tile's share of the next block of W, see tiles_). */
+#define PF_STEP_(k)                                                                    \
+	for (int p_ = 0; p_ < pf_per && j_ < npf; p_++, j_++)                          \
+		_mm_prefetch((const char *)(pf + 16 * (size_t)j_), _MM_HINT_T1)
+
+/* One row of W (16 of its elements, at p) against the tile's 4 rows of A
+ * (x0 .. x3): acc[i .. i + 3] += x0 .. x3 times it. */
+#define ROW4_(acc, i, p)                                                                \
+	do {                                                                            \
+		__m512 y_ = _mm512_loadu_ps(p);                                         \
+		acc[i] = _mm512_fmadd_ps(x0, y_, acc[i]);                               \
+		acc[i + 1] = _mm512_fmadd_ps(x1, y_, acc[i + 1]);                       \
+		acc[i + 2] = _mm512_fmadd_ps(x2, y_, acc[i + 2]);                       \
+		acc[i + 3] = _mm512_fmadd_ps(x3, y_, acc[i + 3]);                       \
+	} while (0)
+
+/* 4 rows of A by 4 of W (a short tile repeats a row); pf, npf: lines to
+ * bring into L2 meanwhile. */
 T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
-                          const float *const *w, int nw, int K, float beta, const float *pf)
+                          const float *const *w, int nw, int K, float beta, const float *pf,
+                          int npf)
 {
 	/* c[4i + j]: W row i by A row j, so that block j of the sums is A row j's. */
 	__m512 c[16];
@@ -159,23 +182,15 @@ T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
 		c[i] = _mm512_setzero_ps();
 	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
 	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-	int K16 = K / 16 * 16;
+	int K16 = K / 16 * 16, j_ = 0, pf_per = K16 ? (npf + K16 / 16 - 1) / (K16 / 16) : 0;
 	for (int k = 0; k < K16; k += 16) {
-		_mm_prefetch((const char *)(pf + k), _MM_HINT_T1);
+		PF_STEP_(k);
 		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
 		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
-		__m512 y = _mm512_loadu_ps(w0 + k);
-		c[0] = _mm512_fmadd_ps(x0, y, c[0]), c[1] = _mm512_fmadd_ps(x1, y, c[1]);
-		c[2] = _mm512_fmadd_ps(x2, y, c[2]), c[3] = _mm512_fmadd_ps(x3, y, c[3]);
-		y = _mm512_loadu_ps(w1 + k);
-		c[4] = _mm512_fmadd_ps(x0, y, c[4]), c[5] = _mm512_fmadd_ps(x1, y, c[5]);
-		c[6] = _mm512_fmadd_ps(x2, y, c[6]), c[7] = _mm512_fmadd_ps(x3, y, c[7]);
-		y = _mm512_loadu_ps(w2 + k);
-		c[8] = _mm512_fmadd_ps(x0, y, c[8]), c[9] = _mm512_fmadd_ps(x1, y, c[9]);
-		c[10] = _mm512_fmadd_ps(x2, y, c[10]), c[11] = _mm512_fmadd_ps(x3, y, c[11]);
-		y = _mm512_loadu_ps(w3 + k);
-		c[12] = _mm512_fmadd_ps(x0, y, c[12]), c[13] = _mm512_fmadd_ps(x1, y, c[13]);
-		c[14] = _mm512_fmadd_ps(x2, y, c[14]), c[15] = _mm512_fmadd_ps(x3, y, c[15]);
+		ROW4_(c, 0, w0 + k);
+		ROW4_(c, 4, w1 + k);
+		ROW4_(c, 8, w2 + k);
+		ROW4_(c, 12, w3 + k);
 	}
 	__m512 s = red16_(c);
 	if (na == 4 && nw == 4 && K16 == K) {
@@ -192,6 +207,45 @@ T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
 		for (int j = 0; j < 4; j++)
 			u[4 * i + j] = t[4 * j + i];
 	finish_(C, ldc, u, a, na, w, nw, K16, K, beta);
+}
+
+/* 4 rows of A by 6 of W, whole (K a multiple of 16): the sums of tile44_,
+ * two more rows of W against each load of A. */
+T512_ static void tile46_(float *C, int ldc, const float *const *a, const float *const *w, int K,
+                          float beta, const float *pf, int npf)
+{
+	/* c as in tile44_ (W rows 0-3); d[4i + j]: W row 4 + i by A row j, d[8..15] zero */
+	__m512 c[16], d[16];
+#pragma GCC unroll 16
+	for (int i = 0; i < 16; i++)
+		c[i] = d[i] = _mm512_setzero_ps();
+	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3], *w4 = w[4], *w5 = w[5];
+	int j_ = 0, pf_per = K ? (npf + K / 16 - 1) / (K / 16) : 0;
+	for (int k = 0; k < K; k += 16) {
+		PF_STEP_(k);
+		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
+		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
+		ROW4_(c, 0, w0 + k);
+		ROW4_(c, 4, w1 + k);
+		ROW4_(c, 8, w2 + k);
+		ROW4_(c, 12, w3 + k);
+		ROW4_(d, 0, w4 + k);
+		ROW4_(d, 4, w5 + k);
+	}
+	/* lane 4j + i: A row j by W row i (s), by W row 4 + i (t, i < 2) */
+	__m512 s = red16_(c), t = red16_(d);
+	float u[16];
+	_mm512_storeu_ps(u, t);
+	put4_(C, _mm512_extractf32x4_ps(s, 0), beta);
+	put4_(C + ldc, _mm512_extractf32x4_ps(s, 1), beta);
+	put4_(C + 2 * (size_t)ldc, _mm512_extractf32x4_ps(s, 2), beta);
+	put4_(C + 3 * (size_t)ldc, _mm512_extractf32x4_ps(s, 3), beta);
+	for (int j = 0; j < 4; j++)
+		for (int i = 0; i < 2; i++) {
+			float *o = C + (size_t)j * ldc + 4 + i;
+			*o = beta == 0 ? u[4 * j + i] : u[4 * j + i] + beta * *o;
+		}
 }
 
 /* How far ahead row16_ asks for W: 1024 floats, 4 KiB. */
@@ -243,29 +297,45 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 	}
 }
 
+/* Rows of W a thread's block holds in a batch: 8 groups of 6, 3 runs of 16. */
+#define BLOCK_ 48
+
 /*
- * Tiles of 4 rows of A (a short one repeats a row) by W's rows n0 .. n0 + nw.
- * *t counts the tiles over a block: tile t < 16 prefetches row t of the
- * block of W that comes next (next: NULL at the end), so that it is in the
- * cache when the first tile reaches it, not fetched at memory's latency.
+ * Tiles of 4 rows of A (a short one repeats a row) by groups of 6 of W's
+ * rows n0 .. n0 + nw; what is not a whole 4x6 tile goes through tile44_.
+ * The tiles share out the prefetch of the next block of W (next, its rows
+ * nnext; NULL at the end), each its part of the block's lines, so that the
+ * block is in L2 when the first tile reaches it and the memory is asked at
+ * an even pace.
  */
 T512_ static void tiles_(float *C, int N, const float *A, int M, const float *W, int n0,
-                         int nw, int K, float beta, const float *next)
+                         int nw, int K, float beta, const float *next, int nnext)
 {
-	int t = 0;
-	for (int q = 0; q < nw; q += 4) {
-		int nq = nw - q < 4 ? nw - q : 4;
-		const float *w[4];
-		for (int j = 0; j < 4; j++)
+	int ntiles = (nw + 5) / 6 * ((M + 3) / 4), t = 0;
+	long lines = next ? (long)nnext * K / 16 : 0;
+	for (int q = 0; q < nw; q += 6) {
+		int nq = nw - q < 6 ? nw - q : 6;
+		const float *w[6];
+		for (int j = 0; j < 6; j++)
 			w[j] = W + (size_t)(n0 + q + (j < nq ? j : 0)) * K;
-		for (int m0 = 0; m0 < M; m0 += 4) {
+		for (int m0 = 0; m0 < M; m0 += 4, t++) {
 			int na = M - m0 < 4 ? M - m0 : 4;
 			const float *a[4];
 			for (int i = 0; i < 4; i++)
 				a[i] = A + (size_t)(m0 + (i < na ? i : 0)) * K;
-			const float *pf = next && t < 16 ? next + (size_t)t * K : a[0];
-			t++;
-			tile44_(C + (size_t)m0 * N + n0 + q, N, a, na, w, nq, K, beta, pf);
+			long l0 = lines * t / ntiles, l1 = lines * (t + 1) / ntiles;
+			const float *pf = next ? next + 16 * l0 : NULL;
+			int npf = (int)(l1 - l0);
+			float *c = C + (size_t)m0 * N + n0 + q;
+			if (na == 4 && nq == 6 && K % 16 == 0) {
+				tile46_(c, N, a, w, K, beta, pf, npf);
+				continue;
+			}
+			tile44_(c, N, a, na, w, nq < 4 ? nq : 4, K, beta, pf, npf);
+			if (nq > 4) {
+				const float *w45[4] = { w[4], w[5], w[4], w[4] }; /* (w[5] is w[q] when nq is 5) */
+				tile44_(c + 4, N, a, na, w45, nq - 4, K, beta, NULL, 0);
+			}
 		}
 	}
 }
@@ -273,16 +343,27 @@ T512_ static void tiles_(float *C, int N, const float *A, int M, const float *W,
 static void rows_avx512_(float *C, const float *A, const float *W, int M, int N, int K,
                          float beta)
 {
-	int nblk = (N + 15) / 16;
+	/* one sequence: blocks of 16, each one run of row16_ */
+	int bs = M == 1 ? 16 : BLOCK_, nblk = (N + bs - 1) / bs;
 #pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
 	for (int b = 0; b < nblk; b++) {
-		int n0 = b * 16, nw = N - n0 < 16 ? N - n0 : 16;
-		const float *next = N - n0 >= 32 ? W + (size_t)(n0 + 16) * K : NULL;
-		/* A last row alone (decoding one sequence) against a whole block: row16_ */
-		int mt = M % 4 == 1 && nw == 16 ? M - 1 : M;
-		tiles_(C, N, A, mt, W, n0, nw, K, beta, next);
-		if (mt < M)
-			row16_(C + (size_t)mt * N + n0, A + (size_t)mt * K, W + (size_t)n0 * K, K, beta);
+		int n0 = b * bs, nw = N - n0 < bs ? N - n0 : bs;
+		const float *next = N - n0 >= 2 * bs ? W + (size_t)(n0 + bs) * K : NULL;
+		/* A last row alone (decoding one sequence; a batch of 4n + 1): row16_
+		 * against each whole 16 rows of the block, a tile of that row alone
+		 * for the rest */
+		int mt = M % 4 == 1 ? M - 1 : M;
+		if (mt)
+			tiles_(C, N, A, mt, W, n0, nw, K, beta, next, bs);
+		if (mt < M) {
+			float *c = C + (size_t)mt * N;
+			const float *a = A + (size_t)mt * K;
+			int n16 = nw / 16 * 16;
+			for (int r = 0; r < n16; r += 16)
+				row16_(c + n0 + r, a, W + (size_t)(n0 + r) * K, K, beta);
+			if (n16 < nw)
+				tiles_(c, N, a, 1, W, n0 + n16, nw - n16, K, beta, NULL, 0);
+		}
 	}
 }
 
