@@ -25,10 +25,11 @@
  * and 4 by 4, for what is left over (short tiles, k % 16 tails).  Threads
  * take blocks of 48 rows of W (16 for one sequence), so W is read from
  * memory once a call; a group of 6 of them stays in L1 while every tile of
- * A passes over it, and A streams from L2.  That stream is what bounds a batch: with groups of 4
- * (the 4x4 tiles alone) A was read from L2 once per 4 rows of W and the
- * products ran at 130-165 GFLOP/s inside the decoder; once per 6 is
- * 12-20% faster (bench/RESULTS.md, "tile46").
+ * A passes over it, and A streams from L2.  With groups of 4 (the 4x4
+ * tiles alone) A was read from L2 once per 4 rows of W and the products
+ * ran at 130-165 GFLOP/s inside the decoder, barely more at 128 rows than
+ * at 32; read once per 6 they run about 1.09x faster (bench/RESULTS.md,
+ * "tile46").
  */
 #include <math.h>
 #include <stddef.h>
@@ -154,7 +155,7 @@ static void finish_(float *C, int ldc, const float *sum, const float *const *a, 
 
 /* npf cache lines from pf on into L2, spread over the k loop's steps (a
  * tile's share of the next block of W, see tiles_). */
-#define PF_STEP_(k)                                                                    \
+#define PF_STEP_()                                                                     \
 	for (int p_ = 0; p_ < pf_per && j_ < npf; p_++, j_++)                          \
 		_mm_prefetch((const char *)(pf + 16 * (size_t)j_), _MM_HINT_T1)
 
@@ -184,7 +185,7 @@ T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
 	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
 	int K16 = K / 16 * 16, j_ = 0, pf_per = K16 ? (npf + K16 / 16 - 1) / (K16 / 16) : 0;
 	for (int k = 0; k < K16; k += 16) {
-		PF_STEP_(k);
+		PF_STEP_();
 		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
 		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
 		ROW4_(c, 0, w0 + k);
@@ -223,7 +224,7 @@ T512_ static void tile46_(float *C, int ldc, const float *const *a, const float 
 	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3], *w4 = w[4], *w5 = w[5];
 	int j_ = 0, pf_per = K ? (npf + K / 16 - 1) / (K / 16) : 0;
 	for (int k = 0; k < K; k += 16) {
-		PF_STEP_(k);
+		PF_STEP_();
 		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
 		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
 		ROW4_(c, 0, w0 + k);
