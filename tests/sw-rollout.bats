@@ -275,6 +275,7 @@ mkstore() {
 			}
 			close(p[1]);
 			FILE *out = fopen(argv[3], "w");
+			if (!out) { perror(argv[3]); return 1; }
 			char buf[4096];
 			ssize_t n = read(p[0], buf, 1);
 			if (n != 1) { fprintf(stderr, "mkstore: no output before the end\n"); return 1; }

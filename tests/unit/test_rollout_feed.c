@@ -305,7 +305,9 @@ static void test_batches_(void)
 {
 	char path[400];
 	sw_error err = { 0 };
-	for (int total = 40; total <= 600; total += 560) {
+	static const int totals[] = { 40, 600 }; /* one read's worth; more than the queue holds */
+	for (size_t ti = 0; ti < sizeof totals / sizeof *totals; ti++) {
+		int total = totals[ti];
 		snprintf(path, sizeof path, "%s/many.jsonl", tmp_dir_);
 		FILE *fp = fopen(path, "w");
 		for (int i = 0; i < total; i++)
@@ -327,8 +329,7 @@ static void test_batches_(void)
 		for (;;) {
 			int rc = io->next(io->ctx, false, &rec);
 			if (rc == SW_ROLLOUT_WAIT) {
-				if (total == 40 && got < total)
-					waits++;
+				waits += got < total;
 				rc = io->next(io->ctx, true, &rec);
 			}
 			if (rc != 1)
