@@ -14,6 +14,10 @@
  * the step spends beyond it (the fixed cost of a token).  Threads from
  * $SW_THREADS, else every core.
  *
+ * The device is $SW_DEVICE's (the CPU by default); with $SW_PROFILE=FILE
+ * the table of its ops (backend.h's sw_backend_prof) is appended to FILE:
+ * the time of each product inside the decoder, by shape.
+ *
  * attn: one layer of the 110M model's attention (12 heads of 64, no
  * grouping), pages of 16 keys placed at random in the pool, random keys,
  * values and queries; the median of 50 calls of the op (a layer's call),
@@ -173,7 +177,9 @@ int main(int argc, char **argv)
 	const char *th = getenv("SW_THREADS");
 	sw_engine_threads(th ? atoi(th) : 0);
 	sw_error err = { 0 };
-	sw_model *m = sw_model_load(argv[1], &err);
+	/* the device by $SW_DEVICE (cpu), so that $SW_PROFILE's table can say where a step goes */
+	const sw_backend *be = sw_backend_get(getenv("SW_DEVICE"), &err);
+	sw_model *m = be ? sw_model_load_on(be, argv[1], &err) : NULL;
 	if (!m)
 		die_("load", &err);
 	int V = m->cfg.vocab_size;

@@ -366,7 +366,8 @@ const sw_backend *cli_device(const char *arg)
 {
 	sw_error err = { 0 };
 	const sw_backend *be = sw_backend_get(arg ? arg : getenv("SW_DEVICE"), &err);
-	if (!be && !strncmp(err.msg, "SW_GEMM: ", 9)) /* not the device's name: it names itself */
+	if (!be && (!strncmp(err.msg, "SW_GEMM: ", 9) || !strncmp(err.msg, "SW_PROFILE: ", 12)))
+		/* not the device's name: it names itself */
 		cli_die("%s", err.msg);
 	if (!be && arg && err.code == SW_EINVAL) /* a name no backend has */
 		cli_usage("%s", err.msg);

@@ -216,6 +216,21 @@ resume_matches_reference() {
 	[ "$(left run)" = 0 ]
 }
 
+@test "SW_PROFILE: each computing stage appends its table of device ops, sw-run none; the weights are the reference's" {
+	run -0 --separate-stderr env SW_PROFILE="$PWD/prof" sw-run -q -c "$FIX/exp" -o run --iters 1
+	[ "$stderr" = "" ]
+	for f in model.safetensors optimizer.bin; do
+		[ "$(digest run/ckpt/iter-0001/$f)" = "$(digest "$FIX/ref/ckpt/iter-0001/$f")" ]
+	done
+	# the evaluations' rollouts (before iteration 1 and after it), the iteration's rollout, the trainer
+	run -0 sed -n 's/^# SW_PROFILE: \([a-z-]*\), pid [0-9]*, device \([a-z]*\): .*/\1 \2/p' prof
+	[ "$(sort <<<"$output" | uniq -c | awk '{ print $1, $2, $3 }' | paste -sd,)" = "3 sw-rollout ${SW_DEVICE:-cpu},1 sw-train ${SW_DEVICE:-cpu}" ]
+	# the trainer's products and AdamW, the rollout's batch-invariant products
+	[ "$(awk '/^# SW_PROFILE: sw-train/ { t = 1; next } /^# SW_PROFILE/ { t = 0 } t && /^(gemm|adamw) +\(all shapes\)/ { print $1 }' prof | sort | paste -sd,)" = adamw,gemm ]
+	grep -Eq '^linear_rows +M=[0-9]+ N=[0-9]+ K=[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9.]+ +[0-9.]+$' prof
+	[ "$(left run)" = 0 ]
+}
+
 @test "every stage is deterministic: the same input twice gives the same bytes, and a second run the same weights" {
 	r=$FIX/ref
 	p="$FIX/prompts.jsonl"

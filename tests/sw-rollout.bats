@@ -471,6 +471,29 @@ store_of_m() {
 	done
 }
 
+@test "SW_PROFILE appends a table of the device's ops at exit; the same samples; a file it cannot open is exit 1" {
+	prompts 3 >in.jsonl
+	sw-rollout -m "$M" -n 2 --max-new-tokens 8 --seed 5 in.jsonl >plain.gen
+	for dev in cpu guard; do
+		run -0 --separate-stderr env SW_PROFILE=prof.txt sw-rollout --device $dev -m "$M" -n 2 --max-new-tokens 8 \
+			--seed 5 -o $dev.gen in.jsonl
+		[ "$stderr" = "" ]
+		cmp plain.gen $dev.gen
+	done
+	# two processes, two tables, each headed by its program, pid and device
+	run -0 grep -c '^# SW_PROFILE: ' prof.txt
+	[ "$output" = 2 ]
+	grep -Eq '^# SW_PROFILE: sw-rollout, pid [0-9]+, device cpu: [0-9.]+ s since the device was opened, [0-9.]+ s in [0-9]+ operations \([0-9.]+%\)$' prof.txt
+	grep -Eq '^# SW_PROFILE: sw-rollout, pid [0-9]+, device guard: ' prof.txt
+	# the decoder's products by shape (the tiny model: hidden 64, vocabulary 300), with their rate
+	grep -Eq '^linear_rows +\(all shapes\) +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9.]+ +[0-9.]+$' prof.txt
+	grep -Eq '^linear_rows +M=[0-9]+ N=300 K=64 ' prof.txt
+	grep -Eq '^attn_paged +n=[0-9]+ H=[0-9]+ KVH=[0-9]+ hd=[0-9]+ ' prof.txt
+	run -1 --separate-stderr env SW_PROFILE=/nonexistent-sw-dir/p sw-rollout -m "$M" in.jsonl
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-rollout: SW_PROFILE: /nonexistent-sw-dir/p: No such file or directory" ]
+}
+
 @test "a closed pipe ends quietly; -z and -o write compressed and to a file" {
 	prompts 40 >in.jsonl
 	run -0 --separate-stderr bash -c 'sw-rollout -m "$1" -n 4 -f json in.jsonl | head -1 >/dev/null; echo "${PIPESTATUS[0]}"' _ "$M"

@@ -104,22 +104,29 @@ static const sw_backend *cuda_(const char *name, int dev, sw_error *err)
 	return NULL;
 }
 
+/* be, or its profiling wrapper where $SW_PROFILE names a file. */
+static const sw_backend *profiled_(const sw_backend *be, sw_error *err)
+{
+	const char *path = getenv("SW_PROFILE");
+	return be && path && *path ? sw_backend_prof(be, path, err) : be;
+}
+
 const sw_backend *sw_backend_get(const char *name, sw_error *err)
 {
 	/* Both compute with the CPU's ops: a bad $SW_GEMM fails them here. */
 	if (!name || !*name || !strcmp(name, "cpu"))
-		return sw_backend_cpu()->sync(err) ? NULL : sw_backend_cpu();
+		return sw_backend_cpu()->sync(err) ? NULL : profiled_(sw_backend_cpu(), err);
 	if (!strcmp(name, "guard"))
-		return sw_backend_cpu()->sync(err) ? NULL : sw_backend_guard();
+		return sw_backend_cpu()->sync(err) ? NULL : profiled_(sw_backend_guard(), err);
 	if (!strncmp(name, "cuda", 4) && (!name[4] || name[4] == ':'))
-		return cuda_(name, 0, err);
+		return profiled_(cuda_(name, 0, err), err);
 	sw_fail(err, SW_EINVAL, "unknown device '%s' (known: cpu, guard, cuda, cuda:N)", name);
 	return NULL;
 }
 
 const sw_backend *sw_backend_cuda_current(sw_error *err)
 {
-	return cuda_("cuda", -1, err);
+	return profiled_(cuda_("cuda", -1, err), err);
 }
 
 int sw_backend_trim(const sw_backend *be, sw_error *err)

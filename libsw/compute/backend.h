@@ -277,6 +277,18 @@ const sw_backend *sw_backend_cpu(void);
 /* The guard backend (guard/): the CPU ops over memory the host cannot touch. */
 const sw_backend *sw_backend_guard(void);
 
+/*
+ * The profiling backend (prof/): inner's ops, each timed by op and shape,
+ * the results inner's bit for bit; when the process exits, a table of where
+ * the time went is appended to the file at path (opened now: NULL with err
+ * if it cannot be).  One per process: asking again for the same inner gives
+ * the same wrapper, for another inner an error.  sw_backend_get and
+ * sw_backend_cuda_current give it in place of the device itself when
+ * $SW_PROFILE names a file.  On an inner that queues its ops (cuda) every
+ * op is followed by the inner's sync, so its time is its own.
+ */
+const sw_backend *sw_backend_prof(const sw_backend *inner, const char *path, sw_error *err);
+
 /* The CUDA backend on the GPU this process computes on already, else on
  * cuda:0 (a cuda: store's memory, run/store.c); NULL with err as
  * sw_backend_get("cuda") fails. */

@@ -155,7 +155,7 @@ static int apply_(sw_experiment *x, const key_ *k, const char *v, const char *wh
 	case K_DEV: { /* a name sw_backend_get knows, and a device this machine has */
 		sw_error e = { 0 };
 		if (!sw_backend_get(v, &e) || !*v) /* SW_ENOENT: cuda without a GPU, not a usage error */
-			return sw_fail(err, *v && e.code == SW_ENOENT ? SW_ENOENT : SW_EINVAL, "%s%s%s", w, sep, *v ? e.msg : "option '--device' wants a device: cpu or guard");
+			return sw_fail(err, *v && (e.code == SW_ENOENT || e.code == SW_EIO) ? e.code : SW_EINVAL, "%s%s%s", w, sep, *v ? e.msg : "option '--device' wants a device: cpu or guard");
 		return set_str_(field, v, err);
 	}
 	case K_CMD:

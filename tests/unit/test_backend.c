@@ -407,9 +407,115 @@ static void test_same_bits_(const char *what, sw_model_config c)
 	free_run_(&a), free_run_(&b);
 }
 
+/* ---- the profiling backend: guard's ops timed, the same bits, a table at exit ---- */
+
+static char *slurp_(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *t = f ? calloc(1, 1 << 20) : NULL;
+	if (t)
+		fread(t, 1, (1 << 20) - 1, f);
+	if (f)
+		fclose(f);
+	return t;
+}
+
+/* In a child (the profiler is one per process): what it found, a bit a check. */
+enum { P_OPEN_FAILS = 1, P_SAME = 2, P_ONE = 4, P_OTHER = 8, P_BITS = 16 };
+
+static int prof_child_(const char *path, sw_model_config c)
+{
+	sw_error err = { 0 };
+	int r = 0;
+	if (!sw_backend_prof(sw_backend_guard(), "/nonexistent-sw-dir/profile", &err) && err.code == SW_EIO &&
+	    !strcmp(err.msg, "SW_PROFILE: /nonexistent-sw-dir/profile: No such file or directory"))
+		r |= P_OPEN_FAILS;
+	const sw_backend *p = sw_backend_prof(sw_backend_guard(), path, &err);
+	if (p && p != sw_backend_guard() && !strcmp(p->name, "guard") && p->host_memory)
+		r |= P_SAME;
+	if (p && sw_backend_prof(sw_backend_guard(), path, &err) == p)
+		r |= P_ONE;
+	memset(&err, 0, sizeof err);
+	if (!sw_backend_prof(sw_backend_cpu(), path, &err) &&
+	    !strcmp(err.msg, "SW_PROFILE: this process profiles device guard already, not cpu"))
+		r |= P_OTHER;
+	static run_ a, b;
+	run_model_(sw_backend_guard(), c, &a);
+	run_model_(p, c, &b);
+	if (!a.rc && !b.rc && !memcmp(a.lp, b.lp, sizeof a.lp) && a.ndec == b.ndec &&
+	    !memcmp(a.dec, b.dec, sizeof a.dec) && !memcmp(a.score, b.score, sizeof a.score) &&
+	    same_model_(a.g, b.g) && same_model_(a.m, b.m) && a.st.grad_norm == b.st.grad_norm)
+		r |= P_BITS;
+	return r;
+}
+
+static void test_prof_(void)
+{
+	char path[] = "/tmp/sw-test-prof.XXXXXX";
+	int fd = mkstemp(path);
+	ok(fd >= 0, "a file for the profile");
+	if (fd < 0)
+		return;
+	close(fd);
+	sw_model_config c = cfg_("llama", false, false, false);
+	int st = 0;
+	pid_t kid[2];
+	for (int k = 0; k < 2; k++) { /* two processes append to one file */
+		fflush(stdout);
+		if ((kid[k] = fork()) == 0)
+			exit(prof_child_(path, c)); /* exit: the table is written at exit */
+		waitpid(kid[k], &st, 0);
+	}
+	int r = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	ok(r >= 0 && (r & P_OPEN_FAILS), "prof: a file it cannot open is an error naming SW_PROFILE and the file");
+	ok(r >= 0 && (r & P_SAME), "prof: the wrapper keeps the inner's name and memory kind");
+	ok(r >= 0 && (r & P_ONE), "prof: asked again for the same device, the same wrapper");
+	ok(r >= 0 && (r & P_OTHER), "prof: asked for another device, an error");
+	ok(r >= 0 && (r & P_BITS),
+	   "prof: forward, backward, decoding with forks and AdamW through the profiler: guard's bits");
+	char *t = slurp_(path), *h1 = t ? strstr(t, "# SW_PROFILE: ") : NULL, *h2 = h1 ? strstr(h1 + 1, "# SW_PROFILE: ") : NULL;
+	char want[64];
+	snprintf(want, sizeof want, "pid %ld, device guard: ", (long)kid[0]);
+	ok(h1 && h2 && !strstr(h2 + 1, "# SW_PROFILE: ") && strstr(h1, want) && h1 == t,
+	   "prof: each process appends one table, headed by its pid and device");
+	/* the engine's products (its q projection: hidden 32 by 32 over the 40 tokens), the decoder's
+	 * (its vocabulary's, 41 by 32, for one row), attention, AdamW */
+	const char *rows[] = { "\ngemm             (all shapes)", "\nlinear_rows      (all shapes)",
+		               "\nadamw            (all shapes)", "\nattn_paged       (all shapes)",
+		               "\nlinear_rows      M=1 N=41 K=32 ", "\ngemm             ta=0 tb=1 M=40 N=32 K=32 ",
+		               "\nattn_fwd         nseq=3 H=4 KVH=2 hd=8 causal=1 ", "\nadamw            n=" };
+	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+		ok(h1 && h2 && strstr(h1, rows[i]) && strstr(h1, rows[i]) < h2, "prof: the table has the row '%s'", rows[i] + 1);
+	/* the totals: an op's row adds its shapes' rows, the header adds the ops' */
+	unsigned long long ops = 0, all = 0, lr = 0, lr_shapes = 0, n;
+	double sec = -1, share = -1, us = -1, gf = -1;
+	ok(h1 && sscanf(h1, "# SW_PROFILE: test_backend, pid %*d, device guard: %*f s since the device was opened, "
+	                    "%*f s in %llu operations", &ops) == 1 && ops > 100, "prof: the header counts %llu operations", ops);
+	for (char *l = h1 ? strchr(h1, '\n') : NULL; l && l < h2; l = strchr(l + 1, '\n')) {
+		char name[32], shape[16];
+		if (sscanf(l + 1, "%31s (all shapes) %llu", name, &n) == 2) {
+			all += n;
+			if (!strcmp(name, "linear_rows"))
+				lr = n;
+		} else if (sscanf(l + 1, "linear_rows M=%15s %*s %*s %llu", shape, &n) == 2)
+			lr_shapes += n;
+	}
+	ok(all == ops && lr > 0 && lr == lr_shapes,
+	   "prof: the ops' calls add up to the header's (%llu, %llu); linear_rows' shapes to its own (%llu, %llu)",
+	   all, ops, lr_shapes, lr);
+	/* a row's figures: calls, seconds, share, us a call, GFLOP/s for a product */
+	char *g = h1 ? strstr(h1, "\ngemm             (all shapes)") : NULL;
+	ok(g && sscanf(g + 1, "gemm (all shapes) %llu %lf %lf%% %lf %lf", &n, &sec, &share, &us, &gf) == 5 &&
+	   n > 0 && sec >= 0 && share > 0 && share < 100 && us > 0 && gf > 0,
+	   "prof: the products' row: %llu calls, %g s, %g%%, %g us a call, %g GFLOP/s", n, sec, share, us, gf);
+	free(t);
+	unlink(path);
+}
+
 int main(void)
 {
 	sw_engine_threads(2);
+	test_prof_(); /* first: its children compute, and libgomp's threads do not survive a fork */
 	test_names_();
 	test_entries_(sw_backend_cpu());
 	test_entries_(sw_backend_guard());
