@@ -108,6 +108,28 @@ static void test_entries_(const sw_backend *be)
 	ok(be->memset(b + 8, 0, 8 * sizeof(float), &err) == 0 && be->download(back, b, sizeof h, &err) == 0 &&
 	   back[7] == h[7] && back[8] == 0 && back[15] == 0 && back[16] == h[16], "%s: memset of a range", n);
 	ok((be->host_view(a) != NULL) == !strcmp(n, "cpu"), "%s: host_view only where memory is host memory", n);
+	{
+		/* past a megabyte fills and copies go over the threads in pieces: 3 MiB + 123 bytes, from an odd
+		 * offset, so the last piece is short; the bytes beside the range stay */
+		size_t big = ((size_t)3 << 20) + 123, tot = big + 256;
+		unsigned char *hb = malloc(tot), *hc = malloc(tot);
+		unsigned char *da = be->alloc(tot, &err), *db = be->alloc(tot, &err);
+		for (size_t i = 0; hb && i < tot; i++)
+			hb[i] = (unsigned char)(i * 7 + i / 251);
+		int rc = !hb || !hc || !da || !db || be->upload(da, hb, tot, &err) || be->upload(db, hb, tot, &err) ||
+		         be->memset(da + 77, 0xab, big, &err) || be->download(hc, da, tot, &err);
+		bool same = !rc;
+		for (size_t i = 0; same && i < tot; i++)
+			same = hc[i] == (i >= 77 && i < 77 + big ? 0xab : hb[i]);
+		ok(same, "%s: memset of 3 MiB + 123 bytes: every byte of the range, none beside it", n);
+		rc = rc || be->copy(db + 33, da + 50, big, &err) || be->download(hc, db, tot, &err);
+		same = !rc;
+		for (size_t i = 0; same && i < tot; i++)
+			same = hc[i] == (i >= 33 && i < 33 + big ? (i + 17 >= 77 && i + 17 < 77 + big ? 0xab : hb[i + 17]) : hb[i]);
+		ok(same, "%s: copy of 3 MiB + 123 bytes between odd offsets: every byte, none beside it", n);
+		be->free(da), be->free(db);
+		free(hb), free(hc);
+	}
 
 	/* KV pages: two rows into page 2 slots 1, 2 and one into page 0 slot 3 (page of 4, kd 2). */
 	int32_t hi[] = { 0, 2, 1, 0, 0, 1, /* ptab */ 0, 0, 0, /* poff */ 5, 6, 3 /* pos */ };
