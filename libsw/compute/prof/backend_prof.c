@@ -19,9 +19,10 @@
  * was opened and seconds inside its ops), every op's total, then every
  * (op, shape) row, longest first, with the GFLOP/s of the products.
  *
- * Like the backend it wraps, this is one process-wide device: its table,
- * file and pending error live in one object behind a mutex, the only
- * mutable file-level state here (ops take no handle).
+ * Like the backend it wraps, this is one process-wide device (ops take no
+ * handle): its table, file and pending error live in one object behind a
+ * mutex, and its entry table is filled once, under that mutex, when the
+ * device is wrapped; nothing else here changes.
  */
 #define _GNU_SOURCE /* program_invocation_short_name */
 #include <errno.h>
