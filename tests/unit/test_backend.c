@@ -534,10 +534,82 @@ static void test_prof_(void)
 	unlink(path);
 }
 
+/* ---- the profiler over a backend that queues its ops (as cuda does): a fake one ---- */
+
+static int fake_syncs_, fake_fail_;
+
+static int fake_sync_(sw_error *err)
+{
+	fake_syncs_++;
+	if (!fake_fail_)
+		return SW_OK;
+	fake_fail_ = 0;
+	if (err) {
+		err->code = SW_EIO;
+		snprintf(err->msg, sizeof err->msg, "fake: the kernel failed");
+	}
+	return SW_EIO;
+}
+
+enum { A_SYNCED = 1, A_KEPT = 2, A_CLEARED = 4, A_RESULT = 8 };
+
+static int prof_async_child_(const char *path)
+{
+	static sw_backend fake;
+	fake = *sw_backend_cpu();
+	fake.name = "fake", fake.host_memory = false, fake.sync = fake_sync_;
+	sw_error err = { 0 };
+	const sw_backend *p = sw_backend_prof(&fake, path, &err);
+	if (!p)
+		return 0;
+	float y[4] = { 1, 2, 3, 4 }, x[4] = { 10, 20, 30, 40 };
+	int r = 0;
+	p->add(y, x, 4);
+	if (fake_syncs_ == 1)
+		r |= A_SYNCED; /* each op waited for */
+	fake_fail_ = 1;
+	p->add(y, x, 4); /* its wait fails: kept for the caller's sync */
+	int rc = p->sync(&err);
+	if (rc == SW_EIO && !strcmp(err.msg, "fake: the kernel failed") && fake_syncs_ == 3)
+		r |= A_KEPT;
+	memset(&err, 0, sizeof err);
+	if (p->sync(&err) == SW_OK && !err.code)
+		r |= A_CLEARED;
+	if (y[0] == 21 && y[3] == 84)
+		r |= A_RESULT;
+	return r;
+}
+
+static void test_prof_async_(void)
+{
+	char path[] = "/tmp/sw-test-prof.XXXXXX";
+	int fd = mkstemp(path), st = 0;
+	if (fd >= 0)
+		close(fd);
+	fflush(stdout);
+	pid_t kid = fd >= 0 ? fork() : -1;
+	if (kid == 0)
+		exit(prof_async_child_(path));
+	if (kid > 0)
+		waitpid(kid, &st, 0);
+	int r = kid > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+	ok(r & A_SYNCED, "prof over a queueing device: each op is followed by the device's sync");
+	ok(r & A_KEPT, "prof over a queueing device: a failure that sync reports comes back from the caller's next sync");
+	ok(r & A_CLEARED, "prof over a queueing device: and is cleared by it");
+	ok(r & A_RESULT, "prof over a queueing device: the ops ran");
+	char *t = slurp_(path), *l = t ? strstr(t, "\nadd              (all shapes) ") : NULL;
+	unsigned long long n = 0;
+	ok(t && strstr(t, "device fake: ") && l && sscanf(l + 1, "add (all shapes) %llu", &n) == 1 && n == 2,
+	   "prof over a queueing device: its table counts the two adds (%llu)", n);
+	free(t);
+	unlink(path);
+}
+
 int main(void)
 {
 	sw_engine_threads(2);
 	test_prof_(); /* first: its children compute, and libgomp's threads do not survive a fork */
+	test_prof_async_();
 	test_names_();
 	test_entries_(sw_backend_cpu());
 	test_entries_(sw_backend_guard());
