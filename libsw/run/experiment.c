@@ -154,7 +154,8 @@ static int apply_(sw_experiment *x, const key_ *k, const char *v, const char *wh
 		return 0;
 	case K_DEV: { /* a name sw_backend_get knows, and a device this machine has */
 		sw_error e = { 0 };
-		if (!sw_backend_get(v, &e) || !*v) /* SW_ENOENT: cuda without a GPU, not a usage error */
+		/* SW_ENOENT (cuda without a GPU) and SW_EIO ($SW_PROFILE's file) are not usage errors */
+		if (!sw_backend_get(v, &e) || !*v)
 			return sw_fail(err, *v && (e.code == SW_ENOENT || e.code == SW_EIO) ? e.code : SW_EINVAL, "%s%s%s", w, sep, *v ? e.msg : "option '--device' wants a device: cpu or guard");
 		return set_str_(field, v, err);
 	}
