@@ -7,7 +7,7 @@
  *
  *   prof_bench CALLS ROUNDS   ->  calls=N plain_ns=X profiled_ns=Y added_ns=Y-X
  *
- * The table goes to a temporary file, removed at the end.
+ * The table goes to a temporary file under $TMPDIR (else /tmp), removed at once.
  */
 #define _DEFAULT_SOURCE
 #include <stdio.h>
@@ -40,7 +40,8 @@ int main(int argc, char **argv)
 	}
 	long calls = atol(argv[1]);
 	int rounds = atoi(argv[2]);
-	char path[] = "/tmp/sw-prof-bench.XXXXXX";
+	char path[4096];
+	snprintf(path, sizeof path, "%s/sw-prof-bench.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	int fd = mkstemp(path);
 	if (fd < 0) {
 		perror("prof_bench: mkstemp");

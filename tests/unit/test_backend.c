@@ -21,6 +21,7 @@
 #include "sw/model.h"
 #include "tap.h"
 #include "tiny_model.h"
+#include "tmpfiles.h"
 
 static sw_model_config cfg_(const char *type, bool bias, bool qk, bool tied)
 {
@@ -431,16 +432,8 @@ static void test_same_bits_(const char *what, sw_model_config c)
 
 /* ---- the profiling backend: guard's ops timed, the same bits, a table at exit ---- */
 
-static char *slurp_(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *t = f ? calloc(1, 1 << 20) : NULL;
-	if (t)
-		fread(t, 1, (1 << 20) - 1, f);
-	if (f)
-		fclose(f);
-	return t;
-}
+/* The profile's text (tmpfiles.h's tmp_get into a buffer of this size). */
+static char prof_text_[1 << 20];
 
 /* In a child (the profiler is one per process): what it found, a bit a check. */
 enum { P_OPEN_FAILS = 1, P_SAME = 2, P_ONE = 4, P_OTHER = 8, P_BITS = 16 };
@@ -473,29 +466,28 @@ static int prof_child_(const char *path, sw_model_config c)
 
 static void test_prof_(void)
 {
-	char path[] = "/tmp/sw-test-prof.XXXXXX";
-	int fd = mkstemp(path);
-	ok(fd >= 0, "a file for the profile");
-	if (fd < 0)
-		return;
-	close(fd);
+	ok(tmp_open("prof") == 0, "a directory for the profile");
+	char path[300];
+	snprintf(path, sizeof path, "%s/profile", tmp_dir_);
 	sw_model_config c = cfg_("llama", false, false, false);
-	int st = 0;
+	int r = -1;
 	pid_t kid[2];
-	for (int k = 0; k < 2; k++) { /* two processes append to one file */
+	for (int k = 0; k < 2; k++) { /* two processes append to one file; each must find it all */
+		int st = 0;
 		fflush(stdout);
 		if ((kid[k] = fork()) == 0)
 			exit(prof_child_(path, c)); /* exit: the table is written at exit */
 		waitpid(kid[k], &st, 0);
+		r &= WIFEXITED(st) ? WEXITSTATUS(st) : 0;
 	}
-	int r = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	ok(r >= 0 && (r & P_OPEN_FAILS), "prof: a file it cannot open is an error naming SW_PROFILE and the file");
 	ok(r >= 0 && (r & P_SAME), "prof: the wrapper keeps the inner's name and memory kind");
 	ok(r >= 0 && (r & P_ONE), "prof: asked again for the same device, the same wrapper");
 	ok(r >= 0 && (r & P_OTHER), "prof: asked for another device, an error");
 	ok(r >= 0 && (r & P_BITS),
 	   "prof: forward, backward, decoding with forks and AdamW through the profiler: guard's bits");
-	char *t = slurp_(path), *h1 = t ? strstr(t, "# SW_PROFILE: ") : NULL, *h2 = h1 ? strstr(h1 + 1, "# SW_PROFILE: ") : NULL;
+	char *t = tmp_get(path, prof_text_, sizeof prof_text_, NULL), *h1 = strstr(t, "# SW_PROFILE: "),
+	     *h2 = h1 ? strstr(h1 + 1, "# SW_PROFILE: ") : NULL;
 	char want[64];
 	snprintf(want, sizeof want, "pid %ld, device guard: ", (long)kid[0]);
 	ok(h1 && h2 && !strstr(h2 + 1, "# SW_PROFILE: ") && strstr(h1, want) && h1 == t,
@@ -530,8 +522,7 @@ static void test_prof_(void)
 	ok(g && sscanf(g + 1, "gemm (all shapes) %llu %lf %lf%% %lf %lf", &n, &sec, &share, &us, &gf) == 5 &&
 	   n > 0 && sec >= 0 && share > 0 && share < 100 && us > 0 && gf > 0,
 	   "prof: the products' row: %llu calls, %g s, %g%%, %g us a call, %g GFLOP/s", n, sec, share, us, gf);
-	free(t);
-	unlink(path);
+	tmp_close();
 }
 
 /* ---- the profiler over a backend that queues its ops (as cuda does): a fake one ---- */
@@ -582,12 +573,11 @@ static int prof_async_child_(const char *path)
 
 static void test_prof_async_(void)
 {
-	char path[] = "/tmp/sw-test-prof.XXXXXX";
-	int fd = mkstemp(path), st = 0;
-	if (fd >= 0)
-		close(fd);
+	char path[300];
+	int st = 0, dir = tmp_open("prof-async");
+	snprintf(path, sizeof path, "%s/profile", tmp_dir_);
 	fflush(stdout);
-	pid_t kid = fd >= 0 ? fork() : -1;
+	pid_t kid = dir == 0 ? fork() : -1;
 	if (kid == 0)
 		exit(prof_async_child_(path));
 	if (kid > 0)
@@ -597,12 +587,12 @@ static void test_prof_async_(void)
 	ok(r & A_KEPT, "prof over a queueing device: a failure that sync reports comes back from the caller's next sync");
 	ok(r & A_CLEARED, "prof over a queueing device: and is cleared by it");
 	ok(r & A_RESULT, "prof over a queueing device: the ops ran");
-	char *t = slurp_(path), *l = t ? strstr(t, "\nadd              (all shapes) ") : NULL;
+	char *t = tmp_get(path, prof_text_, sizeof prof_text_, NULL), *l = strstr(t, "\nadd              (all shapes) ");
 	unsigned long long n = 0;
-	ok(t && strstr(t, "device fake: ") && l && sscanf(l + 1, "add (all shapes) %llu", &n) == 1 && n == 2,
+	ok(strstr(t, "device fake: ") && l && sscanf(l + 1, "add (all shapes) %llu", &n) == 1 && n == 2,
 	   "prof over a queueing device: its table counts the two adds (%llu)", n);
-	free(t);
-	unlink(path);
+	if (dir == 0)
+		tmp_close();
 }
 
 int main(void)

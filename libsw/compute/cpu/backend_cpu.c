@@ -86,24 +86,28 @@ static void unborrow_(void *p)
 #define MEM_PAR_ ((size_t)1 << 20)
 #define MEM_PIECE_ ((size_t)256 << 10)
 
+/* Bytes of piece i of n bytes (the last may be short). */
+static inline size_t piece_(size_t n, size_t i)
+{
+	size_t at = i * MEM_PIECE_;
+	return n - at < MEM_PIECE_ ? n - at : MEM_PIECE_;
+}
+
 static int memset_(void *dst, int byte, size_t n, sw_error *err)
 {
 	(void)err;
-	size_t np = (n + MEM_PIECE_ - 1) / MEM_PIECE_;
 #pragma omp parallel for schedule(static) if (n >= MEM_PAR_)
-	for (size_t i = 0; i < np; i++)
-		memset((char *)dst + i * MEM_PIECE_, byte, n - i * MEM_PIECE_ < MEM_PIECE_ ? n - i * MEM_PIECE_ : MEM_PIECE_);
+	for (size_t i = 0; i < (n + MEM_PIECE_ - 1) / MEM_PIECE_; i++)
+		memset((char *)dst + i * MEM_PIECE_, byte, piece_(n, i));
 	return SW_OK;
 }
 
 static int memcpy_(void *dst, const void *src, size_t n, sw_error *err)
 {
 	(void)err;
-	size_t np = (n + MEM_PIECE_ - 1) / MEM_PIECE_;
 #pragma omp parallel for schedule(static) if (n >= MEM_PAR_)
-	for (size_t i = 0; i < np; i++)
-		memcpy((char *)dst + i * MEM_PIECE_, (const char *)src + i * MEM_PIECE_,
-		       n - i * MEM_PIECE_ < MEM_PIECE_ ? n - i * MEM_PIECE_ : MEM_PIECE_);
+	for (size_t i = 0; i < (n + MEM_PIECE_ - 1) / MEM_PIECE_; i++)
+		memcpy((char *)dst + i * MEM_PIECE_, (const char *)src + i * MEM_PIECE_, piece_(n, i));
 	return SW_OK;
 }
 

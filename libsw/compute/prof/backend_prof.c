@@ -186,7 +186,7 @@ static void wait_(void)
 	}
 }
 
-/* Size arguments as the table's ints (a count past INT_MAX shows as INT_MAX). */
+/* Size arguments as the table's ints (a count past INT32_MAX shows as INT32_MAX). */
 static int n_(size_t n)
 {
 	return n > INT32_MAX ? INT32_MAX : (int)n;
@@ -673,10 +673,7 @@ static void report_(void)
 		pthread_mutex_unlock(&p_.lock);
 		return;
 	}
-	int none = 1; /* a process that ran no op (sw-run, checking its --device) writes nothing */
-	for (size_t i = 0; i < p_.cap && none; i++)
-		none = p_.rows[i].op < 0;
-	if (none) {
+	if (!p_.nrows) { /* a process that ran no op (sw-run, checking its --device) writes nothing */
 		close(p_.fd);
 		p_.fd = -1;
 		pthread_mutex_unlock(&p_.lock);
