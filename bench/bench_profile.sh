@@ -29,12 +29,8 @@ d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-profile.XXXXXX")
 trap 'rm -rf "$d"' EXIT
 export OMP_WAIT_POLICY=PASSIVE
 unset SW_PROFILE
-sw-model init -q -s tiny "$d/t"
-jq '.hidden_size = 576 | .num_hidden_layers = 30 | .num_attention_heads = 9 |
-	.num_key_value_heads = 3 | .head_dim = 64 | .intermediate_size = 1536 |
-	.vocab_size = 49152 | .tie_word_embeddings = true | .max_position_embeddings = 2048' \
-	"$d/t/config.json" >"$d/smol.json"
-sw-model init -q -c "$d/smol.json" "$d/m"
+. "$top/bench/smol_model.sh"
+smol_model "$d/m"
 for i in 0 1 2 3 4 5 6 7; do
 	printf '{"id":"p%d","prompt":"Question %d: tell a short story about the number %d."}\n' $i $i $((7 * i))
 done >"$d/p.jsonl"

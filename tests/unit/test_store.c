@@ -1,13 +1,15 @@
 /*
  * test_store.c - shm weight stores: names, modes, the header checks, the
  * seqlock under a writer in another process, a writer that dies inside its
- * update, and the sweep of stores whose creator is gone.  Every store made
+ * update, the sweep of stores whose creator is gone, and mappings that come
+ * with their page tables filled.  Every store made
  * here has a random name and is removed before the test ends.
  */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -189,6 +191,55 @@ static void test_create_open_(void)
 	ok(w && !sw_store_config(w) && sw_store_nfloats(w) == 1000, "a store of 1000 plain floats (%s)", opt);
 	sw_store_close(w);
 	sw_store_unlink(opt, &e);
+}
+
+/* Rss, in KiB, of the mapping of this process that holds p (-1: none). */
+static long rss_kb_of_(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return -1;
+	char line[512];
+	long rss = -1;
+	int in = 0;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+		else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1)
+			break;
+	}
+	fclose(f);
+	return rss;
+}
+
+/* A stage's first touch of each page of the weights would be a fault (about
+ * 2 us in a VM): the store's mapping comes with its page tables filled, on
+ * create and on open, read-only or not, before any byte is touched. */
+static void test_populated_(void)
+{
+	char spec[128];
+	spec_(spec, sizeof spec);
+	size_t n = 1u << 20; /* 4 MiB of floats */
+	sw_error e = { 0 };
+	sw_store *w = sw_store_create(spec, NULL, n, &e);
+	ok(w != NULL, "create a 4 MiB store: %s", e.msg);
+	if (!w)
+		return;
+	long kb = (long)(n * sizeof(float) / 1024);
+	long c = rss_kb_of_(sw_store_arena(w));
+	ok(c >= kb, "the creator's mapping is resident untouched: %ld of %ld KiB", c, kb);
+	sw_store *r = sw_store_open(spec, false, &e), *rw = sw_store_open(spec, true, &e);
+	ok(r && rw, "opened read-only and writable: %s", e.msg);
+	if (r && rw) {
+		long a = rss_kb_of_(sw_store_arena(r)), b = rss_kb_of_(sw_store_arena(rw));
+		ok(a >= kb, "a reader's mapping is resident untouched: %ld of %ld KiB", a, kb);
+		ok(b >= kb, "a writer's mapping is resident untouched: %ld of %ld KiB", b, kb);
+	}
+	sw_store_close(r);
+	sw_store_close(rw);
+	sw_store_close(w);
+	is_int(sw_store_unlink(spec, &e), 0, "unlink");
 }
 
 /* A shm object with these bytes, made 0600 (or mode). */
@@ -480,6 +531,7 @@ int main(void)
 	test_names_();
 	test_cuda_without_gpu_();
 	test_create_open_();
+	test_populated_();
 	test_refused_();
 	test_seqlock_();
 	test_dead_writer_();
