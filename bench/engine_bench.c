@@ -7,6 +7,8 @@
  *                                 (DIR: engine_torch.py's weights and tokens, for the loss check)
  *   engine_bench sgemm            the CPU backend's GEMM rate ($SW_GEMM's provider) on the step's largest shapes
  *   engine_bench bandwidth        memory read bandwidth (a 1 GiB sum, all threads)
+ *   engine_bench fma              the threads' f32 multiply-add peak (FMAs from registers only):
+ *                                 what no f32 product on this machine can beat
  *   engine_bench decode NSEQ NEW  greedy decoding of NSEQ sequences, NEW tokens each
  *   engine_bench load-generate DIR NEW   load a model directory, decode NEW tokens greedily
  *
@@ -238,6 +240,77 @@ static int avx2_(void)
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* n rounds of 16 independent 512-bit multiply-adds (lanes 16), or of 12
+ * 256-bit ones without AVX-512 (lanes 8): enough chains in flight to keep
+ * two FMA units busy through their latency; no memory operand (the chains
+ * unrolled, so that they stay in registers). */
+#define FMA_CHAINS_(T, ZERO, SET1, FMADD, ADD, n, accs)                                              \
+	do {                                                                                           \
+		T a_[accs], x_ = SET1(1.0000001f), y_ = SET1(0.9999999f);                              \
+		for (int j_ = 0; j_ < accs; j_++)                                                      \
+			a_[j_] = ZERO();                                                               \
+		for (long i_ = 0; i_ < (n); i_++)                                                      \
+			_Pragma("GCC unroll 16") for (int j_ = 0; j_ < accs; j_++)                     \
+				a_[j_] = FMADD(a_[j_], x_, y_);                                        \
+		for (int j_ = 1; j_ < accs; j_++)                                                      \
+			a_[0] = ADD(a_[0], a_[j_]);                                                    \
+		float o_[sizeof(T) / 4];                                                               \
+		memcpy(o_, &a_[0], sizeof o_);                                                         \
+		sink = o_[0];                                                                          \
+	} while (0)
+__attribute__((target("avx512f"))) static float fma512_(long n)
+{
+	float sink;
+	FMA_CHAINS_(__m512, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, n, 16);
+	return sink;
+}
+__attribute__((target("avx2,fma"))) static float fma256_(long n)
+{
+	float sink;
+	FMA_CHAINS_(__m256, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, n, 12);
+	return sink;
+}
+#endif
+
+/* The f32 multiply-add peak of the threads, all at once: 6 rounds of 2^24
+ * steps of the chains above on every thread, the first a warm-up; the
+ * median round.  GFLOP/s counts a multiply-add as 2. */
+static int fma_(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	int w512 = __builtin_cpu_supports("avx512f"), w256 = __builtin_cpu_supports("avx2") &&
+	                                                     __builtin_cpu_supports("fma");
+	if (!w512 && !w256) {
+		fprintf(stderr, "engine_bench fma: needs AVX2 and FMA or AVX-512\n");
+		return 1;
+	}
+	long n = 1L << 24;
+	int threads = 1;
+	double t[5];
+	volatile float sink = 0;
+	for (int r = 0; r < 6; r++) {
+		double t0 = now_();
+#pragma omp parallel reduction(+ : sink)
+		{
+#pragma omp single
+			threads = omp_get_num_threads();
+			sink += w512 ? fma512_(n) : fma256_(n);
+		}
+		if (r)
+			t[r - 1] = now_() - t0;
+	}
+	double flops = 2.0 * (double)n * (w512 ? 16 * 16 : 12 * 8) * threads;
+	printf("fma_gflops=%.2f threads=%d isa=%s check=%g\n", flops / bench_median(t, 5) / 1e9, threads,
+	       w512 ? "avx512f" : "avx2+fma", (double)sink);
+	return 0;
+#else
+	fprintf(stderr, "engine_bench fma: x86-64 only\n");
+	return 1;
+#endif
+}
+
 /* Read bandwidth: a 1 GiB sum over every thread, STREAM-like.  With AVX2,
  * two loops taking turns, five passes each after one to warm up: the wide
  * sum and the same with software prefetch; the better median is the
@@ -394,11 +467,13 @@ int main(int argc, char **argv)
 		return sgemm_();
 	if (argc >= 2 && !strcmp(argv[1], "bandwidth"))
 		return bandwidth_();
+	if (argc >= 2 && !strcmp(argv[1], "fma"))
+		return fma_();
 	if (argc >= 4 && !strcmp(argv[1], "decode"))
 		return decode_(atoi(argv[2]), atoi(argv[3]));
 	if (argc >= 4 && !strcmp(argv[1], "load-generate"))
 		return load_generate_(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: engine_bench train STEPS | sgemm | bandwidth | decode NSEQ NEW | "
+	fprintf(stderr, "usage: engine_bench train STEPS | sgemm | bandwidth | fma | decode NSEQ NEW | "
 	                "load-generate DIR NEW\n");
 	return 2;
 }
