@@ -58,7 +58,7 @@ echo
 
 bw=$("$bin" bandwidth)
 gemm=$("$bin" sgemm)
-fma=$("$bin" fma)
+fma=$("$bin" fma) || fma= # x86-64 only: the floor's rows are left out elsewhere
 # PyTorch first: it writes its model and tokens for ours to start from, so
 # that the first step's loss and gradient norm can be compared.
 tr_pt=
@@ -128,9 +128,11 @@ else
 	echo "| training step, s (the median of $ROUNDS rounds' medians of $STEPS steps) | $sw_step | PyTorch not installed | n/a |"
 fi
 echo "| step GEMM GFLOP/s (model FLOPs $(field gflop "$tr_sw") GFLOP) | $(field gflops "$tr_sw") | the backend's GEMM alone $(field sgemm_gflops "$gemm") ($(printf '%s\n' "$gemm" | sed -n 's/.*gemm=//p')) | **$(ratio "$(field gflops "$tr_sw")" "$(field sgemm_gflops "$gemm")")** of it |"
-floor=$(awk -v f="$(field gflop "$tr_sw")" -v p="$(field fma_gflops "$fma")" 'BEGIN { printf "%.3f", f / p }')
-echo "| the step's FLOPs at the threads' f32 FMA peak ($(field fma_gflops "$fma") GFLOP/s, $(field isa "$fma")), s | $floor | ours $sw_step | ours **$(ratio "$floor" "$sw_step")** of that floor's speed |"
-[ -z "$tr_pt" ] || echo "| PyTorch's step / that floor: the most an f32 engine could show against PyTorch here | | | **$(ratio "$pt_step" "$floor")x** |"
+if [ -n "$fma" ]; then
+	floor=$(awk -v f="$(field gflop "$tr_sw")" -v p="$(field fma_gflops "$fma")" 'BEGIN { printf "%.3f", f / p }')
+	echo "| the step's FLOPs at the threads' f32 FMA peak ($(field fma_gflops "$fma") GFLOP/s, $(field isa "$fma")), s | $floor | ours $sw_step | ours **$(ratio "$floor" "$sw_step")** of that floor's speed |"
+	[ -z "$tr_pt" ] || echo "| PyTorch's step / that floor: the most an f32 engine could show against PyTorch here | | | **$(ratio "$pt_step" "$floor")x** |"
+fi
 if [ -n "$g1" ]; then
 	echo "| 1-sequence greedy decoding, tokens/s ($NEW new) | $(field tokens_per_s "$d1") | transformers generate() $(field tokens_per_s "$g1") | **$(ratio "$(field tokens_per_s "$d1")" "$(field tokens_per_s "$g1")")x** |"
 fi

@@ -5,7 +5,7 @@
  * makes a store's.  An object of MIB MiB under /dev/shm, its pages in memory
  * (written once before the clock, as a store's are); each round maps it
  * both ways, the two taking turns, and times the map and a write of one
- * float every 4 KiB; the medians of ROUNDS rounds, one line:
+ * byte every 4 KiB; the medians of ROUNDS rounds, one line:
  *
  *   fault_bench MIB ROUNDS  ->  mib=N faulted_s=X populated_s=Y
  *                               faulted_us_per_page=... populated_us_per_page=... ratio=X/Y

@@ -376,8 +376,9 @@ sw_store *sw_store_open(const char *spec, bool writable, sw_error *err)
 	/* The pages are in memory already (the creator reserved them): the
 	 * page tables filled here, at once, cost a fraction of a fault a
 	 * page, which a stage would otherwise take on its first touch of each
-	 * 4 KiB of the weights and moments, every iteration (2 us a fault in a
-	 * VM against 0.1 us a page populated; bench/RESULTS.md "populate"). */
+	 * 4 KiB of the weights and moments, every iteration (1.0-1.3 us a
+	 * fault in this VM against 0.15-0.25 us a page populated;
+	 * bench/RESULTS.md "populate"). */
 	void *map = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 	int e = errno;
 	close(fd);
