@@ -12,11 +12,13 @@ setup() {
 	cd "$BATS_TEST_TMPDIR" || return 1
 	need_mpirun
 	# what sw_mpirun sets on its command line, for the mpirun sw-run starts (under make check,
-	# LeakSanitizer would report what Open MPI keeps until exit)
+	# LeakSanitizer would report what Open MPI keeps until exit); the shared-memory transport's
+	# backing files in the test's directory: a launcher killed with its run (the SIGKILL test)
+	# cannot remove its ranks' files, which would stay in /dev/shm after the suite
 	export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 		OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
-		OMPI_MCA_hwloc_base_binding_policy=none
+		OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_btl_vader_backing_directory="$BATS_TEST_TMPDIR"
 	unset SLURM_JOB_ID
 	sw-model init --size tiny m >/dev/null
 	for i in 1 2 3 4 5 6; do
