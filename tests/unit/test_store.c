@@ -214,8 +214,9 @@ static long rss_kb_of_(const void *p)
 }
 
 /* A stage's first touch of each page of the weights would be a fault (about
- * 2 us in a VM): the store's mapping comes with its page tables filled, on
- * create and on open, read-only or not, before any byte is touched. */
+ * 1 us here, bench/RESULTS.md "populate"): the store's mapping comes with
+ * its page tables filled, on create and on open, read-only or not, before
+ * any byte is touched. */
 static void test_populated_(void)
 {
 	char spec[128];
