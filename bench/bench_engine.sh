@@ -79,7 +79,9 @@ while [ "$r" -lt "$ROUNDS" ]; do
 		echo "- $(field step_s "$tr_sw")" >>"$tdir/ratios"
 	fi
 done
-medcol() { awk -v c="$1" '{ print $c }' "$tdir/ratios" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# med: the median of the numbers on stdin; medcol N: of column N of the rounds
+med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+medcol() { awk -v c="$1" '{ print $c }' "$tdir/ratios" | med; }
 d1=$("$bin" decode 1 "$NEW")
 d32=$("$bin" decode 32 "$NEW")
 g1=
@@ -117,7 +119,7 @@ echo "|---|---|---|---|"
 if [ -n "$tr_pt" ]; then
 	pt_step=$(medcol 1)
 	awk '{ printf "%.2f\n", $1 / $2 }' "$tdir/ratios" >"$tdir/r"
-	rmed=$(sort -g "$tdir/r" | awk '{ v[NR] = $1 } END { printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+	rmed=$(printf '%.2f' "$(med <"$tdir/r")")
 	echo "| training step, s (each side's median of $STEPS steps; the median of $ROUNDS rounds) | $sw_step | PyTorch $pt_step | **${rmed}x** PyTorch's speed (the median of the rounds' ratios: $(paste -sd' ' "$tdir/r")) |"
 	echo "| training step, CPU s of all threads (median, the last round) | $(field cpu_s "$tr_sw") | PyTorch $(field cpu_s "$tr_pt") | $(ratio "$(field cpu_s "$tr_pt")" "$(field cpu_s "$tr_sw")")x less CPU |"
 	# Relative differences of the first step's loss and gradient norm (goal: <= 1e-4).
