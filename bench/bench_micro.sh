@@ -9,15 +9,15 @@
 # 8 responses of 64 tokens, scored by sw-verify's overlong reward and put
 # through sw-balance (which gives them all one `micro` number, as it does in
 # sw-run's pipeline), the model itself as the reference (KL 0.04), 2 threads.
-# Under the activation budget of 1.5 B a parameter a micro batch keeps every
-# layer's activations up to 287 tokens at this shape; beyond, the backward
+# Under the activation budget of 2.5 B a parameter a micro batch keeps every
+# layer's activations up to 479 tokens at this shape; beyond, the backward
 # runs the layers it could not keep again.
 #
 # Figures, medians of SW_BENCH_RUNS (default 3) runs of each: sw-train's
 # time_s.train (forward, backward, AdamW) and time_s.ref_logprobs, its
 # micro_batches (the build before this metric has none: "-"), the whole
 # process's peak RSS, and the loss and gradient norm (the same step, so they
-# must agree).  SW_BENCH_MICRO="287 560 ..." adds runs of this build with
+# must agree).  SW_BENCH_MICRO="479 560 ..." adds runs of this build with
 # --micro-tokens set to each value, the samples' micro field removed.
 # SW_BENCH_WHOLE=1 adds runs of this build with --no-prompt-sharing (each
 # sample runs its prompt itself), alternating with the others, and prints

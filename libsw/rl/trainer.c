@@ -822,18 +822,22 @@ static void micro_free_(micro_list *ml)
 
 /*
  * An engine for m that holds, beside the 16 B a parameter of the weights,
- * gradient and moments, under 4 B a parameter more (the goal: the step's
- * peak within 16 B + 25%, the process's own memory and the samples
- * included): logits at most nparams / 8 floats at once in any forward (no
- * pass wants more than log-probs and the greedy tokens), and the
- * activations 3 nparams / 8 floats, over which layers are run again in the
- * backward from their inputs (sw_engine_act_budget: the same bits).  The
- * micro batches are cut to what that budget holds (micro_budget_); the
- * backward's scratch, about 2 B a parameter at that size, comes on top.
+ * gradient and moments, 3 B a parameter more and the backward's scratch
+ * (the goal: the step's peak within 16 B + 25%, the process's own memory
+ * and the samples included): logits at most nparams / 8 floats at once in
+ * any forward (no pass wants more than log-probs and the greedy tokens),
+ * and the activations 5 nparams / 8 floats (2.5 B), over which layers are
+ * run again in the backward from their inputs (sw_engine_act_budget: the
+ * same bits).  The micro batches are cut to what that budget holds
+ * (sw_trainer_micro_tokens).  At SmolLM2-135M's shapes the step peaked at
+ * 0.95-0.97 of that goal; with 1.5 B of activations at 0.92, but a micro
+ * batch of 384 tokens ran 7 or 8 of the 30 layers again and fewer of a
+ * GRPO group's samples shared their prompt: 4.2-4.6% more products' work,
+ * the train pass 1.02-1.05x slower (bench/RESULTS.md, "act").
  */
-static size_t act_floats_(const sw_model *m)
+static size_t act_floats_(size_t nparams)
 {
-	return m->nparams / 8 * 3;
+	return nparams / 8 * 5;
 }
 
 static sw_engine *engine_(const sw_model *m, sw_error *err)
@@ -844,7 +848,7 @@ static sw_engine *engine_(const sw_model *m, sw_error *err)
 		/* the vocabulary's head over the loss's rows only (not a prompt's) */
 		sw_engine_head_targets_only(e, true);
 		sw_engine_logits_budget(e, m->nparams / 8);
-		sw_engine_act_budget(e, act_floats_(m));
+		sw_engine_act_budget(e, act_floats_(m->nparams));
 	}
 	return e;
 }
@@ -856,30 +860,36 @@ static sw_engine *engine_(const sw_model *m, sw_error *err)
  * smaller micro batch keeps more layers and runs fewer of them again, but
  * its products have fewer rows and run further from the GEMM's rate, and
  * fewer of a GRPO group's samples share their prompt.  On SmolLM2-135M's
- * shapes (2 cores, bench/bench_micro.sh; bench/RESULTS.md "acts") micro
- * batches of up to 384 tokens trained 1.01x faster than 287, the most with
- * every layer kept, and 1.04x faster than 560, a whole group of 8 samples
- * (layers run again); before the activations were slimmed (1.5 B a
- * parameter then kept 186 tokens) 256 beat 186, 512 and 1916.  So the most
- * with every layer kept, but not under MICRO_MIN_TOKENS, and never over
- * what fits.
+ * shapes (2 cores, bench/bench_micro.sh; bench/RESULTS.md "acts", under
+ * the budget of 1.5 B a parameter then) micro batches of up to 384 tokens
+ * trained 1.01x faster than 287, the most with every layer kept then, and
+ * 1.04x faster than 560, a whole group of 8 samples (layers run again);
+ * before the activations were slimmed 256 beat 186, 512 and 1916.  So the
+ * most with every layer kept (479 tokens there now), but not under
+ * MICRO_MIN_TOKENS, and never over what fits.
  */
 #define MICRO_MIN_TOKENS 384
 
+size_t sw_trainer_micro_tokens(const sw_model_config *c, size_t nparams, size_t micro_tokens)
+{
+	if (!c)
+		return 1;
+	size_t a = act_floats_(nparams);
+	size_t fit = sw_engine_tokens_within(c, a), kept = sw_engine_tokens_kept(c, a);
+	size_t b = micro_tokens ? micro_tokens : kept > MICRO_MIN_TOKENS ? kept : MICRO_MIN_TOKENS;
+	return b < fit ? b : fit;
+}
+
 static size_t micro_budget_(const sw_trainer *t)
 {
-	const sw_model_config *c = &t->model->cfg;
-	size_t a = act_floats_(t->model);
-	size_t fit = sw_engine_tokens_within(c, a), kept = sw_engine_tokens_kept(c, a);
-	size_t b = t->c.micro_tokens ? t->c.micro_tokens : kept > MICRO_MIN_TOKENS ? kept : MICRO_MIN_TOKENS;
-	return b < fit ? b : fit;
+	return sw_trainer_micro_tokens(&t->model->cfg, t->model->nparams, t->c.micro_tokens);
 }
 
 /* The token budget of a micro batch of a pass without backward (the old
  * and the reference log-probs): one layer's activations at a time. */
 static size_t score_budget_(const sw_trainer *t)
 {
-	size_t fit = sw_engine_tokens_scored(&t->model->cfg, act_floats_(t->model));
+	size_t fit = sw_engine_tokens_scored(&t->model->cfg, act_floats_(t->model->nparams));
 	return t->c.micro_tokens && t->c.micro_tokens < fit ? t->c.micro_tokens : fit;
 }
 

@@ -294,8 +294,9 @@ typedef struct sw_trainer_config {
 	double max_len;              /* seq-mean-token-sum-norm's constant; 0: the longest response */
 	double adv_eps, gamma;       /* sw_rl_adv_opts */
 	long epochs, minibatches;
-	size_t micro_tokens;         /* token budget of a micro batch, lowered to what 1.5 B a parameter
-	                              * of activations holds; 0: chosen by the trainer */
+	size_t micro_tokens;         /* token budget of a micro batch, lowered to what 2.5 B a parameter
+	                              * of activations holds; 0: chosen by the trainer
+	                              * (sw_trainer_micro_tokens) */
 	int no_prompt_sharing;       /* 1: every sample runs its prompt itself; 0: a micro batch's samples
 	                              * of one prompt (a GRPO group) run it once (sw_batch.prefix), and
 	                              * micro batches are cut so that they keep such samples together */
@@ -348,6 +349,12 @@ typedef struct sw_trainer_stats {
 /* sw-train's defaults: grpo, lr 1e-6, max grad norm 1, clip 0.2, k3, one epoch
  * and minibatch, micro batches sized by the trainer, every rank. */
 sw_trainer_config sw_trainer_defaults(void);
+/* The token budget of a training micro batch for a model of config c and
+ * nparams parameters: micro_tokens where given (0: chosen, the most tokens
+ * that keep every layer's activations within the trainer's budget of 2.5 B
+ * a parameter, but not under 384), lowered to what that budget holds at
+ * all.  1 without a config. */
+size_t sw_trainer_micro_tokens(const sw_model_config *c, size_t nparams, size_t micro_tokens);
 sw_trainer *sw_trainer_new(const sw_trainer_config *c, sw_error *err);
 void sw_trainer_free(sw_trainer *t);
 

@@ -247,6 +247,27 @@ static void test_bad_sample_(void)
 	sw_trainer_free(NULL);
 }
 
+/* The micro batch the trainer chooses at SmolLM2-135M's shapes (134.5M
+ * parameters): every layer kept under its activations' budget of 2.5 B a
+ * parameter (test_engine counts the floats a token: 30 layers of 5771 and
+ * 2112 of scratch, so 5/8 float a parameter keeps 479 tokens whole; 3/8
+ * kept 287 and a micro batch of 384 ran layers again). */
+static void test_micro_tokens_(void)
+{
+	sw_model_config c = { 0 };
+	c.hidden_size = 576, c.num_hidden_layers = 30, c.num_attention_heads = 9;
+	c.num_key_value_heads = 3, c.head_dim = 64, c.intermediate_size = 1536;
+	size_t np = 134515008, b = sw_trainer_micro_tokens(&c, np, 0);
+	is_int((int)b, 479, "SmolLM2-135M's shapes: micro batches of 479 tokens by default");
+	is_int((int)sw_engine_tokens_kept(&c, np / 8 * 5), (int)b, "every layer's activations kept at that size");
+	is_int((int)sw_trainer_micro_tokens(&c, np, 100), 100, "--micro-tokens 100 is taken as it is");
+	is_int((int)sw_trainer_micro_tokens(&c, np, 1000000), (int)sw_engine_tokens_within(&c, np / 8 * 5),
+	       "--micro-tokens beyond what fits is lowered to it (%zu)", sw_engine_tokens_within(&c, np / 8 * 5));
+	/* a model whose budget keeps fewer than 384 tokens whole: 384, with layers run again */
+	is_int((int)sw_trainer_micro_tokens(&c, np / 2, 0), 384, "a budget that keeps fewer: 384 tokens");
+	is_int((int)sw_trainer_micro_tokens(NULL, np, 0), 1, "no config: 1");
+}
+
 int main(void)
 {
 	snprintf(dir_, sizeof dir_, "%s/sw-test-trainer-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -268,6 +289,7 @@ int main(void)
 	test_three_ways_(SW_RL_SFT, "sft");
 	test_three_ways_(SW_RL_GRPO, "grpo");
 	test_bad_sample_();
+	test_micro_tokens_();
 	char cmd[400];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
 	if (system(cmd))
