@@ -36,13 +36,17 @@ near() {
 # one process cuts sw-balance's micro groups of both ranks' samples under its
 # token budget and each rank its own), and the loss and gradient norm within
 # 1e-6 of theirs (a loss that is 0 but for rounding, as Dr. GRPO's can be,
-# within 1e-12).
+# within 1e-12).  Where a run makes more than one update (--epochs,
+# --minibatches) its loss is partly that of weights the first update left
+# apart by the amplified rounding above, so LOSS_TOL (the third argument)
+# is wider there: 5e-6 (the most seen: 1.0e-6, GRPO with the KL in the
+# reward over 2 epochs, micro batches of the 2.5 B a parameter budget).
 same_step() {
-	local a=$1 b=$2
+	local a=$1 b=$2 lt=${3:-1e-6}
 	d=$(maxdiff "$a" "$b")
 	echo "max |w1 - w2| = $d"
 	awk -v d="$d" 'BEGIN { exit !(d <= 3e-5) }'
-	near "$(jq .loss "$a.jsonl")" "$(jq .loss "$b.jsonl")" 1e-6 1e-12
+	near "$(jq .loss "$a.jsonl")" "$(jq .loss "$b.jsonl")" "$lt" 1e-12
 	near "$(jq .grad_norm "$a.jsonl")" "$(jq .grad_norm "$b.jsonl")" 1e-6
 	# the same shuffle state, schedule position and version
 	[ "$(jq -c 'del(.optimizer_blake2b)' "$a/trainer_state.json")" = "$(jq -c 'del(.optimizer_blake2b)' "$b/trainer_state.json")" ]
@@ -105,7 +109,10 @@ same_step() {
 		sw-train $opts -m "$TINY" -o one$i --lr 1e-3 --metrics one$i.jsonl bal.jsonl >one$i.out
 		sw_mpirun -np 2 sw-train $opts -m "$TINY" -o two$i --lr 1e-3 --metrics two$i.jsonl bal.jsonl >two$i.out
 		echo "$opts"
-		same_step one$i two$i
+		case $opts in
+		*--epochs* | *--minibatches*) same_step one$i two$i 5e-6 ;;
+		*) same_step one$i two$i ;;
+		esac
 		cmp one$i.out two$i.out
 	done
 }
