@@ -31,10 +31,12 @@ near() {
 # The tolerance against one process: the sums are the same numbers added in
 # another order, and AdamW's first steps (m / sqrt(v) is about the sign of the
 # gradient) amplify the last bit of a near-zero gradient element up to the
-# learning rate; at lr 1e-3 every weight is within 3e-5 (3% of lr) of one
-# process's (the most seen: 2.33e-5, RLOO in make check's ASan build, where
-# one process cuts sw-balance's micro groups of both ranks' samples under its
-# token budget and each rank its own), and the loss and gradient norm within
+# learning rate; at lr 1e-3 every weight is within 5e-5 (5% of lr) of one
+# process's (the most seen: 3.12e-5, Dr. GRPO, whose loss and gradient are
+# near 0 but for rounding, in make check's ASan build since the micro
+# batches' budget grew to 2.5 B a parameter, 2.33e-5 before; one process cuts
+# sw-balance's micro groups of both ranks' samples under its token budget and
+# each rank its own), and the loss and gradient norm within
 # 1e-6 of theirs (a loss that is 0 but for rounding, as Dr. GRPO's can be,
 # within 1e-12).  Where a run makes more than one update (--epochs,
 # --minibatches) its loss is partly that of weights the first update left
@@ -45,7 +47,7 @@ same_step() {
 	local a=$1 b=$2 lt=${3:-1e-6}
 	d=$(maxdiff "$a" "$b")
 	echo "max |w1 - w2| = $d"
-	awk -v d="$d" 'BEGIN { exit !(d <= 3e-5) }'
+	awk -v d="$d" 'BEGIN { exit !(d <= 5e-5) }'
 	near "$(jq .loss "$a.jsonl")" "$(jq .loss "$b.jsonl")" "$lt" 1e-12
 	near "$(jq .grad_norm "$a.jsonl")" "$(jq .grad_norm "$b.jsonl")" 1e-6
 	# the same shuffle state, schedule position and version
