@@ -959,9 +959,7 @@ static void test_bad_input_(void)
  * token, counted by hand. */
 static void test_tokens_within_(void)
 {
-	sw_model_config c = { 0 };
-	c.hidden_size = 576, c.num_hidden_layers = 30, c.num_attention_heads = 9;
-	c.num_key_value_heads = 3, c.head_dim = 64, c.intermediate_size = 1536;
+	sw_model_config c = smol135_config();
 	/* a layer: 2 D (res, mid) + 2 QD (q, att) + 2 KD (k, v) + 2 I (gate, up) + H + 2;
 	 * the scratch: D (xn1, then xn2) + I (h); and 30 inputs */
 	size_t layer = 2 * 576 + 2 * 576 + 2 * 192 + 2 * 1536 + 9 + 2, sc = 576 + 1536;
@@ -969,7 +967,7 @@ static void test_tokens_within_(void)
 	is_int((int)per, 25163, "SmolLM2-135M's shape: %zu floats a token", per);
 	is_int((int)sw_engine_tokens_within(&c, 7 * per), 7, "7 tokens' worth holds 7 tokens");
 	is_int((int)sw_engine_tokens_within(&c, 8 * per - 1), 7, "a float short of 8 holds 7");
-	is_int((int)sw_engine_tokens_within(&c, 134515008 / 8 * 3), 2004, "3/8 float a parameter holds 2004 tokens");
+	is_int((int)sw_engine_tokens_within(&c, SMOL135_PARAMS / 8 * 3), 2004, "3/8 float a parameter holds 2004 tokens");
 	is_int((int)sw_engine_tokens_within(&c, 0), 1, "no budget still holds one token");
 	c.qk_norm = true;
 	is_int((int)sw_engine_tokens_within(&c, 7 * (per + 576 + 192 + 9 + 3)), 7,
@@ -979,12 +977,12 @@ static void test_tokens_within_(void)
 	c.qk_norm = false;
 	is_int((int)sw_engine_tokens_kept(&c, 5 * (30 * layer + sc)), 5, "5 tokens with every layer kept");
 	is_int((int)sw_engine_tokens_kept(&c, 5 * (30 * layer + sc) - 1), 4, "a float short of 5 keeps 4");
-	is_int((int)sw_engine_tokens_kept(&c, 134515008 / 8 * 3), 287, "3/8 float a parameter keeps 287 tokens whole");
+	is_int((int)sw_engine_tokens_kept(&c, SMOL135_PARAMS / 8 * 3), 287, "3/8 float a parameter keeps 287 tokens whole");
 	is_int((int)sw_engine_tokens_kept(&c, 0), 1, "no budget still keeps one token");
 	/* a forward without backward: one layer, the scratch and the hidden states (2 D + 4 a token) */
 	is_int((int)sw_engine_tokens_scored(&c, 9 * (layer + sc + 2 * 576 + 4)), 9, "9 tokens scored");
 	is_int((int)sw_engine_tokens_scored(&c, 9 * (layer + sc + 2 * 576 + 4) - 1), 8, "a float short of 9 scores 8");
-	is_int((int)sw_engine_tokens_scored(&c, 134515008 / 8 * 3), 5580, "3/8 float a parameter scores 5580 tokens");
+	is_int((int)sw_engine_tokens_scored(&c, SMOL135_PARAMS / 8 * 3), 5580, "3/8 float a parameter scores 5580 tokens");
 	is_int((int)sw_engine_tokens_scored(NULL, 100), 1, "no config: 1");
 	is_int((int)sw_engine_tokens_kept(NULL, 100), 1, "no config: 1");
 }

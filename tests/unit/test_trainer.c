@@ -254,10 +254,8 @@ static void test_bad_sample_(void)
  * kept 287 and a micro batch of 384 ran layers again). */
 static void test_micro_tokens_(void)
 {
-	sw_model_config c = { 0 };
-	c.hidden_size = 576, c.num_hidden_layers = 30, c.num_attention_heads = 9;
-	c.num_key_value_heads = 3, c.head_dim = 64, c.intermediate_size = 1536;
-	size_t np = 134515008, b = sw_trainer_micro_tokens(&c, np, 0);
+	sw_model_config c = smol135_config();
+	size_t np = SMOL135_PARAMS, b = sw_trainer_micro_tokens(&c, np, 0);
 	is_int((int)b, 479, "SmolLM2-135M's shapes: micro batches of 479 tokens by default");
 	is_int((int)sw_engine_tokens_kept(&c, np / 8 * 5), (int)b, "every layer's activations kept at that size");
 	is_int((int)sw_trainer_micro_tokens(&c, np, 100), 100, "--micro-tokens 100 is taken as it is");

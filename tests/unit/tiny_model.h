@@ -30,4 +30,18 @@ static inline sw_model_config tiny_config(const char *type, int vocab, int hidde
 	c.bos_token_id = -1;
 	return c;
 }
+
+/* SmolLM2-135M's shapes (hidden 576, 30 layers, 9 heads over 3 key/value
+ * heads of 64, intermediate 1536, vocabulary 49152, tied: SMOL135_PARAMS
+ * parameters), for the tests of what budgets hold at a real size. */
+#define SMOL135_PARAMS ((size_t)134515008)
+static inline sw_model_config smol135_config(void)
+{
+	sw_model_config c = tiny_config("llama", 49152, 576, 1536, 64, 2048);
+	c.num_hidden_layers = 30;
+	c.num_attention_heads = 9;
+	c.num_key_value_heads = 3;
+	c.tie_word_embeddings = true;
+	return c;
+}
 #endif
