@@ -344,6 +344,52 @@ static void paged_check_(const struct att_ctx *c, const double *ref, int maxlen,
 }
 
 /*
+ * The decoding attention takes up to 4 query heads of one KV group at a
+ * time (their keys and values read once): each head must get the bits it
+ * gets alone (the same keys and values as a one-head cache).  Sequences of
+ * 5, 21 and 40 keys in pages of 16, every token a query of its sequence.
+ */
+static void test_paged_heads_(int H, int KVH, int hd)
+{
+	enum { NS = 3, P = 16 };
+	const int len[NS] = { 5, 21, 40 };
+	int T = 0, npages = 0, ks = KVH * hd, grp = H / KVH;
+	for (int s = 0; s < NS; s++)
+		T += len[s], npages += (len[s] + P - 1) / P;
+	float *k = rnd_((size_t)npages * P * ks, 1.5), *v = rnd_((size_t)npages * P * ks, 1);
+	float *q = rnd_((size_t)T * H * hd, 1.5), *out = zeros_((size_t)T * H * hd);
+	float *kg = zeros_((size_t)npages * P * hd), *vg = zeros_((size_t)npages * P * hd);
+	float *qh = zeros_((size_t)T * hd), *oh = zeros_((size_t)T * hd);
+	float *sc = zeros_(ops->attn_paged_scratch(40));
+	int32_t *pages = malloc(sizeof *pages * npages), *poff = malloc(sizeof *poff * T),
+		*nkeys = malloc(sizeof *nkeys * T);
+	for (int i = 0; i < npages; i++)
+		pages[i] = npages - 1 - i; /* reversed */
+	for (int s = 0, t = 0, first = 0; s < NS; first += (len[s] + P - 1) / P, s++)
+		for (int j = 0; j < len[s]; j++, t++)
+			poff[t] = first, nkeys[t] = j + 1;
+	sw_kv_view kv = { k, v, P, pages, poff, nkeys }, kv1 = { kg, vg, P, pages, poff, nkeys };
+	ops->attn_paged(out, q, T, H, KVH, hd, &kv, sc);
+	int same = 1;
+	for (int h = 0; h < H; h++) {
+		int g = h / grp;
+		for (size_t r = 0; r < (size_t)npages * P; r++) {
+			memcpy(kg + r * hd, k + r * ks + (size_t)g * hd, sizeof(float) * hd);
+			memcpy(vg + r * hd, v + r * ks + (size_t)g * hd, sizeof(float) * hd);
+		}
+		for (int t = 0; t < T; t++)
+			memcpy(qh + (size_t)t * hd, q + ((size_t)t * H + h) * hd, sizeof(float) * hd);
+		ops->attn_paged(oh, qh, T, 1, 1, hd, &kv1, sc);
+		for (int t = 0; t < T; t++)
+			same &= !memcmp(oh + (size_t)t * hd, out + ((size_t)t * H + h) * hd, sizeof(float) * hd);
+	}
+	ok(same, "paged attention, %d query heads over %d KV heads (head size %d): each head's bits as alone",
+	   H, KVH, hd);
+	free(k), free(v), free(q), free(out), free(kg), free(vg), free(qh), free(oh), free(sc);
+	free(pages), free(poff), free(nkeys);
+}
+
+/*
  * Attention over a shared prefix against attention over each sequence run
  * whole: sequences [prefix Lp | child c] for each child, and one sequence
  * of its own.  The prefix's own queries are in the first whole sequence
@@ -739,6 +785,12 @@ int main(void)
 	/* 40 and 17 keys, a head of 72: whole pages of 16 and part pages, a tail. */
 	int32_t cu4[3] = { 0, 40, 57 };
 	test_attention_(2, cu4, 2, 1, 72, 20, 1);
+	/* Groups of 7 and 9 query heads a KV head: more than one task's 4 heads. */
+	test_attention_(3, cu1, 14, 2, 16, 0, 1);
+	test_paged_heads_(14, 2, 64);
+	test_paged_heads_(9, 1, 20);
+	test_paged_heads_(9, 3, 64);
+	test_paged_heads_(2, 2, 64);
 	/* a shared prefix: short ones, and a prefix and a child each past one tile */
 	const int lc1[3] = { 5, 3, 1 }, lc2[2] = { 140, 7 };
 	test_attention_prefix_(6, lc1, 3, 4, 4, 2, 8);

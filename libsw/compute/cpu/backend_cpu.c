@@ -640,9 +640,12 @@ static void attn_bwd_(float *dq, float *dk, float *dv, const float *dout, const 
 	attn_bwd_prefix_(dq, dk, dv, dout, out, lse, q, k, v, cu, NULL, nseq, H, KVH, hd, causal, scratch);
 }
 
+/* The query heads of one KV group that one task of attn_paged_ takes at once. */
+#define PAGED_HEADS_ 4
+
 static size_t attn_paged_scratch_(int maxkeys)
 {
-	return (size_t)omp_get_max_threads() * (size_t)(maxkeys > 0 ? maxkeys : 1);
+	return (size_t)omp_get_max_threads() * PAGED_HEADS_ * (size_t)(maxkeys > 0 ? maxkeys : 1);
 }
 
 /* 16 floats as one value of GCC's and clang's vector extension: its
@@ -794,34 +797,50 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
 	}
 }
 
+/*
+ * A task is one sequence and up to PAGED_HEADS_ query heads of one KV group
+ * (grouped-query attention): their keys and values are read from memory
+ * once, a page of keys staying in L1 while each head's scores are made,
+ * not once a head.  Each head's arithmetic is the same as alone.
+ */
 static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
                         const sw_kv_view *kv, float *scratch)
 {
 	int grp = H / KVH, P = kv->page, ks = KVH * hd, maxk = 1;
+	int per_g = (grp + PAGED_HEADS_ - 1) / PAGED_HEADS_, ntask = KVH * per_g;
+	int chunk = grp < 4 ? 4 / grp : 1; /* about 4 heads a grab, as one head a task took */
 	float scale = 1.0f / sqrtf((float)hd);
 	for (int i = 0; i < n; i++)
 		maxk = kv->nkeys[i] > maxk ? kv->nkeys[i] : maxk;
 #pragma omp parallel if (BIG_((size_t)n * H * maxk * hd / 8))
 	{
-		float *s = scratch + (size_t)omp_get_thread_num() * maxk;
-#pragma omp for collapse(2) schedule(dynamic, 4)
+		float *sc = scratch + (size_t)omp_get_thread_num() * PAGED_HEADS_ * maxk;
+#pragma omp for collapse(2) schedule(dynamic, chunk)
 		for (int i = 0; i < n; i++)
-			for (int h = 0; h < H; h++) {
-				const float *qr = q + ((size_t)i * H + h) * hd;
+			for (int b = 0; b < ntask; b++) {
+				int g = b / per_g, h0 = g * grp + b % per_g * PAGED_HEADS_;
+				int nh = (g + 1) * grp - h0 < PAGED_HEADS_ ? (g + 1) * grp - h0 : PAGED_HEADS_;
 				const int32_t *pt = kv->pages + kv->page_off[i];
-				int nk = kv->nkeys[i], g = h / grp;
+				int nk = kv->nkeys[i];
 				/* Page by page: a key's address without a division. */
-				for (int j0 = 0; j0 < nk; j0 += P)
-					qk_page_(s + j0, qr, kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd,
-					         nk - j0 < P ? nk - j0 : P, ks, hd, scale);
-				float m = row_max_(s, nk);
-				/* The softmax of the training forward's loops (vectorised
-				 * exp, sums in double lanes): no libm call a key. */
-				double sum, zsum;
-				row_expsum_(s, nk, m, &sum, &zsum);
-				float l = m + (float)log(sum);
-				row_exp_(s, nk, l);
-				pv_keys_(out + ((size_t)i * H + h) * hd, s, kv->v + (size_t)g * hd, pt, P, nk, ks, hd);
+				for (int j0 = 0; j0 < nk; j0 += P) {
+					const float *kp = kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd;
+					int nj = nk - j0 < P ? nk - j0 : P;
+					for (int t = 0; t < nh; t++)
+						qk_page_(sc + (size_t)t * maxk + j0, q + ((size_t)i * H + h0 + t) * hd, kp,
+						         nj, ks, hd, scale);
+				}
+				for (int t = 0; t < nh; t++) {
+					float *s = sc + (size_t)t * maxk, m = row_max_(s, nk);
+					/* The softmax of the training forward's loops (vectorised
+					 * exp, sums in double lanes): no libm call a key. */
+					double sum, zsum;
+					row_expsum_(s, nk, m, &sum, &zsum);
+					float l = m + (float)log(sum);
+					row_exp_(s, nk, l);
+					pv_keys_(out + ((size_t)i * H + h0 + t) * hd, s, kv->v + (size_t)g * hd, pt, P, nk,
+					         ks, hd);
+				}
 			}
 	}
 }
