@@ -30,7 +30,10 @@ CFLAGS_SW := -std=c11 $(OPT) -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
 MPICC_     = $(shell command -v mpicc 2>/dev/null)
 MPI_CFLAGS = $(if $(MPICC_),-DSW_HAVE_MPI $(shell mpicc --showme:compile))
 MPI_LIBS   = $(if $(MPICC_),$(shell mpicc --showme:link))
-LDLIBS_SW  = $(MPI_LIBS) -lmsgpackc -lzstd -lpng -lz -ljpeg -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
+# OpenBLAS is not linked: libsw loads it when it is chosen (compute/cpu/gemm.c); the two
+# drivers that call it themselves link it (LDLIBS_BLAS).
+LDLIBS_SW  = $(MPI_LIBS) -lmsgpackc -lzstd -lpng -lz -ljpeg -ldnnl -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
+LDLIBS_BLAS = -lopenblas
 LDFLAGS_SW:= $(SAN) $(LDFLAGS)
 
 PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
@@ -138,7 +141,7 @@ $(B)/plugin/%.so: examples/plugin/%.c libsw/sw/verifier.h
 # --- tests --------------------------------------------------------------------
 $(B)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(B)/lib/libsw.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_SW) -Ilibsw -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+	$(CC) $(CFLAGS_SW) -Ilibsw -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW) $(LDLIBS_EXTRA)
 $(B)/bin/sw-datagen: tests/datagen.c $(B)/lib/libsw.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
@@ -181,7 +184,8 @@ demo-vision: all deps-demo
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 $(B)/bench/%: bench/%.c bench/bench_stats.h $(B)/lib/libsw.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
+	$(CC) $(CFLAGS_SW) -o $@ $< $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW) $(LDLIBS_EXTRA)
+$(B)/bench/gemm_bench $(B)/tests/test_gemm: LDLIBS_EXTRA = $(LDLIBS_BLAS)
 
 bench: all deps-bench $(B)/bin/sw-datagen $(BENCH_BIN)
 	@B=$(B) bench/run.sh

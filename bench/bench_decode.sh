@@ -45,7 +45,8 @@ esac
 case $B in /*) ;; *) B=$top/$B ;; esac
 drivers="now:$B/bench/decode_bench"
 if [ -n "${BEFORE:-}" ]; then
-	# the libraries the Makefile links (MPI's where mpicc is there)
+	# the libraries the Makefile links (MPI's where mpicc is there), and OpenBLAS, which a build
+	# before 2026-12-05 linked (now loaded when chosen)
 	mpi=$(mpicc --showme:link 2>/dev/null || :)
 	cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$BEFORE/libsw" -o "$d/before" \
 		"$top/bench/decode_bench.c" "$BEFORE/build/lib/libsw.a" $mpi -lmsgpackc -lzstd -lpng -lz \

@@ -8,6 +8,7 @@
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -595,6 +596,57 @@ static void test_prof_async_(void)
 		tmp_close();
 }
 
+/* Whether the process has a library whose path contains name mapped. */
+static int mapped_(const char *name)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int found = 0;
+	while (f && !found && fgets(line, sizeof line, f))
+		found = strstr(line, name) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * OpenBLAS is loaded when it is chosen, not with the program (its pthreads
+ * build starts a pool of threads that spin when it loads): absent under
+ * the default provider, loaded by sw_backend_cpu_gemm("openblas"), its
+ * products right, OpenMP's thread count untouched.
+ */
+static void test_openblas_on_demand_(void)
+{
+	const sw_backend *be = sw_backend_cpu();
+	sw_error err = { 0 };
+	ok(!mapped_("libopenblas"), "OpenBLAS is not loaded under the default provider (%s)",
+	   sw_backend_cpu_gemm_kernels());
+	int nt = omp_get_max_threads();
+	int rc = sw_backend_cpu_gemm("openblas", &err);
+	ok(rc == SW_OK && !strncmp(sw_backend_cpu_gemm_kernels(), "openblas ", 9) && mapped_("libopenblas"),
+	   "choosing OpenBLAS loads it (rc=%d %s %s)", rc, err.msg, sw_backend_cpu_gemm_kernels());
+	ok(omp_get_max_threads() == nt, "OpenMP's threads as they were (%d, %d)", omp_get_max_threads(), nt);
+	enum { M = 37, N = 70, K = 53 };
+	float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K), *C = malloc(sizeof(float) * M * N);
+	for (int i = 0; i < M * K; i++)
+		A[i] = (float)((i * 7) % 13) / 13 - 0.5f;
+	for (int i = 0; i < N * K; i++)
+		B[i] = (float)((i * 5) % 11) / 11 - 0.5f;
+	be->gemm(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
+	double worst = 0;
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double r = 0;
+			for (int k = 0; k < K; k++)
+				r += (double)A[i * K + k] * B[j * K + k];
+			worst = fabs(C[i * N + j] - r) > worst ? fabs(C[i * N + j] - r) : worst;
+		}
+	ok(worst < 1e-5, "OpenBLAS's product A B^T, %dx%dx%d (worst %.2g)", M, N, K, worst);
+	ok(sw_backend_cpu_gemm("onednn", &err) == SW_OK && !strncmp(sw_backend_cpu_gemm_kernels(), "onednn ", 7),
+	   "and back to oneDNN (%s)", sw_backend_cpu_gemm_kernels());
+	free(A), free(B), free(C);
+}
+
 int main(void)
 {
 	sw_engine_threads(2);
@@ -608,5 +660,6 @@ int main(void)
 	test_same_bits_("llama", cfg_("llama", false, false, false));
 	test_same_bits_("qwen2 (bias, tied)", cfg_("qwen2", true, false, true));
 	test_same_bits_("qwen3 (q/k norm)", cfg_("qwen3", false, true, false));
+	test_openblas_on_demand_(); /* last: OpenBLAS, once loaded, stays */
 	return tap_done();
 }

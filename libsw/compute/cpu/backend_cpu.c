@@ -12,7 +12,6 @@
  * GEMMs (scores, then probabilities times values): it is a few percent of a
  * step's FLOPs, and plain loops would make it a third of the time.
  */
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -1124,8 +1123,6 @@ static const sw_backend cpu_ = {
 
 static void init_(void)
 {
-	/* OpenBLAS runs single-threaded inside OpenMP's blocks (gemm.c). */
-	openblas_set_num_threads(1);
 	sw_gemm_init(&st_.gemm, NULL, NULL);
 	const char *name = getenv("SW_GEMM");
 	sw_error e = { 0 };
@@ -1170,5 +1167,4 @@ void sw_backend_cpu_threads(int n)
 	if (n <= 0)
 		n = omp_get_num_procs();
 	omp_set_num_threads(n);
-	openblas_set_num_threads(1);
 }

@@ -9,9 +9,17 @@
  * machine's rate.  oneDNN dispatches on the CPU's features at run time (it
  * is what PyTorch uses on CPU), so it is the default; OpenBLAS stays the
  * other choice, with its kernels fixed up.
+ *
+ * OpenBLAS is loaded (dlopen) when it is chosen, not linked: a pthreads
+ * build such as Debian's starts its thread pool when the library is loaded,
+ * and those threads spin with sched_yield for about 0.1 s before they
+ * sleep (0.13 s of CPU for every program that started, on the cores the
+ * program's own threads want), though the products never run on them.
  */
 #include <cblas.h>
+#include <dlfcn.h>
 #include <dnnl.h>
+#include <pthread.h>
 #include <omp.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,16 +30,70 @@
 #include "compute/cpu/gemm.h"
 
 /*
- * OpenBLAS's run-time dispatch (a DYNAMIC_ARCH build such as Debian's)
- * chooses its kernels when the library is loaded, from OPENBLAS_CORETYPE or
- * its table of CPUs.  These two entries (exported by such a build, though
- * not in cblas.h) drop the choice and make it again, reading
+ * OpenBLAS's entries, once loaded (the prototypes are cblas.h's).
+ *
+ * Its run-time dispatch (a DYNAMIC_ARCH build such as Debian's) chooses its
+ * kernels when the library is loaded, from OPENBLAS_CORETYPE or its table
+ * of CPUs.  gotoblas_dynamic_quit and _init (exported by such a build,
+ * though not in cblas.h) drop the choice and make it again, reading
  * OPENBLAS_CORETYPE: the one way to change the kernels of a library that is
- * already loaded.  Weak, so an OpenBLAS built for one CPU links too (and is
- * left as it is).
+ * already loaded.  A build for one CPU has neither, and is left as it is.
  */
-extern void gotoblas_dynamic_init(void) __attribute__((weak));
-extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+static struct {
+	__typeof__(&cblas_sgemm) sgemm;
+	__typeof__(&cblas_sgemv) sgemv;
+	__typeof__(&openblas_get_config) get_config;
+	__typeof__(&openblas_get_corename) get_corename;
+	__typeof__(&openblas_set_num_threads) set_num_threads;
+	void (*dynamic_init)(void), (*dynamic_quit)(void); /* NULL in a build for one CPU */
+	char err[160];
+	int rc;
+} ob_;
+static pthread_once_t ob_once_ = PTHREAD_ONCE_INIT;
+
+#define OPENBLAS_SONAME_ "libopenblas.so.0"
+
+static void openblas_load_once_(void)
+{
+	void *h = dlopen(OPENBLAS_SONAME_, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(ob_.err, sizeof ob_.err, "%s", e ? e : "cannot load " OPENBLAS_SONAME_);
+		ob_.rc = SW_ENOENT;
+		return;
+	}
+	/* dlsym's void * to a function pointer: POSIX's way, through memcpy */
+#define SYM_(f, name)                                                                          \
+	do {                                                                                   \
+		void *p_ = dlsym(h, name);                                                     \
+		memcpy(&ob_.f, &p_, sizeof p_);                                                \
+	} while (0)
+	SYM_(sgemm, "cblas_sgemm");
+	SYM_(sgemv, "cblas_sgemv");
+	SYM_(get_config, "openblas_get_config");
+	SYM_(get_corename, "openblas_get_corename");
+	SYM_(set_num_threads, "openblas_set_num_threads");
+	SYM_(dynamic_init, "gotoblas_dynamic_init");
+	SYM_(dynamic_quit, "gotoblas_dynamic_quit");
+#undef SYM_
+	if (!ob_.sgemm || !ob_.sgemv || !ob_.get_config || !ob_.get_corename || !ob_.set_num_threads) {
+		snprintf(ob_.err, sizeof ob_.err, OPENBLAS_SONAME_ " lacks the CBLAS and OpenBLAS entries");
+		ob_.rc = SW_EINVAL;
+		return;
+	}
+	/* Single-threaded inside OpenMP's blocks (blocks_ below); an OpenMP
+	 * build of OpenBLAS would set OpenMP's count too: put it back. */
+	int nt = omp_get_max_threads();
+	ob_.set_num_threads(1);
+	omp_set_num_threads(nt);
+}
+
+/* OpenBLAS loaded, or an error naming why not. */
+static int openblas_load_(sw_error *err)
+{
+	pthread_once(&ob_once_, openblas_load_once_);
+	return ob_.rc ? sw_fail(err, ob_.rc, "openblas: %s", ob_.err) : SW_OK;
+}
 
 /* The OpenBLAS core whose kernels the CPU can run best, or NULL. */
 static const char *openblas_best_core_(void)
@@ -72,13 +134,13 @@ static void openblas_fixup_(void)
 	static int done;
 	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
 		return;
-	const char *best = openblas_best_core_(), *core = openblas_get_corename();
+	const char *best = openblas_best_core_(), *core = ob_.get_corename();
 	if (!best || !core || openblas_core_ok_(core, best) || getenv("OPENBLAS_CORETYPE") ||
-	    !gotoblas_dynamic_init || !gotoblas_dynamic_quit)
+	    !ob_.dynamic_init || !ob_.dynamic_quit)
 		return;
 	setenv("OPENBLAS_CORETYPE", best, 0);
-	gotoblas_dynamic_quit();
-	gotoblas_dynamic_init();
+	ob_.dynamic_quit();
+	ob_.dynamic_init();
 	unsetenv("OPENBLAS_CORETYPE");
 }
 
@@ -110,9 +172,12 @@ int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err)
 		snprintf(n.kernels, sizeof n.kernels, "onednn %d.%d.%d %s%s", v->major, v->minor, v->patch,
 		         sw_dnnl_isa_name(dnnl_get_effective_cpu_isa()), n.nt ? ", A B^T by matmul primitive" : "");
 	} else if (!strcmp(name, "openblas")) {
+		int rc = openblas_load_(err);
+		if (rc)
+			return rc;
 		openblas_fixup_();
 		/* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64": the version. */
-		const char *cfg = openblas_get_config(), *core = openblas_get_corename();
+		const char *cfg = ob_.get_config(), *core = ob_.get_corename();
 		int vl = 0;
 		if (cfg && !strncmp(cfg, "OpenBLAS ", 9))
 			vl = (int)strcspn(cfg + 9, " ");
@@ -146,12 +211,12 @@ static void openblas1_(int ta, int tb, int M, int N, int K, float alpha, const f
 		/* c[N] = a[K] op(B): a matrix-vector product over B. */
 		int inca = ta ? lda : 1;
 		if (tb)
-			cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inca, beta, C, 1);
+			ob_.sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inca, beta, C, 1);
 		else
-			cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inca, beta, C, 1);
+			ob_.sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inca, beta, C, 1);
 		return;
 	}
-	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+	ob_.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
 	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
