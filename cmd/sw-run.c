@@ -168,7 +168,8 @@ static void stage_env_(run_ *r, uint64_t it)
 {
 	sw_error err = { 0 };
 	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir, it, r->x.seed,
-	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model, r->x.ranks };
+	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model, r->x.ranks,
+	                   r->s.mpi_dir[0] ? r->s.mpi_dir : NULL };
 	if (sw_stage_env_set(&e, &err))
 		cli_die("%s", err.msg);
 }

@@ -13,8 +13,8 @@ setup() {
 	need_mpirun
 	# what sw_mpirun sets on its command line, for the mpirun sw-run starts (under make check,
 	# LeakSanitizer would report what Open MPI keeps until exit); the shared-memory transport's
-	# backing files in the test's directory: a launcher killed with its run (the SIGKILL test)
-	# cannot remove its ranks' files, which would stay in /dev/shm after the suite
+	# backing files in the test's directory, where a user's own setting goes (sw-run leaves it as
+	# it is); the tests of sw-run's own directory for them, /dev/shm/NAME.mpi, unset it
 	export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 		OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
@@ -190,6 +190,64 @@ wait_iter2() {
 	[ "$(wc -l <"$1/tpids")" -ge 4 ]
 }
 
+# sw-run with ranks in directory $1 in the background ($pid; its standard error to $2, default
+# /dev/null), once its iteration 2's ranks are under way.
+start_ranked_run() {
+	sw-run -q -m m -p prompts.jsonl -o "$1" --iters 50 -b 4 -n 2 --ranks 2 --sort "$noting_sort" \
+		--rollout "$noting_rollout" --train "$noting_train" 2>"${2:-/dev/null}" &
+	pid=$!
+	wait_iter2 "$1"
+}
+
+# The directory of the shared memory of the ranks of the run in $1 (its sort stage noted the stores).
+mpi_dir() {
+	local w
+	w=$(sort -u "$1/stores")
+	echo "/dev/shm/${w#shm:}.mpi"
+}
+
+@test "--ranks 2: Open MPI's shared-memory files in a directory of the run's own beside its stores, gone when the run ends" {
+	unset OMPI_MCA_btl_vader_backing_directory
+	# a train stage (not MPI itself) that notes where the ranks are told to keep it, and what the
+	# generator ranks (MPI programs) put there while they run
+	local watch="sh -c 'echo \"\$OMPI_MCA_btl_vader_backing_directory \$OMPI_MCA_btl_sm_backing_directory\" >>\"\$SW_RUN/mpidir\"
+		for i in \$(seq 200); do ls \"\$OMPI_MCA_btl_vader_backing_directory\" | grep -q . && break; sleep 0.05; done
+		ls \"\$OMPI_MCA_btl_vader_backing_directory\" >>\"\$SW_RUN/mpifiles\"
+		[ \"\${OMPI_COMM_WORLD_RANK:-0}\" != 0 ] || exec sw-cat'"
+	run -0 --separate-stderr sw-run -q -m m -p prompts.jsonl -o run --iters 1 -b 4 -n 2 --ranks 2 \
+		--sort "$noting_sort" --rollout "$noting_rollout" --train "$watch"
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	d=$(mpi_dir run)
+	[ "$(sort -u run/mpidir)" = "$d $d" ]
+	grep -q '^vader_segment\.' run/mpifiles
+	[ ! -e "$d" ]
+	# a user's own setting wins
+	run -0 --separate-stderr env OMPI_MCA_btl_vader_backing_directory="$BATS_TEST_TMPDIR" sw-run -q -m m \
+		-p prompts.jsonl -o own --iters 1 -b 4 -n 2 --ranks 2 --sort "$noting_sort" --rollout "$ROLLOUT" --train "$watch"
+	[ "$(sort -u own/mpidir)" = "$BATS_TEST_TMPDIR $(mpi_dir own)" ]
+}
+
+@test "the next sw-run sweeps a killed run's shared-memory directory, not a running run's" {
+	unset OMPI_MCA_btl_vader_backing_directory
+	# a killed run's: no store of that name left
+	stale=/dev/shm/sw-run-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n').mpi
+	mkdir -m 700 "$stale"
+	: >"$stale/vader_segment.x.0"
+	# a running one's
+	start_ranked_run live
+	d=$(mpi_dir live)
+	[ -d "$d" ]
+	run -0 --separate-stderr sw-run -q -m m -p prompts.jsonl -o other --iters 1 -b 4 -n 2 --rollout "$ROLLOUT" --train "$CAT"
+	[ ! -e "$stale" ]
+	[ -d "$d" ]
+	kill -TERM $pid
+	status=0
+	wait $pid || status=$?
+	[ "$status" -eq 143 ]
+	[ ! -e "$d" ]
+}
+
 # The run in $1 goes on after its kill: the real trainer's ranks train iteration 3 on, no store is left.
 resumes() {
 	run -0 sw-run -q --resume "$1" --iters 3 --rollout "$ROLLOUT" --train "$SFT"
@@ -201,10 +259,7 @@ resumes() {
 }
 
 @test "--ranks 2 and SIGTERM mid-run: every rank's process ends, no store is left; --resume goes on" {
-	sw-run -q -m m -p prompts.jsonl -o run --iters 50 -b 4 -n 2 --ranks 2 --sort "$noting_sort" \
-		--rollout "$noting_rollout" --train "$noting_train" 2>err &
-	pid=$!
-	wait_iter2 run
+	start_ranked_run run err
 	kill -TERM $pid
 	status=0
 	wait $pid || status=$?
@@ -256,15 +311,17 @@ resumes() {
 	[[ $stderr == *"usage: sbatch sw-run.sbatch MODEL PROMPTS RUNDIR"* ]]
 }
 
-@test "--ranks 2 and SIGKILL: the guard ends the launchers, the launchers' ranks die with them, the stores go" {
-	sw-run -q -m m -p prompts.jsonl -o run --iters 50 -b 4 -n 2 --ranks 2 --sort "$noting_sort" \
-		--rollout "$noting_rollout" --train "$noting_train" 2>/dev/null &
-	pid=$!
-	wait_iter2 run
+@test "--ranks 2 and SIGKILL: the guard ends the launchers, the launchers' ranks die with them, the stores and their shared memory go" {
+	unset OMPI_MCA_btl_vader_backing_directory
+	start_ranked_run run
+	d=$(mpi_dir run)
+	[ -d "$d" ]
 	kill -KILL $pid
 	wait $pid || true
-	for i in $(seq 100); do [ "$(left run)" = 0 ] && break; sleep 0.05; done
+	for i in $(seq 100); do [ "$(left run)" = 0 ] && [ ! -e "$d" ] && break; sleep 0.05; done
 	[ "$(left run)" = 0 ]
+	# the launchers died by SIGKILL: their ranks' shared-memory files were in the run's directory, gone with it
+	[ ! -e "$d" ]
 	for p in $(cat run/pids run/tpids); do
 		for i in $(seq 50); do ended "$p" && break; sleep 0.1; done
 		ended "$p"

@@ -8,10 +8,11 @@
  * went on writing the run directory while the resumed run used it.  The
  * guard is a small process forked at the start that holds the read end of
  * a pipe and learns, line by line, the stores the run made and the process
- * group of the stages running now.  When the run ends, the pipe's last
+ * group of the stages running now (and the directory of the ranks' shared
+ * memory, for a run with ranks).  When the run ends, the pipe's last
  * writer is gone and the guard reads end-of-file: it kills that group,
- * waits until none of it is left, then removes the stores; only then does
- * it exit.  A normal end has already done all of this; the guard finds
+ * waits until none of it is left, then removes the stores and that
+ * directory; only then does it exit.  A normal end has already done all of this; the guard finds
  * nothing left.
  */
 #define _GNU_SOURCE
@@ -49,6 +50,7 @@ static void wait_gone_(pid_t pgid, double secs)
 static noreturn void guard_main_(int rfd)
 {
 	char line[SW_STORE_NAME_MAX + 64], stores[GUARD_MAX_STORES_][SW_STORE_NAME_MAX + 80];
+	char dir[SW_STORE_NAME_MAX + 64] = "";
 	int nstores = 0;
 	size_t len = 0;
 	pid_t pgid = 0;
@@ -77,6 +79,8 @@ static noreturn void guard_main_(int rfd)
 			snprintf(stores[nstores++], sizeof stores[0], "/dev/shm/%s", line + 5);
 		else if (line[0] == 'K') /* the stores stay (--keep-stores) */
 			nstores = 0;
+		else if (line[0] == 'D' && !strncmp(line + 1, "/dev/shm/", 9))
+			snprintf(dir, sizeof dir, "%s", line + 1);
 	}
 	if (pgid > 0) {
 		kill(-pgid, SIGKILL);
@@ -84,6 +88,8 @@ static noreturn void guard_main_(int rfd)
 	}
 	for (int i = 0; i < nstores; i++)
 		unlink(stores[i]);
+	if (dir[0])
+		sw_run_rmtree(dir);
 	_exit(0);
 }
 
@@ -151,6 +157,11 @@ void sw_run_guard_store(sw_run_guard *g, const char *spec)
 void sw_run_guard_keep(sw_run_guard *g)
 {
 	say_(g, 'K', "");
+}
+
+void sw_run_guard_dir(sw_run_guard *g, const char *path)
+{
+	say_(g, 'D', path);
 }
 
 void sw_run_guard_pgid(sw_run_guard *g, long pgid)

@@ -481,5 +481,9 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 	 */
 	if (!rc && !getenv("OMP_WAIT_POLICY") && setenv("GOMP_SPINCOUNT", "2000", 0))
 		rc = sw_fail(err, SW_ENOMEM, "cannot set GOMP_SPINCOUNT: %s", strerror(errno));
+	/* the ranks' shared memory in the run's directory for it (run/stores.c); a user's own wins */
+	if (!rc && e->mpi_dir && (setenv("OMPI_MCA_btl_vader_backing_directory", e->mpi_dir, 0) ||
+	                          setenv("OMPI_MCA_btl_sm_backing_directory", e->mpi_dir, 0)))
+		rc = sw_fail(err, SW_ENOMEM, "cannot set Open MPI's backing directory: %s", strerror(errno));
 	return rc;
 }

@@ -25,6 +25,7 @@
 #include <sodium.h>
 #include "common/internal.h"
 #include "compute/backend.h"
+#include "run/run_internal.h"
 #include "sw/store.h"
 #include "sw/audit.h"
 
@@ -633,8 +634,20 @@ int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		const char *name = de->d_name;
-		if (strncmp(name, prefix ? prefix : "", pl) || !name_ok_(name, strlen(name)))
+		size_t nl = strlen(name);
+		if (strncmp(name, prefix ? prefix : "", pl) || !name_ok_(name, nl))
 			continue;
+		/* NAME.mpi, a directory: the shared memory of the ranks of NAME's run (run/stores.c), its
+		 * run's once NAME is gone or its creator is; not counted (not a store) */
+		if (nl > 4 && !strcmp(name + nl - 4, ".mpi")) {
+			char base[SW_STORE_NAME_MAX + 2], path[SW_STORE_NAME_MAX + 16];
+			struct stat st;
+			snprintf(base, sizeof base, "%.*s", (int)(nl - 4), name);
+			snprintf(path, sizeof path, "/dev/shm/%s", name);
+			if (!lstat(path, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !live_(base))
+				sw_run_rmtree(path);
+			continue;
+		}
 		if (!stale_(name))
 			continue;
 		/* NAME.opt made by a stage that has exited belongs to NAME while NAME's creator runs */

@@ -4,9 +4,20 @@
  * (made by the trainer at its first step, opened here when it exists) and
  * the frozen reference.  Named first and loaded after, so that a caller
  * can tell its signal handler what to remove before anything exists.
+ *
+ * A run with ranks has one more: the directory in which Open MPI's ranks
+ * map their shared-memory transport's segments (btl vader, sm in Open MPI
+ * 5).  By default those are files in /dev/shm that Open MPI removes when
+ * its job ends; a launcher killed with the run (the guard ends a killed
+ * run's stages with SIGKILL) removes nothing, and they stayed until the
+ * machine restarted.  In the run's own directory, NAME.mpi beside its
+ * stores, they go with the run however it ends, and sw_store_sweep removes
+ * the directory of a run whose stores are gone.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "run/run_internal.h"
 
 int sw_run_stores_name(sw_run_stores *s, const char *prefix, int on_gpu, sw_error *err)
@@ -47,7 +58,17 @@ int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, const sw_experiment *x
 		sw_run_guard_store(g, specs[i]);
 	if (keep)
 		sw_run_guard_keep(g);
-	return sw_run_stores_load(s, weights_from, version, ref_model, err);
+	if ((rc = sw_run_stores_load(s, weights_from, version, ref_model, err)) || x->ranks <= 1)
+		return rc;
+	/* after the stores: a sweep keeps NAME.mpi while NAME's creator runs */
+	snprintf(s->mpi_dir, sizeof s->mpi_dir, "/dev/shm/%s.mpi", strchr(s->spec, ':') + 1);
+	sw_run_guard_dir(g, s->mpi_dir);
+	if (mkdir(s->mpi_dir, 0700)) {
+		int e = errno;
+		rc = sw_fail(err, SW_EIO, "cannot create '%s' for the ranks' shared memory: %s", s->mpi_dir, strerror(e));
+		s->mpi_dir[0] = 0;
+	}
+	return rc;
 }
 
 sw_store *sw_run_stores_opt(sw_run_stores *s)
@@ -68,4 +89,7 @@ void sw_run_stores_release(sw_run_stores *s, int keep)
 		sw_store_unlink(s->opt_spec, NULL);
 		sw_store_unlink(s->ref_spec, NULL);
 	}
+	if (s->mpi_dir[0])
+		sw_run_rmtree(s->mpi_dir);
+	s->mpi_dir[0] = 0;
 }

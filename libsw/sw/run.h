@@ -211,6 +211,8 @@ sw_run_guard *sw_run_guard_start(sw_error *err);
 /* A store to remove at the end (its spec, shm:NAME); sw_run_guard_keep: remove none. */
 void sw_run_guard_store(sw_run_guard *g, const char *spec);
 void sw_run_guard_keep(sw_run_guard *g);
+/* A directory to remove at the end, with what is in it (kept by no sw_run_guard_keep). */
+void sw_run_guard_dir(sw_run_guard *g, const char *path);
 /* The process group of the stages running now; 0: none. */
 void sw_run_guard_pgid(sw_run_guard *g, long pgid);
 /* Close the caller's end (the guard then does its work and exits); NULL is a no-op. */
@@ -234,9 +236,12 @@ typedef struct sw_stage_env {
 	const char *device;             /* SW_DEVICE; NULL: as inherited */
 	const char *model;              /* SW_MODEL: the run's model directory, for its tokenizer */
 	uint64_t ranks;                 /* SW_RANKS: data-parallel ranks of the rollout */
+	const char *mpi_dir;            /* where Open MPI's ranks keep their shared memory; NULL: its own */
 } sw_stage_env;
 /* Set it in this process's environment, which the stages inherit (and
- * GOMP_SPINCOUNT=2000 where neither it nor OMP_WAIT_POLICY is set). */
+ * GOMP_SPINCOUNT=2000 where neither it nor OMP_WAIT_POLICY is set; mpi_dir as
+ * OMPI_MCA_btl_vader_backing_directory and OMPI_MCA_btl_sm_backing_directory,
+ * Open MPI 4's name and 5's, each where it is not set). */
 int sw_stage_env_set(const sw_stage_env *e, sw_error *err);
 
 /* "exited with status 4", "was killed by signal 6 (Aborted)", ... */
@@ -343,10 +348,12 @@ int sw_run_scratch_reset(const char *dir, char *tap, size_t n, sw_error *err);
 /* Write DIR/HALT: "iteration N: reason". */
 int sw_rundir_halt(const char *dir, uint64_t iter, const char *reason, sw_error *err);
 
-/* The stores of a run: weights, optimiser state, frozen reference (sw/store.h). */
+/* The stores of a run: weights, optimiser state, frozen reference (sw/store.h); and, for a run
+ * with ranks, the directory of the MPI transport's shared-memory files, /dev/shm/NAME.mpi. */
 typedef struct sw_run_stores {
 	sw_store *w, *opt, *ref;        /* NULL until loaded (opt: until the trainer has made it) */
 	char spec[SW_STORE_NAME_MAX + 16], opt_spec[SW_STORE_NAME_MAX + 32], ref_spec[SW_STORE_NAME_MAX + 32];
+	char mpi_dir[SW_STORE_NAME_MAX + 32]; /* "": none */
 } sw_run_stores;
 /* Name them at random: PREFIX-..., and .opt, .ref beside it; on_gpu: the
  * weights and the reference are cuda: stores (the optimiser state stays a
@@ -357,12 +364,13 @@ int sw_run_stores_name(sw_run_stores *s, const char *prefix, int on_gpu, sw_erro
 int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t version, const char *ref_model,
                        sw_error *err);
 /* Name them for x (cuda: where x's device is cuda), tell the guard to remove them (unless x->keep), then
- * load them (as the two calls above; the reference is x->model when x->ref). */
+ * load them (as the two calls above; the reference is x->model when x->ref); with x->ranks above 1, make
+ * the MPI directory (0700), which the guard removes however the run ends (x->keep or not). */
 int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, const sw_experiment *x, const char *weights_from,
                        uint64_t version, sw_error *err);
 /* The optimiser store, opened once the trainer has made it (it knows its size); NULL before. */
 sw_store *sw_run_stores_opt(sw_run_stores *s);
-/* Close the stores, and remove them unless keep. */
+/* Close the stores, and remove them unless keep; remove the MPI directory. */
 void sw_run_stores_release(sw_run_stores *s, int keep);
 
 /* What a checkpoint restores of the loop itself (state.json). */
