@@ -266,14 +266,27 @@ static void test_stage_env_(void)
 	ok(!strcmp(tmp_get(args, got, sizeof got, NULL), want), "on the run's pool: %s", got);
 	unlink(fake);
 
-	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m", 3 };
+	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m", 3, NULL };
+	unsetenv("OMPI_MCA_btl_vader_backing_directory");
+	unsetenv("OMPI_MCA_btl_sm_backing_directory");
 	unsetenv("SW_DEVICE");
 	ok(!sw_stage_env_set(&e, &err) && getenv("SW_DEVICE") && !strcmp(getenv("SW_DEVICE"), "guard"),
 	   "the stages' SW_DEVICE (%s)", err.msg);
 	ok(getenv("SW_RANKS") && !strcmp(getenv("SW_RANKS"), "3"), "the stages' SW_RANKS");
 	ok(getenv("SW_RANK_TIMES") && strstr(getenv("SW_RANK_TIMES"), "/tmp/rank-times.jsonl"), "where ranks say how long they worked");
+	ok(!getenv("OMPI_MCA_btl_vader_backing_directory") && !getenv("OMPI_MCA_btl_sm_backing_directory"),
+	   "no MPI directory: Open MPI's backing directory as inherited");
 	e.device = NULL;
 	ok(!sw_stage_env_set(&e, &err) && !strcmp(getenv("SW_DEVICE"), "guard"), "none given: as inherited");
+	/* the ranks' shared memory in the run's directory for it, a user's own setting kept */
+	e.mpi_dir = "/dev/shm/sw-run-x.mpi";
+	setenv("OMPI_MCA_btl_vader_backing_directory", "/mine", 1);
+	ok(!sw_stage_env_set(&e, &err) && !strcmp(getenv("OMPI_MCA_btl_vader_backing_directory"), "/mine") &&
+	   getenv("OMPI_MCA_btl_sm_backing_directory") &&
+	   !strcmp(getenv("OMPI_MCA_btl_sm_backing_directory"), "/dev/shm/sw-run-x.mpi"),
+	   "the MPI directory where the user set none (Open MPI 5's name), theirs kept (4's)");
+	unsetenv("OMPI_MCA_btl_vader_backing_directory");
+	unsetenv("OMPI_MCA_btl_sm_backing_directory");
 }
 
 int main(void)
