@@ -12,8 +12,8 @@
  * memory, for a run with ranks).  When the run ends, the pipe's last
  * writer is gone and the guard reads end-of-file: it kills that group,
  * waits until none of it is left, then removes the stores and that
- * directory; only then does it exit.  A normal end has already done all of this; the guard finds
- * nothing left.
+ * directory; only then does it exit.  A normal end has already done all of
+ * this; the guard finds nothing left.
  */
 #define _GNU_SOURCE
 #include <errno.h>
