@@ -640,7 +640,7 @@ int sw_store_sweep(const char *prefix, size_t *removed, sw_error *err)
 		/* NAME.mpi, a directory: the shared memory of the ranks of NAME's run (run/stores.c), its
 		 * run's once NAME is gone or its creator is; not counted (not a store) */
 		if (nl > 4 && !strcmp(name + nl - 4, ".mpi")) {
-			char base[SW_STORE_NAME_MAX + 2], path[SW_STORE_NAME_MAX + 16];
+			char base[sizeof de->d_name], path[sizeof de->d_name + 16];
 			struct stat st;
 			snprintf(base, sizeof base, "%.*s", (int)(nl - 4), name);
 			snprintf(path, sizeof path, "/dev/shm/%s", name);

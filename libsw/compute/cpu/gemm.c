@@ -19,8 +19,8 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <dnnl.h>
-#include <pthread.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,7 +217,7 @@ static void openblas1_(int ta, int tb, int M, int N, int K, float alpha, const f
 		return;
 	}
 	ob_.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-	            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	          M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* One thread's product with the provider (called inside a parallel region,
