@@ -64,7 +64,7 @@ struct sw_rollout_feed {
 	sw_rollout_feed_io io;
 	uint64_t per;              /* samples a valid record gives: G, or 1 in score mode */
 	bool skip_invalid;
-	char *const *files;
+	char **files;              /* the feed's own copy: its reading thread may outlive the caller's */
 	int nfiles;
 	size_t max_record;
 	const volatile sig_atomic_t *stop;
@@ -72,6 +72,7 @@ struct sw_rollout_feed {
 	/* the reading thread (rank 0) and its queue */
 	pthread_t reader;
 	bool reading;
+	bool orphaned;             /* sw_rollout_feed_free came while it read: it frees the feed at its end */
 	pthread_mutex_t m;
 	pthread_cond_t room, ready;
 	item_ q[QCAP_];
@@ -141,9 +142,13 @@ static void hand_on_(void *arg)
 		return;
 	pthread_mutex_lock(&f->m);
 	for (int i = 0; i < f->nstage; i++) {
-		while (f->qcount == QCAP_) {
+		while (f->qcount == QCAP_ && !f->orphaned) {
 			pthread_cond_signal(&f->ready);
 			pthread_cond_wait(&f->room, &f->m);
+		}
+		if (f->orphaned) { /* no one takes them */
+			free(f->stage[i].bytes);
+			continue;
 		}
 		f->q[(f->qhead + f->qcount++) % QCAP_] = f->stage[i];
 		f->bytes_in += f->stage[i].n;
@@ -154,17 +159,31 @@ static void hand_on_(void *arg)
 	pthread_mutex_unlock(&f->m);
 }
 
-/* The input's end, or why it ended early (msg, or none): after the records before it. */
-static void end_input_(sw_rollout_feed *f, const char *msg)
+/* The input's end, or why it ended early (msg, or none): after the records before it.
+ * Whether the feed was freed meanwhile (then it is the reading thread's to free). */
+static bool end_input_(sw_rollout_feed *f, const char *msg)
 {
 	hand_on_(f);
 	pthread_mutex_lock(&f->m);
 	if (msg && !f->qerr[0])
 		copy_(f->qerr, sizeof f->qerr, msg);
 	f->qdone = true;
+	bool orphaned = f->orphaned;
 	pthread_cond_signal(&f->ready);
 	pthread_mutex_unlock(&f->m);
+	return orphaned;
 }
+
+/* Whether sw_rollout_feed_free has come: the reading thread stops reading. */
+static bool orphaned_(sw_rollout_feed *f)
+{
+	pthread_mutex_lock(&f->m);
+	bool o = f->orphaned;
+	pthread_mutex_unlock(&f->m);
+	return o;
+}
+
+static void release_(sw_rollout_feed *f);
 
 static void *reader_main_(void *arg)
 {
@@ -174,7 +193,7 @@ static void *reader_main_(void *arg)
 	char buf[512], msg[sizeof f->qerr] = "";
 	if (!rec)
 		snprintf(msg, sizeof msg, "out of memory");
-	for (int i = 0; rec && i < f->nfiles && !msg[0]; i++) {
+	for (int i = 0; rec && i < f->nfiles && !msg[0] && !orphaned_(f); i++) {
 		sw_reader *r = sw_reader_open(f->files[i], &err);
 		if (!r) {
 			snprintf(msg, sizeof msg, "cannot open '%s': %s", f->files[i], strerror(err.sys_errno));
@@ -183,8 +202,8 @@ static void *reader_main_(void *arg)
 		if (f->max_record)
 			sw_reader_set_max_record(r, f->max_record);
 		sw_reader_set_refill(r, hand_on_, f);
-		int rc;
-		while ((rc = sw_reader_next(r, rec)) == 1) {
+		int rc = 0;
+		while (!orphaned_(f) && (rc = sw_reader_next(r, rec)) == 1) {
 			const uint8_t *p;
 			size_t n;
 			uint8_t *copy = NULL;
@@ -204,7 +223,10 @@ static void *reader_main_(void *arg)
 		sw_reader_free(r);
 	}
 	sw_rec_free(rec);
-	end_input_(f, msg[0] ? msg : NULL);
+	if (end_input_(f, msg[0] ? msg : NULL)) {
+		pthread_detach(pthread_self());
+		release_(f);
+	}
 	return NULL;
 }
 
@@ -593,7 +615,6 @@ sw_rollout_feed *sw_rollout_feed_new(sw_comm *comm, char *const *files, int nfil
 	f->io = *io;
 	f->per = c->score ? 1 : (uint64_t)c->G;
 	f->skip_invalid = c->skip_invalid;
-	f->files = files;
 	f->nfiles = nfiles;
 	f->max_record = max_record;
 	f->stop = stop;
@@ -601,6 +622,17 @@ sw_rollout_feed *sw_rollout_feed_new(sw_comm *comm, char *const *files, int nfil
 	pthread_cond_init(&f->room, NULL);
 	pthread_cond_init(&f->ready, NULL);
 	bool dp = f->size > 1;
+	if (nfiles > 0 && !(f->files = calloc((size_t)nfiles, sizeof *f->files))) {
+		sw_rollout_feed_free(f);
+		sw_fail(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < nfiles; i++)
+		if (!(f->files[i] = strdup(files[i]))) {
+			sw_rollout_feed_free(f);
+			sw_fail(err, SW_ENOMEM, "out of memory");
+			return NULL;
+		}
 	f->sio = dp ? (sw_rollout_io){ f, nextdp_, putdp_, NULL, invalid_, place_ }
 	            : (sw_rollout_io){ f, next1_, put1_, flush1_, invalid_, place_ };
 	if (dp && f->rank == 0 && !(f->rank_busy = calloc((size_t)f->size, sizeof *f->rank_busy))) {
@@ -682,11 +714,20 @@ void sw_rollout_feed_free(sw_rollout_feed *f)
 	if (f->reading) {
 		pthread_mutex_lock(&f->m);
 		bool done = f->qdone;
+		if (!done) { /* its thread may be in a read: it frees the feed when that ends */
+			f->orphaned = true;
+			pthread_cond_signal(&f->room);
+		}
 		pthread_mutex_unlock(&f->m);
 		if (!done)
-			return; /* its thread may be in a read: what it uses stays */
+			return;
 		pthread_join(f->reader, NULL);
 	}
+	release_(f);
+}
+
+static void release_(sw_rollout_feed *f)
+{
 	for (int i = 0; i < f->qcount; i++)
 		free(f->q[(f->qhead + i) % QCAP_].bytes);
 	clear_block_(f);
@@ -695,6 +736,9 @@ void sw_rollout_feed_free(sw_rollout_feed *f)
 	sw_buf_release(&f->out);
 	free(f->rank_busy);
 	sw_rec_free(f->rec);
+	for (int i = 0; f->files && i < f->nfiles; i++)
+		free(f->files[i]);
+	free(f->files);
 	pthread_mutex_destroy(&f->m);
 	pthread_cond_destroy(&f->room);
 	pthread_cond_destroy(&f->ready);
