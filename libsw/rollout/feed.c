@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,7 @@ struct sw_rollout_feed {
 	/* the reading thread (rank 0) and its queue */
 	pthread_t reader;
 	bool reading;
-	bool orphaned;             /* sw_rollout_feed_free came while it read: it frees the feed at its end */
+	atomic_bool orphaned;      /* sw_rollout_feed_free came while it read: it frees the feed at its end */
 	pthread_mutex_t m;
 	pthread_cond_t room, ready;
 	item_ q[QCAP_];
@@ -174,13 +175,11 @@ static bool end_input_(sw_rollout_feed *f, const char *msg)
 	return orphaned;
 }
 
-/* Whether sw_rollout_feed_free has come: the reading thread stops reading. */
+/* Whether sw_rollout_feed_free has come: the reading thread stops reading (read at
+ * every record, so a load, not the queue's lock). */
 static bool orphaned_(sw_rollout_feed *f)
 {
-	pthread_mutex_lock(&f->m);
-	bool o = f->orphaned;
-	pthread_mutex_unlock(&f->m);
-	return o;
+	return atomic_load_explicit(&f->orphaned, memory_order_relaxed);
 }
 
 static void release_(sw_rollout_feed *f);
