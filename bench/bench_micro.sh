@@ -13,6 +13,12 @@
 # layer's activations up to 479 tokens at this shape; beyond, the backward
 # runs the layers it could not keep again.
 #
+# SW_BENCH_MODEL=sw takes bench_profile.sh's model instead (sw-model init:
+# the same shapes, random weights, a byte tokenizer, so the prompts are
+# longer and the micro batches other sizes).
+# SW_BENCH_MATMUL=bf16 gives every run `--matmul bf16` (the products' operands
+# rounded to bf16, AMX or AVX512-BF16 kernels); the default is f32.
+#
 # Figures, medians of SW_BENCH_RUNS (default 3) runs of each: sw-train's
 # time_s.train (forward, backward, AdamW) and time_s.ref_logprobs, its
 # micro_batches (the build before this metric has none: "-"), the whole
@@ -26,6 +32,10 @@
 set -euf
 : "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
 runs=${SW_BENCH_RUNS:-3}
+matmul=${SW_BENCH_MATMUL:-f32}
+model=${SW_BENCH_MODEL:-hf}
+case $model in hf | sw) ;; *) echo "bench_micro: SW_BENCH_MODEL='$model' is not hf or sw" >&2; exit 1 ;; esac
+case $matmul in f32 | bf16) ;; *) echo "bench_micro: SW_BENCH_MATMUL='$matmul' is not f32 or bf16" >&2; exit 1 ;; esac
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="$B/bin:$PATH" OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
@@ -40,6 +50,11 @@ trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 . "$here/smol_prompts.sh"
 smol_prompts
+if [ "$model" = sw ]; then
+	. "$here/smol_model.sh"
+	rm -rf m
+	smol_model m
+fi
 sw-rollout -m m -n 8 --seed 1 --max-new-tokens 64 --threads 2 p.jsonl |
 	sw-verify -r length,max=120,buffer=60,unit=chars | sw-balance -n 1 >train.msgpack
 sw-cat -f json train.msgpack | jq -c 'del(.micro)' >nomicro.jsonl
@@ -51,7 +66,7 @@ one() {
 	shift 3
 	rm -rf out met.jsonl
 	/usr/bin/time -f '%M' -o rss "$bin" -q -m m -o out --algo grpo --lr 1e-6 --kl-coef 0.04 --ref m -j 2 \
-		--metrics met.jsonl "$@" "$in" >/dev/null
+		--matmul "$matmul" --metrics met.jsonl "$@" "$in" >/dev/null
 	jq -r --arg rss "$(cat rss)" '[.time_s.train, .time_s.ref_logprobs, (.micro_batches // "-"), ($rss | tonumber / 1024),
 		.loss, .grad_norm, (.tokens_shared // "-")] | @tsv' met.jsonl >>"$label.runs"
 }
@@ -77,7 +92,7 @@ while [ "$r" -lt "$runs" ]; do
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-echo "sw-train's GRPO step on one iteration's samples: 64 samples, $ntok tokens, SmolLM2-135M's shapes (f32),"
+echo "sw-train's GRPO step on one iteration's samples: 64 samples, $ntok tokens, SmolLM2-135M's shapes (f32; products $matmul; model $model),"
 echo "KL 0.04 to a reference, 2 threads; medians of $runs runs; load average before $load0, after $load1"
 echo
 echo "| build, micro batches | train (fwd+bwd+AdamW) | reference log-probs | micro batches | tokens shared | peak RSS (MB) | loss | grad norm |"

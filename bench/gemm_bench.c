@@ -33,7 +33,10 @@
  * Shapes: $SW_BENCH_SHAPES: "110m" (the default) Llama 110M's step at 1024
  * tokens and decoding's rows; "smol" SmolLM2-135M's step at 256 tokens (a
  * micro batch of bench_grpo.sh's train stage), the head at 341 rows (the
- * logits budget's chunk).
+ * logits budget's chunk); "rows" SmolLM2-135M's forward and dx products at
+ * the row counts of a GRPO step's micro batches (not multiples of 64).
+ * $SW_BENCH_LABEL, when set, follows each provider's name after an '@'
+ * (bench_gemm.sh's BEFORE= tells two builds' figures apart so).
  * Threads: $SW_THREADS, else every core.  Each figure is the median of
  * REPS timed calls, the providers taking turns.
  */
@@ -98,6 +101,25 @@ static const shape_ smol_[] = {
 	{ 1, 0, 49152, 576, 341, "bwd dW lm_head" },
 };
 
+/* SmolLM2-135M's products at the row counts of a GRPO step's micro batches
+ * (bench_profile.sh's samples: 375, 424, 425 and 440 rows, the reference's
+ * whole batch at 4558, the head's chunks at 342): the row counts, not
+ * powers of two, at which oneDNN 2.6.3's AMX kernels ran some products 4-9x
+ * slower (bench/RESULTS.md "pad"). */
+static const shape_ rows_[] = {
+	{ 0, 1, 375, 1536, 576, "fwd gate/up" },  { 0, 1, 375, 576, 1536, "fwd down" },
+	{ 0, 0, 375, 576, 1536, "bwd dx gate/up" }, { 0, 0, 375, 1536, 576, "bwd dx down" },
+	{ 0, 1, 424, 1536, 576, "fwd gate/up" },  { 0, 1, 424, 576, 1536, "fwd down" },
+	{ 0, 0, 424, 576, 1536, "bwd dx gate/up" }, { 0, 0, 424, 1536, 576, "bwd dx down" },
+	{ 0, 1, 425, 1536, 576, "fwd gate/up" },  { 0, 1, 425, 576, 1536, "fwd down" },
+	{ 0, 0, 425, 576, 1536, "bwd dx gate/up" }, { 0, 0, 425, 1536, 576, "bwd dx down" },
+	{ 0, 1, 440, 1536, 576, "fwd gate/up" },  { 0, 1, 440, 576, 1536, "fwd down" },
+	{ 0, 0, 440, 576, 1536, "bwd dx gate/up" }, { 0, 0, 440, 1536, 576, "bwd dx down" },
+	{ 0, 1, 4558, 576, 576, "ref fwd q/o" },   { 0, 1, 4558, 1536, 576, "ref fwd gate/up" },
+	{ 0, 1, 4558, 576, 1536, "ref fwd down" }, { 0, 1, 342, 49152, 576, "fwd lm_head" },
+	{ 0, 0, 342, 576, 49152, "bwd dx lm_head" },
+};
+
 static const shape_ *shapes_ = llama110m_;
 static int NSHAPES = (int)(sizeof llama110m_ / sizeof llama110m_[0]);
 
@@ -139,6 +161,7 @@ typedef struct kept_ {
 /* A provider to time: g, or NULL for cblas_sgemm on OpenBLAS's own threads. */
 typedef struct prov_ {
 	const char *name;
+	char shown[96]; /* name, or name@$SW_BENCH_LABEL */
 	sw_gemm g;
 	int own;
 	int kept; /* onednn-bf16-kept: k is the product */
@@ -248,7 +271,7 @@ static void run_(prov_ *pv, int np, int reps)
 			double *tp = t + p * reps;
 			qsort(tp, (size_t)reps, sizeof *tp, cmp_);
 			double med = reps % 2 ? tp[reps / 2] : 0.5 * (tp[reps / 2 - 1] + tp[reps / 2]);
-			printf("provider=%s shape=%dx%dx%d op=%s%s gflops=%.2f what=%s\n", pv[p].name, M, N,
+			printf("provider=%s shape=%dx%dx%d op=%s%s gflops=%.2f what=%s\n", pv[p].shown, M, N,
 			       K, s->ta ? "T" : "N", s->tb ? "T" : "N", 2.0 * M * N * K / med / 1e9, s->what);
 		}
 		fflush(stdout);
@@ -271,10 +294,16 @@ int main(int argc, char **argv)
 	if (set && !strcmp(set, "smol")) {
 		shapes_ = smol_;
 		NSHAPES = (int)(sizeof smol_ / sizeof smol_[0]);
+	} else if (set && !strcmp(set, "rows")) {
+		shapes_ = rows_;
+		NSHAPES = (int)(sizeof rows_ / sizeof rows_[0]);
 	} else if (set && *set && strcmp(set, "110m")) {
-		fprintf(stderr, "gemm_bench: unknown SW_BENCH_SHAPES '%s' (known: 110m, smol)\n", set);
+		fprintf(stderr, "gemm_bench: unknown SW_BENCH_SHAPES '%s' (known: 110m, smol, rows)\n", set);
 		return 2;
 	}
+	const char *label = getenv("SW_BENCH_LABEL");
+	if (label && !*label)
+		label = NULL;
 	const char *th = getenv("SW_THREADS");
 	int nt = th && atoi(th) > 0 ? atoi(th) : omp_get_num_procs();
 	omp_set_num_threads(nt);
@@ -285,6 +314,7 @@ int main(int argc, char **argv)
 	for (int p = 0; p < np; p++) {
 		sw_error err = { 0 };
 		pv[p].name = argv[p + 2];
+		snprintf(pv[p].shown, sizeof pv[p].shown, "%s%s%s", pv[p].name, label ? "@" : "", label ? label : "");
 		pv[p].own = !strcmp(pv[p].name, "openblas-asis");
 		if ((pv[p].kept = !strcmp(pv[p].name, "onednn-bf16-kept"))) {
 			if (!sw_bf16_simd()) {
@@ -311,10 +341,10 @@ int main(int argc, char **argv)
 		if (pv[p].kept)
 			printf("kernels provider=%s threads=%d what=onednn %d.%d.%d %s, bf16 matmul, operands "
 			       "converted and B blocked before the clock\n",
-			       pv[p].name, nt, dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch,
+			       pv[p].shown, nt, dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch,
 			       sw_dnnl_isa_name(dnnl_get_effective_cpu_isa()));
 		else if (!pv[p].g.bf16)
-			printf("kernels provider=%s threads=%d what=%s\n", pv[p].name, nt,
+			printf("kernels provider=%s threads=%d what=%s\n", pv[p].shown, nt,
 			       pv[p].own ? asis : pv[p].g.kernels);
 	int own = 0, fixed = 0;
 	for (int p = 0; p < np; p++)
@@ -335,7 +365,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pv[p].g.bf16)
-			printf("kernels provider=%s threads=%d what=%s, %s\n", pv[p].name, nt, pv[p].g.kernels,
+			printf("kernels provider=%s threads=%d what=%s, %s\n", pv[p].shown, nt, pv[p].g.kernels,
 			       sw_gemm_matmul_name(&pv[p].g, name, sizeof name));
 		if (pv[p].kept) {
 			dnnl_stream_destroy(pv[p].k.st);

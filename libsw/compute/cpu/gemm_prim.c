@@ -29,8 +29,9 @@
  * in f32 from then on, which the backend's sync reports.
  *
  * Either way C with ld != N goes through a dense buffer, since the brg
- * kernels want a dense destination.  One product at a time goes through an
- * object (a mutex; the callers make one outside a parallel region).
+ * kernels want a dense destination, as do a bf16 product's padded rows
+ * (PAD_ROWS_).  One product at a time goes through an object (a mutex; the
+ * callers make one outside a parallel region).
  */
 #include <dnnl.h>
 #include <omp.h>
@@ -47,6 +48,25 @@
 #include <immintrin.h>
 #define HAVE_X86_ 1
 #endif
+
+/*
+ * bf16 products run their rows in multiples of PAD_ROWS_.  oneDNN 2.6.3's
+ * AMX kernels (brg:avx512_core_amx_bf16) run some row counts 4-9x slower
+ * than their neighbours, the same impl chosen: 424, 413, 427 rows of
+ * 576 x 1536 at 52-61 GFLOP/s where 425 and 440 ran 460, 928 and 992 where
+ * 960 ran 613; every multiple of 64 scanned ran at the fast rate (64 to
+ * 4608 rows on a layer's four forward and dx shapes, to 16384 on one; the
+ * head's to 1024: bench/RESULTS.md, "pad").  So the first
+ * rows, a multiple of 64, are one product in place and the rest (under 64)
+ * another of 64 rows, A's extra rows zeros and C's dropped: at most 63 rows
+ * of arithmetic more and a scratch C of 64 rows, not of M (the vocabulary
+ * head's C is 64 MiB at 342 rows).  Each row of C is its own row of A
+ * against B, so the rows kept are the product of the rows given (to the
+ * last bit they may differ from an unsplit product's: oneDNN's blocks
+ * differ).  A strided C (through the scratch anyway) is one product of M
+ * rows padded.
+ */
+#define PAD_ROWS_ 64
 
 /* Primitives kept: a training step uses about 20 shapes a micro batch
  * size (7 Linear layers and the lm_head, forward and two backward
@@ -143,12 +163,18 @@ void sw_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
 	sw_bf16_from_f32_scalar(dst, src, n);
 }
 
-/* rows x cols of src (row stride ld) into dst, dense, over OpenMP's threads when big. */
-static void pack_(uint16_t *dst, const float *src, int rows, int cols, int ld)
+/* rows x cols of src (row stride ld) into the first rows x cols of dst,
+ * drows x dcols dense, the rest of dst zeros; over OpenMP's threads when big. */
+static void pack_(uint16_t *dst, int drows, int dcols, const float *src, int rows, int cols, int ld)
 {
-#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= 65536)
-	for (int r = 0; r < rows; r++)
-		sw_bf16_from_f32(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
+#pragma omp parallel for schedule(static) if ((size_t)drows * dcols >= 65536)
+	for (int r = 0; r < drows; r++) {
+		uint16_t *d = dst + (size_t)r * dcols;
+		int n = r < rows ? cols : 0;
+		if (n)
+			sw_bf16_from_f32(d, src + (size_t)r * ld, (size_t)n);
+		memset(d + n, 0, sizeof *d * (size_t)(dcols - n));
+	}
 }
 
 /* ---- the object ---- */
@@ -338,6 +364,30 @@ static prim_ *prim_get_(sw_gemm_prim *b, int ta, int tb, int M, int N, int K, fl
 	return old;
 }
 
+/* One product of p: false (err kept) when oneDNN refuses, which it does
+ * before it computes (c is then as it was). */
+static bool exec_(sw_gemm_prim *b, prim_ *p, const void *a, const void *w, float *c)
+{
+	dnnl_exec_arg_t args[3] = { { DNNL_ARG_SRC, p->a }, { DNNL_ARG_WEIGHTS, p->b },
+		                    { DNNL_ARG_DST, p->c } };
+	dnnl_status_t s;
+	if ((s = dnnl_memory_set_data_handle(p->a, (void *)a)) ||
+	    (s = dnnl_memory_set_data_handle(p->b, (void *)w)) ||
+	    (s = dnnl_memory_set_data_handle(p->c, c)) ||
+	    (s = dnnl_primitive_execute(p->p, b->st, 3, args)) || (s = dnnl_stream_wait(b->st))) {
+		dnnl_fail_(b, &b->err, s, "execute");
+		return false;
+	}
+	return true;
+}
+
+/* n rows of cols floats from x (row stride ldx) to y (row stride ldy). */
+static void rows_copy_(float *y, int ldy, const float *x, int ldx, int n, int cols)
+{
+	for (int i = 0; i < n; i++)
+		memcpy(y + (size_t)i * ldy, x + (size_t)i * ldx, sizeof *y * (size_t)cols);
+}
+
 static bool run_(sw_gemm_prim *b, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -346,41 +396,69 @@ static bool run_(sw_gemm_prim *b, int ta, int tb, int M, int N, int K, float alp
 	/* f32 takes the operands in place: only dense ones (the descriptors say so) */
 	if (!b->bf16 && (lda != (ta ? M : K) || ldb != (tb ? K : N)))
 		return false;
-	int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+	/*
+	 * bf16 into a dense C: the first Mm rows (a multiple of PAD_ROWS_) in
+	 * place, the last Mt (fewer than PAD_ROWS_) as a product of PAD_ROWS_
+	 * rows, A's padded with zeros, through the scratch C.  bf16 into a
+	 * strided C: the M rows padded to Mp, through the scratch C.  f32: the M
+	 * rows as they are.
+	 */
 	bool dense = ldc == N;
-	if ((b->bf16 && (!grow_((void **)&b->a, &b->acap, (size_t)M * K, sizeof *b->a) ||
+	int Mt = b->bf16 && dense ? M % PAD_ROWS_ : 0, Mm = M - Mt;
+	int Mp = b->bf16 ? (Mm + PAD_ROWS_ - 1) / PAD_ROWS_ * PAD_ROWS_ : Mm;
+	int br = tb ? N : K, bc = tb ? K : N;
+	size_t crows = dense ? (Mt ? PAD_ROWS_ : 0) : (size_t)Mp;
+	if ((b->bf16 && (!grow_((void **)&b->a, &b->acap, (size_t)(Mp > PAD_ROWS_ ? Mp : PAD_ROWS_) * K,
+	                        sizeof *b->a) ||
 	                 !grow_((void **)&b->b, &b->bcap, (size_t)K * N, sizeof *b->b))) ||
-	    (!dense && !grow_((void **)&b->c, &b->ccap, (size_t)M * N, sizeof *b->c))) {
+	    (crows && !grow_((void **)&b->c, &b->ccap, crows * N, sizeof *b->c))) {
 		sw_fail(&b->err, SW_ENOMEM, "%s: out of memory for %dx%dx%d", what_(b), M, N, K);
 		return false;
 	}
-	prim_ *p = prim_get_(b, ta, tb, M, N, K, alpha, beta, &b->err);
-	if (!p || !p->p)
+	/* both primitives first: the second made cannot push out the first (just used) */
+	prim_ *pt = Mt ? prim_get_(b, ta, tb, PAD_ROWS_, N, K, alpha, beta, &b->err) : NULL;
+	if (Mt && (!pt || !pt->p))
 		return false;
-	const void *a = A, *w = B;
+	prim_ *pm = Mm ? prim_get_(b, ta, tb, Mp, N, K, alpha, beta, &b->err) : NULL;
+	if (Mm && (!pm || !pm->p))
+		return false;
+	const void *w = B;
 	if (b->bf16) {
-		pack_(b->a, A, ar, ac, lda);
-		pack_(b->b, B, br, bc, ldb);
-		a = b->a, w = b->b;
+		pack_(b->b, br, bc, B, br, bc, ldb);
+		w = b->b;
 	}
-	float *c = dense ? C : b->c;
-	if (!dense && beta != 0)
-		for (int i = 0; i < M; i++)
-			memcpy(c + (size_t)i * N, C + (size_t)i * ldc, sizeof *c * N);
-	dnnl_exec_arg_t args[3] = { { DNNL_ARG_SRC, p->a }, { DNNL_ARG_WEIGHTS, p->b },
-		                    { DNNL_ARG_DST, p->c } };
-	dnnl_status_t s;
-	if ((s = dnnl_memory_set_data_handle(p->a, (void *)a)) ||
-	    (s = dnnl_memory_set_data_handle(p->b, (void *)w)) ||
-	    (s = dnnl_memory_set_data_handle(p->c, c)) ||
-	    (s = dnnl_primitive_execute(p->p, b->st, 3, args)) || (s = dnnl_stream_wait(b->st))) {
-		/* oneDNN checks its arguments before it computes: C is as it was */
-		dnnl_fail_(b, &b->err, s, "execute");
-		return false;
+	/* The tail first, into the scratch C: a failure of either product leaves C as it was. */
+	if (Mt) {
+		/* op(A)'s rows from Mm: A's rows (ta 0) or its columns (ta 1) */
+		if (ta)
+			pack_(b->a, K, PAD_ROWS_, A + Mm, K, Mt, lda);
+		else
+			pack_(b->a, PAD_ROWS_, K, A + (size_t)Mm * lda, Mt, K, lda);
+		if (beta != 0) {
+			rows_copy_(b->c, N, C + (size_t)Mm * ldc, ldc, Mt, N);
+			memset(b->c + (size_t)Mt * N, 0, sizeof *b->c * (size_t)(PAD_ROWS_ - Mt) * N);
+		}
+		if (!exec_(b, pt, b->a, w, b->c))
+			return false;
 	}
-	if (!dense)
-		for (int i = 0; i < M; i++)
-			memcpy(C + (size_t)i * ldc, c + (size_t)i * N, sizeof *c * N);
+	if (Mm) {
+		const void *a = A;
+		if (b->bf16) {
+			pack_(b->a, ta ? K : Mp, ta ? Mp : K, A, ta ? K : Mm, ta ? Mm : K, lda);
+			a = b->a;
+		}
+		float *c = dense ? C : b->c;
+		if (!dense && beta != 0) {
+			rows_copy_(c, N, C, ldc, Mm, N);
+			memset(c + (size_t)Mm * N, 0, sizeof *c * (size_t)(Mp - Mm) * N);
+		}
+		if (!exec_(b, pm, a, w, c))
+			return false;
+		if (!dense)
+			rows_copy_(C, ldc, c, N, Mm, N);
+	}
+	if (Mt)
+		rows_copy_(C + (size_t)Mm * ldc, ldc, b->c, N, Mt, N);
 	b->runs++;
 	return true;
 }
