@@ -886,6 +886,51 @@ static void test_batch_invariance_(void)
 	sw_model_free(m);
 }
 
+/*
+ * A logits budget of 100 rows over 150 in three sequences: the backward
+ * computes the logits again in chunks of 100 and 50 rows, across the
+ * sequences' ends, and the log-probs, loss and gradients are those of the
+ * logits kept whole.
+ */
+static void test_chunks_across_sequences_(void)
+{
+	sw_model_config cfg = small_cfg_("llama", false, false, false);
+	sw_error err = { 0 };
+	sw_model *m = new_(&cfg, &err);
+	sw_model_init_random(m, 7, 0.3f);
+	enum { T = 150 };
+	int32_t tok[T];
+	int32_t cu[4] = { 0, 60, 110, T }; /* sequences within the 64 positions */
+	for (int i = 0; i < T; i++)
+		tok[i] = (int32_t)(urand_() * cfg.vocab_size);
+	sw_batch b = { 3, tok, cu, NULL, NULL };
+	float lp[2][T];
+	double loss[2] = { 0, 0 };
+	float *gh[2];
+	int rc[2];
+	for (int chunked = 0; chunked < 2; chunked++) {
+		sw_engine *e = sw_engine_new(m, &err);
+		sw_model *g = new_(&cfg, &err);
+		if (chunked)
+			sw_engine_logits_budget(e, (size_t)100 * cfg.vocab_size);
+		rc[chunked] = sw_engine_forward(e, &b, true, lp[chunked], NULL, &err) ||
+		              sw_engine_cross_entropy(e, &b, NULL, 0, g, &loss[chunked], NULL, &err);
+		if (chunked)
+			ok(!rc[chunked] && sw_engine_logits(e) == NULL, "a budget of 100 rows of logits keeps none of 150 (%s)",
+			   err.msg);
+		gh[chunked] = host_(g);
+		sw_model_free(g);
+		sw_engine_free(e);
+	}
+	double w = relerr_(gh[1], gh[0], m->nparams);
+	ok(!rc[0] && !rc[1] && relerr_(lp[1], lp[0], T) < 1e-6 && fabs(loss[1] - loss[0]) <= 1e-6 * fabs(loss[0]) &&
+	           w < 1e-5,
+	   "in chunks across the sequences: log-probs (%.1e), loss (%.1e) and gradients (%.1e) as kept whole",
+	   relerr_(lp[1], lp[0], T), fabs(loss[1] - loss[0]) / fabs(loss[0]), w);
+	free(gh[0]), free(gh[1]);
+	sw_model_free(m);
+}
+
 static void test_decoder_limits_(void)
 {
 	sw_model_config cfg = small_cfg_("llama", false, false, false);
@@ -1021,5 +1066,6 @@ int main(void)
 	test_decode_vs_forward_("qwen3", small_cfg_("qwen3", false, true, false));
 	test_decoder_limits_();
 	test_batch_invariance_();
+	test_chunks_across_sequences_();
 	return tap_done();
 }
