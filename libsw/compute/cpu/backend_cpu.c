@@ -444,6 +444,21 @@ SW_VEC static void row_expsum_(const float *x, int n, float m, double *sum, doub
 	*sum = a, *zsum = b;
 }
 
+/* sum_j e^(x_j - m) in double: row_expsum_'s sum, the same bits, without
+ * the entropy's zsum (attention has no use for it). */
+SW_VEC static double row_sumexp_(const float *x, int n, float m)
+{
+	double s[LANES_] = { 0 };
+	int n16 = n / LANES_ * LANES_;
+	for (int j = 0; j < n16; j += LANES_)
+		for (int l = 0; l < LANES_; l++)
+			s[l] += (double)sw_expf(x[j + l] - m);
+	double a = lanes_dsum_(s);
+	for (int j = n16; j < n; j++)
+		a += (double)sw_expf(x[j] - m);
+	return a;
+}
+
 /* x_j = e^(x_j - l): the probabilities, given the log-sum-exp l. */
 SW_VEC static void row_exp_(float *x, int n, float l)
 {
@@ -466,10 +481,8 @@ static void softmax_rows_(float *S, int nb, int nk, int i0, float *lse, int lse_
 		if (have_lse) {
 			l = lse[(size_t)r * lse_stride];
 		} else {
-			double sum, zsum;
 			float m = row_max_(s, last + 1);
-			row_expsum_(s, last + 1, m, &sum, &zsum);
-			l = m + (float)log(sum);
+			l = m + (float)log(row_sumexp_(s, last + 1, m));
 			lse[(size_t)r * lse_stride] = l;
 		}
 		row_exp_(s, last + 1, l);
@@ -833,9 +846,7 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 					float *s = sc + (size_t)t * maxk, m = row_max_(s, nk);
 					/* The softmax of the training forward's loops (vectorised
 					 * exp, sums in double lanes): no libm call a key. */
-					double sum, zsum;
-					row_expsum_(s, nk, m, &sum, &zsum);
-					float l = m + (float)log(sum);
+					float l = m + (float)log(row_sumexp_(s, nk, m));
 					row_exp_(s, nk, l);
 					pv_keys_(out + ((size_t)i * H + h0 + t) * hd, s, kv->v + (size_t)g * hd, pt, P, nk,
 					         ks, hd);
