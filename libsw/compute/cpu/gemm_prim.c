@@ -56,11 +56,11 @@
  * 576 x 1536 at 52-61 GFLOP/s where 425 and 440 ran 460, 928 and 992 where
  * 960 ran 613; every multiple of 64 scanned ran at the fast rate (64 to
  * 4608 rows on a layer's four forward and dx shapes, to 16384 on one; the
- * head's to 1024: bench/RESULTS.md, "pad").  So the first
- * rows, a multiple of 64, are one product in place and the rest (under 64)
- * another of 64 rows, A's extra rows zeros and C's dropped: at most 63 rows
- * of arithmetic more and a scratch C of 64 rows, not of M (the vocabulary
- * head's C is 64 MiB at 342 rows).  Each row of C is its own row of A
+ * head's to 1024: bench/RESULTS.md, "pad").  So the first rows, a multiple
+ * of 64, are one product in place and the rest (under 64) another of 64
+ * rows, A's extra rows zeros and C's dropped: at most 63 rows of arithmetic
+ * more and a scratch C of 64 rows, not of M (the vocabulary head's C is
+ * 64 MiB at 342 rows).  Each row of C is its own row of A
  * against B, so the rows kept are the product of the rows given (to the
  * last bit they may differ from an unsplit product's: oneDNN's blocks
  * differ).  A strided C (through the scratch anyway) is one product of M
