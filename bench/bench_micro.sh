@@ -49,11 +49,12 @@ tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-micro.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 . "$here/smol_prompts.sh"
-smol_prompts
 if [ "$model" = sw ]; then
 	. "$here/smol_model.sh"
-	rm -rf m
 	smol_model m
+	smol_prompt_file
+else
+	smol_prompts
 fi
 sw-rollout -m m -n 8 --seed 1 --max-new-tokens 64 --threads 2 p.jsonl |
 	sw-verify -r length,max=120,buffer=60,unit=chars | sw-balance -n 1 >train.msgpack

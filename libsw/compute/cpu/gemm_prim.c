@@ -60,11 +60,10 @@
  * of 64, are one product in place and the rest (under 64) another of 64
  * rows, A's extra rows zeros and C's dropped: at most 63 rows of arithmetic
  * more and a scratch C of 64 rows, not of M (the vocabulary head's C is
- * 64 MiB at 342 rows).  Each row of C is its own row of A
- * against B, so the rows kept are the product of the rows given (to the
- * last bit they may differ from an unsplit product's: oneDNN's blocks
- * differ).  A strided C (through the scratch anyway) is one product of M
- * rows padded.
+ * 64 MiB at 342 rows).  Each row of C is its own row of A against B, so
+ * the rows kept are the product of the rows given (to the last bit they
+ * may differ from an unsplit product's: oneDNN's blocks differ).  A strided
+ * C (through the scratch anyway) is one product of M rows padded.
  */
 #define PAD_ROWS_ 64
 
