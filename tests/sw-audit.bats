@@ -160,6 +160,53 @@ make_run() {
 	run -0 sw-audit verify other.log
 }
 
+# A log of the given records (event, JSON fields) whose chain is whole:
+# anyone can compute it (tests/fuzz/forge_audit_log.py's chain).
+# forge RECORDS [TIME]
+forge() {
+	python3 -c 'import json, sys
+sys.path.insert(0, sys.argv[1])
+from forge_audit_log import chain
+sys.stdout.write(chain([(e, list(f.items())) for e, f in json.loads(sys.argv[2])], *sys.argv[3:]))' \
+		"$TOP/tests/fuzz" "$@"
+}
+
+@test "verify refuses records its writer never writes, whole chain or not; show escapes control bytes" {
+	# a checkpoint outside the run directory, its digest right: never followed
+	mkdir -p run outside/ck
+	printf 'w' >outside/ck/weights
+	d=$(sw-audit digest outside/ck | cut -d' ' -f1)
+	forge '[["run_start", {}], ["checkpoint", {"path": "\"../outside/ck\"", "digest": "\"'"$d"'\""}]]' >run/audit.log
+	run -1 --separate-stderr sw-audit verify run
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-audit: run/audit.log: record 2 (byte 212): checkpoint '../outside/ck': not a path inside the run directory, as a checkpoint record's must be: forged" ]
+	forge '[["run_start", {}], ["checkpoint", {"path": "\"'"$PWD"'/outside/ck\"", "digest": "\"'"$d"'\""}]]' >run/audit.log
+	run -1 --separate-stderr sw-audit verify run
+	[[ $stderr == "sw-audit: run/audit.log: record 2 (byte 212): checkpoint '/"*"/outside/ck': not a path inside the run directory, as a checkpoint record's must be: forged" ]]
+	# the same directory inside the run verifies
+	mv outside/ck run/ck
+	forge '[["run_start", {}], ["checkpoint", {"path": "\"ck\"", "digest": "\"'"$d"'\""}]]' >run/audit.log
+	run -0 sw-audit verify run
+	[[ $output == "run/audit.log: ok: 2 records, 1 checkpoint, head "* ]]
+	# an event with ESC [2J in it; a time that is not the writer's
+	forge '[["run_start", {}], ["stage\u001b[2J", {}]]' >run/audit.log
+	run -1 --separate-stderr sw-audit show run
+	[ "${#lines[@]}" -eq 1 ]
+	[ "$stderr" = "sw-audit: run/audit.log: record 2 (byte 212): its event or time is not one the log's writer writes (an event of a-z, 0-9 and _; a time as 2026-01-31T23:59:59.999Z): forged" ]
+	forge '[["run_start", {}]]' 'yesterday' >run/audit.log
+	run -1 --separate-stderr sw-audit verify run
+	[[ $stderr == "sw-audit: run/audit.log: record 1 (byte 0): its event or time is not one the log's writer writes"* ]]
+	forge '[["run_start", {}]]' '2026-12-06T03:10:49Z' >run/audit.log
+	run -1 sw-audit verify run
+	forge '[["run_start", {}]]' '2026-12-06T03:10:49.123Z' >run/audit.log
+	run -0 sw-audit verify run
+	# control bytes in a key and a value (the writer takes any UTF-8): shown as JSON, escaped
+	forge '[["run_start", {"k\u001b]0;x": "\"v\\u0007\"", "note": "\"\"", "ok": "\"plain\""}]]' >run/audit.log
+	run -0 sw-audit show run
+	[[ ${lines[0]} == *' run_start          "k\u001B]0;x"="v\u0007" note="" ok=plain' ]]
+	[ "$(printf '%s' "$output" | tr -d '\n' | LC_ALL=C tr -d '[:print:]' | wc -c)" -eq 0 ]
+}
+
 @test "usage errors" {
 	run -2 --separate-stderr sw-audit
 	[ "${stderr_lines[0]}" = "sw-audit: no command (verify, show, digest, log or keygen)" ]

@@ -276,14 +276,22 @@ static int add_(sw_audit_rec *r, const char *key, yyjson_mut_val *v)
 	return yyjson_mut_obj_add(r->obj, yyjson_mut_strcpy(r->doc, key), v) ? 0 : SW_ENOMEM;
 }
 
+/* An event's name: 1 to 64 of a-z, 0-9 and _. */
+static int event_ok_(const char *event, size_t n)
+{
+	if (n == 0 || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((event[i] >= 'a' && event[i] <= 'z') || (event[i] >= '0' && event[i] <= '9') || event[i] == '_'))
+			return 0;
+	return 1;
+}
+
 sw_audit_rec *sw_audit_rec_new(const char *event)
 {
 	size_t n = event ? strlen(event) : 0;
-	if (n == 0 || n > 64)
+	if (!event_ok_(event, n))
 		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!((event[i] >= 'a' && event[i] <= 'z') || (event[i] >= '0' && event[i] <= '9') || event[i] == '_'))
-			return NULL;
 	sw_audit_rec *r = calloc(1, sizeof *r);
 	if (!r || !(r->doc = yyjson_mut_doc_new(NULL)) || !(r->obj = yyjson_mut_obj(r->doc))) {
 		sw_audit_rec_free(r);
@@ -351,10 +359,19 @@ int sw_audit_rec_json(sw_audit_rec *r, const char *key, const char *json)
 	return add_(r, key, v);
 }
 
+/* Whether relpath names a place inside the run directory: relative, not
+ * empty, no ".." component.  The writer records only such paths and the
+ * verifier follows only such paths (a forged "/" would have it digest the
+ * whole file system). */
+static int inside_(const char *relpath)
+{
+	return relpath && *relpath && relpath[0] != '/' && strcmp(relpath, "..") && strncmp(relpath, "../", 3) &&
+	       !strstr(relpath, "/../") && !(strlen(relpath) >= 3 && !strcmp(relpath + strlen(relpath) - 3, "/.."));
+}
+
 int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, sw_error *err)
 {
-	if (!relpath || !*relpath || relpath[0] == '/' || !strcmp(relpath, "..") || !strncmp(relpath, "../", 3) ||
-	    strstr(relpath, "/../") || (strlen(relpath) >= 3 && !strcmp(relpath + strlen(relpath) - 3, "/..")))
+	if (!inside_(relpath))
 		return sw_fail(err, SW_EINVAL, "checkpoint '%.200s': not a path inside the run directory",
 		               relpath ? relpath : "");
 	if (!key_ok_(r, "path") || !key_ok_(r, "digest") || !key_ok_(r, "files"))
@@ -390,6 +407,18 @@ static int is_hex_(const char *h, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/* A record's time: YYYY-MM-DDTHH:MM:SS.mmmZ, the digits where the writer puts them. */
+static int time_ok_(const char *t, size_t n)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ";
+	if (n != sizeof shape - 1)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (shape[i] == 'd' ? !(t[i] >= '0' && t[i] <= '9') : t[i] != shape[i])
 			return 0;
 	return 1;
 }
@@ -450,9 +479,13 @@ static int check_line_(const char *p, size_t n, uint64_t want, const char *prev,
 	}
 	ln->doc = d;
 	yyjson_val *seq = yyjson_obj_get(root, "seq"), *pv = yyjson_obj_get(root, "prev");
-	if (!yyjson_is_uint(seq) || !yyjson_is_str(yyjson_obj_get(root, "event")) ||
-	    !yyjson_is_str(yyjson_obj_get(root, "time")) || !yyjson_is_str(pv))
+	yyjson_val *ev = yyjson_obj_get(root, "event"), *tm = yyjson_obj_get(root, "time");
+	if (!yyjson_is_uint(seq) || !yyjson_is_str(ev) || !yyjson_is_str(tm) || !yyjson_is_str(pv))
 		return sw_fail(err, SW_EFORMAT, "lacks seq, time, event or prev");
+	/* as sw_audit_append writes them (they are shown as they are, so no control bytes get through) */
+	if (!event_ok_(yyjson_get_str(ev), yyjson_get_len(ev)) || !time_ok_(yyjson_get_str(tm), yyjson_get_len(tm)))
+		return sw_fail(err, SW_EFORMAT, "its event or time is not one the log's writer writes (an event of "
+		                                "a-z, 0-9 and _; a time as 2026-01-31T23:59:59.999Z): forged");
 	ln->seq = yyjson_get_uint(seq);
 	if (ln->seq > want)
 		return sw_fail(err, SW_EFORMAT,
@@ -497,7 +530,28 @@ static int read_all_(const char *path, sw_buf *b, sw_error *err)
 	return 0;
 }
 
-/* A record's other fields as "key=value ...": strings bare when they hold no space, arrays of strings joined. */
+/* Whether s[0..n) can be shown bare: not empty, no NUL, space, quote or control byte. */
+static int bare_(const char *s, size_t n)
+{
+	if (n == 0 || strlen(s) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= ' ' || s[i] == 0x7f || s[i] == '"' || s[i] == '\'')
+			return 0;
+	return 1;
+}
+
+/* v as JSON text (escaped) onto b. */
+static void put_json_(sw_buf *b, yyjson_val *v)
+{
+	size_t n;
+	char *s = yyjson_val_write(v, 0, &n);
+	if (s)
+		sw_buf_put(b, s, n);
+	free(s);
+}
+
+/* A record's other fields as "key=value ...": keys and strings bare where bare_ allows, the rest as JSON. */
 static char *summary_(yyjson_val *root)
 {
 	sw_buf b = { 0 };
@@ -514,9 +568,13 @@ static char *summary_(yyjson_val *root)
 			continue;
 		if (b.len)
 			sw_buf_put(&b, " ", 1);
-		sw_buf_put(&b, key, strlen(key));
+		/* a key or string with a space, a quote, '=' or a control byte is shown as JSON */
+		if (bare_(key, yyjson_get_len(k)) && !strchr(key, '='))
+			sw_buf_put(&b, key, strlen(key));
+		else
+			put_json_(&b, k);
 		sw_buf_put(&b, "=", 1);
-		if (yyjson_is_str(v) && !strpbrk(yyjson_get_str(v), " \t\"'")) {
+		if (yyjson_is_str(v) && bare_(yyjson_get_str(v), yyjson_get_len(v))) {
 			sw_buf_put(&b, yyjson_get_str(v), yyjson_get_len(v));
 		} else if (yyjson_is_real(v)) {
 			/* for reading, not for checking: the log keeps every digit */
@@ -524,11 +582,7 @@ static char *summary_(yyjson_val *root)
 			int n = snprintf(num, sizeof num, "%.6g", yyjson_get_real(v));
 			sw_buf_put(&b, num, (size_t)n);
 		} else {
-			size_t n;
-			char *s = yyjson_val_write(v, 0, &n);
-			if (s)
-				sw_buf_put(&b, s, n);
-			free(s);
+			put_json_(&b, v);
 		}
 	}
 	if (sw_buf_put(&b, "", 1)) {
@@ -560,7 +614,13 @@ static int check_ckpt_(const char *logdir, const ckpt_ *c, sw_error *err)
 	const char *rel = yyjson_get_str(path);
 	char dir[4096], hex[SW_DIGEST_HEX];
 	struct stat st;
-	if ((size_t)snprintf(dir, sizeof dir, "%s/%s", rel[0] == '/' ? "" : logdir, rel) >= sizeof dir) {
+	/* as sw_audit_rec_checkpoint writes it: a NUL inside (\u0000) would cut the name short */
+	if (!inside_(rel) || strlen(rel) != yyjson_get_len(path)) {
+		rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s': not a path inside the run directory, as a "
+		             "checkpoint record's must be: forged", rel);
+		goto out;
+	}
+	if ((size_t)snprintf(dir, sizeof dir, "%s/%s", logdir, rel) >= sizeof dir) {
 		rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s': the path is too long", rel);
 		goto out;
 	}
@@ -764,6 +824,11 @@ static int verify_(const char *path, const char *head, const unsigned char *pk, 
 			err->record = r.records + 1;
 	}
 	free(ck);
+	/* a message may quote the log (a checkpoint's path, a file's name): no control byte reaches a terminal */
+	if (rc && err)
+		for (char *c = err->msg; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 	if (bytes)
 		*bytes = b.len;
 	sw_buf_release(&b);
