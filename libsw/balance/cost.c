@@ -137,7 +137,11 @@ void sw_cost_model_params(const sw_cost_model *m, sw_cost_params *p)
 
 /* ---- config.json ---- */
 
-/* A whole number >= 1 from obj[key] into *out; 0 when absent, 1 when read, < 0 when bad. */
+/* The largest size a config.json field may give: no model's is near it, and
+ * every coefficient made of such sizes stays finite. */
+#define SIZE_MAX_ 4294967296.0 /* 2^32 */
+
+/* A whole number from 1 to SIZE_MAX_ from obj[key] into *out; 0 when absent, 1 when read, < 0 when bad. */
 static int json_size_(yyjson_val *obj, const char *key, double *out, const char *path, sw_error *err)
 {
 	yyjson_val *v = obj ? yyjson_obj_get(obj, key) : NULL;
@@ -150,8 +154,8 @@ static int json_size_(yyjson_val *obj, const char *key, double *out, const char 
 		x = yyjson_get_real(v);
 	else
 		return sw_fail(err, SW_EFORMAT, "%s: field '%s' is not a whole number", path, key);
-	if (x < 1)
-		return sw_fail(err, SW_EFORMAT, "%s: field '%s' is %g, not a size >= 1", path, key, x);
+	if (x < 1 || x > SIZE_MAX_)
+		return sw_fail(err, SW_EFORMAT, "%s: field '%s' is %g, not a size from 1 to 2^32", path, key, x);
 	*out = x;
 	return 1;
 }
@@ -233,9 +237,18 @@ static int read_config_(sw_cost_params *p, const char *path, sw_error *err)
 		    (rc = json_size_(vc, "temporal_patch_size", &tp, path, err)) < 0)
 			goto out;
 		encoder_(&p->enc_linear, &p->enc_attention, depth, width, ffn ? ffn : ratio * width);
-		p->patch_size = (int)fmin(ps, 1 << 20);
-		p->merge = (int)fmin(merge, 1 << 10);
-		p->temporal_patch = (int)fmin(tp, 1 << 10);
+		/* sizes a picture's patches are counted in: bounded, so that those counts fit 64 bits */
+		const char *big = ps > (1 << 20) ? "patch_size" : merge > (1 << 10) ? "spatial_merge_size"
+		                : tp > (1 << 10) ? "temporal_patch_size" : NULL;
+		if (big) {
+			rc = sw_fail(err, SW_EFORMAT, "%s: vision_config: field '%s' is %g, more than %d", path, big,
+			             !strcmp(big, "patch_size") ? ps : !strcmp(big, "spatial_merge_size") ? merge : tp,
+			             !strcmp(big, "patch_size") ? 1 << 20 : 1 << 10);
+			goto out;
+		}
+		p->patch_size = (int)ps;
+		p->merge = (int)merge;
+		p->temporal_patch = (int)tp;
 		if (type && !strcmp(type, "llava")) {
 			/* LLaVA resizes every picture to the tower's square: the patch count the model itself gives */
 			sw_model_config c;
@@ -254,7 +267,8 @@ static int read_config_(sw_cost_params *p, const char *path, sw_error *err)
 			goto out;
 		encoder_(&p->audio_linear, &p->audio_attention, layers, width, ffn);
 	}
-	rc = 0;
+	sw_error e2 = { 0 };
+	rc = check_params_(p, &e2) ? sw_fail(err, SW_EFORMAT, "%s: %s", path, e2.msg) : 0;
 out:
 	yyjson_doc_free(doc);
 	return rc;
