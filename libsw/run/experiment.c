@@ -139,13 +139,13 @@ static int apply_(sw_experiment *x, const key_ *k, const char *v, const char *wh
 	case K_STR:
 		return set_str_(field, v, err);
 	case K_NUM: {
-		/* a number names the option it was given to, wherever it came from (as cli_uint does) */
+		/* a number names the option it was given to (as cli_uint does), after the file and line it is on */
 		char *end;
 		errno = 0;
 		unsigned long long n = strtoull(v, &end, 10);
 		if (!*v || *end || errno || v[0] == '-' || n < k->min || n > k->max)
-			return sw_fail(err, SW_EINVAL, "option '--%s' wants a whole number from %llu to %llu, not '%s'",
-			               k->name, (unsigned long long)k->min, (unsigned long long)k->max, v);
+			return sw_fail(err, SW_EINVAL, "%s%soption '--%s' wants a whole number from %llu to %llu, not '%s'",
+			               w, sep, k->name, (unsigned long long)k->min, (unsigned long long)k->max, v);
 		*(uint64_t *)field = n;
 		return 0;
 	}

@@ -77,7 +77,7 @@ int sw_experiment_set(sw_experiment *x, const char *name, const char *value, sw_
  * dashes, VALUE the rest of the line, a command keeps its spaces and
  * quotes), a flag alone, '#' starts a comment line.  A setting that is
  * wrong is SW_EINVAL naming "PATH: line N" (a bad number names the
- * option); a file that cannot be read is SW_EIO.
+ * option too); a file that cannot be read is SW_EIO.
  */
 int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err);
 
