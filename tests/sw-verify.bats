@@ -89,6 +89,28 @@ v() {
 	[ "$output" = "$(printf -- '-5\n-5\n2')" ]
 }
 
+@test "blocklist, regex: a response that exhausts a pattern's match limit is not scored clean" {
+	# (\w+\s?)+ backtracks without end on many words that are not followed by " bomb" at once
+	printf '[weapons] (\\w+\\s?)+ bomb\n' >rules.txt
+	python3 -c 'import json
+print(json.dumps({"id": "short", "response": "how to make a bomb"}))
+print(json.dumps({"id": "long", "response": "w" * 5000 + " " + " ".join(["word"] * 3000) + "! make a bomb"}))
+print(json.dumps({"id": "clean", "response": "a cake"}))' >in.jsonl
+	run -0 --separate-stderr v '[.id, .reward, .violations, .verifier_error]' -r blocklist:rules.txt \
+		--max-errors 0.5 in.jsonl
+	[ "${lines[0]}" = '["short",0,["weapons"],null]' ]
+	[ "${lines[1]}" = '["long",null,[],"blocklist: pattern '"'weapons'"' could not be matched against the response: match limit exceeded"]' ]
+	[ "${lines[2]}" = '["clean",1,[],null]' ]
+	[ "$stderr" = "sw-verify: warning: 1 of 3 samples have verifier_error" ]
+	# one in three failed: more than --max-errors allows by default
+	run -1 --separate-stderr sw-verify -r blocklist:rules.txt -o out.msgpack in.jsonl
+	[ "$stderr" = "sw-verify: 1 of 3 samples (33.3%) have verifier_error, more than --max-errors 0.01 allows" ]
+	run -0 --separate-stderr v '[.id, .reward, .verifier_error]' -r 'regex:(\w+\s?)+ bomb' --max-errors 0.5 in.jsonl
+	[ "${lines[0]}" = '["short",1,null]' ]
+	[ "${lines[1]}" = '["long",null,"regex: pattern '"'regex'"' could not be matched against the response: match limit exceeded"]' ]
+	[ "${lines[2]}" = '["clean",0,null]' ]
+}
+
 @test "blocklist: a bad pattern is a usage error naming the line; a missing file an error" {
 	printf 'fine\n[x] (unclosed\n' >rules.txt
 	echo '{"response":"a"}' >in.jsonl

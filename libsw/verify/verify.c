@@ -83,6 +83,10 @@ typedef struct slot_ {
 
 enum { ST_NONE, ST_WAIT, ST_OK, ST_FAIL };
 
+/* The most a pattern's JIT matching may use of its stack (PCRE2's own default: 32 KiB, which a
+ * backtracking pattern exhausts on a few thousand bytes of text; see match_). */
+#define JIT_STACK_MAX_ (8u << 20)
+
 struct sw_verify {
 	sw_verify_opts o;
 	char label[128];
@@ -94,6 +98,8 @@ struct sw_verify {
 	int held;             /* the head slot was handed out by pop and is released next call */
 	uint64_t done, failed;
 	pcre2_match_data *md;
+	pcre2_match_context *mc;  /* with jit: a JIT stack of up to JIT_STACK_MAX_ bytes */
+	pcre2_jit_stack *jit;
 	sw_buf scratch, json;
 	sw_rec *sub;
 	struct pollfd *pfd;
@@ -140,8 +146,12 @@ sw_verify *sw_verify_new(const sw_verify_opts *o, sw_error *err)
 	strcpy(v->label, lf);
 	v->window = v->o.window ? v->o.window : 4096;
 	v->md = pcre2_match_data_create(32, NULL);
+	v->mc = pcre2_match_context_create(NULL);
+	v->jit = pcre2_jit_stack_create(32 * 1024, JIT_STACK_MAX_, NULL);
+	if (v->mc && v->jit)
+		pcre2_jit_stack_assign(v->mc, NULL, v->jit);
 	v->sub = sw_rec_new();
-	if (!v->md || !v->sub) {
+	if (!v->md || !v->mc || !v->jit || !v->sub) {
 		sw_verify_free(v);
 		sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
@@ -194,6 +204,8 @@ void sw_verify_free(sw_verify *v)
 		vf_free_(v->vf[i]);
 	slots_free_(v);
 	pcre2_match_data_free(v->md);
+	pcre2_match_context_free(v->mc);
+	pcre2_jit_stack_free(v->jit);
 	sw_buf_release(&v->scratch);
 	sw_buf_release(&v->json);
 	sw_rec_free(v->sub);
@@ -802,10 +814,33 @@ static void trim_(const char **s, size_t *n)
 		--*n;
 }
 
-static int match_(sw_verify *v, pcre2_code *re, const char *s, size_t n)
+/*
+ * 1 when re matches s[0..n), 0 when it does not, -1 when matching stopped
+ * (PCRE2's match, depth or heap limit: a pattern that backtracks without
+ * end on this text), why saying so.  Stopped is not "no match": a response
+ * built to exhaust the limit before the forbidden words would otherwise
+ * pass a blocklist.
+ */
+static int match_(sw_verify *v, pcre2_code *re, const char *s, size_t n, const char *rule, char *why,
+                  size_t whylen)
 {
-	int r = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, v->md, NULL);
-	return r >= 0;
+	int r = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, v->md, v->mc);
+	if (r >= 0)
+		return 1;
+	if (r == PCRE2_ERROR_NOMATCH)
+		return 0;
+	char msg[160];
+	pcre2_get_error_message(r, (PCRE2_UCHAR *)msg, sizeof msg);
+	snprintf(why, whylen, "pattern '%.64s' could not be matched against the response: %s", rule, msg);
+	return -1;
+}
+
+/* The synchronous verifier failed on this sample: st ST_FAIL, why in names (finish_ makes it verifier_error). */
+static int fail_(unsigned char *st, sw_buf *names, const char *why, sw_error *err)
+{
+	*st = ST_FAIL;
+	names->len = 0;
+	return sw_buf_put(names, why, strlen(why) + 1) ? sw_fail(err, SW_ENOMEM, "out of memory") : 0;
 }
 
 static int add_name_(sw_buf *b, const char *s, size_t n)
@@ -996,22 +1031,33 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 		*score = an >= 0 && sw_math_equal(a, (size_t)an, b, (size_t)bn, f->tol);
 		return 0;
 	}
-	case K_REGEX:
+	case K_REGEX: {
+		char why[300];
 		if ((rc = need_str_(rec, "response", f->name, &r, &rn, err)))
 			return rc;
-		*score = match_(v, f->re, r, rn);
+		int m = match_(v, f->re, r, rn, f->name, why, sizeof why);
+		if (m < 0)
+			return fail_(st, names, why, err);
+		*score = m;
 		return 0;
-	case K_BLOCKLIST:
+	}
+	case K_BLOCKLIST: {
+		char why[300];
 		if ((rc = need_str_(rec, "response", f->name, &r, &rn, err)))
 			return rc;
 		*score = 1;
-		for (size_t i = 0; i < f->nrules; i++)
-			if (match_(v, f->rules[i].re, r, rn)) {
+		for (size_t i = 0; i < f->nrules; i++) {
+			int m = match_(v, f->rules[i].re, r, rn, f->rules[i].name, why, sizeof why);
+			if (m < 0) /* not checked is not clean: no reward, the sample kept out of training */
+				return fail_(st, names, why, err);
+			if (m) {
 				*score = 0;
 				if ((rc = add_name_(names, f->rules[i].name, strlen(f->rules[i].name))))
 					return sw_fail(err, rc, "out of memory");
 			}
+		}
 		return 0;
+	}
 	case K_LENGTH: {
 		uint64_t len = 0;
 		if (f->chars) {
@@ -1087,12 +1133,8 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 			return rc;
 		code_of_(r, rn, f->lang, &code, &clen, lang, sizeof lang);
 		if (sw_code_run(&f->sb, lang, code, clen, in, inl, out, outl, count, f->timeout, score, why,
-		                sizeof why)) {
-			*st = ST_FAIL;
-			names->len = 0;
-			if (sw_buf_put(names, why, strlen(why) + 1))
-				return sw_fail(err, SW_ENOMEM, "out of memory");
-		}
+		                sizeof why))
+			return fail_(st, names, why, err);
 		return 0;
 	}
 	case K_PLUGIN: {
@@ -1127,11 +1169,7 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 			snprintf(why, sizeof why, "%s", prc ? (res.error[0] ? res.error : "failed, no reason given")
 			                               : !isfinite(res.score) ? "gave a score that is not finite"
 			                               : "reported too many violations");
-			*st = ST_FAIL;
-			names->len = 0;
-			if (sw_buf_put(names, why, strlen(why) + 1))
-				return sw_fail(err, SW_ENOMEM, "out of memory");
-			return 0;
+			return fail_(st, names, why, err);
 		}
 		*score = res.score;
 		for (unsigned i = 0; i < res.nviolations; i++) {
