@@ -210,6 +210,10 @@ int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err)
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
 		char where[600];
 		lineno++;
+		if (memchr(line, 0, (size_t)len)) {
+			rc = sw_fail(err, SW_EINVAL, "%s: line %u: a NUL byte: not a text file", path, lineno);
+			break;
+		}
 		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
 		               line[len - 1] == '\t'))
 			line[--len] = 0;

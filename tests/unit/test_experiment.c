@@ -99,6 +99,14 @@ static void test_bad_(void)
 	sw_experiment x;
 	sw_error e = { 0 };
 	char want[600];
+	/* a NUL inside a line (once read as the text before it, "sort cmd " kept its space) */
+	const char *p = file_("nul", "");
+	tmp_put(p, "model m\nsort cmd \0x\n", 20);
+	sw_experiment_init(&x);
+	snprintf(want, sizeof want, "%s: line 2: a NUL byte: not a text file", p);
+	is_int(sw_experiment_read(&x, p, &e), SW_EINVAL, "a NUL byte refused");
+	ok(!strcmp(e.msg, want), "it says: %s", e.msg);
+	sw_experiment_release(&x);
 	sw_experiment_init(&x);
 	snprintf(want, sizeof want, "cannot open '%s/none': No such file or directory", dir_);
 	char path[512];
