@@ -9,10 +9,15 @@
 #include "sw/stream.h"
 #include "rollout_internal.h"
 
-static void add_(int32_t *ids, int cap, int *n, int vocab, uint64_t id)
+/* id to ids when the model has it (an id past its vocabulary ends nothing it can write); SW_ERANGE past cap. */
+static int add_(int32_t *ids, int cap, int *n, int vocab, uint64_t id)
 {
-	if (id < (uint64_t)vocab && *n < cap)
-		ids[(*n)++] = (int32_t)id;
+	if (id >= (uint64_t)vocab)
+		return 0;
+	if (*n >= cap)
+		return SW_ERANGE;
+	ids[(*n)++] = (int32_t)id;
+	return 0;
 }
 
 int sw_rollout_generation_eos(const char *dir, int vocab, int32_t *ids, int cap, int *n, sw_error *err)
@@ -35,19 +40,23 @@ int sw_rollout_generation_eos(const char *dir, int vocab, int32_t *ids, int cap,
 		sw_val v, x;
 		if (sw_rec_get(rec, "eos_token_id", &v) == 0) {
 			if (v.type == SW_T_UINT) {
-				add_(ids, cap, n, vocab, v.v.u);
+				rc = add_(ids, cap, n, vocab, v.v.u);
 			} else if (v.type == SW_T_ARRAY) {
 				sw_iter it;
 				sw_iter_init(&it, &v);
-				while (sw_iter_next(&it, &x) == 1)
-					if (x.type == SW_T_UINT)
-						add_(ids, cap, n, vocab, x.v.u);
+				for (uint32_t i = 0; !rc && sw_iter_next(&it, &x) == 1; i++)
+					rc = x.type != SW_T_UINT
+					     ? sw_fail(err, SW_EFORMAT, "%s: field 'eos_token_id': item %u is a %s, not a token id",
+					               path, i, sw_type_name(x.type))
+					     : add_(ids, cap, n, vocab, x.v.u);
 			} else if (v.type != SW_T_NIL) {
 				rc = sw_fail(err, SW_EFORMAT, "%s: field 'eos_token_id' is a %s, not a token id or a list of them",
 				             path, sw_type_name(v.type));
 			}
 		}
 	}
+	if (rc == SW_ERANGE)
+		rc = sw_fail(err, SW_ERANGE, "%s: field 'eos_token_id' names more than %d end tokens", path, cap);
 	sw_rec_free(rec);
 	sw_reader_free(r);
 	return rc;

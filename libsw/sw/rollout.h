@@ -138,9 +138,9 @@ uint64_t sw_rollout_tokens(const sw_rollout *r);
 /*
  * generation_config.json's eos_token_id in model directory dir (an id or a
  * list of them), where the file is there: the ids below vocab go to
- * ids[*n...] (at most cap in all).  0 also when there is no such file;
- * SW_EFORMAT / SW_EIO naming the file when it cannot be read or the field is
- * neither an id nor a list.
+ * ids[*n...].  0 also when there is no such file; SW_EFORMAT / SW_EIO naming
+ * the file when it cannot be read or the field is neither an id nor a list
+ * of ids; SW_ERANGE when more than cap ids in all would be there.
  */
 int sw_rollout_generation_eos(const char *dir, int vocab, int32_t *ids, int cap, int *n, sw_error *err);
 

@@ -261,6 +261,17 @@ static void test_generation_eos_(void)
 	tmp_put(path, "{\"eos_token_id\": \"x\"}", 21);
 	is_int(sw_rollout_generation_eos(dir, 100, ids, 4, &n, &err), SW_EFORMAT, "a string is no id");
 	ok(strstr(err.msg, "field 'eos_token_id' is a str") != NULL, "says so: %s", err.msg);
+	/* an item that is no id, once skipped without a word; more ids than there is room for, once cut */
+	n = 0;
+	const char *neg = "{\"eos_token_id\": [5, -1]}", *five = "{\"eos_token_id\": [1, 2, 3, 4, 5]}";
+	tmp_put(path, neg, strlen(neg));
+	is_int(sw_rollout_generation_eos(dir, 100, ids, 4, &n, &err), SW_EFORMAT, "a negative item refused");
+	ok(strstr(err.msg, "generation_config.json: field 'eos_token_id': item 1 is a int, not a token id") != NULL,
+	   "names the item: %s", err.msg);
+	n = 0;
+	tmp_put(path, five, strlen(five));
+	is_int(sw_rollout_generation_eos(dir, 100, ids, 4, &n, &err), SW_ERANGE, "five ids, room for four");
+	ok(strstr(err.msg, "field 'eos_token_id' names more than 4 end tokens") != NULL, "says so: %s", err.msg);
 }
 
 static void test_rank_times_(void)
