@@ -210,6 +210,21 @@ print(json.dumps({"id": "clean", "response": "a cake"}))' >in.jsonl
 	[ "$stderr" = "sw-verify: bad2.jsonl: record 1: field 'verifiers' is str, not an array of verifier names" ]
 }
 
+@test "routing never leaves out a blocklist or a hard verifier" {
+	printf '[weapons] make a bomb\n' >rules.txt
+	printf '%s\n' '{"response":"7, make a bomb","label":"7","verifiers":["m"]}' \
+		'{"response":"7","label":"7","verifiers":[]}' >in.jsonl
+	run -0 --separate-stderr v '[.rewards, .violations, .reward]' -r math,as=m -r blocklist:rules.txt in.jsonl
+	[ "${lines[0]}" = '[{"m":1,"blocklist":0},["weapons"],1]' ]
+	[ "${lines[1]}" = '[{"blocklist":1},[],1]' ]
+	# a hard verifier too: the length limit scores the sample that named only m
+	run -0 --separate-stderr v '[.rewards, .violations, .reward]' -r math,as=m \
+		-r length,max=2,buffer=1,unit=chars,hard -r blocklist:rules.txt,as=b --min-reward -1 in.jsonl
+	[ "${lines[0]}" = '[{"m":1,"length":-1,"b":0},["length","weapons"],-1]' ]
+	[ "${lines[1]}" = '[{"length":0,"b":1},[],1]' ]
+	[ "$stderr" = "" ]
+}
+
 @test "bad input: missing fields, wrong types, NaN, a broken stream; the samples before go out" {
 	printf '%s\n' '{"response":"1","label":"1"}' '{"label":"2"}' >miss.jsonl
 	run -1 --separate-stderr sw-verify -f json -r math miss.jsonl

@@ -1253,6 +1253,9 @@ static int route_(sw_verify *v, sw_rec *rec, unsigned char *use, sw_error *err)
 			               (int)(e.v.str.len > 64 ? 64 : e.v.str.len), e.v.str.ptr);
 		use[i] = 1;
 	}
+	/* the safety rules are no sample's to choose: blocklists and hard verifiers score every one */
+	for (size_t i = 0; i < v->nvf; i++)
+		use[i] |= v->vf[i]->kind == K_BLOCKLIST || v->vf[i]->hard;
 	return 0;
 }
 
