@@ -35,6 +35,7 @@
 
 #define FUZZ_NAME "fuzz_audit_log"
 #include "fuzz_check.h"
+#include "fuzz_tmp.h"
 
 typedef struct seen {
 	const char *data;
@@ -92,13 +93,9 @@ static int verify_(const char *dir, const char *path, const uint8_t *data, size_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char dir[64], path[96];
-	if (!dir[0]) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(dir, sizeof dir, "%.40s/fuzz-audit.XXXXXX", tmp && *tmp && strlen(tmp) <= 40 ? tmp : "/tmp");
-		CHECK(mkdtemp(dir) != NULL, "cannot make a directory in %s", dir);
-		snprintf(path, sizeof path, "%s/audit.log", dir);
-	}
+	static char path[160];
+	const char *dir = fuzz_tmp();
+	snprintf(path, sizeof path, "%s/audit.log", dir);
 	seen s, s2;
 	sw_audit_report r, r2;
 	sw_error e, e2;

@@ -38,6 +38,7 @@
 
 #define FUZZ_NAME "fuzz_blocklist"
 #include "fuzz_check.h"
+#include "fuzz_tmp.h"
 
 /* The sample scored: its JSON text (the caller frees it). */
 static char *score_(sw_verify *v, const char *resp, size_t n)
@@ -118,14 +119,9 @@ static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char dir[64], path[96], spec[128];
-	if (!dir[0]) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(dir, sizeof dir, "%.40s/fuzz-block.XXXXXX", tmp && *tmp && strlen(tmp) <= 40 ? tmp : "/tmp");
-		CHECK(mkdtemp(dir) != NULL, "cannot make a directory in %s", dir);
-		snprintf(path, sizeof path, "%s/rules.txt", dir);
-		snprintf(spec, sizeof spec, "blocklist:%s", path);
-	}
+	static char path[160], spec[180];
+	snprintf(path, sizeof path, "%s/rules.txt", fuzz_tmp());
+	snprintf(spec, sizeof spec, "blocklist:%s", path);
 	const uint8_t *nul = memchr(data, 0, size);
 	size_t tn = nul ? (size_t)(nul - data) : size;
 	FILE *f = fopen(path, "wb");

@@ -12,8 +12,8 @@
  *    sw_cost_model_from accepts (finite, >= 0, sizes >= 1), and a sample
  *    of text, a picture and a video priced at a finite cost >= 0;
  *  - a picture or sound: a sample naming the file is refused with a
- *    message that names the file, or priced at a finite cost >= 0 with at
- *    least one patch (a picture) or none below zero (a sound).
+ *    message that names the file, or priced at a finite cost >= 0 (a
+ *    picture: with at least one patch).
  *
  * A property that fails calls abort().
  *
@@ -34,8 +34,7 @@
 
 #define FUZZ_NAME "fuzz_cost"
 #include "fuzz_check.h"
-
-static char dir_[64];
+#include "fuzz_tmp.h"
 
 static void put_(const char *path, const uint8_t *p, size_t n)
 {
@@ -64,11 +63,11 @@ static int price_(const sw_cost_model *m, const char *json, sw_cost *c, sw_error
 
 static void config_(const uint8_t *p, size_t n)
 {
-	char path[96];
-	snprintf(path, sizeof path, "%s/config.json", dir_);
+	char path[160];
+	snprintf(path, sizeof path, "%s/config.json", fuzz_tmp());
 	put_(path, p, n);
 	sw_error err = { 0 };
-	sw_cost_model *m = sw_cost_model_load(dir_, &err);
+	sw_cost_model *m = sw_cost_model_load(fuzz_tmp(), &err);
 	if (!m) {
 		CHECK(err.code < 0 && !strncmp(err.msg, path, strlen(path)), "refused, but the message does not "
 		      "name the file: %s", err.msg);
@@ -94,8 +93,8 @@ static void media_(const uint8_t *p, size_t n, int image)
 	static sw_cost_model *m;
 	if (!m)
 		CHECK((m = sw_cost_model_new()) != NULL, "out of memory");
-	char path[96], json[256];
-	snprintf(path, sizeof path, "%s/media", dir_);
+	char path[160], json[320];
+	snprintf(path, sizeof path, "%s/media", fuzz_tmp());
 	put_(path, p, n);
 	snprintf(json, sizeof json, "{\"prompt\": \"x\", \"media\": [{\"type\": \"%s\", \"path\": \"%s\"}]}",
 	         image ? "image" : "audio", path);
@@ -111,12 +110,10 @@ static void media_(const uint8_t *p, size_t n, int image)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (!dir_[0]) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(dir_, sizeof dir_, "%.40s/fuzz-cost.XXXXXX", tmp && *tmp && strlen(tmp) <= 40 ? tmp : "/tmp");
-		CHECK(mkdtemp(dir_) != NULL, "cannot make a directory in %s", dir_);
+	static int tok;
+	if (!tok++) {
 		sw_error err = { 0 };
-		CHECK(sw_tokenizer_save_byte(dir_, &err) == 0, "cannot write a tokenizer: %s", err.msg);
+		CHECK(sw_tokenizer_save_byte(fuzz_tmp(), &err) == 0, "cannot write a tokenizer: %s", err.msg);
 	}
 	if (size == 0)
 		return 0;

@@ -26,8 +26,7 @@
 
 #define FUZZ_NAME "fuzz_experiment"
 #include "fuzz_check.h"
-
-static char dir_[64];
+#include "fuzz_tmp.h"
 
 static void put_(const char *path, const uint8_t *p, size_t n)
 {
@@ -63,15 +62,10 @@ static int same_str_(const char *a, const char *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (!dir_[0]) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(dir_, sizeof dir_, "%.40s/fuzz-exp.XXXXXX", tmp && *tmp && strlen(tmp) <= 40 ? tmp : "/tmp");
-		CHECK(mkdtemp(dir_) != NULL, "cannot make a directory in %s", dir_);
-	}
-	char in[96], out1[96], out2[96], where[128];
-	snprintf(in, sizeof in, "%s/exp", dir_);
-	snprintf(out1, sizeof out1, "%s/config1", dir_);
-	snprintf(out2, sizeof out2, "%s/config2", dir_);
+	char in[160], out1[160], out2[160], where[200];
+	snprintf(in, sizeof in, "%s/exp", fuzz_tmp());
+	snprintf(out1, sizeof out1, "%s/config1", fuzz_tmp());
+	snprintf(out2, sizeof out2, "%s/config2", fuzz_tmp());
 	put_(in, data, size);
 	sw_experiment a, b;
 	sw_error err = { 0 };
