@@ -354,7 +354,7 @@ await() {
 	[ "${stderr_lines[0]}" = "sw-run: bad: line 2: unknown setting 'bogus'" ]
 	printf 'iters three\n' >bad
 	run -2 --separate-stderr sw-run -c bad -o run
-	[ "${stderr_lines[0]}" = "sw-run: option '--iters' wants a whole number from 1 to 1000000, not 'three'" ]
+	[ "${stderr_lines[0]}" = "sw-run: bad: line 1: option '--iters' wants a whole number from 1 to 1000000, not 'three'" ]
 	printf 'ref 1\n' >bad
 	run -2 --separate-stderr sw-run -c bad -o run
 	[ "${stderr_lines[0]}" = "sw-run: bad: line 1: 'ref' takes no value" ]
