@@ -105,6 +105,12 @@ print(json.dumps({"id": "clean", "response": "a cake"}))' >in.jsonl
 	# one in three failed: more than --max-errors allows by default
 	run -1 --separate-stderr sw-verify -r blocklist:rules.txt -o out.msgpack in.jsonl
 	[ "$stderr" = "sw-verify: 1 of 3 samples (33.3%) have verifier_error, more than --max-errors 0.01 allows" ]
+	# another rule of the list broken: the sample is scored, the violation named, whatever stopped
+	printf '[plain] make a bomb\n' >>rules.txt
+	run -0 --separate-stderr v '[.id, .reward, .violations, .verifier_error]' -r blocklist:rules.txt in.jsonl
+	[ "${lines[0]}" = '["short",0,["weapons","plain"],null]' ]
+	[ "${lines[1]}" = '["long",0,["plain"],null]' ]
+	[ "$stderr" = "" ]
 	run -0 --separate-stderr v '[.id, .reward, .verifier_error]' -r 'regex:(\w+\s?)+ bomb' --max-errors 0.5 in.jsonl
 	[ "${lines[0]}" = '["short",1,null]' ]
 	[ "${lines[1]}" = '["long",null,"regex: pattern '"'regex'"' could not be matched against the response: match limit exceeded"]' ]

@@ -1042,20 +1042,24 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 		return 0;
 	}
 	case K_BLOCKLIST: {
-		char why[300];
+		char why[300], first[300] = "";
 		if ((rc = need_str_(rec, "response", f->name, &r, &rn, err)))
 			return rc;
 		*score = 1;
 		for (size_t i = 0; i < f->nrules; i++) {
 			int m = match_(v, f->rules[i].re, r, rn, f->rules[i].name, why, sizeof why);
-			if (m < 0) /* not checked is not clean: no reward, the sample kept out of training */
-				return fail_(st, names, why, err);
-			if (m) {
+			if (m < 0 && !first[0])
+				snprintf(first, sizeof first, "%s", why);
+			if (m > 0) {
 				*score = 0;
 				if ((rc = add_name_(names, f->rules[i].name, strlen(f->rules[i].name))))
 					return sw_fail(err, rc, "out of memory");
 			}
 		}
+		/* a rule not checked to the end leaves the sample unscored, unless another rule was broken:
+		 * not checked is not clean (no reward, the sample kept out of training), but broken is broken */
+		if (first[0] && *score == 1)
+			return fail_(st, names, first, err);
 		return 0;
 	}
 	case K_LENGTH: {
