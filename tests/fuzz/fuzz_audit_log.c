@@ -75,8 +75,7 @@ static int entry_(const sw_audit_entry *e, void *ud)
 static int verify_(const char *dir, const char *path, const uint8_t *data, size_t size, seen *s,
                    sw_audit_report *rep, sw_error *err)
 {
-	FILE *f = fopen(path, "wb");
-	CHECK(f && (size == 0 || fwrite(data, 1, size, f) == size) && !fclose(f), "cannot write %s", path);
+	tmp_put(path, data, size);
 	*s = (seen){ (const char *)data, size, 0, 0, "" };
 	memset(err, 0, sizeof *err);
 	memset(rep, 0, sizeof *rep);
@@ -93,7 +92,7 @@ static int verify_(const char *dir, const char *path, const uint8_t *data, size_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char path[160];
+	static char path[320];
 	const char *dir = fuzz_tmp();
 	snprintf(path, sizeof path, "%s/audit.log", dir);
 	seen s, s2;

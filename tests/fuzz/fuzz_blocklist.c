@@ -119,13 +119,12 @@ static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char path[160], spec[180];
+	static char path[320], spec[340];
 	snprintf(path, sizeof path, "%s/rules.txt", fuzz_tmp());
 	snprintf(spec, sizeof spec, "blocklist:%s", path);
 	const uint8_t *nul = memchr(data, 0, size);
 	size_t tn = nul ? (size_t)(nul - data) : size;
-	FILE *f = fopen(path, "wb");
-	CHECK(f && (tn == 0 || fwrite(data, 1, tn, f) == tn) && !fclose(f), "cannot write %s", path);
+	tmp_put(path, data, tn);
 	sw_buf resp = { 0 };
 	const char *rp = nul ? (const char *)nul + 1 : "";
 	size_t rn = nul ? size - tn - 1 : 0;

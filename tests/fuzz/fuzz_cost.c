@@ -36,12 +36,6 @@
 #include "fuzz_check.h"
 #include "fuzz_tmp.h"
 
-static void put_(const char *path, const uint8_t *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-	CHECK(f && (n == 0 || fwrite(p, 1, n, f) == n) && !fclose(f), "cannot write %s", path);
-}
-
 /* The sample of JSON text json, priced by m: its rc, and the cost. */
 static int price_(const sw_cost_model *m, const char *json, sw_cost *c, sw_error *err)
 {
@@ -63,9 +57,9 @@ static int price_(const sw_cost_model *m, const char *json, sw_cost *c, sw_error
 
 static void config_(const uint8_t *p, size_t n)
 {
-	char path[160];
+	char path[320];
 	snprintf(path, sizeof path, "%s/config.json", fuzz_tmp());
-	put_(path, p, n);
+	tmp_put(path, p, n);
 	sw_error err = { 0 };
 	sw_cost_model *m = sw_cost_model_load(fuzz_tmp(), &err);
 	if (!m) {
@@ -93,9 +87,9 @@ static void media_(const uint8_t *p, size_t n, int image)
 	static sw_cost_model *m;
 	if (!m)
 		CHECK((m = sw_cost_model_new()) != NULL, "out of memory");
-	char path[160], json[320];
+	char path[320], json[480];
 	snprintf(path, sizeof path, "%s/media", fuzz_tmp());
-	put_(path, p, n);
+	tmp_put(path, p, n);
 	snprintf(json, sizeof json, "{\"prompt\": \"x\", \"media\": [{\"type\": \"%s\", \"path\": \"%s\"}]}",
 	         image ? "image" : "audio", path);
 	sw_cost c;

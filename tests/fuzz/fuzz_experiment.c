@@ -28,30 +28,14 @@
 #include "fuzz_check.h"
 #include "fuzz_tmp.h"
 
-static void put_(const char *path, const uint8_t *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-	CHECK(f && (n == 0 || fwrite(p, 1, n, f) == n) && !fclose(f), "cannot write %s", path);
-}
-
+/* A file written here, whole (the inputs are at most a few hundred KiB). */
 static char *slurp_(const char *path, size_t *n)
 {
-	FILE *f = fopen(path, "rb");
-	CHECK(f != NULL, "cannot read %s", path);
-	char *b = NULL;
-	size_t cap = 0;
-	*n = 0;
-	for (;;) {
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 4096;
-			CHECK((b = realloc(b, cap)) != NULL, "out of memory");
-		}
-		size_t k = fread(b + *n, 1, cap - *n, f);
-		if (!k)
-			break;
-		*n += k;
-	}
-	fclose(f);
+	static char buf[2][1 << 20];
+	static int k;
+	char *b = buf[k++ % 2];
+	tmp_get(path, b, sizeof buf[0], n);
+	CHECK(*n < sizeof buf[0] - 1, "%s is larger than the buffer", path);
 	return b;
 }
 
@@ -62,11 +46,11 @@ static int same_str_(const char *a, const char *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char in[160], out1[160], out2[160], where[200];
+	char in[320], out1[320], out2[320], where[340];
 	snprintf(in, sizeof in, "%s/exp", fuzz_tmp());
 	snprintf(out1, sizeof out1, "%s/config1", fuzz_tmp());
 	snprintf(out2, sizeof out2, "%s/config2", fuzz_tmp());
-	put_(in, data, size);
+	tmp_put(in, data, size);
 	sw_experiment a, b;
 	sw_error err = { 0 };
 	sw_experiment_init(&a);
@@ -107,8 +91,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(sw_experiment_write(&b, out2, &err) == 0, "not written again: %s", err.msg);
 	char *t2 = slurp_(out2, &n2);
 	CHECK(n1 == n2 && !memcmp(t1, t2, n1), "written again, other bytes");
-	free(t1);
-	free(t2);
 out:
 	sw_experiment_release(&a);
 	sw_experiment_release(&b);
