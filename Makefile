@@ -32,7 +32,7 @@ MPI_CFLAGS = $(if $(MPICC_),-DSW_HAVE_MPI $(shell mpicc --showme:compile))
 MPI_LIBS   = $(if $(MPICC_),$(shell mpicc --showme:link))
 # OpenBLAS is not linked: libsw loads it when it is chosen (compute/cpu/gemm.c); the two
 # drivers that call it themselves link it (LDLIBS_BLAS).
-LDLIBS_SW  = $(MPI_LIBS) -lmsgpackc -lzstd -lpng -lz -ljpeg -ldnnl -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
+LDLIBS_SW  = $(MPI_LIBS) -lmsgpackc -lzstd -lpng -lz -ljpeg -ldnnl -lpcre2-8 -lutf8proc -lsodium -lseccomp -ldl -lpthread -lm -fopenmp
 LDLIBS_BLAS = -lopenblas
 LDFLAGS_SW:= $(SAN) $(LDFLAGS)
 
@@ -49,7 +49,7 @@ HEADERS   := $(wildcard libsw/sw/*.h)
 LIB_HDR   := $(sort $(shell find libsw -name '*.h'))
 MANPAGES  := $(wildcard man/*.[157])
 
-DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libsodium-dev libseccomp-dev libpng-dev libjpeg62-turbo-dev \
+DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libutf8proc-dev libsodium-dev libseccomp-dev libpng-dev libjpeg62-turbo-dev \
               libopenmpi-dev openmpi-bin
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap python3-msgpack python3-pil
 DEPS_BENCH := jq zstd hyperfine

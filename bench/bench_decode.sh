@@ -50,7 +50,7 @@ if [ -n "${BEFORE:-}" ]; then
 	mpi=$(mpicc --showme:link 2>/dev/null || :)
 	cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$BEFORE/libsw" -o "$d/before" \
 		"$top/bench/decode_bench.c" "$BEFORE/build/lib/libsw.a" $mpi -lmsgpackc -lzstd -lpng -lz \
-		-ljpeg -ldnnl -lopenblas -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+		-ljpeg -ldnnl -lopenblas -lpcre2-8 -lutf8proc -lsodium -lseccomp -ldl -lpthread -lm
 	drivers="$drivers before:$d/before"
 fi
 

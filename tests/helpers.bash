@@ -124,7 +124,7 @@ mkstore() {
 	}
 	EOF
 	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
-		-lmsgpackc -lzstd -ldnnl -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+		-lmsgpackc -lzstd -ldnnl -lpcre2-8 -lutf8proc -lsodium -lseccomp -ldl -lpthread -lm
 }
 
 # Process $1 has ended: gone, or a zombie.  A killed sw-run's children go to

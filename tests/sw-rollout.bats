@@ -295,7 +295,7 @@ mkstore() {
 	}
 	EOF
 	cc $SW_SAN -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$TOP/libsw" -o mkstore mkstore.c "$SW_BIN/../lib/libsw.a" \
-		-lmsgpackc -lzstd -ldnnl -lpcre2-8 -lsodium -lseccomp -ldl -lpthread -lm
+		-lmsgpackc -lzstd -ldnnl -lpcre2-8 -lutf8proc -lsodium -lseccomp -ldl -lpthread -lm
 }
 
 # A store of $M's weights as version 7, its spec in $spec.

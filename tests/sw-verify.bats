@@ -130,6 +130,56 @@ print(json.dumps({"id": "clean", "response": "a cake"}))' >in.jsonl
 	[[ ${stderr_lines[0]} == *"blocklist 'empty.txt' has no rules" ]]
 }
 
+@test "blocklist: responses are read folded (NFKC, no invisible or control characters); raw reads them as written" {
+	printf '[weapons] make\\s+a\\s+bomb\n[poison] poison\n' >rules.txt
+	python3 -c 'import json
+for r in ["make a bomb", "\uff4d\uff41\uff4b\uff45 \uff41 \uff42\uff4f\uff4d\uff42", "make a bo\u200bmb",
+          "make a bo\u00admb", "make\u00a0a\u2003bomb", "make a \U0001d41b\U0001d428\U0001d426\U0001d41b",
+          "poi\u0000so\u001bn", "poi\u2060son\ufe0f", "a cake"]:
+    print(json.dumps({"response": r}))' >in.jsonl
+	run -0 --separate-stderr v '[.rewards.blocklist, .violations]' -r blocklist:rules.txt in.jsonl
+	[ "$output" = "$(printf '%s\n' '[0,["weapons"]]' '[0,["weapons"]]' '[0,["weapons"]]' '[0,["weapons"]]' \
+		'[0,["weapons"]]' '[0,["weapons"]]' '[0,["poison"]]' '[0,["poison"]]' '[1,[]]')" ]
+	[ "$stderr" = "" ]
+	# as written, only the plain text and the spaces (Unicode's \s) are caught
+	run -0 --separate-stderr v '[.rewards.blocklist, .violations]' -r blocklist:rules.txt,raw in.jsonl
+	[ "$output" = "$(printf '%s\n' '[0,["weapons"]]' '[1,[]]' '[1,[]]' '[1,[]]' '[0,["weapons"]]' '[1,[]]' \
+		'[1,[]]' '[1,[]]' '[1,[]]')" ]
+	# a pattern the fold changes could never match: refused, unless raw
+	printf '[fire] \xef\xac\x81re\n' >lig.txt
+	run -2 --separate-stderr sw-verify -r blocklist:lig.txt in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:lig.txt': lig.txt:1: pattern '$(printf '\xef\xac\x81')re' would never match: responses are read in NFKC without invisible characters, where it is 'fire'; write it so, or add ,raw" ]
+	[ "$output" = "" ]
+	run -0 v '.rewards.blocklist' -r blocklist:lig.txt,raw in.jsonl
+	[ "${lines[8]}" = 1 ]
+	# marks are not folded away: a rule names them (sw-verify(1)'s example)
+	printf '[plain] bomb\n[marks] b\\p{M}*o\\p{M}*m\\p{M}*b\n' >marks.txt
+	python3 -c 'import json; print(json.dumps({"response": "b\u0336o\u0336m\u0336b\u0336"}))' >in.jsonl
+	run -0 v '.violations' -r blocklist:marks.txt in.jsonl
+	[ "$output" = '["marks"]' ]
+}
+
+@test "blocklist, regex: \\w, \\b and \\s are Unicode's; rule names are whole UTF-8 characters" {
+	printf '%s\n' '{"response":"naïve"}' '{"response":"bombé"}' >in.jsonl
+	run -0 v '.rewards.regex' -r 'regex:\w+,full' in.jsonl
+	[ "$output" = "$(printf '1\n1')" ]
+	printf '[bomb] \\bbomb\\b\n' >rules.txt
+	run -0 v '.violations' -r blocklist:rules.txt in.jsonl
+	[ "$output" = "$(printf '[]\n[]')" ]
+	# a pattern that is its own name is cut to 63 bytes at a character's start; a given name may not be longer
+	e=$(printf 'é%.0s' {1..40})
+	printf '%s\n' "$e" >rules.txt
+	echo "{\"response\":\"$e\"}" >in.jsonl
+	run -0 v '.violations' -r blocklist:rules.txt in.jsonl
+	[ "$output" = "[\"$(printf 'é%.0s' {1..31})\"]" ]
+	printf '[%s] bomb\n' "$(printf 'x%.0s' {1..64})" >rules.txt
+	run -2 --separate-stderr sw-verify -r blocklist:rules.txt in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:rules.txt': rules.txt:1: rule name is longer than 63 bytes" ]
+	printf '[\xff] bomb\n' >rules.txt
+	run -2 --separate-stderr sw-verify -r blocklist:rules.txt in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:rules.txt': rules.txt:1: rule name is not UTF-8" ]
+}
+
 @test "length: DAPO's overlong penalty at its edges; chars; hard" {
 	for n in 0 6 7 8 9 10 11; do
 		jq -nc --argjson n "$n" '{response: ([range($n)] | map("é") | join("")), response_tokens: [range($n)]}'

@@ -56,12 +56,14 @@ typedef struct vf_ {
 	char name[NAME_MAX_];
 	double weight, lo, hi; /* lo, hi: the range of its score, for the minimum reward */
 	int hard, ci, full;
+	int raw;               /* blocklist: match the response as written, not folded */
 	double timeout, tol;
 	uint64_t max, buffer;
 	int chars;             /* length: count characters, not response_tokens */
 	pcre2_code *re;        /* regex */
 	rule_ *rules;          /* blocklist */
 	size_t nrules;
+	sw_buf folded;         /* blocklist: the response as its rules read it (fold.c) */
 	sw_vpool *pool;         /* exec */
 	char *command;
 	unsigned workers;
@@ -170,6 +172,7 @@ static void vf_free_(vf_ *f)
 		pcre2_code_free(f->rules[i].re);
 	}
 	free(f->rules);
+	sw_buf_release(&f->folded);
 	if (f->pl && f->pl->free)
 		f->pl->free(f->pstate);
 	if (f->dl)
@@ -248,7 +251,7 @@ uint64_t sw_verify_failed(const sw_verify *v)
 static const char *const keys_[] = { "weight", "timeout", "as", "workers", "tol", "max", "buffer",
                                      "unit", "cpu", "mem", "nproc", "fsize", "disk", "sandbox",
                                      "env", "lang", "arg", NULL };
-static const char *const flags_[] = { "hard", "ci", "full", NULL };
+static const char *const flags_[] = { "hard", "ci", "full", "raw", NULL };
 
 /* Is s[0..n) a KEY=... or a flag we know? */
 static int is_key_(const char *s, size_t n)
@@ -293,7 +296,8 @@ static int compile_(const char *pat, size_t n, int ci, int full, pcre2_code **re
 {
 	int ec;
 	PCRE2_SIZE off;
-	uint32_t fl = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (ci ? PCRE2_CASELESS : 0);
+	/* UCP: \w, \d, \s, \b and the POSIX classes are Unicode's, as the text is */
+	uint32_t fl = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (ci ? PCRE2_CASELESS : 0);
 	if (full)
 		fl |= PCRE2_ANCHORED | PCRE2_ENDANCHORED;
 	*re = pcre2_compile((PCRE2_SPTR)pat, n, fl, &ec, &off, NULL);
@@ -305,6 +309,49 @@ static int compile_(const char *pat, size_t n, int ci, int full, pcre2_code **re
 	}
 	pcre2_jit_compile(*re, PCRE2_JIT_COMPLETE); /* where JIT is missing, matching still works */
 	return 0;
+}
+
+/*
+ * A rule's name, as violations will carry it: a name given in [ ] must be
+ * UTF-8 (a pattern is, or PCRE2 refused it) and fit SW_VERIFIER_NAME_MAX;
+ * a pattern that is its own name is cut to fit at a character's start.
+ */
+static int rule_name_(const char *path, size_t lineno, const char *name, size_t *n, int given,
+                      sw_error *err)
+{
+	if (given) {
+		if (*n >= SW_VERIFIER_NAME_MAX)
+			return sw_fail(err, SW_EINVAL, "%s:%zu: rule name is longer than %d bytes", path, lineno,
+			               SW_VERIFIER_NAME_MAX - 1);
+		if (sw_utf8_check(name, *n, NULL))
+			return sw_fail(err, SW_EINVAL, "%s:%zu: rule name is not UTF-8", path, lineno);
+		return 0;
+	}
+	if (*n >= SW_VERIFIER_NAME_MAX) {
+		*n = SW_VERIFIER_NAME_MAX - 1;
+		while (*n && ((unsigned char)name[*n] & 0xc0) == 0x80)
+			--*n;
+	}
+	return 0;
+}
+
+/*
+ * Responses reach the rules folded (fold.c); a pattern whose own text the
+ * fold changes (a ligature, a fullwidth letter, a zero-width space) would
+ * never match what it was written for.  Refused, showing its folded form.
+ */
+static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat, sw_error *err)
+{
+	const char *t;
+	size_t n = strlen(pat), tn;
+	if (sw_fold_text(pat, n, &f->folded, &t, &tn))
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	if (tn == n && !memcmp(t, pat, n))
+		return 0;
+	return sw_fail(err, SW_EINVAL,
+	               "%s:%zu: pattern '%.48s' would never match: responses are read in NFKC without "
+	               "invisible characters, where it is '%.48s'; write it so, or add ,raw",
+	               path, lineno, pat, tn ? t : "");
 }
 
 static int load_blocklist_(vf_ *f, const char *path, sw_error *err)
@@ -360,8 +407,11 @@ static int load_blocklist_(vf_ *f, const char *path, sw_error *err)
 			rc = sw_fail(err, SW_EINVAL, "%s:%zu: bad pattern: %s", path, lineno, why);
 			break;
 		}
-		if (nlen >= SW_VERIFIER_NAME_MAX)
-			nlen = SW_VERIFIER_NAME_MAX - 1;
+		if ((rc = rule_name_(path, lineno, name, &nlen, name != pat, err)) ||
+		    (!f->raw && (rc = rule_folded_(f, path, lineno, pat, err)))) {
+			pcre2_code_free(r->re);
+			break;
+		}
 		if (!(r->name = strndup(name, nlen))) {
 			pcre2_code_free(r->re);
 			rc = sw_fail(err, SW_ENOMEM, "out of memory");
@@ -473,7 +523,7 @@ static int takes_(kind_ k, const char *key)
 		{ K_EXACT, " ci " },
 		{ K_MATH, " tol " },
 		{ K_REGEX, " ci full " },
-		{ K_BLOCKLIST, " ci " },
+		{ K_BLOCKLIST, " ci raw " },
 		{ K_LENGTH, " max buffer unit " },
 		{ K_JSON, " " },
 		{ K_COUNTDOWN, " " },
@@ -493,10 +543,11 @@ static int apply_key_(vf_ *f, const char *key, const char *val, sw_error *err)
 {
 	double d;
 	uint64_t u;
-	if (!strcmp(key, "hard") || !strcmp(key, "ci") || !strcmp(key, "full")) {
+	if (!strcmp(key, "hard") || !strcmp(key, "ci") || !strcmp(key, "full") || !strcmp(key, "raw")) {
 		if (val)
 			return sw_fail(err, SW_EINVAL, "'%s' takes no value", key);
-		*(!strcmp(key, "hard") ? &f->hard : !strcmp(key, "ci") ? &f->ci : &f->full) = 1;
+		*(!strcmp(key, "hard") ? &f->hard : !strcmp(key, "ci") ? &f->ci
+		  : !strcmp(key, "full") ? &f->full : &f->raw) = 1;
 		return 0;
 	}
 	if (!val)
@@ -1045,6 +1096,8 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 		char why[300], first[300] = "";
 		if ((rc = need_str_(rec, "response", f->name, &r, &rn, err)))
 			return rc;
+		if (!f->raw && sw_fold_text(r, rn, &f->folded, &r, &rn))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
 		*score = 1;
 		for (size_t i = 0; i < f->nrules; i++) {
 			int m = match_(v, f->rules[i].re, r, rn, f->rules[i].name, why, sizeof why);

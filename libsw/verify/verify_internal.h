@@ -163,4 +163,14 @@ int sw_countdown_check(const char *expr, size_t n, const long long *numbers, siz
 /* DAPO's overlong penalty for a response of len units. */
 double sw_length_penalty(uint64_t len, uint64_t max, uint64_t buffer);
 
+/*
+ * The text a blocklist's rules read (fold.c): s[0..n) without bytes that
+ * are not UTF-8 and control characters other than whitespace, in NFKC,
+ * default-ignorable code points removed.  *text, *len: s itself where that
+ * changes nothing, else the folded text in out (NUL-terminated).  0 or
+ * SW_ENOMEM.
+ */
+struct sw_buf;
+int sw_fold_text(const char *s, size_t n, struct sw_buf *out, const char **text, size_t *len);
+
 #endif

@@ -8,12 +8,14 @@
  * every str of a stream is).  What must hold:
  *
  *  - a rules file is refused with a negative code and a message naming it,
- *    or loaded;
+ *    or loaded, each of its patterns then as the fold leaves it;
+ *  - the response's fold (NFKC, no invisible or control characters) is
+ *    UTF-8 and its own fold;
  *  - the sample comes back with verifier_error and no reward (a rule could
  *    not be matched to the end), or with reward 1 and no violations, or
  *    reward 0 and at least one;
- *  - each rule, read and matched here alone as the verifier reads and
- *    matches it: one that matches is among the violations (and the sample
+ *  - each rule, read and matched here alone against the folded response
+ *    as the verifier reads and matches it: one that matches is among the violations (and the sample
  *    scored, whatever other rules did); when none matches, one that could
  *    not be matched to the end (PCRE2's match limit, its JIT stack) gives
  *    verifier_error, never a clean score (what a response built to slip
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/internal.h"
+#include "verify/verify_internal.h"
 #include "sw/verify.h"
 #include "sw/verifier.h"
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -65,7 +68,8 @@ static char *score_(sw_verify *v, const char *resp, size_t n)
  * matches, else -1 when one could not be matched to the end, else 0.
  * *name: the first rule that matched.
  */
-static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *name, size_t size)
+static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *name, size_t size,
+                   sw_buf *fold)
 {
 	pcre2_match_data *md = pcre2_match_data_create(32, NULL);
 	pcre2_match_context *mc = pcre2_match_context_create(NULL);
@@ -93,9 +97,16 @@ static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *
 		}
 		int ec;
 		PCRE2_SIZE off;
-		pcre2_code *re = pcre2_compile((PCRE2_SPTR)a, (size_t)(z - a), PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &ec,
-		                               &off, NULL);
+		pcre2_code *re = pcre2_compile((PCRE2_SPTR)a, (size_t)(z - a),
+		                               PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &off, NULL);
 		CHECK(re != NULL, "the loader took a pattern PCRE2 refuses: %.*s", (int)(z - a), a);
+		const char *ft;
+		size_t fn;
+		CHECK(!sw_fold_text(a, (size_t)(z - a), fold, &ft, &fn), "out of memory");
+		CHECK(fn == (size_t)(z - a) && !memcmp(ft, a, fn), "the loader took a pattern the fold changes: %.*s",
+		      (int)(z - a), a);
+		CHECK(nz - na < SW_VERIFIER_NAME_MAX || na == a, "the loader took a rule name of %d bytes",
+		      (int)(nz - na));
 		pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
 		int r = pcre2_match(re, (PCRE2_SPTR)resp, rn, 0, 0, md, mc);
 		pcre2_code_free(re);
@@ -148,9 +159,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int none = strstr(a, "\"violations\":[]") != NULL;
 		CHECK(strstr(a, none ? "\"reward\":1" : "\"reward\":0"), "reward and violations disagree: %s", a);
 	}
-	/* what the rules say of the response, matched here alone */
+	/* the response as the rules read it: UTF-8, folded once for all */
+	sw_buf fb = { 0 }, fb2 = { 0 };
+	const char *f, *f2;
+	size_t fn, fn2;
+	CHECK(!sw_fold_text(r, resp.len, &fb, &f, &fn), "out of memory");
+	CHECK(!sw_utf8_check(f, fn, NULL), "the fold is not UTF-8");
+	CHECK(!sw_fold_text(f, fn, &fb2, &f2, &fn2) && fn2 == fn && !memcmp(f, f2, fn), "the fold of a fold "
+	      "differs: %zu bytes, then %zu", fn, fn2);
+	/* what the rules say of it, matched here alone */
 	char name[300] = "";
-	int o = oracle_((const char *)data, tn, r, resp.len, name, sizeof name);
+	sw_buf scratch = { 0 };
+	int o = oracle_((const char *)data, tn, f, fn, name, sizeof name, &scratch);
+	sw_buf_release(&scratch);
+	sw_buf_release(&fb);
+	sw_buf_release(&fb2);
 	CHECK(o >= 0 || failed, "a rule could not be matched to the end, none matched, yet the response was "
 	      "scored: %s", a);
 	CHECK(o <= 0 || (!failed && strstr(a, name)), "rule %s matches, the sample does not say so: %s", name, a);

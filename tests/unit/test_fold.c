@@ -1,0 +1,170 @@
+/*
+ * test_fold.c - the text a blocklist's rules read (libsw/verify/fold.c)
+ * against tests/fixtures/fold/refs.txt, made by
+ * tests/fixtures/make_fold_refs.py with Python's unicodedata (NFKC) and the
+ * regex module (default-ignorable code points): every code point Python's
+ * Unicode assigns, alone, and whole texts (composition across code points,
+ * ignorables between a letter and its mark, bytes that are not UTF-8).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+#include "common/internal.h"
+#include "verify/verify_internal.h"
+#include "tap.h"
+
+#define MAP_MAX_ 8000
+
+typedef struct map_ {
+	uint32_t cp;
+	char out[80]; /* UTF-8 of what it becomes */
+	size_t n;
+} map_;
+
+static map_ maps_[MAP_MAX_];
+static size_t nmaps_;
+
+static size_t put_utf8_(char *p, uint32_t cp)
+{
+	return (size_t)utf8proc_encode_char((utf8proc_int32_t)cp, (utf8proc_uint8_t *)p);
+}
+
+static const map_ *find_(uint32_t cp)
+{
+	size_t lo = 0, hi = nmaps_;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (maps_[mid].cp < cp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < nmaps_ && maps_[lo].cp == cp ? &maps_[lo] : NULL;
+}
+
+/* hex text ("-" for none) into bytes; its length, or -1 */
+static long unhex_(const char *h, char *out, size_t cap)
+{
+	if (!strcmp(h, "-"))
+		return 0;
+	size_t n = strlen(h);
+	if (n % 2 || n / 2 > cap)
+		return -1;
+	for (size_t i = 0; i < n / 2; i++) {
+		unsigned x;
+		if (sscanf(h + 2 * i, "%2x", &x) != 1)
+			return -1;
+		out[i] = (char)x;
+	}
+	return (long)(n / 2);
+}
+
+/* Fold every code point of [first, last] alone; how many differ from the reference. */
+static size_t range_(uint32_t first, uint32_t last, sw_buf *b, size_t *shown)
+{
+	size_t bad = 0;
+	for (uint32_t cp = first; cp <= last; cp++) {
+		char in[8];
+		size_t n = put_utf8_(in, cp);
+		const char *t;
+		size_t tn;
+		if (sw_fold_text(in, n, b, &t, &tn)) {
+			bad++;
+			continue;
+		}
+		const map_ *m = find_(cp);
+		const char *want = m ? m->out : in;
+		size_t wn = m ? m->n : n;
+		if (tn != wn || memcmp(t, want, wn)) {
+			bad++;
+			if ((*shown)++ < 10)
+				printf("#   U+%04X folds to %zu bytes, the reference to %zu\n", (unsigned)cp, tn, wn);
+		}
+	}
+	return bad;
+}
+
+int main(void)
+{
+	const char *top = getenv("SW_TOP");
+	char path[512];
+	snprintf(path, sizeof path, "%s/tests/fixtures/fold/refs.txt", top ? top : ".");
+	FILE *fp = fopen(path, "r");
+	ok(fp != NULL, "open %s", path);
+	if (!fp)
+		return tap_done();
+
+	/* the code points the fold changes, then the ranges and texts against them */
+	char line[4096];
+	while (fgets(line, sizeof line, fp)) {
+		if (strncmp(line, "cp ", 3))
+			continue;
+		map_ *m = &maps_[nmaps_];
+		char *p = line + 3, *end;
+		m->cp = (uint32_t)strtoul(p, &end, 16);
+		for (p = end; *p == ' ';) {
+			uint32_t o = (uint32_t)strtoul(p, &end, 16);
+			if (end == p || m->n + 4 > sizeof m->out)
+				break;
+			m->n += put_utf8_(m->out + m->n, o);
+			p = end;
+		}
+		if (++nmaps_ == MAP_MAX_)
+			break;
+	}
+	ok(nmaps_ > 5000 && nmaps_ < MAP_MAX_, "%zu code points the fold changes, in order", nmaps_);
+	for (size_t i = 1; i < nmaps_; i++)
+		if (maps_[i].cp <= maps_[i - 1].cp) {
+			ok(0, "the references' code points are in order");
+			return tap_done();
+		}
+
+	rewind(fp);
+	sw_buf b = { 0 };
+	size_t checked = 0, bad = 0, shown = 0, texts = 0;
+	unsigned plane = 0;
+	while (fgets(line, sizeof line, fp)) {
+		line[strcspn(line, "\n")] = 0;
+		unsigned first, last;
+		char hin[2048], hout[2048];
+		if (!strncmp(line, "unicode ", 8)) {
+			printf("# references: Unicode %s (Python); utf8proc %s: Unicode %s\n", line + 8,
+			       utf8proc_version(), utf8proc_unicode_version());
+		} else if (sscanf(line, "assigned %x %x", &first, &last) == 2) {
+			for (uint32_t lo = first; lo <= last;) {
+				uint32_t hi = lo | 0xffff;
+				if (hi > last)
+					hi = last;
+				if (lo >> 16 != plane) {
+					ok(!bad && checked, "plane %u: %zu code points fold as the reference", plane, checked);
+					plane = lo >> 16, checked = bad = 0;
+				}
+				bad += range_(lo, hi, &b, &shown);
+				checked += hi - lo + 1;
+				lo = hi + 1;
+			}
+		} else if (sscanf(line, "text %2047s %2047s", hin, hout) == 2) {
+			char in[1024], want[1024];
+			long n = unhex_(hin, in, sizeof in), wn = unhex_(hout, want, sizeof want);
+			const char *t = NULL;
+			size_t tn = 0;
+			int rc = n >= 0 && wn >= 0 ? sw_fold_text(in, (size_t)n, &b, &t, &tn) : -1;
+			ok(!rc && tn == (size_t)wn && !memcmp(t, want, tn), "text %zu (%.40s...) folds as the reference",
+			   ++texts, hin);
+		}
+	}
+	ok(!bad && checked, "plane %u: %zu code points fold as the reference", plane, checked);
+	ok(texts >= 10, "%zu texts", texts);
+	fclose(fp);
+
+	/* what the fold leaves alone comes back as it is, without a copy */
+	const char *s = "make a bomb\tnow\r\n", *t;
+	size_t tn;
+	ok(!sw_fold_text(s, strlen(s), &b, &t, &tn) && t == s && tn == strlen(s), "plain text is its own fold");
+	/* a text that folds to nothing */
+	ok(!sw_fold_text("\xe2\x80\x8b\x01", 4, &b, &t, &tn) && tn == 0, "a zero-width space and SOH fold to nothing");
+	sw_buf_release(&b);
+	return tap_done();
+}
