@@ -15,7 +15,7 @@ v() {
 	sw-verify -f json "$@" | jq -c "$f"
 }
 
-@test "exact: trimmed, numbers as labels, ci" {
+@test "exact: trimmed, numbers as labels, NFC, ci in every script" {
 	printf '%s\n' '{"response":"  Paris\n","label":"Paris"}' '{"response":"paris","label":"Paris"}' \
 		'{"response":"42","label":42}' '{"response":"42.0","label":42}' >in.jsonl
 	run -0 --separate-stderr v '.rewards.exact' -r exact in.jsonl
@@ -23,6 +23,15 @@ v() {
 	[ "$stderr" = "" ]
 	run -0 v '.rewards.exact' -r exact,ci in.jsonl
 	[ "$output" = "$(printf '1\n1\n1\n0')" ]
+	# the same text composed or not is equal; ci folds every script's case, fully (ß is ss)
+	python3 -c 'import json
+for r, l in [("Cafe\u0301", "Caf\u00e9"), ("STRASSE", "Stra\u00dfe"), ("\u03a3\u039f\u03a6\u038c\u03a3", "\u03c3\u03bf\u03c6\u03cc\u03c2"),
+             ("\u00c9t\u00e9", "\u00e9t\u00e9")]:
+    print(json.dumps({"response": r, "label": l}))' >in.jsonl
+	run -0 v '.rewards.exact' -r exact in.jsonl
+	[ "$output" = "$(printf '1\n0\n0\n0')" ]
+	run -0 v '.rewards.exact' -r exact,ci in.jsonl
+	[ "$output" = "$(printf '1\n1\n1\n1')" ]
 }
 
 @test "math: boxed, ####, last number, fractions, commas, tolerance, worked labels" {

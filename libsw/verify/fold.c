@@ -19,6 +19,11 @@
  * Case is left to the rule (its ci flag), and marks and look-alike letters
  * of other scripts (Cyrillic "о" for Latin "o") are not folded: see
  * sw-verify(1).
+ *
+ * The exact verifier compares a response with its label folded less: in
+ * NFC (the same text, composed or not, compares equal), with ci in
+ * Unicode's full case folding ("STRASSE" and "Straße", "ΣΟΦΌΣ" and
+ * "σοφός").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +31,8 @@
 #include "common/internal.h"
 #include "verify/verify_internal.h"
 
-#define FOLD_OPTS_ (UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_IGNORE)
+#define RULES_OPTS_ (UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_IGNORE)
+#define NFC_OPTS_ (UTF8PROC_STABLE | UTF8PROC_COMPOSE)
 
 /* Does a control character that is not whitespace start at cp? */
 static int dropped_control_(utf8proc_int32_t cp)
@@ -47,10 +53,21 @@ static int plain_(const char *s, size_t n)
 	return 1;
 }
 
-int sw_fold_text(const char *s, size_t n, sw_buf *out, const char **text, size_t *len)
+int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **text, size_t *len)
 {
 	if (plain_(s, n)) {
-		*text = s;
+		if (!(how & SW_FOLD_CASE)) {
+			*text = s;
+			*len = n;
+			return 0;
+		}
+		out->len = 0;
+		if (sw_buf_reserve(out, n + 1))
+			return SW_ENOMEM;
+		for (size_t i = 0; i < n; i++)
+			out->p[i] = (uint8_t)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+		out->p[n] = 0;
+		*text = (const char *)out->p;
 		*len = n;
 		return 0;
 	}
@@ -64,7 +81,7 @@ int sw_fold_text(const char *s, size_t n, sw_buf *out, const char **text, size_t
 			i++; /* not UTF-8: one byte dropped, the next tried */
 			continue;
 		}
-		if (!dropped_control_(cp) && sw_buf_put(out, s + i, (size_t)k))
+		if (!((how & SW_FOLD_RULES) && dropped_control_(cp)) && sw_buf_put(out, s + i, (size_t)k))
 			return SW_ENOMEM;
 		i += (size_t)k;
 	}
@@ -74,7 +91,9 @@ int sw_fold_text(const char *s, size_t n, sw_buf *out, const char **text, size_t
 		return 0;
 	}
 	utf8proc_uint8_t *dst = NULL;
-	utf8proc_ssize_t m = utf8proc_map(out->p, (utf8proc_ssize_t)out->len, &dst, FOLD_OPTS_);
+	utf8proc_option_t opts = (how & SW_FOLD_RULES ? RULES_OPTS_ : NFC_OPTS_) |
+	                         (how & SW_FOLD_CASE ? UTF8PROC_CASEFOLD : 0);
+	utf8proc_ssize_t m = utf8proc_map(out->p, (utf8proc_ssize_t)out->len, &dst, opts);
 	if (m < 0)
 		return SW_ENOMEM; /* valid UTF-8 by now: only memory or size can fail */
 	out->len = 0;

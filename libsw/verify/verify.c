@@ -63,7 +63,8 @@ typedef struct vf_ {
 	pcre2_code *re;        /* regex */
 	rule_ *rules;          /* blocklist */
 	size_t nrules;
-	sw_buf folded;         /* blocklist: the response as its rules read it (fold.c) */
+	sw_buf folded;         /* blocklist: the response as its rules read it (fold.c); exact: it folded */
+	sw_buf folded2;        /* exact: the label folded */
 	sw_vpool *pool;         /* exec */
 	char *command;
 	unsigned workers;
@@ -173,6 +174,7 @@ static void vf_free_(vf_ *f)
 	}
 	free(f->rules);
 	sw_buf_release(&f->folded);
+	sw_buf_release(&f->folded2);
 	if (f->pl && f->pl->free)
 		f->pl->free(f->pstate);
 	if (f->dl)
@@ -344,7 +346,7 @@ static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat
 {
 	const char *t;
 	size_t n = strlen(pat), tn;
-	if (sw_fold_text(pat, n, &f->folded, &t, &tn))
+	if (sw_fold_text(pat, n, SW_FOLD_RULES, &f->folded, &t, &tn))
 		return sw_fail(err, SW_ENOMEM, "out of memory");
 	if (tn == n && !memcmp(t, pat, n))
 		return 0;
@@ -1059,7 +1061,11 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 			return rc;
 		trim_(&r, &rn);
 		trim_(&l, &ln);
-		*score = rn == ln && (f->ci ? !strncasecmp(r, l, rn) : !memcmp(r, l, rn));
+		/* the same text composed or not, and with ci in either case, compares equal */
+		int how = f->ci ? SW_FOLD_CASE : SW_FOLD_NFC;
+		if (sw_fold_text(r, rn, how, &f->folded, &r, &rn) || sw_fold_text(l, ln, how, &f->folded2, &l, &ln))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		*score = rn == ln && !memcmp(r, l, rn);
 		return 0;
 	case K_MATH: {
 		char a[256], b[256];
@@ -1096,7 +1102,7 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 		char why[300], first[300] = "";
 		if ((rc = need_str_(rec, "response", f->name, &r, &rn, err)))
 			return rc;
-		if (!f->raw && sw_fold_text(r, rn, &f->folded, &r, &rn))
+		if (!f->raw && sw_fold_text(r, rn, SW_FOLD_RULES, &f->folded, &r, &rn))
 			return sw_fail(err, SW_ENOMEM, "out of memory");
 		*score = 1;
 		for (size_t i = 0; i < f->nrules; i++) {

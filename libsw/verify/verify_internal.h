@@ -164,13 +164,15 @@ int sw_countdown_check(const char *expr, size_t n, const long long *numbers, siz
 double sw_length_penalty(uint64_t len, uint64_t max, uint64_t buffer);
 
 /*
- * The text a blocklist's rules read (fold.c): s[0..n) without bytes that
- * are not UTF-8 and control characters other than whitespace, in NFKC,
- * default-ignorable code points removed.  *text, *len: s itself where that
- * changes nothing, else the folded text in out (NUL-terminated).  0 or
- * SW_ENOMEM.
+ * Text folded for comparing (fold.c): s[0..n) without bytes that are not
+ * UTF-8, in NFC; with SW_FOLD_RULES (what a blocklist's rules read) in NFKC
+ * instead, control characters other than whitespace and default-ignorable
+ * code points removed; with SW_FOLD_CASE case-folded (Unicode's full
+ * folding).  *text, *len: s itself where that changes nothing, else the
+ * folded text in out (NUL-terminated).  0 or SW_ENOMEM.
  */
+enum { SW_FOLD_NFC = 0, SW_FOLD_RULES = 1, SW_FOLD_CASE = 2 };
 struct sw_buf;
-int sw_fold_text(const char *s, size_t n, struct sw_buf *out, const char **text, size_t *len);
+int sw_fold_text(const char *s, size_t n, int how, struct sw_buf *out, const char **text, size_t *len);
 
 #endif

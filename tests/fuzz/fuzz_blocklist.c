@@ -102,7 +102,7 @@ static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *
 		CHECK(re != NULL, "the loader took a pattern PCRE2 refuses: %.*s", (int)(z - a), a);
 		const char *ft;
 		size_t fn;
-		CHECK(!sw_fold_text(a, (size_t)(z - a), fold, &ft, &fn), "out of memory");
+		CHECK(!sw_fold_text(a, (size_t)(z - a), SW_FOLD_RULES, fold, &ft, &fn), "out of memory");
 		CHECK(fn == (size_t)(z - a) && !memcmp(ft, a, fn), "the loader took a pattern the fold changes: %.*s",
 		      (int)(z - a), a);
 		CHECK(nz - na < SW_VERIFIER_NAME_MAX || na == a, "the loader took a rule name of %d bytes",
@@ -163,9 +163,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sw_buf fb = { 0 }, fb2 = { 0 };
 	const char *f, *f2;
 	size_t fn, fn2;
-	CHECK(!sw_fold_text(r, resp.len, &fb, &f, &fn), "out of memory");
+	CHECK(!sw_fold_text(r, resp.len, SW_FOLD_RULES, &fb, &f, &fn), "out of memory");
 	CHECK(!sw_utf8_check(f, fn, NULL), "the fold is not UTF-8");
-	CHECK(!sw_fold_text(f, fn, &fb2, &f2, &fn2) && fn2 == fn && !memcmp(f, f2, fn), "the fold of a fold "
+	CHECK(!sw_fold_text(f, fn, SW_FOLD_RULES, &fb2, &f2, &fn2) && fn2 == fn && !memcmp(f, f2, fn), "the fold of a fold "
 	      "differs: %zu bytes, then %zu", fn, fn2);
 	/* what the rules say of it, matched here alone */
 	char name[300] = "";
