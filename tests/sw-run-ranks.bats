@@ -206,12 +206,13 @@ mpi_dir() {
 	echo "/dev/shm/${w#shm:}.mpi"
 }
 
-@test "--ranks 2: Open MPI's shared-memory files in a directory of the run's own beside its stores, gone when the run ends" {
+@test "--ranks 2: Open MPI's shared-memory files and session directories in a directory of the run's own beside its stores, gone when the run ends" {
 	unset OMPI_MCA_btl_vader_backing_directory
 	# a train stage (not MPI itself) that notes where the ranks are told to keep it, and what the
 	# generator ranks (MPI programs) put there while they run
 	local watch="sh -c 'echo \"\$OMPI_MCA_btl_vader_backing_directory \$OMPI_MCA_btl_sm_backing_directory\" >>\"\$SW_RUN/mpidir\"
-		for i in \$(seq 200); do ls \"\$OMPI_MCA_btl_vader_backing_directory\" | grep -q . && break; sleep 0.05; done
+		echo \"\$OMPI_MCA_orte_tmpdir_base \$PRTE_MCA_prte_top_session_dir\" >>\"\$SW_RUN/tmpdir\"
+		for i in \$(seq 200); do ls \"\$OMPI_MCA_btl_vader_backing_directory\" | grep -q ^vader_segment && break; sleep 0.05; done
 		ls \"\$OMPI_MCA_btl_vader_backing_directory\" >>\"\$SW_RUN/mpifiles\"
 		[ \"\${OMPI_COMM_WORLD_RANK:-0}\" != 0 ] || exec sw-cat'"
 	run -0 --separate-stderr sw-run -q -m m -p prompts.jsonl -o run --iters 1 -b 4 -n 2 --ranks 2 \
@@ -220,7 +221,10 @@ mpi_dir() {
 	[ "$stderr" = "" ]
 	d=$(mpi_dir run)
 	[ "$(sort -u run/mpidir)" = "$d $d" ]
+	[ "$(sort -u run/tmpdir)" = "$d $d" ]
 	grep -q '^vader_segment\.' run/mpifiles
+	# the train stage's own launcher's session directory
+	grep -q '^ompi\.' run/mpifiles
 	[ ! -e "$d" ]
 	# a user's own setting wins
 	run -0 --separate-stderr env OMPI_MCA_btl_vader_backing_directory="$BATS_TEST_TMPDIR" sw-run -q -m m \
@@ -313,6 +317,9 @@ resumes() {
 
 @test "--ranks 2 and SIGKILL: the guard ends the launchers, the launchers' ranks die with them, the stores and their shared memory go" {
 	unset OMPI_MCA_btl_vader_backing_directory
+	# where Open MPI's launcher would keep its session directory were it not in the run's
+	export TMPDIR=$BATS_TEST_TMPDIR/tmp
+	mkdir "$TMPDIR"
 	start_ranked_run run
 	d=$(mpi_dir run)
 	[ -d "$d" ]
@@ -320,11 +327,14 @@ resumes() {
 	wait $pid || true
 	for i in $(seq 100); do [ "$(left run)" = 0 ] && [ ! -e "$d" ] && break; sleep 0.05; done
 	[ "$(left run)" = 0 ]
-	# the launchers died by SIGKILL: their ranks' shared-memory files were in the run's directory, gone with it
+	# the launchers died by SIGKILL: their ranks' shared-memory files and their session directories
+	# were in the run's directory, gone with it
 	[ ! -e "$d" ]
+	[ "$(ls -A "$TMPDIR")" = "" ]
 	for p in $(cat run/pids run/tpids); do
 		for i in $(seq 50); do ended "$p" && break; sleep 0.1; done
 		ended "$p"
 	done
 	resumes run
+	[ "$(ls -A "$TMPDIR")" = "" ]
 }

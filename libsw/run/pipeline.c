@@ -481,9 +481,12 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 	 */
 	if (!rc && !getenv("OMP_WAIT_POLICY") && setenv("GOMP_SPINCOUNT", "2000", 0))
 		rc = sw_fail(err, SW_ENOMEM, "cannot set GOMP_SPINCOUNT: %s", strerror(errno));
-	/* the ranks' shared memory in the run's directory for it (run/stores.c); a user's own wins */
+	/* the ranks' shared memory and the launcher's session directory in the run's directory for
+	 * them (run/stores.c); a user's own setting wins */
 	if (!rc && e->mpi_dir && (setenv("OMPI_MCA_btl_vader_backing_directory", e->mpi_dir, 0) ||
-	                          setenv("OMPI_MCA_btl_sm_backing_directory", e->mpi_dir, 0)))
-		rc = sw_fail(err, SW_ENOMEM, "cannot set Open MPI's backing directory: %s", strerror(errno));
+	                          setenv("OMPI_MCA_btl_sm_backing_directory", e->mpi_dir, 0) ||
+	                          setenv("OMPI_MCA_orte_tmpdir_base", e->mpi_dir, 0) ||
+	                          setenv("PRTE_MCA_prte_top_session_dir", e->mpi_dir, 0)))
+		rc = sw_fail(err, SW_ENOMEM, "cannot set Open MPI's directories: %s", strerror(errno));
 	return rc;
 }

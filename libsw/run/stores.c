@@ -7,12 +7,14 @@
  *
  * A run with ranks has one more: the directory in which Open MPI's ranks
  * map their shared-memory transport's segments (btl vader, sm in Open MPI
- * 5).  By default those are files in /dev/shm that Open MPI removes when
- * its job ends; a launcher killed with the run (the guard ends a killed
- * run's stages with SIGKILL) removes nothing, and they stayed until the
- * machine restarted.  In the run's own directory, NAME.mpi beside its
- * stores, they go with the run however it ends, and sw_store_sweep removes
- * the directory of a run whose stores are gone.
+ * 5) and its launcher keeps its session directory (orte_tmpdir_base;
+ * prte_top_session_dir in Open MPI 5: the job's topology and PMIx's segments,
+ * 4 to 8 MB).  By default those are in /dev/shm and /tmp, and Open MPI
+ * removes them when its job ends; a launcher killed with the run (the guard
+ * ends a killed run's stages with SIGKILL) removes nothing, and they stayed
+ * until the machine restarted.  In the run's own directory, NAME.mpi beside
+ * its stores, they go with the run however it ends, and sw_store_sweep
+ * removes the directory of a run whose stores are gone.
  */
 #include <errno.h>
 #include <stdio.h>
