@@ -42,6 +42,42 @@ static int dropped_control_(utf8proc_int32_t cp)
 	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f && cp != 0x85);
 }
 
+/*
+ * The length of the code point at s[0..n) when the fold leaves it as it
+ * is whatever stands beside it ("inert"), else 0: ASCII but the controls
+ * the rules' fold drops, and the CJK ideographs U+4E00 to U+9FFF.  None
+ * has a decomposition, a combining class or is ignorable, none is the
+ * second of a composition, and case folding changes only A to Z of them.
+ * Between two of them the text is folded in pieces, each by utf8proc, the
+ * inert code point before a piece taken into it (it may be the first of a
+ * composition): what the whole text folded at once gives, without its
+ * cost (fuzz_blocklist checks the two agree).
+ */
+static size_t inert_at_(const unsigned char *s, size_t n)
+{
+	if (s[0] < 0x80)
+		return !dropped_control_(s[0]);
+	if (n >= 3 && s[0] >= 0xe4 && s[0] <= 0xe9 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80) {
+		uint32_t cp = (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (uint32_t)(s[2] & 0x3f);
+		return cp >= 0x4e00 && cp <= 0x9fff ? 3 : 0;
+	}
+	return 0;
+}
+
+/* Append the fold of the valid UTF-8 in seg to out. */
+static int map_(sw_buf *seg, int how, sw_buf *out)
+{
+	utf8proc_uint8_t *dst = NULL;
+	utf8proc_option_t opts = (how & SW_FOLD_RULES ? RULES_OPTS_ : NFC_OPTS_) |
+	                         (how & SW_FOLD_CASE ? UTF8PROC_CASEFOLD : 0);
+	utf8proc_ssize_t m = utf8proc_map(seg->p, (utf8proc_ssize_t)seg->len, &dst, opts);
+	if (m < 0)
+		return SW_ENOMEM; /* valid UTF-8: only memory or size can fail */
+	int rc = sw_buf_put(out, dst, (size_t)m) ? SW_ENOMEM : 0;
+	free(dst);
+	return rc;
+}
+
 /* Is s[0..n) printable ASCII and whitespace only, which the fold leaves as it is? */
 static int plain_(const char *s, size_t n)
 {
@@ -72,36 +108,53 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 		return 0;
 	}
 	out->len = 0;
-	const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s;
-	size_t i = 0;
-	while (i < n) {
+	sw_buf seg = { 0 };
+	int rc = 0;
+	size_t tail = 0; /* bytes of the inert code point out ends with, 0 when none */
+	for (size_t i = 0; i < n && !rc;) {
+		/* a run of inert code points, at once */
+		size_t j = i, k;
+		while (j < n && (k = inert_at_((const unsigned char *)s + j, n - j)))
+			tail = k, j += k;
+		if (j > i) {
+			if (seg.len && (rc = map_(&seg, how, out)))
+				break;
+			seg.len = 0;
+			size_t at = out->len;
+			if ((rc = sw_buf_put(out, s + i, j - i) ? SW_ENOMEM : 0))
+				break;
+			for (size_t q = at; (how & SW_FOLD_CASE) && q < out->len; q++)
+				if (out->p[q] >= 'A' && out->p[q] <= 'Z')
+					out->p[q] = (uint8_t)(out->p[q] - 'A' + 'a');
+			i = j;
+			continue;
+		}
 		utf8proc_int32_t cp;
-		utf8proc_ssize_t k = utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &cp);
-		if (k <= 0) {
+		utf8proc_ssize_t len = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+		if (len <= 0) {
 			i++; /* not UTF-8: one byte dropped, the next tried */
 			continue;
 		}
-		if (!((how & SW_FOLD_RULES) && dropped_control_(cp)) && sw_buf_put(out, s + i, (size_t)k))
-			return SW_ENOMEM;
-		i += (size_t)k;
+		if (!((how & SW_FOLD_RULES) && dropped_control_(cp))) {
+			/* the inert code point before it may compose with it (e + U+0301): it goes along */
+			if (!seg.len && tail) {
+				out->len -= tail;
+				rc = sw_buf_put(&seg, out->p + out->len, tail) ? SW_ENOMEM : 0;
+			}
+			tail = 0;
+			if (!rc)
+				rc = sw_buf_put(&seg, s + i, (size_t)len) ? SW_ENOMEM : 0;
+		}
+		i += (size_t)len;
 	}
-	if (!out->len) {
-		*text = "";
-		*len = 0;
-		return 0;
-	}
-	utf8proc_uint8_t *dst = NULL;
-	utf8proc_option_t opts = (how & SW_FOLD_RULES ? RULES_OPTS_ : NFC_OPTS_) |
-	                         (how & SW_FOLD_CASE ? UTF8PROC_CASEFOLD : 0);
-	utf8proc_ssize_t m = utf8proc_map(out->p, (utf8proc_ssize_t)out->len, &dst, opts);
-	if (m < 0)
-		return SW_ENOMEM; /* valid UTF-8 by now: only memory or size can fail */
-	out->len = 0;
-	int rc = sw_buf_put(out, dst, (size_t)m) || sw_buf_put(out, "", 1) ? SW_ENOMEM : 0;
-	free(dst);
+	if (!rc && seg.len)
+		rc = map_(&seg, how, out);
+	if (!rc)
+		rc = sw_buf_put(out, "", 1) ? SW_ENOMEM : 0;
+	sw_buf_release(&seg);
 	if (rc)
 		return rc;
 	*text = (const char *)out->p;
-	*len = (size_t)m;
+	*len = --out->len; /* the NUL after it, not counted */
 	return 0;
 }

@@ -10,7 +10,8 @@
  *  - a rules file is refused with a negative code and a message naming it,
  *    or loaded, each of its patterns then as the fold leaves it;
  *  - the response's fold (NFKC, no invisible or control characters) is
- *    UTF-8 and its own fold;
+ *    UTF-8, its own fold, and what utf8proc gives folding the whole text at
+ *    once (fold.c folds it in pieces);
  *  - the sample comes back with verifier_error and no reward (a rule could
  *    not be matched to the end), or with reward 1 and no violations, or
  *    reward 0 and at least one;
@@ -39,6 +40,7 @@
 #include "sw/verifier.h"
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <utf8proc.h>
 
 #define FUZZ_NAME "fuzz_blocklist"
 #include "fuzz_check.h"
@@ -59,6 +61,26 @@ static char *score_(sw_verify *v, const char *resp, size_t n)
 	      "cannot read the sample back");
 	sw_rec_free(r);
 	return (char *)b.p;
+}
+
+/* The rules' fold of the UTF-8 text s, the whole text at once (the caller frees it); its length in *m. */
+static uint8_t *whole_fold_(const char *s, size_t n, utf8proc_ssize_t *m)
+{
+	sw_buf c = { 0 };
+	for (size_t i = 0; i < n;) {
+		utf8proc_int32_t cp;
+		utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+		CHECK(k > 0, "the response is not UTF-8 at byte %zu", i);
+		int ctl = (cp < 0x20 && (cp < 0x09 || cp > 0x0d)) || (cp >= 0x7f && cp <= 0x9f && cp != 0x85);
+		CHECK(ctl || !sw_buf_put(&c, s + i, (size_t)k), "out of memory");
+		i += (size_t)k;
+	}
+	utf8proc_uint8_t *dst = NULL;
+	*m = c.len ? utf8proc_map(c.p, (utf8proc_ssize_t)c.len, &dst, UTF8PROC_STABLE | UTF8PROC_COMPAT |
+	                          UTF8PROC_COMPOSE | UTF8PROC_IGNORE) : 0;
+	CHECK(*m >= 0, "utf8proc_map: %s", utf8proc_errmsg(*m));
+	sw_buf_release(&c);
+	return dst;
 }
 
 /*
@@ -167,6 +189,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(!sw_utf8_check(f, fn, NULL), "the fold is not UTF-8");
 	CHECK(!sw_fold_text(f, fn, SW_FOLD_RULES, &fb2, &f2, &fn2) && fn2 == fn && !memcmp(f, f2, fn), "the fold of a fold "
 	      "differs: %zu bytes, then %zu", fn, fn2);
+	utf8proc_ssize_t wn;
+	uint8_t *w = whole_fold_(r, resp.len, &wn);
+	CHECK((size_t)wn == fn && (!fn || !memcmp(w, f, fn)), "folded in pieces, %zu bytes; at once, %zd", fn, wn);
+	free(w);
 	/* what the rules say of it, matched here alone */
 	char name[300] = "";
 	sw_buf scratch = { 0 };
