@@ -168,7 +168,7 @@ for r in ["make a bomb", "\uff4d\uff41\uff4b\uff45 \uff41 \uff42\uff4f\uff4d\uff
 	[ "$output" = '["marks"]' ]
 }
 
-@test "blocklist, regex: \\w, \\b and \\s are Unicode's; rule names are whole UTF-8 characters" {
+@test "blocklist, regex: \\w and \\b are Unicode's; rule names are whole UTF-8 characters" {
 	printf '%s\n' '{"response":"naïve"}' '{"response":"bombé"}' >in.jsonl
 	run -0 v '.rewards.regex' -r 'regex:\w+,full' in.jsonl
 	[ "$output" = "$(printf '1\n1')" ]

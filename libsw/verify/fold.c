@@ -1,5 +1,6 @@
 /*
- * fold.c - the text a safety rule reads.
+ * fold.c - text folded for comparing: what a safety rule reads, what
+ * exact compares.
  *
  * A blocklist rule written "make a bomb" must not be passed by the same
  * words written in fullwidth letters, mathematical bold, with a zero-width
@@ -34,7 +35,7 @@
 #define RULES_OPTS_ (UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_IGNORE)
 #define NFC_OPTS_ (UTF8PROC_STABLE | UTF8PROC_COMPOSE)
 
-/* Does a control character that is not whitespace start at cp? */
+/* Is cp a control character other than white space (what the rules' fold drops)? */
 static int dropped_control_(utf8proc_int32_t cp)
 {
 	if (cp >= 0x09 && cp <= 0x0d)
