@@ -80,7 +80,7 @@ for line in sys.stdin:
     out.write(json.dumps(s) + "\n")
 EOF
 
-# both sides agree on what they catch: a quarter of the samples (the folded kind), or none raw
+# both sides catch as many: a quarter of the samples (the folded kind), or none raw (counts, not ids)
 caught=$(sw-verify -q -f json -r "blocklist:$d/rules.txt" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
 raw=$(sw-verify -q -f json -r "blocklist:$d/rules.txt,raw" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
 peer=$(python3 "$d/peer.py" "$d/rules.txt" fold <"$d/in.jsonl" | jq -s 'map(select(.violations != [])) | length')
@@ -96,7 +96,7 @@ hyperfine -N -r "$runs" --export-json "$d/h.json" \
 	-n py-raw "sh -c 'python3 $d/peer.py $d/rules.txt <$d/in.jsonl >/dev/null'" >/dev/null
 jq -r --argjson n "$n" --arg caught "$caught" '
 	([.results[] | {key: .command, value: .median}] | from_entries) as $m |
-	"Samples: \($n) (~1500 characters each; \($caught) caught folded, none raw, the same as Python folded); medians of \(.results[0].times | length) runs.",
+	"Samples: \($n) (~1500 characters each; \($caught) caught folded, none raw, as many by Python folded); medians of \(.results[0].times | length) runs.",
 	"",
 	"| what | seconds | samples/s |",
 	"|---|---|---|",

@@ -79,32 +79,19 @@ static int map_(sw_buf *seg, int how, sw_buf *out)
 	return rc;
 }
 
-/* Is s[0..n) printable ASCII and whitespace only, which the fold leaves as it is? */
+/* Is s[0..n) ASCII the fold leaves as it is (no control it drops)? */
 static int plain_(const char *s, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x7f || (c < 0x20 && (c < 0x09 || c > 0x0d)))
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] >= 0x80 || dropped_control_((unsigned char)s[i]))
 			return 0;
-	}
 	return 1;
 }
 
 int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **text, size_t *len)
 {
-	if (plain_(s, n)) {
-		if (!(how & SW_FOLD_CASE)) {
-			*text = s;
-			*len = n;
-			return 0;
-		}
-		out->len = 0;
-		if (sw_buf_reserve(out, n + 1))
-			return SW_ENOMEM;
-		for (size_t i = 0; i < n; i++)
-			out->p[i] = (uint8_t)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
-		out->p[n] = 0;
-		*text = (const char *)out->p;
+	if (!(how & SW_FOLD_CASE) && plain_(s, n)) {
+		*text = s; /* nothing to change: no copy */
 		*len = n;
 		return 0;
 	}
