@@ -51,7 +51,8 @@ MANPAGES  := $(wildcard man/*.[157])
 
 DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libutf8proc-dev libsodium-dev libseccomp-dev libpng-dev libjpeg62-turbo-dev \
               libopenmpi-dev openmpi-bin
-DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap python3-msgpack python3-pil
+DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap python3-msgpack python3-pil \
+              libicu-dev
 DEPS_BENCH := jq zstd hyperfine
 DEPS_DEMO  := jq librsvg2-bin
 DEPS_FUZZ  := clang libomp-dev
@@ -60,7 +61,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 CU_SRC := $(wildcard libsw/compute/cuda/*.cu)
 
 .PHONY: all deps deps-build deps-test deps-bench deps-fuzz deps-demo test check demo demo-vision bench fuzz \
-        install clean completions cuda mpi mpi-flags-check test-gpu
+        install clean completions confusables cuda mpi mpi-flags-check test-gpu
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -208,6 +209,15 @@ fuzz: deps-fuzz deps-build
 
 completions: all
 	completions/gen $(PROGRAMS:%=$(B)/bin/%)
+
+# The blocklist's confusables table, written again from this machine's ICU (libicu-dev);
+# tests/sw-verify.bats checks the committed one is what ICU of its version gives.
+confusables: deps-test
+	@mkdir -p $(B)/tools
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -o $(B)/tools/gen_confusables tools/gen_confusables.c \
+		$$(pkg-config --cflags --libs icu-i18n icu-uc)
+	$(B)/tools/gen_confusables >libsw/verify/confusables.h.tmp
+	mv libsw/verify/confusables.h.tmp libsw/verify/confusables.h
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \

@@ -168,6 +168,56 @@ for r in ["make a bomb", "\uff4d\uff41\uff4b\uff45 \uff41 \uff42\uff4f\uff4d\uff
 	[ "$output" = '["marks"]' ]
 }
 
+@test "blocklist: confusables reads letters of other scripts that look Latin as the Latin letters; Latin rules only" {
+	printf '[weapons] make\\s+a\\s+bomb\n[kill] \\bkill\\b\n' >rules.txt
+	# Cyrillic a and o inside; Greek capitals; Armenian o; Cherokee K and Ukrainian i;
+	# Cyrillic o with an acute (the mark stays); Russian; Greek; a Latin text with accents
+	python3 -c 'import json
+for r in ["m\u0430ke a b\u043emb", "\u039c\u0391\u039a\u0395 \u0391 \u0392\u039f\u039c\u0392",
+          "make a b\u0585mb", "\u13e6\u0456ll", "make a b\u043e\u0301mb",
+          "\u041a\u0430\u043a \u0441\u0434\u0435\u043b\u0430\u0442\u044c \u0431\u043e\u043c\u0431\u0443",
+          "\u03ba\u03b1\u03bb\u03b7\u03bc\u03ad\u03c1\u03b1", "caf\u00e9 cr\u00e8me"]:
+    print(json.dumps({"response": r}))' >in.jsonl
+	run -0 --separate-stderr v '.violations' -r blocklist:rules.txt,ci,confusables in.jsonl
+	[ "$output" = "$(printf '%s\n' '["weapons"]' '["weapons"]' '["weapons"]' '["kill"]' '[]' '[]' '[]' '[]')" ]
+	[ "$stderr" = "" ]
+	# without it, only the fold's NFKC: none of them
+	run -0 v '.violations' -r blocklist:rules.txt,ci in.jsonl
+	[ "$output" = "$(printf '[]\n%.0s' {1..8})" ]
+	# case is the rule's: the Greek capitals read "MAKE A BOMB"
+	run -0 v '.violations' -r blocklist:rules.txt,confusables in.jsonl
+	[ "$output" = "$(printf '%s\n' '["weapons"]' '[]' '["weapons"]' '[]' '[]' '[]' '[]' '[]')" ]
+	# a pattern holding such a letter could never match it: refused, naming it
+	printf '[ru] \xd0\xb1\xd0\xbe\xd0\xbc\xd0\xb1\n' >ru.txt
+	run -2 --separate-stderr sw-verify -r blocklist:ru.txt,confusables in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:ru.txt,confusables': ru.txt:1: pattern '$(printf '\xd0\xb1\xd0\xbe\xd0\xbc\xd0\xb1')' would never match: with confusables, '$(printf '\xd0\xbe')' (U+043E) is read as 'o'; write 'o', or drop ,confusables" ]
+	[ "$output" = "" ]
+	run -0 v '.violations' -r blocklist:ru.txt in.jsonl
+	[ "${lines[5]}" = '["ru"]' ]
+	# a letter that reads as I and l becomes the one of its case (the palochka: I), the dotless i i
+	printf '[plain] \\bkill\\b\n[both] \\bki[Il]{2}\\b\n' >il.txt
+	python3 -c 'import json
+for r in ["ki\u04c0\u04c0", "k\u0131ll"]: print(json.dumps({"response": r}))' >il.jsonl
+	run -0 v '.violations' -r blocklist:il.txt,confusables il.jsonl
+	[ "$output" = "$(printf '%s\n' '["both"]' '["plain","both"]')" ]
+	# raw reads the response unfolded: the two do not go together; regex does not take it
+	run -2 --separate-stderr sw-verify -r blocklist:rules.txt,raw,confusables in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:rules.txt,raw,confusables': 'raw' and 'confusables' do not go together: raw reads the response unfolded" ]
+	run -2 --separate-stderr sw-verify -r regex:bomb,confusables in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'regex:bomb,confusables': key 'confusables' does not apply to 'regex'" ]
+}
+
+@test "blocklist: libsw/verify/confusables.h is what tools/gen_confusables.c writes from this ICU" {
+	pkg-config --exists icu-i18n || skip "no ICU (libicu-dev)"
+	have=$(sed -n 's/.* from ICU \([0-9.]*\)$/\1/p' "$TOP/libsw/verify/confusables.h")
+	[ -n "$have" ]
+	[ "$(pkg-config --modversion icu-i18n)" = "$have" ] || skip "the table is from ICU $have, this machine has $(pkg-config --modversion icu-i18n)"
+	cc -std=c11 -O2 -Wall -Wextra -Werror -o gen "$TOP/tools/gen_confusables.c" $(pkg-config --cflags --libs icu-i18n icu-uc)
+	run -0 --separate-stderr ./gen
+	[ "$stderr" = "gen_confusables: 325 letters" ]
+	[ "$output" = "$(cat "$TOP/libsw/verify/confusables.h")" ]
+}
+
 @test "blocklist, regex: \\w and \\b are Unicode's; rule names are whole UTF-8 characters" {
 	printf '%s\n' '{"response":"naïve"}' '{"response":"bombé"}' >in.jsonl
 	run -0 v '.rewards.regex' -r 'regex:\w+,full' in.jsonl

@@ -17,8 +17,14 @@
  *    spaces and joiners, soft hyphens, variation selectors, bidi controls,
  *    word joiners), by utf8proc.
  *
- * Case is left to the rule (its ci flag), and marks and look-alike letters
- * of other scripts (Cyrillic "о" for Latin "o") are not folded: see
+ *  - with SW_FOLD_CONFUSABLES (the blocklist's confusables flag), then the
+ *    letters of other scripts that read as an ASCII letter become that
+ *    letter (Cyrillic "о", Greek "ο" and Armenian "օ" become "o"): the 325
+ *    of confusables.h, from Unicode's confusables (UTS #39) by
+ *    tools/gen_confusables.c; and NFKC again, so that a letter made Latin
+ *    composes with a mark after it as the Latin letter does.
+ *
+ * Case is left to the rule (its ci flag), and marks are not removed: see
  * sw-verify(1).
  *
  * The exact verifier compares a response with its label folded less: in
@@ -31,6 +37,7 @@
 #include <utf8proc.h>
 #include "common/internal.h"
 #include "verify/verify_internal.h"
+#include "verify/confusables.h"
 
 #define RULES_OPTS_ (UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_IGNORE)
 #define NFC_OPTS_ (UTF8PROC_STABLE | UTF8PROC_COMPOSE)
@@ -65,6 +72,55 @@ static size_t inert_at_(const unsigned char *s, size_t n)
 	return 0;
 }
 
+int sw_fold_confusable(uint32_t cp)
+{
+	size_t lo = 0, hi = sizeof confusables_ / sizeof *confusables_;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (confusables_[mid].cp == cp)
+			return confusables_[mid].to;
+		if (confusables_[mid].cp < cp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/*
+ * The letters of d[0..*n) that read as an ASCII letter made that letter,
+ * in place (each takes two bytes or more, its letter one).  1 when one
+ * was made a letter and a mark follows it: the text is in NFKC no more
+ * (every composition with an ASCII letter first has a mark second); else 0.
+ */
+static int confusables_map_(utf8proc_uint8_t *d, utf8proc_ssize_t *n)
+{
+	utf8proc_ssize_t i = 0, o = 0;
+	int made = 0, renorm = 0;
+	while (i < *n) {
+		utf8proc_int32_t cp = d[i];
+		utf8proc_ssize_t k = d[i] < 0x80 ? 1 : utf8proc_iterate(d + i, *n - i, &cp);
+		if (k < 1)
+			k = 1, cp = -1; /* not UTF-8 (utf8proc wrote it: never), kept as it is */
+		if (made && cp >= 0x300) {
+			utf8proc_category_t c = utf8proc_category(cp);
+			renorm |= c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC ||
+			          c == UTF8PROC_CATEGORY_ME;
+		}
+		int to = k > 1 ? sw_fold_confusable((uint32_t)cp) : 0;
+		made = to != 0;
+		if (to) {
+			d[o++] = (utf8proc_uint8_t)to;
+		} else {
+			memmove(d + o, d + i, (size_t)k);
+			o += k;
+		}
+		i += k;
+	}
+	*n = o;
+	return renorm;
+}
+
 /* Append the fold of the valid UTF-8 in seg to out. */
 static int map_(sw_buf *seg, int how, sw_buf *out)
 {
@@ -74,6 +130,16 @@ static int map_(sw_buf *seg, int how, sw_buf *out)
 	utf8proc_ssize_t m = utf8proc_map(seg->p, (utf8proc_ssize_t)seg->len, &dst, opts);
 	if (m < 0)
 		return SW_ENOMEM; /* valid UTF-8: only memory or size can fail */
+	if ((how & SW_FOLD_CONFUSABLES) && confusables_map_(dst, &m)) {
+		/* a letter made Latin composes with the mark after it (Cyrillic "о"
+		 * and U+0301 become "ó", as Latin "o" and U+0301 do) */
+		utf8proc_uint8_t *again = NULL;
+		utf8proc_ssize_t m2 = utf8proc_map(dst, m, &again, opts);
+		free(dst);
+		if (m2 < 0)
+			return SW_ENOMEM;
+		dst = again, m = m2;
+	}
 	int rc = sw_buf_put(out, dst, (size_t)m) ? SW_ENOMEM : 0;
 	free(dst);
 	return rc;

@@ -57,6 +57,7 @@ typedef struct vf_ {
 	double weight, lo, hi; /* lo, hi: the range of its score, for the minimum reward */
 	int hard, ci, full;
 	int raw;               /* blocklist: match the response as written, not folded */
+	int confusables;       /* blocklist: fold letters that read as Latin ones too */
 	double timeout, tol;
 	uint64_t max, buffer;
 	int chars;             /* length: count characters, not response_tokens */
@@ -253,7 +254,7 @@ uint64_t sw_verify_failed(const sw_verify *v)
 static const char *const keys_[] = { "weight", "timeout", "as", "workers", "tol", "max", "buffer",
                                      "unit", "cpu", "mem", "nproc", "fsize", "disk", "sandbox",
                                      "env", "lang", "arg", NULL };
-static const char *const flags_[] = { "hard", "ci", "full", "raw", NULL };
+static const char *const flags_[] = { "hard", "ci", "full", "raw", "confusables", NULL };
 
 /* Is s[0..n) a KEY=... or a flag we know? */
 static int is_key_(const char *s, size_t n)
@@ -341,6 +342,9 @@ static int rule_name_(const char *path, size_t lineno, const char *name, size_t 
  * Responses reach the rules folded (fold.c); a pattern whose own text the
  * fold changes (a ligature, a fullwidth letter, a zero-width space) would
  * never match what it was written for.  Refused, showing its folded form.
+ * With confusables, so is a pattern holding a letter that fold makes
+ * Latin (its text is not folded: a letter made Latin after a backslash or
+ * at the end of a range in [ ] would change what the pattern means).
  */
 static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat, sw_error *err)
 {
@@ -348,12 +352,26 @@ static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat
 	size_t n = strlen(pat), tn;
 	if (sw_fold_text(pat, n, SW_FOLD_RULES, &f->folded, &t, &tn))
 		return sw_fail(err, SW_ENOMEM, "out of memory");
-	if (tn == n && !memcmp(t, pat, n))
-		return 0;
-	return sw_fail(err, SW_EINVAL,
-	               "%s:%zu: pattern '%.48s' would never match: responses are read in NFKC without "
-	               "invisible characters, where it is '%.48s'; write it so, or add ,raw",
-	               path, lineno, pat, tn ? t : "");
+	if (tn != n || memcmp(t, pat, n))
+		return sw_fail(err, SW_EINVAL,
+		               "%s:%zu: pattern '%.48s' would never match: responses are read in NFKC "
+		               "without invisible characters, where it is '%.48s'; write it so, or add ,raw",
+		               path, lineno, pat, tn ? t : "");
+	/* pat is UTF-8 (PCRE2 took it) */
+	for (size_t i = 0; f->confusables && i < n;) {
+		const unsigned char *u = (const unsigned char *)pat + i;
+		int k = u[0] < 0x80 ? 1 : u[0] < 0xe0 ? 2 : u[0] < 0xf0 ? 3 : 4, to;
+		uint32_t cp = k == 1 ? u[0] : u[0] & (0x7f >> k);
+		for (int j = 1; j < k; j++)
+			cp = cp << 6 | (u[j] & 0x3f);
+		if (k > 1 && (to = sw_fold_confusable(cp)))
+			return sw_fail(err, SW_EINVAL,
+			               "%s:%zu: pattern '%.48s' would never match: with confusables, '%.*s' "
+			               "(U+%04X) is read as '%c'; write '%c', or drop ,confusables",
+			               path, lineno, pat, k, pat + i, (unsigned)cp, to, to);
+		i += (size_t)k;
+	}
+	return 0;
 }
 
 static int load_blocklist_(vf_ *f, const char *path, sw_error *err)
@@ -525,7 +543,7 @@ static int takes_(kind_ k, const char *key)
 		{ K_EXACT, " ci " },
 		{ K_MATH, " tol " },
 		{ K_REGEX, " ci full " },
-		{ K_BLOCKLIST, " ci raw " },
+		{ K_BLOCKLIST, " ci raw confusables " },
 		{ K_LENGTH, " max buffer unit " },
 		{ K_JSON, " " },
 		{ K_COUNTDOWN, " " },
@@ -545,11 +563,15 @@ static int apply_key_(vf_ *f, const char *key, const char *val, sw_error *err)
 {
 	double d;
 	uint64_t u;
-	if (!strcmp(key, "hard") || !strcmp(key, "ci") || !strcmp(key, "full") || !strcmp(key, "raw")) {
+	if (!strcmp(key, "hard") || !strcmp(key, "ci") || !strcmp(key, "full") || !strcmp(key, "raw") ||
+	    !strcmp(key, "confusables")) {
 		if (val)
 			return sw_fail(err, SW_EINVAL, "'%s' takes no value", key);
 		*(!strcmp(key, "hard") ? &f->hard : !strcmp(key, "ci") ? &f->ci
-		  : !strcmp(key, "full") ? &f->full : &f->raw) = 1;
+		  : !strcmp(key, "full") ? &f->full : !strcmp(key, "raw") ? &f->raw : &f->confusables) = 1;
+		if (f->raw && f->confusables)
+			return sw_fail(err, SW_EINVAL, "'raw' and 'confusables' do not go together: "
+			               "raw reads the response unfolded");
 		return 0;
 	}
 	if (!val)
@@ -1102,7 +1124,8 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 		char why[300], first[300] = "";
 		if ((rc = need_str_(rec, "response", f->name, &r, &rn, err)))
 			return rc;
-		if (!f->raw && sw_fold_text(r, rn, SW_FOLD_RULES, &f->folded, &r, &rn))
+		if (!f->raw && sw_fold_text(r, rn, SW_FOLD_RULES | (f->confusables ? SW_FOLD_CONFUSABLES : 0),
+		                            &f->folded, &r, &rn))
 			return sw_fail(err, SW_ENOMEM, "out of memory");
 		*score = 1;
 		for (size_t i = 0; i < f->nrules; i++) {

@@ -5,13 +5,17 @@
  * out of training.
  *
  * The input is the rules file, a NUL, and the response (made UTF-8, as
- * every str of a stream is).  What must hold:
+ * every str of a stream is); a rules file of an odd number of bytes is
+ * read with the confusables flag (blocklist:FILE,confusables).  What must
+ * hold:
  *
  *  - a rules file is refused with a negative code and a message naming it,
- *    or loaded, each of its patterns then as the fold leaves it;
- *  - the response's fold (NFKC, no invisible or control characters) is
- *    UTF-8, its own fold, and what utf8proc gives folding the whole text at
- *    once (fold.c folds it in pieces);
+ *    or loaded, each of its patterns then as the fold leaves it (with
+ *    confusables, holding no letter the fold makes Latin);
+ *  - the response's fold (NFKC, no invisible or control characters; with
+ *    confusables, the letters that read as Latin ones made them, and NFKC
+ *    again) is UTF-8, its own fold, and what utf8proc gives folding the
+ *    whole text at once (fold.c folds it in pieces);
  *  - the sample comes back with verifier_error and no reward (a rule could
  *    not be matched to the end), or with reward 1 and no violations, or
  *    reward 0 and at least one;
@@ -63,8 +67,9 @@ static char *score_(sw_verify *v, const char *resp, size_t n)
 	return (char *)b.p;
 }
 
-/* The rules' fold of the UTF-8 text s, the whole text at once (the caller frees it); its length in *m. */
-static uint8_t *whole_fold_(const char *s, size_t n, utf8proc_ssize_t *m)
+/* The rules' fold of the UTF-8 text s, the whole text at once (the caller frees it); its length in *m.
+ * conf: with the confusables. */
+static uint8_t *whole_fold_(const char *s, size_t n, int conf, utf8proc_ssize_t *m)
 {
 	sw_buf c = { 0 };
 	for (size_t i = 0; i < n;) {
@@ -80,6 +85,23 @@ static uint8_t *whole_fold_(const char *s, size_t n, utf8proc_ssize_t *m)
 	                          UTF8PROC_COMPOSE | UTF8PROC_IGNORE) : 0;
 	CHECK(*m >= 0, "utf8proc_map: %s", utf8proc_errmsg(*m));
 	sw_buf_release(&c);
+	if (!conf || !*m)
+		return dst;
+	sw_buf l = { 0 };
+	for (utf8proc_ssize_t i = 0; i < *m;) {
+		utf8proc_int32_t cp;
+		utf8proc_ssize_t k = utf8proc_iterate(dst + i, *m - i, &cp);
+		CHECK(k > 0, "utf8proc's fold is not UTF-8");
+		char to = (char)sw_fold_confusable((uint32_t)cp);
+		CHECK(to ? !sw_buf_put(&l, &to, 1) : !sw_buf_put(&l, dst + i, (size_t)k), "out of memory");
+		i += k;
+	}
+	free(dst);
+	dst = NULL;
+	*m = utf8proc_map(l.p, (utf8proc_ssize_t)l.len, &dst, UTF8PROC_STABLE | UTF8PROC_COMPAT |
+	                  UTF8PROC_COMPOSE | UTF8PROC_IGNORE);
+	CHECK(*m >= 0, "utf8proc_map: %s", utf8proc_errmsg(*m));
+	sw_buf_release(&l);
 	return dst;
 }
 
@@ -90,8 +112,8 @@ static uint8_t *whole_fold_(const char *s, size_t n, utf8proc_ssize_t *m)
  * matches, else -1 when one could not be matched to the end, else 0.
  * *name: the first rule that matched.
  */
-static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *name, size_t size,
-                   sw_buf *fold)
+static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, int conf, char *name,
+                   size_t size, sw_buf *fold)
 {
 	pcre2_match_data *md = pcre2_match_data_create(32, NULL);
 	pcre2_match_context *mc = pcre2_match_context_create(NULL);
@@ -127,6 +149,13 @@ static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *
 		CHECK(!sw_fold_text(a, (size_t)(z - a), SW_FOLD_RULES, fold, &ft, &fn), "out of memory");
 		CHECK(fn == (size_t)(z - a) && !memcmp(ft, a, fn), "the loader took a pattern the fold changes: %.*s",
 		      (int)(z - a), a);
+		for (const char *q = a; conf && q < z;) {
+			utf8proc_int32_t cp;
+			utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)q, z - q, &cp);
+			CHECK(k > 0 && !sw_fold_confusable((uint32_t)cp), "the loader took, with confusables, a "
+			      "pattern holding a letter the fold makes Latin: %.*s", (int)(z - a), a);
+			q += k;
+		}
 		CHECK(nz - na < SW_VERIFIER_NAME_MAX || na == a, "the loader took a rule name of %d bytes",
 		      (int)(nz - na));
 		pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
@@ -152,11 +181,12 @@ static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, char *
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char path[320], spec[340];
+	static char path[320], spec[360];
 	snprintf(path, sizeof path, "%s/rules.txt", fuzz_tmp());
-	snprintf(spec, sizeof spec, "blocklist:%s", path);
 	const uint8_t *nul = memchr(data, 0, size);
 	size_t tn = nul ? (size_t)(nul - data) : size;
+	int conf = tn % 2, how = SW_FOLD_RULES | (conf ? SW_FOLD_CONFUSABLES : 0);
+	snprintf(spec, sizeof spec, "blocklist:%s%s", path, conf ? ",confusables" : "");
 	tmp_put(path, data, tn);
 	sw_buf resp = { 0 };
 	const char *rp = nul ? (const char *)nul + 1 : "";
@@ -185,18 +215,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sw_buf fb = { 0 }, fb2 = { 0 };
 	const char *f, *f2;
 	size_t fn, fn2;
-	CHECK(!sw_fold_text(r, resp.len, SW_FOLD_RULES, &fb, &f, &fn), "out of memory");
+	CHECK(!sw_fold_text(r, resp.len, how, &fb, &f, &fn), "out of memory");
 	CHECK(!sw_utf8_check(f, fn, NULL), "the fold is not UTF-8");
-	CHECK(!sw_fold_text(f, fn, SW_FOLD_RULES, &fb2, &f2, &fn2) && fn2 == fn && !memcmp(f, f2, fn), "the fold of a fold "
+	CHECK(!sw_fold_text(f, fn, how, &fb2, &f2, &fn2) && fn2 == fn && !memcmp(f, f2, fn), "the fold of a fold "
 	      "differs: %zu bytes, then %zu", fn, fn2);
 	utf8proc_ssize_t wn;
-	uint8_t *w = whole_fold_(r, resp.len, &wn);
+	uint8_t *w = whole_fold_(r, resp.len, conf, &wn);
 	CHECK((size_t)wn == fn && (!fn || !memcmp(w, f, fn)), "folded in pieces, %zu bytes; at once, %zd", fn, wn);
 	free(w);
 	/* what the rules say of it, matched here alone */
 	char name[300] = "";
 	sw_buf scratch = { 0 };
-	int o = oracle_((const char *)data, tn, f, fn, name, sizeof name, &scratch);
+	int o = oracle_((const char *)data, tn, f, fn, conf, name, sizeof name, &scratch);
 	sw_buf_release(&scratch);
 	sw_buf_release(&fb);
 	sw_buf_release(&fb2);

@@ -2,10 +2,12 @@
  * test_fold.c - the folds of libsw/verify/fold.c (what a blocklist's rules
  * read; what exact and exact,ci compare) against
  * tests/fixtures/fold/refs.txt, made by tests/fixtures/make_fold_refs.py
- * with Python's unicodedata (NFKC, NFC), str.casefold and the regex module
- * (default-ignorable code points): every code point Python's Unicode
- * assigns, alone, and whole texts (composition across code points,
- * ignorables between a letter and its mark, bytes that are not UTF-8).
+ * with Python's unicodedata (NFKC, NFC), str.casefold, the regex module
+ * (default-ignorable code points) and ICU's UTS #39 skeletons (PyICU, for
+ * the confusables fold): every code point Python's Unicode assigns, alone,
+ * and whole texts (composition across code points, ignorables between a
+ * letter and its mark, bytes that are not UTF-8, letters made Latin before
+ * a mark).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,9 +27,10 @@ typedef struct map_ {
 } map_;
 
 /* the fixture's modes, and how sw_fold_text is asked for each */
-static const char *const modes_[] = { "rules", "nfc", "case" };
-static const int how_[] = { SW_FOLD_RULES, SW_FOLD_NFC, SW_FOLD_CASE };
-#define NMODES_ 3
+static const char *const modes_[] = { "rules", "nfc", "case", "conf" };
+static const int how_[] = { SW_FOLD_RULES, SW_FOLD_NFC, SW_FOLD_CASE,
+                            SW_FOLD_RULES | SW_FOLD_CONFUSABLES };
+#define NMODES_ 4
 
 static map_ maps_[NMODES_][MAP_MAX_];
 static size_t nmaps_[NMODES_];
@@ -176,7 +179,7 @@ int main(void)
 		}
 	}
 	ok(!bad && checked, "plane %u: %zu code points fold as the reference", plane, checked);
-	ok(texts >= 3 * 13, "%zu texts", texts);
+	ok(texts == NMODES_ * 18, "%zu texts", texts);
 	fclose(fp);
 
 	/* what the fold leaves alone comes back as it is, without a copy */
@@ -185,6 +188,23 @@ int main(void)
 	ok(!sw_fold_text(s, strlen(s), SW_FOLD_RULES, &b, &t, &tn) && t == s && tn == strlen(s), "plain text is its own fold");
 	/* a text that folds to nothing */
 	ok(!sw_fold_text("\xe2\x80\x8b\x01", 4, SW_FOLD_RULES, &b, &t, &tn) && tn == 0, "a zero-width space and SOH fold to nothing");
+
+	/* the confusables table: letters above ASCII made ASCII letters; none the fold's pieces
+	 * copy as they are (ASCII, CJK ideographs U+4E00 to U+9FFF) */
+	size_t letters = 0, inert = 0, other = 0;
+	for (uint32_t cp = 0; cp <= 0x10ffff; cp++) {
+		int to = sw_fold_confusable(cp);
+		if (!to)
+			continue;
+		letters++;
+		inert += cp < 0x80 || (cp >= 0x4e00 && cp <= 0x9fff);
+		other += !((to >= 'a' && to <= 'z') || (to >= 'A' && to <= 'Z'));
+	}
+	ok(letters == 325 && !inert && !other, "confusables: %zu letters, %zu the pieces copy, %zu made other "
+	   "than an ASCII letter", letters, inert, other);
+	ok(sw_fold_confusable(0x043e) == 'o' && sw_fold_confusable(0x0399) == 'I' &&
+	   sw_fold_confusable(0x03b9) == 'i' && !sw_fold_confusable(0x0417) && !sw_fold_confusable(0x00e9),
+	   "confusables: Cyrillic o, Greek capital and small iota; not Cyrillic Ze (a digit's) nor e-acute");
 	sw_buf_release(&b);
 	return tap_done();
 }
