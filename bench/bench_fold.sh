@@ -3,19 +3,23 @@
 # blocklist (NFKC, invisible and control characters removed: sw-verify(1)),
 # beside the same work in Python, in one run.
 #
-# 20000 responses of ~1500 characters, a quarter each: plain ASCII English,
-# English with typographic punctuation (’ “ ” — …), Chinese, and English
-# with fullwidth letters, zero-width spaces and emoji (text the fold
-# changes).  Timed, medians of hyperfine runs:
+# 20000 responses of ~1500 characters, a fifth each: plain ASCII English,
+# English with typographic punctuation (’ “ ” — …), Chinese, English with
+# fullwidth letters, zero-width spaces and emoji (text the fold changes),
+# and Russian (every letter looked up by the confusables fold, a third of
+# them changed).  Timed, medians of hyperfine runs:
 #
 #   sw-verify -r blocklist:rules.txt       (folded, the default)
 #   sw-verify -r blocklist:rules.txt,raw   (matched as written)
+#   sw-verify -r blocklist:rules.txt,confusables   (folded, and letters
+#       that read as Latin ones made them)
 #   python3 peer: the same rules with re over JSON Lines, the response put
 #   in NFKC (unicodedata) with \p{Default_Ignorable_Code_Point} removed (the
 #   regex module), and the same without the fold.
 #
-# Ratios: raw / folded (what the fold costs sw-verify; < 1), and Python's
-# folded time / ours (> 1: sw-verify is faster).  Needs hyperfine, jq and
+# Ratios: raw / folded (what the fold costs sw-verify; < 1), folded /
+# confusables (what confusables costs on top), and Python's folded time /
+# ours (> 1: sw-verify is faster).  Needs hyperfine, jq and
 # python3 with the regex module (pip install regex).
 # Environment: SW_BENCH_FOLD_N (samples, default 20000), RUNS (default 5).
 set -eu
@@ -36,18 +40,20 @@ n, d = int(sys.argv[1]), sys.argv[2]
 rnd = random.Random(7)
 words = "the of and to in is that it for as with was on be by this are from at or an have not but which".split()
 han = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
+ru = "и в не на что он с как это по но они к у же вы за бы да мы от так его же все она было".split()
 def english(k):
     return " ".join(rnd.choice(words) for _ in range(k))
 def kind(i):
-    m = i % 4
+    m = i % 5
     if m == 0:
         return english(280) + ". So make a cake."
     if m == 1:
         return english(130) + " \u201cquoted\u201d \u2014 it\u2019s \u2026 " + english(130)
     if m == 2:
         return "".join(rnd.choice(han) for _ in range(500))
-    t = english(250) + " \uff4d\uff41\uff4b\uff45 a bo\u200bmb \U0001F600"
-    return t
+    if m == 3:
+        return english(250) + " \uff4d\uff41\uff4b\uff45 a bo\u200bmb \U0001F600"
+    return " ".join(rnd.choice(ru) for _ in range(500))
 with open(f"{d}/in.jsonl", "w") as f:
     for i in range(n):
         f.write(json.dumps({"id": f"s{i}", "response": kind(i)}) + "\n")
@@ -80,29 +86,32 @@ for line in sys.stdin:
     out.write(json.dumps(s) + "\n")
 EOF
 
-# both sides catch as many: a quarter of the samples (the folded kind), or none raw (counts, not ids)
+# both sides catch as many: a fifth of the samples (the folded kind), or none raw (counts, not ids)
 caught=$(sw-verify -q -f json -r "blocklist:$d/rules.txt" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
 raw=$(sw-verify -q -f json -r "blocklist:$d/rules.txt,raw" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
+conf=$(sw-verify -q -f json -r "blocklist:$d/rules.txt,confusables" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
 peer=$(python3 "$d/peer.py" "$d/rules.txt" fold <"$d/in.jsonl" | jq -s 'map(select(.violations != [])) | length')
-if [ "$caught" != "$peer" ] || [ "$caught" != $((n / 4)) ] || [ "$raw" != 0 ]; then
-	echo "bench_fold: the sides disagree: sw-verify caught $caught folded, $raw raw; Python $peer" >&2
+if [ "$caught" != "$peer" ] || [ "$caught" != $((n / 5)) ] || [ "$raw" != 0 ] || [ "$conf" != "$caught" ]; then
+	echo "bench_fold: the sides disagree: sw-verify caught $caught folded, $raw raw, $conf confusables; Python $peer" >&2
 	exit 1
 fi
 
 hyperfine -N -r "$runs" --export-json "$d/h.json" \
 	-n folded "sw-verify -q -o /dev/null -r blocklist:$d/rules.txt $d/in.msgpack" \
 	-n raw "sw-verify -q -o /dev/null -r blocklist:$d/rules.txt,raw $d/in.msgpack" \
+	-n confusables "sw-verify -q -o /dev/null -r blocklist:$d/rules.txt,confusables $d/in.msgpack" \
 	-n py-folded "sh -c 'python3 $d/peer.py $d/rules.txt fold <$d/in.jsonl >/dev/null'" \
 	-n py-raw "sh -c 'python3 $d/peer.py $d/rules.txt <$d/in.jsonl >/dev/null'" >/dev/null
 jq -r --argjson n "$n" --arg caught "$caught" '
 	([.results[] | {key: .command, value: .median}] | from_entries) as $m |
-	"Samples: \($n) (~1500 characters each; \($caught) caught folded, none raw, as many by Python folded); medians of \(.results[0].times | length) runs.",
+	"Samples: \($n) (~1500 characters each; \($caught) caught folded and with confusables, none raw, as many by Python folded); medians of \(.results[0].times | length) runs.",
 	"",
 	"| what | seconds | samples/s |",
 	"|---|---|---|",
-	(["folded", "raw", "py-folded", "py-raw"][] as $k |
+	(["folded", "raw", "confusables", "py-folded", "py-raw"][] as $k |
 		"| \($k) | \($m[$k] * 1000 | round / 1000) | \($n / $m[$k] | round) |"),
 	"",
 	"raw / folded (the fold'"'"'s cost to sw-verify): \($m.raw / $m.folded * 100 | round / 100)",
+	"folded / confusables (what confusables costs on top): \($m.folded / $m.confusables * 100 | round / 100)",
 	"Python folded / sw-verify folded: \($m["py-folded"] / $m.folded * 100 | round / 100)"
 ' "$d/h.json"

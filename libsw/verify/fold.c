@@ -58,8 +58,10 @@ static int dropped_control_(utf8proc_int32_t cp)
  * second of a composition, and case folding changes only A to Z of them.
  * Between two of them the text is folded in pieces, each by utf8proc, the
  * inert code point before a piece taken into it (it may be the first of a
- * composition): what the whole text folded at once gives, without its
- * cost (fuzz_blocklist checks the two agree).
+ * composition), and a short run between two pieces folded with them (one
+ * call of utf8proc for a sentence of Cyrillic words, not one a word): what
+ * the whole text folded at once gives, without its cost (fuzz_blocklist
+ * checks the two agree).
  */
 static size_t inert_at_(const unsigned char *s, size_t n)
 {
@@ -121,6 +123,9 @@ static int confusables_map_(utf8proc_uint8_t *d, utf8proc_ssize_t *n)
 	return renorm;
 }
 
+/* Inert runs shorter than this, between two code points the fold may change, are folded with them. */
+#define SHORT_RUN_ 16
+
 /* Append the fold of the valid UTF-8 in seg to out. */
 static int map_(sw_buf *seg, int how, sw_buf *out)
 {
@@ -170,6 +175,16 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 		size_t j = i, k;
 		while (j < n && (k = inert_at_((const unsigned char *)s + j, n - j)))
 			tail = k, j += k;
+		if (j > i && seg.len && j < n && j - i < SHORT_RUN_) {
+			/* a short run inside a piece (the space between two words of another
+			 * script) goes into the piece: a call of utf8proc for a line of
+			 * Russian, not one a word */
+			if ((rc = sw_buf_put(&seg, s + i, j - i) ? SW_ENOMEM : 0))
+				break;
+			tail = 0;
+			i = j;
+			continue;
+		}
 		if (j > i) {
 			if (seg.len && (rc = map_(&seg, how, out)))
 				break;
