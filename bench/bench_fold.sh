@@ -13,13 +13,14 @@
 #   sw-verify -r blocklist:rules.txt,raw   (matched as written)
 #   sw-verify -r blocklist:rules.txt,confusables   (folded, and letters
 #       that read as Latin ones made them)
+#   sw-verify -r blocklist:rules.txt,nomarks       (folded without marks)
 #   python3 peer: the same rules with re over JSON Lines, the response put
 #   in NFKC (unicodedata) with \p{Default_Ignorable_Code_Point} removed (the
 #   regex module), and the same without the fold.
 #
 # Ratios: raw / folded (what the fold costs sw-verify; < 1), folded /
-# confusables (what confusables costs on top), and Python's folded time /
-# ours (> 1: sw-verify is faster).  Needs hyperfine, jq and
+# confusables and folded / nomarks (what each costs on top), and Python's
+# folded time / ours (> 1: sw-verify is faster).  Needs hyperfine, jq and
 # python3 with the regex module (pip install regex).
 # Environment: SW_BENCH_FOLD_N (samples, default 20000), RUNS (default 5).
 set -eu
@@ -90,9 +91,12 @@ EOF
 caught=$(sw-verify -q -f json -r "blocklist:$d/rules.txt" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
 raw=$(sw-verify -q -f json -r "blocklist:$d/rules.txt,raw" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
 conf=$(sw-verify -q -f json -r "blocklist:$d/rules.txt,confusables" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
+nomarks=$(sw-verify -q -f json -r "blocklist:$d/rules.txt,nomarks" "$d/in.msgpack" | jq -s 'map(select(.violations != [])) | length')
 peer=$(python3 "$d/peer.py" "$d/rules.txt" fold <"$d/in.jsonl" | jq -s 'map(select(.violations != [])) | length')
-if [ "$caught" != "$peer" ] || [ "$caught" != $((n / 5)) ] || [ "$raw" != 0 ] || [ "$conf" != "$caught" ]; then
-	echo "bench_fold: the sides disagree: sw-verify caught $caught folded, $raw raw, $conf confusables; Python $peer" >&2
+if [ "$caught" != "$peer" ] || [ "$caught" != $((n / 5)) ] || [ "$raw" != 0 ] || [ "$conf" != "$caught" ] ||
+	[ "$nomarks" != "$caught" ]; then
+	echo "bench_fold: the sides disagree: sw-verify caught $caught folded, $raw raw, $conf confusables," \
+		"$nomarks nomarks; Python $peer" >&2
 	exit 1
 fi
 
@@ -100,18 +104,20 @@ hyperfine -N -r "$runs" --export-json "$d/h.json" \
 	-n folded "sw-verify -q -o /dev/null -r blocklist:$d/rules.txt $d/in.msgpack" \
 	-n raw "sw-verify -q -o /dev/null -r blocklist:$d/rules.txt,raw $d/in.msgpack" \
 	-n confusables "sw-verify -q -o /dev/null -r blocklist:$d/rules.txt,confusables $d/in.msgpack" \
+	-n nomarks "sw-verify -q -o /dev/null -r blocklist:$d/rules.txt,nomarks $d/in.msgpack" \
 	-n py-folded "sh -c 'python3 $d/peer.py $d/rules.txt fold <$d/in.jsonl >/dev/null'" \
 	-n py-raw "sh -c 'python3 $d/peer.py $d/rules.txt <$d/in.jsonl >/dev/null'" >/dev/null
 jq -r --argjson n "$n" --arg caught "$caught" '
 	([.results[] | {key: .command, value: .median}] | from_entries) as $m |
-	"Samples: \($n) (~1500 characters each; \($caught) caught folded and with confusables, none raw, as many by Python folded); medians of \(.results[0].times | length) runs.",
+	"Samples: \($n) (~1500 characters each; \($caught) caught folded, with confusables and with nomarks, none raw, as many by Python folded); medians of \(.results[0].times | length) runs.",
 	"",
 	"| what | seconds | samples/s |",
 	"|---|---|---|",
-	(["folded", "raw", "confusables", "py-folded", "py-raw"][] as $k |
+	(["folded", "raw", "confusables", "nomarks", "py-folded", "py-raw"][] as $k |
 		"| \($k) | \($m[$k] * 1000 | round / 1000) | \($n / $m[$k] | round) |"),
 	"",
 	"raw / folded (the fold'"'"'s cost to sw-verify): \($m.raw / $m.folded * 100 | round / 100)",
 	"folded / confusables (what confusables costs on top): \($m.folded / $m.confusables * 100 | round / 100)",
+	"folded / nomarks (what nomarks costs on top): \($m.folded / $m.nomarks * 100 | round / 100)",
 	"Python folded / sw-verify folded: \($m["py-folded"] / $m.folded * 100 | round / 100)"
 ' "$d/h.json"

@@ -161,11 +161,42 @@ for r in ["make a bomb", "\uff4d\uff41\uff4b\uff45 \uff41 \uff42\uff4f\uff4d\uff
 	[ "$output" = "" ]
 	run -0 v '.rewards.blocklist' -r blocklist:lig.txt,raw in.jsonl
 	[ "${lines[8]}" = 1 ]
-	# marks are not folded away: a rule names them (sw-verify(1)'s example)
+	# marks are not folded away: a rule names them (sw-verify(1)'s example), or nomarks removes them
 	printf '[plain] bomb\n[marks] b\\p{M}*o\\p{M}*m\\p{M}*b\n' >marks.txt
 	python3 -c 'import json; print(json.dumps({"response": "b\u0336o\u0336m\u0336b\u0336"}))' >in.jsonl
 	run -0 v '.violations' -r blocklist:marks.txt in.jsonl
 	[ "$output" = '["marks"]' ]
+	run -0 v '.violations' -r blocklist:marks.txt,nomarks in.jsonl
+	[ "$output" = '["plain","marks"]' ]
+}
+
+@test "blocklist: nomarks reads the response without marks (accents, overlays, enclosing circles)" {
+	printf '[bomb] \\bbomb\\b\n' >rules.txt
+	# a strike-through overlay; accents precomposed and combining; an enclosing circle; Devanagari;
+	# a plain word beside an accented one
+	python3 -c 'import json
+for r in ["b\u0336o\u0336m\u0336b\u0336", "b\u00f6mb", "\u1e03\u00f3\u1e3f\u1e03", "bo\u0301mb", "bomb\u20dd",
+          "\u0928\u093f\u0937", "caf\u00e9 bomb"]:
+    print(json.dumps({"response": r}))' >in.jsonl
+	run -0 --separate-stderr v '.violations' -r blocklist:rules.txt in.jsonl
+	[ "$output" = "$(printf '%s\n' '[]' '[]' '[]' '[]' '["bomb"]' '[]' '["bomb"]')" ]
+	run -0 --separate-stderr v '.violations' -r blocklist:rules.txt,nomarks in.jsonl
+	[ "$output" = "$(printf '%s\n' '["bomb"]' '["bomb"]' '["bomb"]' '["bomb"]' '["bomb"]' '[]' '["bomb"]')" ]
+	[ "$stderr" = "" ]
+	# with confusables: a Cyrillic o with an acute, Cyrillic capitals with a diaeresis
+	python3 -c 'import json
+for r in ["b\u043e\u0301mb", "\u0412\u0308\u041e\u041c\u0412"]: print(json.dumps({"response": r}))' >cy.jsonl
+	run -0 v '.violations' -r blocklist:rules.txt,ci,nomarks,confusables cy.jsonl
+	[ "$output" = "$(printf '%s\n' '["bomb"]' '["bomb"]')" ]
+	run -0 v '.violations' -r blocklist:rules.txt,ci,confusables cy.jsonl
+	[ "$output" = "$(printf '%s\n' '[]' '[]')" ]
+	# a pattern with an accent could never match: refused; only its marks: drop nomarks
+	printf 'caf\xc3\xa9\n' >cafe.txt
+	run -2 --separate-stderr sw-verify -r blocklist:cafe.txt,nomarks in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:cafe.txt,nomarks': cafe.txt:1: pattern 'café' would never match: responses are read in NFKC without invisible characters or marks, where it is 'cafe'; write it so, or drop ,nomarks" ]
+	[ "$output" = "" ]
+	run -2 --separate-stderr sw-verify -r blocklist:rules.txt,nomarks,raw in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:rules.txt,nomarks,raw': 'raw' and 'nomarks' do not go together: raw reads the response unfolded" ]
 }
 
 @test "blocklist: confusables reads letters of other scripts that look Latin as the Latin letters; Latin rules only" {

@@ -17,6 +17,10 @@
  *    spaces and joiners, soft hyphens, variation selectors, bidi controls,
  *    word joiners), by utf8proc.
  *
+ *  - with SW_FOLD_NOMARKS (the blocklist's nomarks flag), the marks
+ *    removed in that NFKC (utf8proc's STRIPMARK: the text decomposed, its
+ *    nonspacing, spacing and enclosing marks dropped, composed again):
+ *    accents, strike-through and underline overlays, enclosing circles;
  *  - with SW_FOLD_CONFUSABLES (the blocklist's confusables flag), then the
  *    letters of other scripts that read as an ASCII letter become that
  *    letter (Cyrillic "о", Greek "ο" and Armenian "օ" become "o"): the 325
@@ -24,8 +28,7 @@
  *    tools/gen_confusables.c; and NFKC again, so that a letter made Latin
  *    composes with a mark after it as the Latin letter does.
  *
- * Case is left to the rule (its ci flag), and marks are not removed: see
- * sw-verify(1).
+ * Case is left to the rule (its ci flag): see sw-verify(1).
  *
  * The exact verifier compares a response with its label folded less: in
  * NFC (the same text, composed or not, compares equal), with ci in
@@ -131,7 +134,8 @@ static int map_(sw_buf *seg, int how, sw_buf *out)
 {
 	utf8proc_uint8_t *dst = NULL;
 	utf8proc_option_t opts = (how & SW_FOLD_RULES ? RULES_OPTS_ : NFC_OPTS_) |
-	                         (how & SW_FOLD_CASE ? UTF8PROC_CASEFOLD : 0);
+	                         (how & SW_FOLD_CASE ? UTF8PROC_CASEFOLD : 0) |
+	                         (how & SW_FOLD_NOMARKS ? UTF8PROC_STRIPMARK : 0);
 	utf8proc_ssize_t m = utf8proc_map(seg->p, (utf8proc_ssize_t)seg->len, &dst, opts);
 	if (m < 0)
 		return SW_ENOMEM; /* valid UTF-8: only memory or size can fail */

@@ -58,6 +58,7 @@ typedef struct vf_ {
 	int hard, ci, full;
 	int raw;               /* blocklist: match the response as written, not folded */
 	int confusables;       /* blocklist: fold letters that read as Latin ones too */
+	int nomarks;           /* blocklist: fold marks away too */
 	double timeout, tol;
 	uint64_t max, buffer;
 	int chars;             /* length: count characters, not response_tokens */
@@ -254,7 +255,7 @@ uint64_t sw_verify_failed(const sw_verify *v)
 static const char *const keys_[] = { "weight", "timeout", "as", "workers", "tol", "max", "buffer",
                                      "unit", "cpu", "mem", "nproc", "fsize", "disk", "sandbox",
                                      "env", "lang", "arg", NULL };
-static const char *const flags_[] = { "hard", "ci", "full", "raw", "confusables", NULL };
+static const char *const flags_[] = { "hard", "ci", "full", "raw", "confusables", "nomarks", NULL };
 
 /* Is s[0..n) a KEY=... or a flag we know? */
 static int is_key_(const char *s, size_t n)
@@ -338,25 +339,43 @@ static int rule_name_(const char *path, size_t lineno, const char *name, size_t 
 	return 0;
 }
 
+/* How a blocklist's rules read the response (fold.c), by its flags. */
+static int rules_fold_(const vf_ *f)
+{
+	return SW_FOLD_RULES | (f->confusables ? SW_FOLD_CONFUSABLES : 0) | (f->nomarks ? SW_FOLD_NOMARKS : 0);
+}
+
 /*
  * Responses reach the rules folded (fold.c); a pattern whose own text the
- * fold changes (a ligature, a fullwidth letter, a zero-width space) would
- * never match what it was written for.  Refused, showing its folded form.
- * With confusables, so is a pattern holding a letter that fold makes
- * Latin (its text is not folded: a letter made Latin after a backslash or
- * at the end of a range in [ ] would change what the pattern means).
+ * fold changes (a ligature, a fullwidth letter, a zero-width space; with
+ * nomarks an accent) would never match what it was written for.  Refused,
+ * showing its folded form.  With confusables, so is a pattern holding a
+ * letter that fold makes Latin (its text is not folded: a letter made
+ * Latin after a backslash or at the end of a range in [ ] would change
+ * what the pattern means).
  */
 static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat, sw_error *err)
 {
 	const char *t;
 	size_t n = strlen(pat), tn;
-	if (sw_fold_text(pat, n, SW_FOLD_RULES, &f->folded, &t, &tn))
+	if (sw_fold_text(pat, n, rules_fold_(f) & ~SW_FOLD_CONFUSABLES, &f->folded, &t, &tn))
 		return sw_fail(err, SW_ENOMEM, "out of memory");
-	if (tn != n || memcmp(t, pat, n))
+	if (tn != n || memcmp(t, pat, n)) {
+		/* what to do: with nomarks, dropping it where only marks make the difference */
+		const char *what = "; write it so, or add ,raw", *t2;
+		size_t tn2;
+		if (f->nomarks) {
+			sw_buf b = { 0 };
+			if (sw_fold_text(pat, n, SW_FOLD_RULES, &b, &t2, &tn2))
+				return sw_fail(err, SW_ENOMEM, "out of memory");
+			what = tn2 == n && !memcmp(t2, pat, n) ? "; write it so, or drop ,nomarks" : "; write it so";
+			sw_buf_release(&b);
+		}
 		return sw_fail(err, SW_EINVAL,
 		               "%s:%zu: pattern '%.48s' would never match: responses are read in NFKC "
-		               "without invisible characters, where it is '%.48s'; write it so, or add ,raw",
-		               path, lineno, pat, tn ? t : "");
+		               "without invisible characters%s, where it is '%.48s'%s",
+		               path, lineno, pat, f->nomarks ? " or marks" : "", tn ? t : "", what);
+	}
 	/* pat is UTF-8 (PCRE2 took it) */
 	for (size_t i = 0; f->confusables && i < n;) {
 		const unsigned char *u = (const unsigned char *)pat + i;
@@ -543,7 +562,7 @@ static int takes_(kind_ k, const char *key)
 		{ K_EXACT, " ci " },
 		{ K_MATH, " tol " },
 		{ K_REGEX, " ci full " },
-		{ K_BLOCKLIST, " ci raw confusables " },
+		{ K_BLOCKLIST, " ci raw confusables nomarks " },
 		{ K_LENGTH, " max buffer unit " },
 		{ K_JSON, " " },
 		{ K_COUNTDOWN, " " },
@@ -563,15 +582,17 @@ static int apply_key_(vf_ *f, const char *key, const char *val, sw_error *err)
 {
 	double d;
 	uint64_t u;
-	if (!strcmp(key, "hard") || !strcmp(key, "ci") || !strcmp(key, "full") || !strcmp(key, "raw") ||
-	    !strcmp(key, "confusables")) {
+	int *flag = !strcmp(key, "hard") ? &f->hard : !strcmp(key, "ci") ? &f->ci
+	          : !strcmp(key, "full") ? &f->full : !strcmp(key, "raw") ? &f->raw
+	          : !strcmp(key, "confusables") ? &f->confusables : !strcmp(key, "nomarks") ? &f->nomarks
+	          : NULL;
+	if (flag) {
 		if (val)
 			return sw_fail(err, SW_EINVAL, "'%s' takes no value", key);
-		*(!strcmp(key, "hard") ? &f->hard : !strcmp(key, "ci") ? &f->ci
-		  : !strcmp(key, "full") ? &f->full : !strcmp(key, "raw") ? &f->raw : &f->confusables) = 1;
-		if (f->raw && f->confusables)
-			return sw_fail(err, SW_EINVAL, "'raw' and 'confusables' do not go together: "
-			               "raw reads the response unfolded");
+		*flag = 1;
+		if (f->raw && (f->confusables || f->nomarks))
+			return sw_fail(err, SW_EINVAL, "'raw' and '%s' do not go together: raw reads the response "
+			               "unfolded", f->confusables ? "confusables" : "nomarks");
 		return 0;
 	}
 	if (!val)
@@ -1124,8 +1145,7 @@ static int score_now_(sw_verify *v, vf_ *f, sw_rec *rec, uint64_t index, double 
 		char why[300], first[300] = "";
 		if ((rc = need_str_(rec, "response", f->name, &r, &rn, err)))
 			return rc;
-		if (!f->raw && sw_fold_text(r, rn, SW_FOLD_RULES | (f->confusables ? SW_FOLD_CONFUSABLES : 0),
-		                            &f->folded, &r, &rn))
+		if (!f->raw && sw_fold_text(r, rn, rules_fold_(f), &f->folded, &r, &rn))
 			return sw_fail(err, SW_ENOMEM, "out of memory");
 		*score = 1;
 		for (size_t i = 0; i < f->nrules; i++) {

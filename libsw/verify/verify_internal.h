@@ -167,13 +167,13 @@ double sw_length_penalty(uint64_t len, uint64_t max, uint64_t buffer);
  * Text folded for comparing (fold.c): s[0..n) without bytes that are not
  * UTF-8, in NFC; with SW_FOLD_RULES (what a blocklist's rules read) in NFKC
  * instead, control characters other than whitespace and default-ignorable
- * code points removed, and with SW_FOLD_CONFUSABLES too the letters of
- * other scripts that read as an ASCII letter made that letter; with
- * SW_FOLD_CASE case-folded (Unicode's full folding).  *text, *len: s
- * itself where that changes nothing, else the folded text in out
- * (NUL-terminated).  0 or SW_ENOMEM.
+ * code points removed, with SW_FOLD_NOMARKS without marks too, and with
+ * SW_FOLD_CONFUSABLES the letters of other scripts that read as an ASCII
+ * letter made that letter; with SW_FOLD_CASE case-folded (Unicode's full
+ * folding).  *text, *len: s itself where that changes nothing, else the
+ * folded text in out (NUL-terminated).  0 or SW_ENOMEM.
  */
-enum { SW_FOLD_NFC = 0, SW_FOLD_RULES = 1, SW_FOLD_CASE = 2, SW_FOLD_CONFUSABLES = 4 };
+enum { SW_FOLD_NFC = 0, SW_FOLD_RULES = 1, SW_FOLD_CASE = 2, SW_FOLD_CONFUSABLES = 4, SW_FOLD_NOMARKS = 8 };
 struct sw_buf;
 int sw_fold_text(const char *s, size_t n, int how, struct sw_buf *out, const char **text, size_t *len);
 /* The ASCII letter a letter of another script reads as, where the

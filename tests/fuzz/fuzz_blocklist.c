@@ -5,17 +5,18 @@
  * out of training.
  *
  * The input is the rules file, a NUL, and the response (made UTF-8, as
- * every str of a stream is); a rules file of an odd number of bytes is
- * read with the confusables flag (blocklist:FILE,confusables).  What must
- * hold:
+ * every str of a stream is); the rules file's length modulo 4 chooses the
+ * flags: 1 confusables, 2 nomarks, 3 both (blocklist:FILE,confusables,
+ * nomarks).  What must hold:
  *
  *  - a rules file is refused with a negative code and a message naming it,
  *    or loaded, each of its patterns then as the fold leaves it (with
  *    confusables, holding no letter the fold makes Latin);
  *  - the response's fold (NFKC, no invisible or control characters; with
- *    confusables, the letters that read as Latin ones made them, and NFKC
- *    again) is UTF-8, its own fold, and what utf8proc gives folding the
- *    whole text at once (fold.c folds it in pieces);
+ *    nomarks, no marks; with confusables, the letters that read as Latin
+ *    ones made them, and NFKC again) is UTF-8, its own fold, and what
+ *    utf8proc gives folding the whole text at once (fold.c folds it in
+ *    pieces);
  *  - the sample comes back with verifier_error and no reward (a rule could
  *    not be matched to the end), or with reward 1 and no violations, or
  *    reward 0 and at least one;
@@ -68,9 +69,11 @@ static char *score_(sw_verify *v, const char *resp, size_t n)
 }
 
 /* The rules' fold of the UTF-8 text s, the whole text at once (the caller frees it); its length in *m.
- * conf: with the confusables. */
-static uint8_t *whole_fold_(const char *s, size_t n, int conf, utf8proc_ssize_t *m)
+ * how: fold.c's flags (SW_FOLD_CONFUSABLES, SW_FOLD_NOMARKS). */
+static uint8_t *whole_fold_(const char *s, size_t n, int how, utf8proc_ssize_t *m)
 {
+	utf8proc_option_t opts = UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_IGNORE |
+	                         (how & SW_FOLD_NOMARKS ? UTF8PROC_STRIPMARK : 0);
 	sw_buf c = { 0 };
 	for (size_t i = 0; i < n;) {
 		utf8proc_int32_t cp;
@@ -81,11 +84,10 @@ static uint8_t *whole_fold_(const char *s, size_t n, int conf, utf8proc_ssize_t 
 		i += (size_t)k;
 	}
 	utf8proc_uint8_t *dst = NULL;
-	*m = c.len ? utf8proc_map(c.p, (utf8proc_ssize_t)c.len, &dst, UTF8PROC_STABLE | UTF8PROC_COMPAT |
-	                          UTF8PROC_COMPOSE | UTF8PROC_IGNORE) : 0;
+	*m = c.len ? utf8proc_map(c.p, (utf8proc_ssize_t)c.len, &dst, opts) : 0;
 	CHECK(*m >= 0, "utf8proc_map: %s", utf8proc_errmsg(*m));
 	sw_buf_release(&c);
-	if (!conf || !*m)
+	if (!(how & SW_FOLD_CONFUSABLES) || !*m)
 		return dst;
 	sw_buf l = { 0 };
 	for (utf8proc_ssize_t i = 0; i < *m;) {
@@ -98,8 +100,7 @@ static uint8_t *whole_fold_(const char *s, size_t n, int conf, utf8proc_ssize_t 
 	}
 	free(dst);
 	dst = NULL;
-	*m = utf8proc_map(l.p, (utf8proc_ssize_t)l.len, &dst, UTF8PROC_STABLE | UTF8PROC_COMPAT |
-	                  UTF8PROC_COMPOSE | UTF8PROC_IGNORE);
+	*m = utf8proc_map(l.p, (utf8proc_ssize_t)l.len, &dst, opts);
 	CHECK(*m >= 0, "utf8proc_map: %s", utf8proc_errmsg(*m));
 	sw_buf_release(&l);
 	return dst;
@@ -112,7 +113,7 @@ static uint8_t *whole_fold_(const char *s, size_t n, int conf, utf8proc_ssize_t 
  * matches, else -1 when one could not be matched to the end, else 0.
  * *name: the first rule that matched.
  */
-static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, int conf, char *name,
+static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, int how, char *name,
                    size_t size, sw_buf *fold)
 {
 	pcre2_match_data *md = pcre2_match_data_create(32, NULL);
@@ -146,10 +147,10 @@ static int oracle_(const char *t, size_t tn, const char *resp, size_t rn, int co
 		CHECK(re != NULL, "the loader took a pattern PCRE2 refuses: %.*s", (int)(z - a), a);
 		const char *ft;
 		size_t fn;
-		CHECK(!sw_fold_text(a, (size_t)(z - a), SW_FOLD_RULES, fold, &ft, &fn), "out of memory");
+		CHECK(!sw_fold_text(a, (size_t)(z - a), how & ~SW_FOLD_CONFUSABLES, fold, &ft, &fn), "out of memory");
 		CHECK(fn == (size_t)(z - a) && !memcmp(ft, a, fn), "the loader took a pattern the fold changes: %.*s",
 		      (int)(z - a), a);
-		for (const char *q = a; conf && q < z;) {
+		for (const char *q = a; (how & SW_FOLD_CONFUSABLES) && q < z;) {
 			utf8proc_int32_t cp;
 			utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)q, z - q, &cp);
 			CHECK(k > 0 && !sw_fold_confusable((uint32_t)cp), "the loader took, with confusables, a "
@@ -185,8 +186,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(path, sizeof path, "%s/rules.txt", fuzz_tmp());
 	const uint8_t *nul = memchr(data, 0, size);
 	size_t tn = nul ? (size_t)(nul - data) : size;
-	int conf = tn % 2, how = SW_FOLD_RULES | (conf ? SW_FOLD_CONFUSABLES : 0);
-	snprintf(spec, sizeof spec, "blocklist:%s%s", path, conf ? ",confusables" : "");
+	int how = SW_FOLD_RULES | (tn % 2 ? SW_FOLD_CONFUSABLES : 0) | (tn / 2 % 2 ? SW_FOLD_NOMARKS : 0);
+	snprintf(spec, sizeof spec, "blocklist:%s%s%s", path, how & SW_FOLD_CONFUSABLES ? ",confusables" : "",
+	         how & SW_FOLD_NOMARKS ? ",nomarks" : "");
 	tmp_put(path, data, tn);
 	sw_buf resp = { 0 };
 	const char *rp = nul ? (const char *)nul + 1 : "";
@@ -220,13 +222,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(!sw_fold_text(f, fn, how, &fb2, &f2, &fn2) && fn2 == fn && !memcmp(f, f2, fn), "the fold of a fold "
 	      "differs: %zu bytes, then %zu", fn, fn2);
 	utf8proc_ssize_t wn;
-	uint8_t *w = whole_fold_(r, resp.len, conf, &wn);
+	uint8_t *w = whole_fold_(r, resp.len, how, &wn);
 	CHECK((size_t)wn == fn && (!fn || !memcmp(w, f, fn)), "folded in pieces, %zu bytes; at once, %zd", fn, wn);
 	free(w);
 	/* what the rules say of it, matched here alone */
 	char name[300] = "";
 	sw_buf scratch = { 0 };
-	int o = oracle_((const char *)data, tn, f, fn, conf, name, sizeof name, &scratch);
+	int o = oracle_((const char *)data, tn, f, fn, how, name, sizeof name, &scratch);
 	sw_buf_release(&scratch);
 	sw_buf_release(&fb);
 	sw_buf_release(&fb2);

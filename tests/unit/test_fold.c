@@ -4,7 +4,8 @@
  * tests/fixtures/fold/refs.txt, made by tests/fixtures/make_fold_refs.py
  * with Python's unicodedata (NFKC, NFC), str.casefold, the regex module
  * (default-ignorable code points) and ICU's UTS #39 skeletons (PyICU, for
- * the confusables fold): every code point Python's Unicode assigns, alone,
+ * the confusables fold), with and without marks: every code point Python's
+ * Unicode assigns, alone,
  * and whole texts (composition across code points, ignorables between a
  * letter and its mark, bytes that are not UTF-8, letters made Latin before
  * a mark).
@@ -18,7 +19,7 @@
 #include "verify/verify_internal.h"
 #include "tap.h"
 
-#define MAP_MAX_ 8000
+#define MAP_MAX_ 12000
 
 typedef struct map_ {
 	uint32_t cp;
@@ -27,10 +28,10 @@ typedef struct map_ {
 } map_;
 
 /* the fixture's modes, and how sw_fold_text is asked for each */
-static const char *const modes_[] = { "rules", "nfc", "case", "conf" };
+static const char *const modes_[] = { "rules", "nfc", "case", "conf", "marks" };
 static const int how_[] = { SW_FOLD_RULES, SW_FOLD_NFC, SW_FOLD_CASE,
-                            SW_FOLD_RULES | SW_FOLD_CONFUSABLES };
-#define NMODES_ 4
+                            SW_FOLD_RULES | SW_FOLD_CONFUSABLES, SW_FOLD_RULES | SW_FOLD_NOMARKS };
+#define NMODES_ 5
 
 static map_ maps_[NMODES_][MAP_MAX_];
 static size_t nmaps_[NMODES_];
@@ -179,7 +180,7 @@ int main(void)
 		}
 	}
 	ok(!bad && checked, "plane %u: %zu code points fold as the reference", plane, checked);
-	ok(texts == NMODES_ * 18, "%zu texts", texts);
+	ok(texts == NMODES_ * 19, "%zu texts", texts);
 	fclose(fp);
 
 	/* what the fold leaves alone comes back as it is, without a copy */
