@@ -94,9 +94,9 @@ int sw_fold_confusable(uint32_t cp)
 
 /*
  * The letters of d[0..*n) that read as an ASCII letter made that letter,
- * in place (each takes two bytes or more, its letter one).  1 when one
- * was made a letter and a mark follows it: the text is in NFKC no more
- * (every composition with an ASCII letter first has a mark second); else 0.
+ * in place (each takes two bytes or more, its letter one).  1 when a mark
+ * follows a letter so made: the text may be in NFKC no more (every
+ * composition with an ASCII letter first has a mark second); else 0.
  */
 static int confusables_map_(utf8proc_uint8_t *d, utf8proc_ssize_t *n)
 {
