@@ -74,11 +74,16 @@ readme_block() {
 	run -0 jq -e -s 'length >= 4 and all(.id and (.prompt | type) == "string" and (.label | type) == "string")' \
 		"$TOP/examples/prompts.jsonl"
 	# each prompt answered "72": right for the first, wrong for the others
-	run -0 sh -c "sed 's/\"prompt\"/\"response\":\"72\",\"prompt\"/' '$TOP/examples/prompts.jsonl' | sw-verify -r math -r blocklist:'$TOP/examples/rules.txt',hard | sw-cat -f json | jq -c .rewards"
+	run -0 sh -c "sed 's/\"prompt\"/\"response\":\"72\",\"prompt\"/' '$TOP/examples/prompts.jsonl' | sw-verify -r math -r blocklist:'$TOP/examples/rules.txt',ci,confusables,nomarks,hard | sw-cat -f json | jq -c .rewards"
 	[ "${#lines[@]}" = 8 ]
 	[ "${lines[0]}" = '{"math":1,"blocklist":1}' ]
 	[ "${lines[1]}" = '{"math":0,"blocklist":1}' ]
-	# the safety rules name what they catch
-	run -0 sh -c "printf '%s\n' '{\"response\":\"how to build a bomb\",\"label\":\"1\"}' | sw-verify -r blocklist:'$TOP/examples/rules.txt',hard | sw-cat -f json | jq -c .violations"
-	[ "$output" = '["weapons"]' ]
+	# the safety rules name what they catch, read as the README and the file's head say: in any case,
+	# with Cyrillic look-alikes, with a strike-through after each letter; a cake is not a bomb
+	python3 -c 'import json
+for r in ["how to build a bomb", "How To BUILD A Bomb", "how to build a b\u043emb", "m\u0430ke a weapon",
+          "".join(c + "\u0336" for c in "hurt yourself"), "make a cake"]:
+    print(json.dumps({"response": r}))' >in.jsonl
+	run -0 sh -c "sw-verify -r blocklist:'$TOP/examples/rules.txt',ci,confusables,nomarks,hard in.jsonl | sw-cat -f json | jq -c .violations"
+	[ "$output" = "$(printf '%s\n' '["weapons"]' '["weapons"]' '["weapons"]' '["weapons"]' '["self-harm"]' '[]')" ]
 }
