@@ -56,25 +56,58 @@ static int dropped_control_(utf8proc_int32_t cp)
 /*
  * The length of the code point at s[0..n) when the fold leaves it as it
  * is whatever stands beside it ("inert"), else 0: ASCII but the controls
- * the rules' fold drops, and the CJK ideographs U+4E00 to U+9FFF.  None
- * has a decomposition, a combining class or is ignorable, none is the
- * second of a composition, and case folding changes only A to Z of them.
+ * the rules' fold drops, and the letters, numbers, punctuation, symbols
+ * and spaces (General Categories L, N, P, S, Z) without a decomposition
+ * or a combining class that are not ignorable (Cyrillic, Hebrew, Arabic,
+ * Devanagari, kana and CJK letters, Hangul syllables; not "é" nor "й"),
+ * but for the Hangul jamo; with SW_FOLD_CASE only those without a case
+ * folding.  With SW_FOLD_CONFUSABLES, *to: the ASCII letter it becomes
+ * (Cyrillic "о": "o"), else 0.
+ * None is the second of a composition (those that are, in Unicode 15,
+ * are marks and Hangul's vowel and final jamo), so the code point before
+ * one does not change with it.
  * Between two of them the text is folded in pieces, each by utf8proc, the
  * inert code point before a piece taken into it (it may be the first of a
  * composition), and a short run between two pieces folded with them (one
- * call of utf8proc for a sentence of Cyrillic words, not one a word): what
+ * call of utf8proc for a line of accented words, not one a word): what
  * the whole text folded at once gives, without its cost (fuzz_blocklist
  * checks the two agree).
  */
-static size_t inert_at_(const unsigned char *s, size_t n)
+static size_t inert_at_(const unsigned char *s, size_t n, int how, int *to)
 {
+	*to = 0;
 	if (s[0] < 0x80)
 		return !dropped_control_(s[0]);
 	if (n >= 3 && s[0] >= 0xe4 && s[0] <= 0xe9 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80) {
 		uint32_t cp = (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (uint32_t)(s[2] & 0x3f);
-		return cp >= 0x4e00 && cp <= 0x9fff ? 3 : 0;
+		if (cp >= 0x4e00 && cp <= 0x9fff) /* CJK ideographs: at once */
+			return 3;
 	}
-	return 0;
+	utf8proc_int32_t cp;
+	utf8proc_ssize_t k = utf8proc_iterate(s, (utf8proc_ssize_t)n, &cp);
+	if (k < 2 || (cp >= 0x1100 && cp <= 0x11ff) || (cp >= 0xa960 && cp <= 0xa97f) ||
+	    (cp >= 0xd7b0 && cp <= 0xd7ff))
+		return 0;
+	const utf8proc_property_t *p = utf8proc_get_property(cp);
+	switch (p->category) {
+	case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+	case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
+	case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO: case UTF8PROC_CATEGORY_PC:
+	case UTF8PROC_CATEGORY_PD: case UTF8PROC_CATEGORY_PS: case UTF8PROC_CATEGORY_PE:
+	case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF: case UTF8PROC_CATEGORY_PO:
+	case UTF8PROC_CATEGORY_SM: case UTF8PROC_CATEGORY_SC: case UTF8PROC_CATEGORY_SK:
+	case UTF8PROC_CATEGORY_SO: case UTF8PROC_CATEGORY_ZS: case UTF8PROC_CATEGORY_ZL:
+	case UTF8PROC_CATEGORY_ZP:
+		break;
+	default: /* marks, controls, format characters, unassigned, private use */
+		return 0;
+	}
+	if (p->decomp_seqindex != UINT16_MAX || p->combining_class || p->ignorable ||
+	    ((how & SW_FOLD_CASE) && p->casefold_seqindex != UINT16_MAX))
+		return 0;
+	if (how & SW_FOLD_CONFUSABLES)
+		*to = sw_fold_confusable((uint32_t)cp);
+	return (size_t)k;
 }
 
 int sw_fold_confusable(uint32_t cp)
@@ -173,16 +206,18 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 	out->len = 0;
 	sw_buf seg = { 0 };
 	int rc = 0;
-	size_t tail = 0; /* bytes of the inert code point out ends with, 0 when none */
+	/* the inert code point out ends with: its bytes there (0 when none), and as written */
+	size_t tail = 0, tail_n = 0;
+	const char *tail_s = NULL;
 	for (size_t i = 0; i < n && !rc;) {
 		/* a run of inert code points, at once */
 		size_t j = i, k;
-		while (j < n && (k = inert_at_((const unsigned char *)s + j, n - j)))
-			tail = k, j += k;
+		int to, mapped = 0;
+		while (j < n && (k = inert_at_((const unsigned char *)s + j, n - j, how, &to)))
+			tail = to ? 1 : k, tail_s = s + j, tail_n = k, mapped |= to, j += k;
 		if (j > i && seg.len && j < n && j - i < SHORT_RUN_) {
-			/* a short run inside a piece (the space between two words of another
-			 * script) goes into the piece: a call of utf8proc for a line of
-			 * Russian, not one a word */
+			/* a short run inside a piece (the space between two accented words)
+			 * goes into the piece: one call of utf8proc, not one a word */
 			if ((rc = sw_buf_put(&seg, s + i, j - i) ? SW_ENOMEM : 0))
 				break;
 			tail = 0;
@@ -199,6 +234,11 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 			for (size_t q = at; (how & SW_FOLD_CASE) && q < out->len; q++)
 				if (out->p[q] >= 'A' && out->p[q] <= 'Z')
 					out->p[q] = (uint8_t)(out->p[q] - 'A' + 'a');
+			if (mapped) { /* no mark in the run: it stays in NFKC (the last code point may yet go to the next piece) */
+				utf8proc_ssize_t m = (utf8proc_ssize_t)(out->len - at);
+				confusables_map_(out->p + at, &m);
+				out->len = at + (size_t)m;
+			}
 			i = j;
 			continue;
 		}
@@ -209,10 +249,11 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 			continue;
 		}
 		if (!((how & SW_FOLD_RULES) && dropped_control_(cp))) {
-			/* the inert code point before it may compose with it (e + U+0301): it goes along */
+			/* the inert code point before it may compose with it (e + U+0301; Cyrillic
+			 * "а" + U+0308 is "ӓ", no confusable): it goes along, as written */
 			if (!seg.len && tail) {
 				out->len -= tail;
-				rc = sw_buf_put(&seg, out->p + out->len, tail) ? SW_ENOMEM : 0;
+				rc = sw_buf_put(&seg, tail_s, tail_n) ? SW_ENOMEM : 0;
 			}
 			tail = 0;
 			if (!rc)
