@@ -234,7 +234,9 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 			for (size_t q = at; (how & SW_FOLD_CASE) && q < out->len; q++)
 				if (out->p[q] >= 'A' && out->p[q] <= 'Z')
 					out->p[q] = (uint8_t)(out->p[q] - 'A' + 'a');
-			if (mapped) { /* no mark in the run: it stays in NFKC (the last code point may yet go to the next piece) */
+			if (mapped) {
+				/* no mark in the run: it stays in NFKC (its last code point may yet
+				 * go into the next piece, as written) */
 				utf8proc_ssize_t m = (utf8proc_ssize_t)(out->len - at);
 				confusables_map_(out->p + at, &m);
 				out->len = at + (size_t)m;
