@@ -5,10 +5,9 @@
  * with Python's unicodedata (NFKC, NFC), str.casefold, the regex module
  * (default-ignorable code points) and ICU's UTS #39 skeletons (PyICU, for
  * the confusables fold), with and without marks: every code point Python's
- * Unicode assigns, alone,
- * and whole texts (composition across code points, ignorables between a
- * letter and its mark, bytes that are not UTF-8, letters made Latin before
- * a mark).
+ * Unicode assigns, alone, and whole texts (composition across code points,
+ * ignorables between a letter and its mark, bytes that are not UTF-8,
+ * letters made Latin before a mark).
  */
 #include <stdint.h>
 #include <stdio.h>
