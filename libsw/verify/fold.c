@@ -61,8 +61,8 @@ static int dropped_control_(utf8proc_int32_t cp)
  * or a combining class that are not ignorable (Cyrillic, Hebrew, Arabic,
  * Devanagari, kana and CJK letters, Hangul syllables; not "é" nor "й"),
  * but for the Hangul jamo; with SW_FOLD_CASE only those without a case
- * folding.  With SW_FOLD_CONFUSABLES, *to: the ASCII letter it becomes
- * (Cyrillic "о": "o"), else 0.
+ * folding (the confusables map those copied after, confusables_map_).
+ * *cp: the code point.
  * None is the second of a composition (those that are, in Unicode 15,
  * are marks and Hangul's vowel and final jamo), so the code point before
  * one does not change with it.
@@ -73,22 +73,21 @@ static int dropped_control_(utf8proc_int32_t cp)
  * the whole text folded at once gives, without its cost (fuzz_blocklist
  * checks the two agree).
  */
-static size_t inert_at_(const unsigned char *s, size_t n, int how, int *to)
+static size_t inert_at_(const unsigned char *s, size_t n, int how, utf8proc_int32_t *cp)
 {
-	*to = 0;
+	*cp = s[0];
 	if (s[0] < 0x80)
 		return !dropped_control_(s[0]);
 	if (n >= 3 && s[0] >= 0xe4 && s[0] <= 0xe9 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80) {
-		uint32_t cp = (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (uint32_t)(s[2] & 0x3f);
-		if (cp >= 0x4e00 && cp <= 0x9fff) /* CJK ideographs: at once */
+		*cp = (s[0] & 0x0f) << 12 | (s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+		if (*cp >= 0x4e00 && *cp <= 0x9fff) /* CJK ideographs: at once */
 			return 3;
 	}
-	utf8proc_int32_t cp;
-	utf8proc_ssize_t k = utf8proc_iterate(s, (utf8proc_ssize_t)n, &cp);
-	if (k < 2 || (cp >= 0x1100 && cp <= 0x11ff) || (cp >= 0xa960 && cp <= 0xa97f) ||
-	    (cp >= 0xd7b0 && cp <= 0xd7ff))
+	utf8proc_ssize_t k = utf8proc_iterate(s, (utf8proc_ssize_t)n, cp);
+	if (k < 2 || (*cp >= 0x1100 && *cp <= 0x11ff) || (*cp >= 0xa960 && *cp <= 0xa97f) ||
+	    (*cp >= 0xd7b0 && *cp <= 0xd7ff))
 		return 0;
-	const utf8proc_property_t *p = utf8proc_get_property(cp);
+	const utf8proc_property_t *p = utf8proc_get_property(*cp);
 	switch (p->category) {
 	case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
 	case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
@@ -105,8 +104,6 @@ static size_t inert_at_(const unsigned char *s, size_t n, int how, int *to)
 	if (p->decomp_seqindex != UINT16_MAX || p->combining_class || p->ignorable ||
 	    ((how & SW_FOLD_CASE) && p->casefold_seqindex != UINT16_MAX))
 		return 0;
-	if (how & SW_FOLD_CONFUSABLES)
-		*to = sw_fold_confusable((uint32_t)cp);
 	return (size_t)k;
 }
 
@@ -150,7 +147,8 @@ static int confusables_map_(utf8proc_uint8_t *d, utf8proc_ssize_t *n)
 		if (to) {
 			d[o++] = (utf8proc_uint8_t)to;
 		} else {
-			memmove(d + o, d + i, (size_t)k);
+			if (o != i)
+				memmove(d + o, d + i, (size_t)k);
 			o += k;
 		}
 		i += k;
@@ -212,9 +210,10 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 	for (size_t i = 0; i < n && !rc;) {
 		/* a run of inert code points, at once */
 		size_t j = i, k;
-		int to, mapped = 0;
-		while (j < n && (k = inert_at_((const unsigned char *)s + j, n - j, how, &to)))
-			tail = to ? 1 : k, tail_s = s + j, tail_n = k, mapped |= to, j += k;
+		utf8proc_int32_t cp, last = 0;
+		int wide = 0; /* a code point above ASCII in the run */
+		while (j < n && (k = inert_at_((const unsigned char *)s + j, n - j, how, &cp)))
+			tail = k, tail_s = s + j, tail_n = k, last = cp, wide |= k > 1, j += k;
 		if (j > i && seg.len && j < n && j - i < SHORT_RUN_) {
 			/* a short run inside a piece (the space between two accented words)
 			 * goes into the piece: one call of utf8proc, not one a word */
@@ -234,17 +233,18 @@ int sw_fold_text(const char *s, size_t n, int how, sw_buf *out, const char **tex
 			for (size_t q = at; (how & SW_FOLD_CASE) && q < out->len; q++)
 				if (out->p[q] >= 'A' && out->p[q] <= 'Z')
 					out->p[q] = (uint8_t)(out->p[q] - 'A' + 'a');
-			if (mapped) {
+			if ((how & SW_FOLD_CONFUSABLES) && wide) {
 				/* no mark in the run: it stays in NFKC (its last code point may yet
-				 * go into the next piece, as written) */
+				 * go into the next piece, as written: out holds its letter) */
 				utf8proc_ssize_t m = (utf8proc_ssize_t)(out->len - at);
 				confusables_map_(out->p + at, &m);
 				out->len = at + (size_t)m;
+				if (sw_fold_confusable((uint32_t)last))
+					tail = 1;
 			}
 			i = j;
 			continue;
 		}
-		utf8proc_int32_t cp;
 		utf8proc_ssize_t len = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
 		if (len <= 0) {
 			i++; /* not UTF-8: one byte dropped, the next tried */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <utf8proc.h>
 #include "yyjson/yyjson.h"
 #include "common/internal.h"
 #include "sw/verifier.h"
@@ -378,17 +379,16 @@ static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat
 	}
 	/* pat is UTF-8 (PCRE2 took it) */
 	for (size_t i = 0; f->confusables && i < n;) {
-		const unsigned char *u = (const unsigned char *)pat + i;
-		int k = u[0] < 0x80 ? 1 : u[0] < 0xe0 ? 2 : u[0] < 0xf0 ? 3 : 4, to;
-		uint32_t cp = k == 1 ? u[0] : u[0] & (0x7f >> k);
-		for (int j = 1; j < k; j++)
-			cp = cp << 6 | (u[j] & 0x3f);
-		if (k > 1 && (to = sw_fold_confusable(cp)))
+		utf8proc_int32_t cp;
+		utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)pat + i,
+		                                      (utf8proc_ssize_t)(n - i), &cp);
+		int to = k > 1 ? sw_fold_confusable((uint32_t)cp) : 0;
+		if (to)
 			return sw_fail(err, SW_EINVAL,
 			               "%s:%zu: pattern '%.48s' would never match: with confusables, '%.*s' "
 			               "(U+%04X) is read as '%c'; write '%c', or drop ,confusables",
-			               path, lineno, pat, k, pat + i, (unsigned)cp, to, to);
-		i += (size_t)k;
+			               path, lineno, pat, (int)k, pat + i, (unsigned)cp, to, to);
+		i += k > 0 ? (size_t)k : 1;
 	}
 	return 0;
 }
