@@ -67,9 +67,15 @@ enum { SW_ACT_GELU = 0, SW_ACT_GELU_TANH, SW_ACT_QUICK_GELU, SW_ACT_SILU };
 /* The SW_ACT_* of a config.json name ("gelu", "gelu_pytorch_tanh", "quick_gelu", "silu"), or -1. */
 int sw_act_code(const char *name);
 
-/* The keys and values one decoding query sees, in a paged KV cache. */
+/*
+ * The keys and values one decoding query sees, in a paged KV cache.  A
+ * page holds `page` positions of every KV head, each head's in a run of
+ * its own ([KVH][page][hd], as vLLM's blocks): decoding attention reads a
+ * head's keys of a page as one run of memory (page * hd floats), not
+ * page pieces of hd floats KVH * hd apart.
+ */
 typedef struct sw_kv_view {
-	const float *k, *v;        /* this layer's pools: [npages][page][KVH * hd] */
+	const float *k, *v;        /* this layer's pools: [npages][KVH][page][hd] */
 	int page;                  /* tokens per page */
 	const int32_t *pages;      /* page tables, concatenated */
 	const int32_t *page_off;   /* [n]: query i's page table is pages + page_off[i] */
@@ -105,12 +111,13 @@ struct sw_backend {
 
 	/* ---- ops the model code did by hand ---- */
 	/*
-	 * Write n rows of keys and values (k, v [n, kd]) into the paged pools
-	 * kpool, vpool ([npages][page][kd]): row j goes to page
-	 * ptab[poff[j] + pos[j] / page], slot pos[j] % page.
+	 * Write n rows of keys and values (k, v [n, kd], kd / hd heads of hd)
+	 * into the paged pools kpool, vpool ([npages][kd / hd][page][hd], see
+	 * sw_kv_view): row j goes to page ptab[poff[j] + pos[j] / page], slot
+	 * pos[j] % page of each head.
 	 */
 	void (*kv_write)(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
-	                 int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos);
+	                 int hd, int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos);
 	/* out[j] = src[rows[j]]: n rows of width D (the embedding is the same op). */
 	void (*rows_gather)(float *out, const float *src, const int32_t *rows, int n, int D);
 	/* The first of rows rows of width cols holding a NaN or Inf, or -1. */

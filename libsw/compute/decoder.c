@@ -62,7 +62,7 @@ struct sw_decoder {
 	float *inv_freq;
 	int max_seqs;
 	seq_ *seqs;
-	/* The cache: [layer][k or v][page][PAGE][KVH * head_dim]. */
+	/* The cache: [layer][k or v][page][KVH][PAGE][head_dim] (sw_kv_view). */
 	float *kv;
 	int npages;
 	int *refs;
@@ -466,11 +466,12 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 			continue;
 		int want = (s->len + s->npend + PAGE - 1) / PAGE;
 		if (s->len % PAGE && d->refs[s->pages[s->len / PAGE]] > 1) {
+			/* the whole page: each head's rows are a run of their own in it */
 			int old = s->pages[s->len / PAGE], p = take_page_(d);
 			for (int l = 0; l < nl && !rc; l++)
 				for (int w = 0; w < 2 && !rc; w++)
 					rc = o->copy(page_ptr_(d, l, w, p), page_ptr_(d, l, w, old),
-					             sizeof(float) * (size_t)(s->len % PAGE) * KD, err);
+					             sizeof(float) * (size_t)PAGE * KD, err);
 			d->refs[old]--;
 			s->pages[s->len / PAGE] = p;
 		}
@@ -555,7 +556,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		}
 		o->rope(q, pos, ntok, H, hd, d->inv_freq, 0);
 		o->rope(k, pos, ntok, KVH, hd, d->inv_freq, 0);
-		o->kv_write(page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), k, v, ntok, KD, PAGE, ptab,
+		o->kv_write(page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), k, v, ntok, KD, hd, PAGE, ptab,
 		            poff, pos);
 		sw_kv_view kv = { page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), PAGE, ptab, poff, nkeys };
 		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);

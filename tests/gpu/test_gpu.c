@@ -212,7 +212,7 @@ static void op_embed_bwd_(const sw_backend *be, float *out)
 
 static void op_kv_write_(const sw_backend *be, float *out)
 {
-	enum { NP = 6, PG = 4, KD = 40, NR = 9 };
+	enum { NP = 6, PG = 4, KD = 40, NR = 9 }; /* 5 heads of 8 */
 	float zero[NP * PG * KD * 2] = { 0 };
 	float *pool = up_(be, zero, sizeof zero);
 	RUN_IN_((size_t)NR * KD * 2, 5, -1, 1);
@@ -222,7 +222,7 @@ static void op_kv_write_(const sw_backend *be, float *out)
 	for (int j = 0; j < NR; j++)
 		idx[6 + j] = j < 5 ? 0 : 3, idx[6 + NR + j] = j < 5 ? j * 2 : j - 5;
 	int32_t *di = up_(be, idx, sizeof idx);
-	be->kv_write(pool, pool + NP * PG * KD, x, x + NR * KD, NR, KD, PG, di, di + 6, di + 6 + NR);
+	be->kv_write(pool, pool + NP * PG * KD, x, x + NR * KD, NR, KD, 8, PG, di, di + 6, di + 6 + NR);
 	down_(be, out, pool, sizeof zero);
 	be->free(pool), be->free(x), be->free(di);
 }

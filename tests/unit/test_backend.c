@@ -133,21 +133,30 @@ static void test_entries_(const sw_backend *be)
 		free(hb), free(hc);
 	}
 
-	/* KV pages: two rows into page 2 slots 1, 2 and one into page 0 slot 3 (page of 4, kd 2). */
+	/* KV pages: two rows into page 2 slots 1, 2 and one into page 0 slot 3
+	 * (pages of 4 slots, kd 4: two heads of 2).  A page holds each head's
+	 * slots in a run: [page][head][slot][2]. */
 	int32_t hi[] = { 0, 2, 1, 0, 0, 1, /* ptab */ 0, 0, 0, /* poff */ 5, 6, 3 /* pos */ };
 	int32_t *idx = be->alloc(sizeof hi, &err);
-	float *kp = be->alloc(3 * 4 * 2 * sizeof(float), &err), *vp = be->alloc(3 * 4 * 2 * sizeof(float), &err);
+	float *kp = be->alloc(3 * 4 * 4 * sizeof(float), &err), *vp = be->alloc(3 * 4 * 4 * sizeof(float), &err);
 	be->upload(idx, hi, sizeof hi, &err);
-	be->memset(kp, 0, 24 * sizeof(float), &err);
-	be->memset(vp, 0, 24 * sizeof(float), &err);
-	be->kv_write(kp, vp, a, a + 6, 3, 2, 4, idx, idx + 6, idx + 9);
-	float k[24], v[24];
+	be->memset(kp, 0, 48 * sizeof(float), &err);
+	be->memset(vp, 0, 48 * sizeof(float), &err);
+	be->kv_write(kp, vp, a, a + 12, 3, 4, 2, 4, idx, idx + 6, idx + 9);
+	float k[48], v[48], wk[48] = { 0 }, wv[48] = { 0 };
 	be->download(k, kp, sizeof k, &err);
 	be->download(v, vp, sizeof v, &err);
 	/* row j: ptab[poff + pos/4] -> pos 5: ptab[1] = 2, slot 1; pos 6: page 2 slot 2; pos 3: ptab[0] = 0 slot 3 */
-	ok(k[2 * 4 * 2 + 1 * 2] == h[0] && k[2 * 4 * 2 + 1 * 2 + 1] == h[1] && k[2 * 8 + 2 * 2] == h[2] &&
-	   k[3 * 2] == h[4] && v[3 * 2 + 1] == h[6 + 5] && v[2 * 8 + 2 * 2 + 1] == h[6 + 3],
-	   "%s: kv_write puts each row in its page and slot", n);
+	const int pg[3] = { 2, 2, 0 }, slot[3] = { 1, 2, 3 };
+	for (int j = 0; j < 3; j++)
+		for (int g = 0; g < 2; g++)
+			for (int e = 0; e < 2; e++) {
+				wk[pg[j] * 16 + g * 8 + slot[j] * 2 + e] = h[j * 4 + g * 2 + e];
+				wv[pg[j] * 16 + g * 8 + slot[j] * 2 + e] = h[12 + j * 4 + g * 2 + e];
+			}
+	ok(!memcmp(k, wk, sizeof k) && !memcmp(v, wv, sizeof v) && k[34] == h[0] && k[43] == h[3] &&
+	   v[15] == h[12 + 11],
+	   "%s: kv_write puts each row's heads in their page's runs, at its slot", n);
 	/* Row gather: rows 3, 0 of a [8, 8]. */
 	int32_t hr[] = { 3, 0 };
 	int32_t *rows = be->alloc(sizeof hr, &err);

@@ -328,9 +328,14 @@ static void paged_check_(const struct att_ctx *c, const double *ref, int maxlen,
 		for (int j = 0; j < L; j += page, np++)
 			pages[np] = npages - 1 - np; /* reversed */
 		for (int j = 0; j < L; j++) {
-			size_t dst = ((size_t)pages[first + j / page] * page + j % page) * KVH * hd;
-			memcpy(kp + dst, c->k + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
-			memcpy(vp + dst, c->v + (size_t)(cu[s] + j) * KVH * hd, KVH * hd * sizeof(float));
+			/* [page][KVH][page's slots][hd] (sw_kv_view) */
+			for (int g = 0; g < KVH; g++) {
+				size_t dst = (size_t)pages[first + j / page] * page * KVH * hd +
+				             ((size_t)g * page + j % page) * hd;
+				size_t src = ((size_t)(cu[s] + j) * KVH + g) * hd;
+				memcpy(kp + dst, c->k + src, hd * sizeof(float));
+				memcpy(vp + dst, c->v + src, hd * sizeof(float));
+			}
 			poff[cu[s] + j] = first;
 			nkeys[cu[s] + j] = j + 1;
 		}
@@ -373,10 +378,11 @@ static void test_paged_heads_(int H, int KVH, int hd)
 	int same = 1;
 	for (int h = 0; h < H; h++) {
 		int g = h / grp;
-		for (size_t r = 0; r < (size_t)npages * P; r++) {
-			memcpy(kg + r * hd, k + r * ks + (size_t)g * hd, sizeof(float) * hd);
-			memcpy(vg + r * hd, v + r * ks + (size_t)g * hd, sizeof(float) * hd);
-		}
+		for (size_t p = 0; p < (size_t)npages; p++) /* head g's run of each page */
+			for (int j = 0; j < P; j++) {
+				memcpy(kg + (p * P + j) * hd, k + p * P * ks + ((size_t)g * P + j) * hd, sizeof(float) * hd);
+				memcpy(vg + (p * P + j) * hd, v + p * P * ks + ((size_t)g * P + j) * hd, sizeof(float) * hd);
+			}
 		for (int t = 0; t < T; t++)
 			memcpy(qh + (size_t)t * hd, q + ((size_t)t * H + h) * hd, sizeof(float) * hd);
 		ops->attn_paged(oh, qh, T, 1, 1, hd, &kv1, sc);

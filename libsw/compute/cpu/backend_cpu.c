@@ -132,13 +132,15 @@ static int sync_(sw_error *err)
 }
 
 static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
-                      int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
+                      int hd, int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
 {
-	size_t per = (size_t)page * kd;
+	size_t per = (size_t)page * kd, hs = (size_t)page * hd;
 	for (int j = 0; j < n; j++) {
-		size_t at = (size_t)ptab[poff[j] + pos[j] / page] * per + (size_t)(pos[j] % page) * kd;
-		memcpy(kpool + at, k + (size_t)j * kd, sizeof(float) * kd);
-		memcpy(vpool + at, v + (size_t)j * kd, sizeof(float) * kd);
+		size_t at = (size_t)ptab[poff[j] + pos[j] / page] * per + (size_t)(pos[j] % page) * hd;
+		for (int g = 0; g < kd / hd; g++) {
+			memcpy(kpool + at + g * hs, k + (size_t)j * kd + (size_t)g * hd, sizeof(float) * hd);
+			memcpy(vpool + at + g * hs, v + (size_t)j * kd + (size_t)g * hd, sizeof(float) * hd);
+		}
 	}
 }
 
@@ -762,10 +764,28 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
 }
 
 /*
+ * Ask for the run of the page after the one keys j0 .. j0 + P - 1 are in
+ * (pool: the head's run in page 0; its keys are the rest of nk), a cache
+ * line at a time: pages lie anywhere in the pool, so the hardware's
+ * prefetchers, which follow a run, do not find the next one.
+ */
+static inline void next_page_(const float *pool, const int32_t *pt, int j0, int P, int nk, int ks,
+                              int hd)
+{
+	if (j0 + P >= nk)
+		return;
+	const float *r = pool + (size_t)pt[j0 / P + 1] * P * ks;
+	size_t n = (size_t)(nk - j0 - P < P ? nk - j0 - P : P) * hd;
+	for (size_t i = 0; i < n; i += 16)
+		__builtin_prefetch(r + i);
+}
+
+/*
  * o = sum_j p_j v_j over nk keys in their pages, in order of j: the sums of
  * 64 (then 16, then 1) floats of o at a time are held in registers across
  * the keys, each element a multiply and an add a key, as o[d] += p_j v_j[d].
  * (Accumulating in o itself made each key wait for the last one's store.)
+ * v: the head's run in page 0, a key's values hd floats after the last's.
  */
 SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int32_t *pt, int P, int nk,
                             int ks, int hd)
@@ -776,8 +796,10 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
 		for (int j0 = 0; j0 < nk; j0 += P) {
 			const float *vp = v + (size_t)pt[j0 / P] * P * ks + d0;
 			int nj = nk - j0 < P ? nk - j0 : P;
+			if (d0 == 0)
+				next_page_(v, pt, j0, P, nk, ks, hd);
 			for (int j = 0; j < nj; j++) {
-				const float *vr = vp + (size_t)j * ks;
+				const float *vr = vp + (size_t)j * hd;
 				float pj = p[j0 + j];
 				v16f_ x0, x1, x2, x3;
 				memcpy(&x0, vr, 64), memcpy(&x1, vr + 16, 64);
@@ -793,9 +815,11 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
 		for (int j0 = 0; j0 < nk; j0 += P) {
 			const float *vp = v + (size_t)pt[j0 / P] * P * ks + d0;
 			int nj = nk - j0 < P ? nk - j0 : P;
+			if (d0 == 0)
+				next_page_(v, pt, j0, P, nk, ks, hd);
 			for (int j = 0; j < nj; j++) {
 				v16f_ x;
-				memcpy(&x, vp + (size_t)j * ks, 64);
+				memcpy(&x, vp + (size_t)j * hd, 64);
 				a += p[j0 + j] * x;
 			}
 		}
@@ -804,7 +828,7 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
 	for (; d0 < hd; d0++) {
 		float a = 0;
 		for (int j = 0; j < nk; j++)
-			a += p[j] * v[((size_t)pt[j / P] * P + j % P) * ks + d0];
+			a += p[j] * v[(size_t)pt[j / P] * P * ks + (size_t)(j % P) * hd + d0];
 		o[d0] = a;
 	}
 }
@@ -813,7 +837,12 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
  * A task is one sequence and up to PAGED_HEADS_ query heads of one KV group
  * (grouped-query attention): their keys and values are read from memory
  * once, a page of keys staying in L1 while each head's scores are made,
- * not once a head.  Each head's arithmetic is the same as alone.
+ * not once a head.  Each head's arithmetic is the same as alone.  A head's
+ * keys (values) of a page are one run of memory (sw_kv_view), the next
+ * page's asked for while this one's are used: with pages laid out
+ * [page][KVH * hd], a head's were 16 pieces of hd floats KVH * hd apart,
+ * and one layer's call for 32 queries against 2048 keys took 1.39x as long
+ * (bench/RESULTS.md, "kvruns").
  */
 static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
                         const sw_kv_view *kv, float *scratch)
@@ -836,11 +865,12 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 				int nk = kv->nkeys[i];
 				/* Page by page: a key's address without a division. */
 				for (int j0 = 0; j0 < nk; j0 += P) {
-					const float *kp = kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * hd;
+					const float *kp = kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * P * hd;
 					int nj = nk - j0 < P ? nk - j0 : P;
+					next_page_(kv->k + (size_t)g * P * hd, pt, j0, P, nk, ks, hd);
 					for (int t = 0; t < nh; t++)
 						qk_page_(sc + (size_t)t * maxk + j0, q + ((size_t)i * H + h0 + t) * hd, kp,
-						         nj, ks, hd, scale);
+						         nj, hd, hd, scale);
 				}
 				for (int t = 0; t < nh; t++) {
 					float *s = sc + (size_t)t * maxk, m = row_max_(s, nk);
@@ -848,8 +878,8 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 					 * exp, sums in double lanes): no libm call a key. */
 					float l = m + (float)log(row_sumexp_(s, nk, m));
 					row_exp_(s, nk, l);
-					pv_keys_(out + ((size_t)i * H + h0 + t) * hd, s, kv->v + (size_t)g * hd, pt, P, nk,
-					         ks, hd);
+					pv_keys_(out + ((size_t)i * H + h0 + t) * hd, s, kv->v + (size_t)g * P * hd, pt, P,
+					         nk, ks, hd);
 				}
 			}
 	}
