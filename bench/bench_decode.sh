@@ -11,9 +11,12 @@
 # at 110M; with SW_BENCH_LONG=1 also 32 x 512 at 110M (the paged attention's
 # keys grow to 528, so it is a larger part of the step).  Then the paged
 # attention op alone (decode_bench attn: one layer of the 110M model's heads,
-# 32 queries against 128, 512 and 2048 keys each).  Each workload runs
-# SW_BENCH_ROUNDS rounds (default 3; 5 for the attention op), the builds
-# taking turns within a round, and each figure is the median of the rounds'
+# 32 queries against 128, 512 and 2048 keys each), and the batch-invariant
+# product alone (decode_bench rows: 32 rows by the 110M model's shapes and
+# Qwen2.5-0.5B's down projection, 896 x 4864; W in cache and W read from
+# memory).  Each workload runs SW_BENCH_ROUNDS rounds (default 3; 5 for
+# the attention op), the builds taking turns within a round, and each
+# figure is the median of the rounds'
 # (each run's own is a median over its steps): the whole step moves with the
 # machine's memory bandwidth and its neighbours from minute to minute (a
 # shared VM), more than by most changes, so both builds must see the same
@@ -120,6 +123,27 @@ for keys in 128 512 2048; do
 	printf '| %s |' "$keys"
 	for dr in $drivers; do
 		sort -g "$d/attn.${dr%%:*}" | awk '{ v[NR] = $1 } END { printf " %.3f ms |", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	done
+	echo
+done
+echo
+echo "| the product alone (decode_bench rows), 32 rows, N x K: GFLOP/s, W in cache / W from memory | $(for dr in $drivers; do printf '%s | ' "${dr%%:*}"; done)"
+echo "|---|$(for dr in $drivers; do printf -- '---|'; done)"
+for nk in "2048 768" "768 768" "768 2048" "32000 768" "896 4864"; do
+	rm -f "$d/rows."*
+	i=0
+	while [ $i -lt "${SW_BENCH_ROUNDS:-3}" ]; do
+		i=$((i + 1))
+		for dr in $drivers; do
+			"${dr#*:}" rows 32 $nk >>"$d/rows.${dr%%:*}"
+		done
+	done
+	printf '| %s x %s |' $nk
+	for dr in $drivers; do
+		awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "cached_gflops") c[NR] = kv[2]; if (kv[1] == "streamed_gflops") s[NR] = kv[2] } }
+			function med(a, n,  i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+				return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+			END { printf " %.1f / %.1f |", med(c, NR), med(s, NR) }' "$d/rows.${dr%%:*}"
 	done
 	echo
 done

@@ -6,6 +6,8 @@
  *   decode_bench DIR NSEQ NEW    NSEQ sequences (16-token prompts), NEW tokens each
  *   decode_bench attn NSEQ KEYS  the CPU backend's paged attention alone: one decoding
  *                                query of each of NSEQ sequences against KEYS keys
+ *   decode_bench rows M N K      the CPU backend's batch-invariant product (linear_rows)
+ *                                alone: C[M,N] = A[M,K] W[N,K]^T
  *
  * One line of KEY=VALUE pairs: the weights' MiB, the read bandwidth (GB/s,
  * median of 5 passes, every thread), the median decode step (wall and CPU
@@ -22,6 +24,12 @@
  * grouping), pages of 16 keys placed at random in the pool, random keys,
  * values and queries; the median of 50 calls of the op (a layer's call),
  * after 5 unmeasured: attn nseq=N keys=K layer_ms=MEDIAN.
+ *
+ * rows: GFLOP/s of linear_rows with W in cache (one W, 50 calls after 5)
+ * and with W from memory (calls over copies of W filling 512 MiB at least,
+ * each read once a pass, as the decoder reads a layer's weights once a
+ * step; 5 passes after 1), medians: rows m=M n=N k=K cached_gflops=G
+ * streamed_gflops=G.
  */
 #define _DEFAULT_SOURCE
 #include <omp.h>
@@ -158,6 +166,53 @@ static int attn_(int nseq, int keys)
 	return 0;
 }
 
+static int rows_(int M, int N, int K)
+{
+	enum { CALLS = 50, WARM = 5, PASSES = 5 };
+	const sw_backend *be = sw_backend_cpu();
+	size_t wn = (size_t)N * K;
+	int nw = (int)((512u << 20) / (wn * sizeof(float))) + 1;
+	float *A = malloc(sizeof(float) * (size_t)M * K), *C = malloc(sizeof(float) * (size_t)M * N);
+	float **W = calloc((size_t)nw, sizeof *W);
+	double *t = malloc(sizeof(double) * CALLS);
+	int ok = A && C && W && t;
+	for (int i = 0; ok && i < nw; i++)
+		ok = (W[i] = malloc(sizeof(float) * wn)) != NULL;
+	if (!ok) {
+		fprintf(stderr, "decode_bench: out of memory\n");
+		return 1;
+	}
+	uint64_t r = 777;
+#define RND_() (r = r * 6364136223846793005ull + 1442695040888963407ull, (float)((r >> 40) & 0xffff) / 65536.0f - 0.5f)
+	for (size_t i = 0; i < (size_t)M * K; i++)
+		A[i] = RND_();
+	for (int w = 0; w < nw; w++)
+		for (size_t i = 0; i < wn; i++)
+			W[w][i] = RND_();
+#undef RND_
+	double flop = 2.0 * M * N * K;
+	for (int c = 0; c < WARM + CALLS; c++) {
+		double t0 = now_(CLOCK_MONOTONIC);
+		be->linear_rows(C, A, W[0], M, N, K, 0);
+		if (c >= WARM)
+			t[c - WARM] = now_(CLOCK_MONOTONIC) - t0;
+	}
+	double cached = flop / bench_median(t, CALLS) / 1e9;
+	for (int p = 0; p <= PASSES; p++) {
+		double t0 = now_(CLOCK_MONOTONIC);
+		for (int w = 0; w < nw; w++)
+			be->linear_rows(C, A, W[w], M, N, K, 0);
+		if (p > 0)
+			t[p - 1] = (now_(CLOCK_MONOTONIC) - t0) / nw;
+	}
+	printf("rows m=%d n=%d k=%d cached_gflops=%.1f streamed_gflops=%.1f\n", M, N, K, cached,
+	       flop / bench_median(t, PASSES) / 1e9);
+	for (int w = 0; w < nw; w++)
+		free(W[w]);
+	free(W), free(A), free(C), free(t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "attn")) {
@@ -169,8 +224,19 @@ int main(int argc, char **argv)
 		sw_engine_threads(th ? atoi(th) : 0);
 		return attn_(atoi(argv[2]), atoi(argv[3]));
 	}
+	if (argc == 5 && !strcmp(argv[1], "rows")) {
+		int M = atoi(argv[2]), N = atoi(argv[3]), K = atoi(argv[4]);
+		if (M < 1 || N < 1 || K < 1 || M > 4096 || N > 1 << 20 || K > 1 << 16 ||
+		    (double)N * K > (double)(1 << 28)) {
+			fprintf(stderr, "decode_bench: rows M N K: M 1 to 4096, K 1 to 65536, N * K up to 2^28\n");
+			return 2;
+		}
+		const char *th = getenv("SW_THREADS");
+		sw_engine_threads(th ? atoi(th) : 0);
+		return rows_(M, N, K);
+	}
 	if (argc != 4) {
-		fprintf(stderr, "usage: decode_bench DIR NSEQ NEW | attn NSEQ KEYS\n");
+		fprintf(stderr, "usage: decode_bench DIR NSEQ NEW | attn NSEQ KEYS | rows M N K\n");
 		return 2;
 	}
 	int nseq = atoi(argv[2]), nnew = atoi(argv[3]), plen = 16;

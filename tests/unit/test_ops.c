@@ -114,12 +114,15 @@ static void test_linear_rows_(int level)
 	 * short; a last row alone against a block (its whole 16s, then tiles of
 	 * that row) with and without a k % 16 tail; 4x6 tiles, and 4x4 tiles of
 	 * 4, 3, 2 and 1 rows for short tiles, groups of W short of 6 and k % 16
-	 * tails; in parallel and not. */
+	 * tails; in parallel and not; K in shares of 1024 (a last share of a
+	 * k % 16 tail alone, of 16 and a tail, of 16 whole) over 1 and 2 runs
+	 * of 16 tiles. */
 	int shapes[][3] = { { 1, 9, 16 }, { 7, 13, 37 }, { 33, 64, 96 }, { 5, 3, 5 },
 		            { 1, 48, 40 }, { 6, 37, 50 }, { 9, 32, 16 }, { 3, 70, 33 },
 		            { 18, 40, 1043 }, { 17, 24, 64 }, { 8, 48, 64 }, { 12, 200, 160 },
 		            { 21, 96, 48 }, { 13, 100, 80 }, { 4, 30, 32 }, { 32, 136, 256 },
-		            { 1, 100, 64 }, { 9, 120, 96 }, { 24, 200, 64 } };
+		            { 1, 100, 64 }, { 9, 120, 96 }, { 24, 200, 64 }, { 70, 60, 2064 },
+		            { 33, 50, 2051 }, { 5, 13, 2048 }, { 8, 12, 1031 } };
 	for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
 		int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
 		float *A = rnd_((size_t)M * K, 1), *W = rnd_((size_t)N * K, 1);

@@ -29,7 +29,9 @@
  * tiles alone) A was read from L2 once per 4 rows of W and the products
  * ran at 130-165 GFLOP/s inside the decoder, barely more at 128 rows than
  * at 32; read once per 6 they run about 1.09x faster (bench/RESULTS.md,
- * "tile46").
+ * "tile46").  Past K = 1024 a group of 6 rows no longer fits L1 beside A,
+ * so K is taken in shares of 1024, each tile's sums kept in memory between
+ * shares (the same chains of multiply-adds, stopped and taken up again).
  */
 #include <math.h>
 #include <stddef.h>
@@ -170,21 +172,34 @@ static void finish_(float *C, int ldc, const float *sum, const float *const *a, 
 		acc[i + 3] = _mm512_fmadd_ps(x3, y_, acc[i + 3]);                       \
 	} while (0)
 
-/* 4 rows of A by 4 of W (a short tile repeats a row); pf, npf: lines to
- * bring into L2 meanwhile. */
+/*
+ * A tile's share of K: its sums over k0 .. k1 (k0 a multiple of 16), from
+ * zero where k0 is 0, else from st, and left in st where k1 < K, else
+ * finished into C.  A lane's sum is one chain of multiply-adds in order
+ * of k either way: stopping it in memory between shares does not change
+ * a bit.  (st NULL: the whole of K, k0 0 and k1 K.)
+ */
+typedef struct {
+	int k0, k1;
+	__m512 *st;
+} share_;
+
+/* 4 rows of A by 4 of W (a short tile repeats a row), over sh's share of
+ * K; pf, npf: lines to bring into L2 meanwhile. */
 T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
-                          const float *const *w, int nw, int K, float beta, const float *pf,
-                          int npf)
+                          const float *const *w, int nw, int K, share_ sh, float beta,
+                          const float *pf, int npf)
 {
 	/* c[4i + j]: W row i by A row j, so that block j of the sums is A row j's. */
 	__m512 c[16];
 #pragma GCC unroll 16
 	for (int i = 0; i < 16; i++)
-		c[i] = _mm512_setzero_ps();
+		c[i] = sh.k0 ? sh.st[i] : _mm512_setzero_ps();
 	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
 	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-	int K16 = K / 16 * 16, j_ = 0, pf_per = K16 ? (npf + K16 / 16 - 1) / (K16 / 16) : 0;
-	for (int k = 0; k < K16; k += 16) {
+	int K16 = K / 16 * 16, ke = sh.k1 < K16 ? sh.k1 : K16, steps = (ke - sh.k0) / 16;
+	int j_ = 0, pf_per = steps > 0 ? (npf + steps - 1) / steps : 0;
+	for (int k = sh.k0; k < ke; k += 16) {
 		PF_STEP_();
 		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
 		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
@@ -192,6 +207,12 @@ T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
 		ROW4_(c, 4, w1 + k);
 		ROW4_(c, 8, w2 + k);
 		ROW4_(c, 12, w3 + k);
+	}
+	if (sh.k1 < K) {
+#pragma GCC unroll 16
+		for (int i = 0; i < 16; i++)
+			sh.st[i] = c[i];
+		return;
 	}
 	__m512 s = red16_(c);
 	if (na == 4 && nw == 4 && K16 == K) {
@@ -211,19 +232,22 @@ T512_ static void tile44_(float *C, int ldc, const float *const *a, int na,
 }
 
 /* 4 rows of A by 6 of W, whole (K a multiple of 16): the sums of tile44_,
- * two more rows of W against each load of A. */
+ * two more rows of W against each load of A, over sh's share of K (st:
+ * c, then d's first 8). */
 T512_ static void tile46_(float *C, int ldc, const float *const *a, const float *const *w, int K,
-                          float beta, const float *pf, int npf)
+                          share_ sh, float beta, const float *pf, int npf)
 {
 	/* c as in tile44_ (W rows 0-3); d[4i + j]: W row 4 + i by A row j, d[8..15] zero */
 	__m512 c[16], d[16];
 #pragma GCC unroll 16
-	for (int i = 0; i < 16; i++)
-		c[i] = d[i] = _mm512_setzero_ps();
+	for (int i = 0; i < 16; i++) {
+		c[i] = sh.k0 ? sh.st[i] : _mm512_setzero_ps();
+		d[i] = sh.k0 && i < 8 ? sh.st[16 + i] : _mm512_setzero_ps();
+	}
 	const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
 	const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3], *w4 = w[4], *w5 = w[5];
-	int j_ = 0, pf_per = K ? (npf + K / 16 - 1) / (K / 16) : 0;
-	for (int k = 0; k < K; k += 16) {
+	int steps = (sh.k1 - sh.k0) / 16, j_ = 0, pf_per = steps > 0 ? (npf + steps - 1) / steps : 0;
+	for (int k = sh.k0; k < sh.k1; k += 16) {
 		PF_STEP_();
 		__m512 x0 = _mm512_loadu_ps(a0 + k), x1 = _mm512_loadu_ps(a1 + k);
 		__m512 x2 = _mm512_loadu_ps(a2 + k), x3 = _mm512_loadu_ps(a3 + k);
@@ -233,6 +257,15 @@ T512_ static void tile46_(float *C, int ldc, const float *const *a, const float 
 		ROW4_(c, 12, w3 + k);
 		ROW4_(d, 0, w4 + k);
 		ROW4_(d, 4, w5 + k);
+	}
+	if (sh.k1 < K) {
+#pragma GCC unroll 16
+		for (int i = 0; i < 16; i++) {
+			sh.st[i] = c[i];
+			if (i < 8)
+				sh.st[16 + i] = d[i];
+		}
+		return;
 	}
 	/* lane 4j + i: A row j by W row i (s), by W row 4 + i (t, i < 2) */
 	__m512 s = red16_(c), t = red16_(d);
@@ -300,44 +333,62 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 
 /* Rows of W a thread's block holds in a batch: 8 groups of 6, 3 runs of 16. */
 #define BLOCK_ 48
+/* Shares of K a group of W is taken in, floats: 6 rows of KC_ (24 KiB)
+ * stay in L1 beside the rows of A streaming past (48 KiB on the Xeons
+ * here).  With all of K = 2048 (48 KiB a group) the batch's product ran
+ * at 67 GFLOP/s a thread against 115-118 for K <= 1024 (bench/RESULTS.md,
+ * "kshare"). */
+#define KC_ 1024
+/* Tiles of A whose sums are kept between shares: 64 rows, 128 KiB. */
+#define SB_ 16
 
 /*
  * Tiles of 4 rows of A (a short one repeats a row) by groups of 6 of W's
  * rows n0 .. n0 + nw; what is not a whole 4x6 tile goes through tile44_.
- * The tiles share out the prefetch of the next block of W (next, its rows
- * nnext; NULL at the end), each its part of the block's lines, so that the
- * block is in L2 when the first tile reaches it and the memory is asked at
- * an even pace.
+ * K is taken in shares of KC_, each group's share passing over up to SB_
+ * tiles before the next share.  The tiles share out the prefetch of the
+ * next block of W (next, its rows nnext; NULL at the end), each its part
+ * of the block's lines, so that the block is in L2 when the first tile
+ * reaches it and the memory is asked at an even pace.
  */
 T512_ static void tiles_(float *C, int N, const float *A, int M, const float *W, int n0,
                          int nw, int K, float beta, const float *next, int nnext)
 {
-	int ntiles = (nw + 5) / 6 * ((M + 3) / 4), t = 0;
+	int K16 = K / 16 * 16, nsh = K16 > KC_ ? (K16 + KC_ - 1) / KC_ : 1;
+	int ntiles = (nw + 5) / 6 * ((M + 3) / 4) * nsh, t = 0;
 	long lines = next ? (long)nnext * K / 16 : 0;
+	__m512 st[SB_ * 32]; /* a tile's sums: tile46_'s 24, or two tile44_'s 16 */
 	for (int q = 0; q < nw; q += 6) {
 		int nq = nw - q < 6 ? nw - q : 6;
 		const float *w[6];
 		for (int j = 0; j < 6; j++)
 			w[j] = W + (size_t)(n0 + q + (j < nq ? j : 0)) * K;
-		for (int m0 = 0; m0 < M; m0 += 4, t++) {
-			int na = M - m0 < 4 ? M - m0 : 4;
-			const float *a[4];
-			for (int i = 0; i < 4; i++)
-				a[i] = A + (size_t)(m0 + (i < na ? i : 0)) * K;
-			long l0 = lines * t / ntiles, l1 = lines * (t + 1) / ntiles;
-			const float *pf = next ? next + 16 * l0 : NULL;
-			int npf = (int)(l1 - l0);
-			float *c = C + (size_t)m0 * N + n0 + q;
-			if (na == 4 && nq == 6 && K % 16 == 0) {
-				tile46_(c, N, a, w, K, beta, pf, npf);
-				continue;
+		for (int mb = 0; mb < M; mb += 4 * SB_)
+			for (int s = 0; s < nsh; s++) {
+				share_ sh = { s * KC_, s == nsh - 1 ? K : (s + 1) * KC_, NULL };
+				for (int m0 = mb; m0 < M && m0 < mb + 4 * SB_; m0 += 4, t++) {
+					int na = M - m0 < 4 ? M - m0 : 4;
+					const float *a[4];
+					for (int i = 0; i < 4; i++)
+						a[i] = A + (size_t)(m0 + (i < na ? i : 0)) * K;
+					long l0 = lines * t / ntiles, l1 = lines * (t + 1) / ntiles;
+					const float *pf = next ? next + 16 * l0 : NULL;
+					int npf = (int)(l1 - l0);
+					float *c = C + (size_t)m0 * N + n0 + q;
+					sh.st = nsh > 1 ? st + (m0 - mb) / 4 * 32 : NULL;
+					if (na == 4 && nq == 6 && K % 16 == 0) {
+						tile46_(c, N, a, w, K, sh, beta, pf, npf);
+						continue;
+					}
+					tile44_(c, N, a, na, w, nq < 4 ? nq : 4, K, sh, beta, pf, npf);
+					if (nq > 4) {
+						/* (w[5] is w[q] when nq is 5) */
+						const float *w45[4] = { w[4], w[5], w[4], w[4] };
+						share_ sh2 = { sh.k0, sh.k1, sh.st ? sh.st + 16 : NULL };
+						tile44_(c + 4, N, a, na, w45, nq - 4, K, sh2, beta, NULL, 0);
+					}
+				}
 			}
-			tile44_(c, N, a, na, w, nq < 4 ? nq : 4, K, beta, pf, npf);
-			if (nq > 4) {
-				const float *w45[4] = { w[4], w[5], w[4], w[4] }; /* (w[5] is w[q] when nq is 5) */
-				tile44_(c + 4, N, a, na, w45, nq - 4, K, beta, NULL, 0);
-			}
-		}
 	}
 }
 
