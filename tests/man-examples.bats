@@ -3,10 +3,11 @@
 # page's EXAMPLES section, as a script (bash, errexit and pipefail), on small
 # inputs of the names it uses, its output checked against what the page says.
 # Each test first counts its page's blocks, so that an example added to a page
-# fails here until it is run.  Run elsewhere: sw-run(1)'s experiment file
-# (man.bats); not run yet: the EXAMPLES of sw-audit(1), sw-plot(1),
-# sw-rollout(1), sw-run(1) and sw-train(1), sw-sort(1)'s first block and
-# sw-model(1)'s third (named below).
+# fails here until it is run.  Where a page elides (sw-pool(1)'s "sw-rollout
+# ...", sw-audit(1)'s "5f0c..." and its counts), the test fills the gap and
+# says how.  Run elsewhere: sw-run(1)'s experiment file (man.bats); not run:
+# sw-sort(1)'s first block (its rest is "sw-rollout ...") and sw-model(1)'s
+# third (a Hugging Face checkpoint by name; sw-model.bats converts bf16 shards).
 load helpers
 
 # The literal blocks of PAGE's EXAMPLES section, as files PREFIX1, PREFIX2, ...
@@ -29,6 +30,13 @@ man_blocks() {
 example() {
 	run -0 --separate-stderr bash -eo pipefail "ex.$1"
 	[ "$stderr" = "" ]
+}
+
+# Run block N as a script with mpirun the tests' (helpers.bash's sw_mpirun); it writes nothing
+# to standard output.
+mpi_example() {
+	run -0 --separate-stderr bash -eo pipefail -c "$(declare -f sw_mpirun); mpirun() { sw_mpirun \"\$@\"; }; $(cat "ex.$1")"
+	[ "$output" = "" ]
 }
 
 # Samples of realistic shape, a response in other scripts among them, rewards of every sign.
@@ -155,9 +163,10 @@ data_jsonl() {
 	[ "${lines[2]%% *}" = seq ]
 }
 
-# The "$ " lines of a block, as a script (for the pages that show a command's output).
+# The "$ " lines of a block (and the lines a backslash continues them on), as a script: the
+# pages that show a command's output.
 commands() {
-	sed -n 's/^\$ //p' "$1"
+	awk '/^\$ / { print substr($0, 3); more = /\\$/; next } more { print; more = /\\$/ }' "$1"
 }
 
 @test "sw-model(1): the examples print what the page shows" {
@@ -244,4 +253,196 @@ commands() {
 	example 3
 	[ "$output" -ge 0 ]
 	[ "$output" -le "$(wc -l <prompts.jsonl)" ]
+}
+
+# A model of tiny size and three short runs of it (sw-run on the examples' prompts).
+a_run() {
+	[ -d m ] || sw-model init -s tiny m
+	[ -f prompts.jsonl ] || cp "$TOP/examples/prompts.jsonl" .
+	sw-run -q -m m -p prompts.jsonl -o "$1" --iters 2 -b 4 -n 2 --verify 'sw-verify -r math' \
+		--rollout 'sw-rollout -n "$SW_GROUP" --max-new-tokens 8'
+}
+
+@test "sw-plot(1): the examples draw what they name, and the bad value is named as the page says" {
+	[ "$(man_blocks sw-plot.1 ex.)" = 3 ]
+	a_run runs/demo
+	a_run runs/lr1
+	a_run runs/lr3
+	run -0 --separate-stderr bash -eo pipefail <(commands ex.1)
+	[ "$output$stderr" = "" ]
+	[ "$(head -c 8 runs/demo/curves.png | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ]
+	run -0 --separate-stderr bash -eo pipefail <(commands ex.2)
+	[ "$output$stderr" = "" ]
+	grep -q 'lr 1e-5 vs 3e-5' cmp.svg
+	grep -q 'runs/lr1' cmp.svg
+	grep -q 'runs/lr3' cmp.svg
+	# runs/x: the demo's metrics, record 7's kl a string
+	mkdir -p runs/x
+	head -1 runs/demo/metrics.jsonl >r
+	for i in 1 2 3 4 5 6; do jq -c ".iter = $i | .kl = 0.0$i" r; done >runs/x/metrics.jsonl
+	jq -c '.iter = 7 | .kl = "n/a"' r >>runs/x/metrics.jsonl
+	run -1 --separate-stderr bash -o pipefail <(commands ex.3)
+	[ "$output" = "" ]
+	[ "$stderr" = "$(sed -n '2,$p' ex.3 | tr '\n' ' ' | sed 's/ $//')" ]
+}
+
+@test "sw-rollout(1): the examples run as written" {
+	[ "$(man_blocks sw-rollout.1 ex.)" = 4 ]
+	sw-model init -s tiny model
+	cp -r model policy
+	cp -r model reference
+	head -2 "$TOP/examples/prompts.jsonl" >prompts.jsonl
+	example 1
+	[ "${#lines[@]}" = 16 ]
+	[ "$(printf '%s\n' "${lines[@]}" | jq -r .finish | sort -u | grep -cvx 'stop\|length')" = 0 ]
+	[ "$(printf '%s\n' "${lines[@]}" | jq '.n <= 512' | sort -u)" = true ]
+	example 2
+	[ "${#lines[@]}" = 1 ]
+	[ "$(jq -r '.id + " " + .group' <<<"$output")" = "q1/0 q1" ]
+	[[ "$(jq -r .response <<<"$output")" != *$'\n\n'* ]]
+	example 3
+	[ "$output" = "" ]
+	[ "$(sw-cat -c scored.msgpack)" = 16 ]
+	[ "$(sw-cat -f json scored.msgpack | jq '(.ref_logprobs | length) == (.response_tokens | length) and (.rewards | has("math"))' | sort -u)" = true ]
+	need_mpirun
+	mpi_example 4
+	[ "$(sw-cat -c dp.msgpack)" = 8 ]
+}
+
+@test "sw-train(1): the examples run as written" {
+	[ "$(man_blocks sw-train.1 ex.)" = 4 ]
+	sw-model init -s tiny tiny
+	sft_set >sft.jsonl
+	example 1
+	[ "$output" = "" ]
+	[ -f tiny/model.safetensors ]
+	# a GRPO step from checkpoint 3, against checkpoint 0
+	mkdir ckpt
+	sw-model init -s tiny ckpt/0
+	cp -r ckpt/0 ckpt/3
+	head -2 "$TOP/examples/prompts.jsonl" | sw-rollout -m ckpt/3 -n 4 --max-new-tokens 8 | sw-verify -r math >samples.msgpack
+	example 2
+	[ "${#lines[@]}" = 8 ]
+	[ "$(printf '%s\n' "${lines[@]}" | jq 'type' | sort -u)" = '"number"' ]
+	[ -f ckpt/4/model.safetensors ]
+	[ "$(jq -s 'length' metrics.jsonl)" -ge 1 ]
+	cp -r ckpt/0 m
+	example 3
+	[ "$output" = "" ]
+	need_mpirun
+	mpi_example 4
+	[ "$(sw-cat -c balanced.msgpack)" = 8 ]
+}
+
+@test "sw-run(1): the examples run as written (my-filter a filter of one's own)" {
+	[ "$(man_blocks sw-run.1 ex.)" = 5 ]
+	sw-model init -s tiny model
+	cp "$TOP/examples/prompts.jsonl" .
+	# a stage of one's own: it drops the samples of one prompt, and counts what it saw
+	mkdir bin
+	printf '%s\n' '#!/bin/sh' "sw-cat -f json | tee -a '$PWD/seen.jsonl' | jq -c 'select(.group != \"gsm-1\")' | sw-cat" \
+		>bin/my-filter
+	chmod +x bin/my-filter
+	PATH=$PWD/bin:$PATH
+	run -0 --separate-stderr bash -eo pipefail ex.1
+	[ "$output" = "" ]
+	[[ $stderr == "sw-run: 4 iterations done; the run is in runs/x (audit head "*")" ]]
+	[ "$(jq -s 'map(select(.eval | not)) | length' runs/x/metrics.jsonl)" = 4 ]
+	[ "$(jq -s 'map(.group) | unique | length' seen.jsonl)" -ge 2 ]
+	[ "$(sw-cat -f json runs/x/samples/iter-0004.msgpack.zst | jq -c 'select(.group == "gsm-1")' | wc -l)" = 0 ]
+	run -0 --separate-stderr bash -eo pipefail ex.2
+	[[ $stderr == "sw-run: 6 iterations done; the run is in runs/x (audit head "*")" ]]
+	[ "$(jq -s 'map(select(.eval | not)) | length' runs/x/metrics.jsonl)" = 6 ]
+	run -0 --separate-stderr bash -eo pipefail ex.3
+	[[ $stderr == "sw-run: 10 iterations done; the run is in runs/y (audit head "*")" ]]
+	[ "$(ls runs/y/ckpt | wc -l)" -le 4 ]
+	[ -d runs/y/ckpt/iter-0010 ]
+	[ -d runs/y/ckpt/iter-0008 ]
+	[ ! -d runs/y/ckpt/iter-0007 ] || [ "$(ls runs/y/ckpt | wc -l)" = 4 ]
+	need_mpirun
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+		OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
+		OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_btl_vader_backing_directory="$BATS_TEST_TMPDIR"
+	run -0 --separate-stderr bash -eo pipefail ex.4
+	[ "$output" = "" ]
+	[[ ${stderr_lines[-1]} == "sw-run: 4 iterations done; the run is in runs/dp (audit head "*")" ]]
+	grep -qx 'ranks 2' runs/dp/config
+	[ "$(jq -s 'map(select(.eval | not)) | length' runs/dp/metrics.jsonl)" = 4 ]
+	run -0 --separate-stderr bash -eo pipefail ex.5
+	[[ $output == "runs/x/audit.log: ok: "*" records, "*" checkpoints, head "* ]]
+	[ -s x.svg ]
+}
+
+# A line of sw-audit's with its numbers as N and its hashes (or the page's "5f0c...") as H.
+shape() {
+	sed -E 's/[0-9a-f]{64}|5f0c\.\.\./H/g; s/[0-9]+/N/g'
+}
+
+# Rewrite record K of audit log LOG (its time's last digit) and, with --rechain, every hash and
+# prev from it on, as sw-audit(1) says they are made ("The log"): prints the record's byte offset.
+edit_log() {
+	python3 - "$@" <<-'PY'
+		import hashlib, json, sys
+		path, k, rechain = sys.argv[1], int(sys.argv[2]), len(sys.argv) > 3
+		lines = open(path, "rb").read().split(b"\n")
+		at = sum(len(l) + 1 for l in lines[:k - 1])
+		l = lines[k - 1]
+		i = l.index(b'"time":"') + len(b'"time":"2026-12-06T11:36:09.62')
+		lines[k - 1] = l[:i] + (b"1" if l[i:i + 1] != b"1" else b"2") + l[i + 1:]
+		prev = None
+		for j in range(k - 1, len(lines)) if rechain else []:
+		    l = lines[j]
+		    if not l:
+		        continue
+		    body = l[:l.rindex(b',"hash":"')]
+		    if prev is not None:
+		        p = body.index(b'"prev":"') + 8
+		        body = body[:p] + prev + body[p + 64:]
+		    prev = hashlib.blake2b(body, digest_size=32).hexdigest().encode()
+		    tail = l[l.index(b'"', l.rindex(b',"hash":"') + 9) + 1:]
+		    lines[j] = body + b',"hash":"' + prev + b'"' + tail
+		open(path, "wb").write(b"\n".join(lines))
+		print(at)
+	PY
+}
+
+@test "sw-audit(1): the examples say what sw-audit prints (its numbers and hashes aside)" {
+	[ "$(man_blocks sw-audit.1 ex.)" = 5 ]
+	a_run runs/demo
+	run -0 --separate-stderr bash -eo pipefail <(commands ex.1)
+	[ "$stderr" = "" ]
+	[ "$(shape <<<"$output")" = "$(sed -n 2p ex.1 | shape)" ]
+	head=${output##* }
+	# the head kept elsewhere, given back
+	[ "$(commands ex.2)" = 'sw-audit verify -H 5f0c... runs/demo' ]
+	run -0 --separate-stderr bash -eo pipefail -c "$(commands ex.2 | sed "s/5f0c\.\.\./$head/")"
+	[ "${#lines[@]}" = 2 ]
+	[ "${lines[0]##* }" = "$head" ]
+	n=${lines[0]#*: ok: }
+	[ "${lines[1]}" = "runs/demo/audit.log: the head is record ${n%% *}" ]
+	# a byte changed: the page's message, at the record's byte
+	cp -r runs/demo runs/kept
+	at=$(edit_log runs/demo/audit.log 17)
+	run -1 --separate-stderr bash -o pipefail <(commands ex.3)
+	[ "$output" = "" ]
+	[ "$stderr" = "$(sed -n '2,$p' ex.3 | tr '\n' ' ' | sed "s/ \$//; s/byte 4211/byte $at/")" ]
+	# signed, then edited and re-chained by hand from record 9: the hashes hold, the signature not
+	cp "$TOP/examples/prompts.jsonl" .
+	[ "$(commands ex.4 | sed -n 1,2p)" = "$(printf '%s\n' 'sw-audit keygen run.key' 'sw-run -m m -p prompts.jsonl -o runs/x --sign-key run.key')" ]
+	run -0 --separate-stderr bash -eo pipefail -c "$(commands ex.4 | sed -n 1,3p)"
+	[ "$(shape <<<"${output%%), *}")" = "$(sed -n 4p ex.4 | sed 's/), \.\.\.$//' | shape)" ]
+	[[ $stderr == "sw-run: 10 iterations done; the run is in runs/x (audit head "*")" ]]
+	at=$(edit_log runs/x/audit.log 9 --rechain)
+	run -0 sw-audit verify runs/x
+	run -1 --separate-stderr bash -o pipefail -c "$(commands ex.4 | sed -n 4p)"
+	[ "$output" = "" ]
+	[ "$stderr" = "$(sed -n '6,$p' ex.4 | tr '\n' ' ' | sed "s/ \$//; s/byte 3120/byte $at/")" ]
+	# a stage's record, its output's digest in it (the demo's log as it was before the edit)
+	rm -r runs/demo
+	mv runs/kept runs/demo
+	sw-datagen -n 3 >out.msgpack
+	run -0 --separate-stderr bash -eo pipefail <(commands ex.5)
+	[ "$output$stderr" = "" ]
+	[ "$(tail -1 runs/demo/audit.log | jq -r '.event + " " + .name + " " + .output')" = "stage filter $(sw-audit digest out.msgpack | cut -d' ' -f1)" ]
+	run -0 sw-audit verify runs/demo
 }
