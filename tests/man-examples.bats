@@ -7,7 +7,7 @@
 # ...", sw-audit(1)'s "5f0c..." and its counts), the test fills the gap and
 # says how.  Run elsewhere: sw-run(1)'s experiment file (man.bats); not run:
 # sw-sort(1)'s first block (its rest is "sw-rollout ...") and sw-model(1)'s
-# third (a Hugging Face checkpoint by name; sw-model.bats converts bf16 shards).
+# third (a Hugging Face checkpoint by name; sw-model.bats converts a sharded one).
 load helpers
 
 # The literal blocks of PAGE's EXAMPLES section, as files PREFIX1, PREFIX2, ...
@@ -177,7 +177,7 @@ commands() {
 	run -0 --separate-stderr bash -eo pipefail <(commands ex.2)
 	[ "$output" = "$(sed -n '$p' ex.2)" ]
 	[ "$stderr" = "" ]
-	# ex.3 converts a Hugging Face checkpoint: sw-model.bats converts bf16 shards (not by this name)
+	# ex.3 converts a Hugging Face checkpoint by name: sw-model.bats converts a sharded one
 	grep -qx '\$ sw-model convert Qwen2.5-0.5B-Instruct qwen-f32' ex.3
 	# a configuration of a family not implemented: the page's message, its lines joined
 	mkdir gemma
@@ -332,6 +332,8 @@ a_run() {
 	need_mpirun
 	mpi_example 4
 	[ "$(sw-cat -c balanced.msgpack)" = 8 ]
+	# ex.3's step and ex.4's: two versions of m
+	[ "$(jq .version m/trainer_state.json)" = 2 ]
 }
 
 @test "sw-run(1): the examples run as written (my-filter a filter of one's own)" {

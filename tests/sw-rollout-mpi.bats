@@ -84,17 +84,3 @@ prompts() {
 	[ "$(grep -c 'samples, .* tokens/s' <<<"$stderr")" -eq 1 ]
 	[ "$(sw-cat -c out.msgpack)" = 18 ]
 }
-
-@test "sw-rollout(1): the data-parallel EXAMPLE runs as written" {
-	need_mpirun
-	# the literal block after its sentence, to .Ed
-	awk '/^Two ranks write the very stream/ { on = 1; next } on && /^\.Bd/ { next } on && /^\.Ed/ { exit } on' \
-		"$TOP/man/sw-rollout.1" >example
-	[ "$(wc -l <example)" = 2 ]
-	grep -q '^mpirun -np 2 sw-rollout ' example
-	cp -r "$M" model
-	prompts >prompts.jsonl
-	# (mpirun with the settings this machine needs: sw_mpirun)
-	run -0 bash -c "$(declare -f sw_mpirun); set -e -o pipefail; $(sed 's/^mpirun /sw_mpirun /' example)"
-	[ "$(sw-cat -c dp.msgpack)" = 36 ]
-}

@@ -77,11 +77,7 @@ fake_srun() {
 	run -0 jq -c 'select(.eval | not) | .rank_imbalance' one/metrics.jsonl
 	[ "$output" = "$(printf 'null\nnull')" ]
 	run -0 sw-audit verify two
-	# sw-run(1)'s EXAMPLE, as written but for the short run
-	run -0 sh -c "grep -x 'sw-run -m model -p prompts.jsonl -o runs/dp --iters 20 --ranks 2' '$TOP/man/sw-run.1'"
-	cp -r m model
-	run -0 sw-run -q -m model -p prompts.jsonl -o runs/dp --iters 20 --ranks 2 --iters 1 -b 2 -n 2 \
-		--rollout "$ROLLOUT" --train "$CAT"
+	# (sw-run(1)'s example of --ranks 2 runs as written in man-examples.bats)
 	# the config repeats the run, ranks and all
 	run -0 sw-run -q -c two/config -o three
 	cmp <(zstd -dc two/samples/iter-0002.msgpack.zst) <(zstd -dc three/samples/iter-0002.msgpack.zst)

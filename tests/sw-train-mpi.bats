@@ -203,16 +203,3 @@ same_step() {
 	done
 	[ ! -e out ]
 }
-
-@test "sw-train(1): the data-parallel example runs as written (README's is run by tests/sw-run-ranks.bats)" {
-	need_mpirun
-	sw-model init --size tiny m >/dev/null
-	sw-rollout -m m -n 4 --max-new-tokens 16 "$TOP/examples/prompts.jsonl" | sw-verify -r math | sw-balance -n 2 >balanced.msgpack
-	mpirun() { sw_mpirun "$@"; }
-	ex=$(awk '/^\.Bd -literal/ { on = 1; b = ""; next } /^\.Ed/ { if (b ~ /mpirun/) print b; on = 0; next } on { b = b $0 "\n" }' \
-		"$TOP/man/sw-train.1")
-	grep -q '^mpirun -np 2 sw-train -a dapo --shard-moments -m m -o m balanced.msgpack >/dev/null$' <<<"$ex"
-	cp balanced.msgpack samples.msgpack
-	run -0 --separate-stderr eval "$ex"
-	[ "$(jq .version m/trainer_state.json)" = 1 ]
-}

@@ -336,10 +336,11 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 /* Shares of K a group of W is taken in, floats: 6 rows of KC_ (24 KiB)
  * stay in L1 beside the rows of A streaming past (48 KiB on the Xeons
  * here).  With all of K = 2048 (48 KiB a group) the batch's product ran
- * at 67 GFLOP/s a thread against 115-118 for K <= 1024 (bench/RESULTS.md,
+ * at 65-75 GFLOP/s a thread against 104-127 for K <= 1024 (bench/RESULTS.md,
  * "kshare"). */
 #define KC_ 1024
-/* Tiles of A whose sums are kept between shares: 64 rows, 128 KiB. */
+/* Tiles of A whose sums are kept between shares: 16 (64 rows of A; their
+ * sums 32 KiB, on the stack). */
 #define SB_ 16
 
 /*
