@@ -841,8 +841,8 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
  * keys (values) of a page are one run of memory (sw_kv_view), the next
  * page's asked for while this one's are used: with pages laid out
  * [page][KVH * hd], a head's were 16 pieces of hd floats KVH * hd apart,
- * and one layer's call for 32 queries against 2048 keys took 1.39x as long
- * (bench/RESULTS.md, "kvruns").
+ * and one layer's call for 32 queries against 2048 keys took 1.31-1.39x
+ * as long (bench/RESULTS.md, "kvruns").
  */
 static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
                         const sw_kv_view *kv, float *scratch)
