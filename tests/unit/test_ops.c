@@ -383,8 +383,9 @@ static void test_paged_heads_(int H, int KVH, int hd)
 		int g = h / grp;
 		for (size_t p = 0; p < (size_t)npages; p++) /* head g's run of each page */
 			for (int j = 0; j < P; j++) {
-				memcpy(kg + (p * P + j) * hd, k + p * P * ks + ((size_t)g * P + j) * hd, sizeof(float) * hd);
-				memcpy(vg + (p * P + j) * hd, v + p * P * ks + ((size_t)g * P + j) * hd, sizeof(float) * hd);
+				size_t at = p * P * ks + ((size_t)g * P + j) * hd;
+				memcpy(kg + (p * P + j) * hd, k + at, sizeof(float) * hd);
+				memcpy(vg + (p * P + j) * hd, v + at, sizeof(float) * hd);
 			}
 		for (int t = 0; t < T; t++)
 			memcpy(qh + (size_t)t * hd, q + ((size_t)t * H + h) * hd, sizeof(float) * hd);
