@@ -156,6 +156,13 @@ data_jsonl() {
 	[ "$(awk '{ print $1 }' <<<"$output")" = "$(sw-cat -f json samples.msgpack | jq -s 'map(select(.group == "p0" or .group == "p1")) | length')" ]
 	[ "$(cat shard-[0-7].msgpack | sw-cat -c)" = $((64 - $(sw-cat -c rejects.msgpack))) ]
 	[ ! -e shard-8.msgpack ]
+	# nothing dropped: the empty rejects file ends the pipeline, as the page says
+	sw-datagen -n 64 -t 40 -s 3 -f json | jq -c '.reward = (.id | ltrimstr("p") | sub("/"; ".") | tonumber)' |
+		sw-cat -o samples.msgpack
+	run -1 --separate-stderr bash -eo pipefail ex.2
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-cat: rejects.msgpack: empty input: no records" ]
+	[ ! -s rejects.msgpack ]
 	example 3
 	[ "${#lines[@]}" = 3 ]
 	[ "${lines[0]%% *}" = kk ]
