@@ -5,9 +5,7 @@
 # Each test first counts its page's blocks, so that an example added to a page
 # fails here until it is run.  Where a page elides (sw-pool(1)'s "sw-rollout
 # ...", sw-audit(1)'s "5f0c..." and its counts), the test fills the gap and
-# says how.  Run elsewhere: sw-run(1)'s experiment file (man.bats); not run:
-# sw-sort(1)'s first block (its rest is "sw-rollout ...") and sw-model(1)'s
-# third (a Hugging Face checkpoint by name; sw-model.bats converts a sharded one).
+# says how.  Run elsewhere too: sw-run(1)'s experiment file (man.bats).
 load helpers
 
 # The literal blocks of PAGE's EXAMPLES section, as files PREFIX1, PREFIX2, ...
@@ -122,8 +120,13 @@ data_jsonl() {
 
 @test "sw-sort(1): the examples run as written" {
 	[ "$(man_blocks sw-sort.1 ex.)" = 4 ]
-	# ex.1 hands its output to "sw-rollout ...": sw-rollout(1) is the rest of it
-	grep -qx 'sw-sort prompts.msgpack | sw-rollout ...' ex.1
+	sw-model init -s tiny model
+	head -3 "$TOP/examples/prompts.jsonl" | sw-cat -o prompts.msgpack
+	example 1
+	[ "$output" = "" ]
+	[ "$(sw-cat -c samples.msgpack)" = 24 ]
+	# the cheapest prompt's group first
+	[ "$(sw-cat -n 1 -f json samples.msgpack | jq -r .group)" = "$(sw-sort prompts.msgpack | sw-cat -n 1 -f json | jq -r .id)" ]
 	sw-datagen -n 48 -t 20 -s 4 | sw-cat -z -o big.msgpack.zst
 	sw-datagen -n 40 -t 20 -s 5 >prompts.msgpack
 	sw-datagen -n 24 -t 20 -s 6 >samples.msgpack
@@ -184,8 +187,15 @@ commands() {
 	run -0 --separate-stderr bash -eo pipefail <(commands ex.2)
 	[ "$output" = "$(sed -n '$p' ex.2)" ]
 	[ "$stderr" = "" ]
-	# ex.3 converts a Hugging Face checkpoint by name: sw-model.bats converts a sharded one
-	grep -qx '\$ sw-model convert Qwen2.5-0.5B-Instruct qwen-f32' ex.3
+	# a bf16 checkpoint of Qwen2's family by that name (transformers', tiny; one file: sw-model.bats
+	# converts a sharded one): one float32 file (the dtypes of its header)
+	cp -r "$TOP/tests/fixtures/models/tiny-qwen2-bf16" Qwen2.5-0.5B-Instruct
+	[ "$(head -c 4096 Qwen2.5-0.5B-Instruct/model.safetensors | grep -ao '"dtype":"[A-Z0-9]*"' | sort -u)" = '"dtype":"BF16"' ]
+	run -0 --separate-stderr bash -eo pipefail <(commands ex.3)
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	[ "$(head -c 4096 qwen-f32/model.safetensors | grep -ao '"dtype":"[A-Z0-9]*"' | sort -u)" = '"dtype":"F32"' ]
+	[ "$(sw-model info --json qwen-f32 | jq -r .model_type)" = qwen2 ]
 	# a configuration of a family not implemented: the page's message, its lines joined
 	mkdir gemma
 	sw-model init -s tiny gemma.t
