@@ -37,10 +37,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/rng.h"
 #include "compute/backend.h"
 #include "sw/backend.h"
 #include "sw/engine.h"
 #include "sw/model.h"
+
+/* A value in [-0.5, 0.5) from the library's splitmix64 stream *s. */
+static float rnd_(uint64_t *s)
+{
+	return (float)((sw_splitmix64(s) >> 40) & 0xffff) / 65536.0f - 0.5f;
+}
 
 static double now_(clockid_t id)
 {
@@ -139,17 +146,14 @@ static int attn_(int nseq, int keys)
 		return 1;
 	}
 	uint64_t r = 777;
-#define RND_() (r = r * 6364136223846793005ull + 1442695040888963407ull, (float)((r >> 40) & 0xffff) / 65536.0f - 0.5f)
 	for (size_t i = 0; i < pool; i++)
-		k[i] = RND_(), v[i] = RND_();
+		k[i] = rnd_(&r), v[i] = rnd_(&r);
 	for (int i = 0; i < nseq * H * HD; i++)
-		q[i] = RND_();
-#undef RND_
+		q[i] = rnd_(&r);
 	for (int i = 0; i < npages; i++)
 		pages[i] = i;
 	for (int i = npages - 1; i > 0; i--) { /* the pages shuffled, as a cache's are */
-		r = r * 6364136223846793005ull + 1442695040888963407ull;
-		int j = (int)((r >> 33) % (uint64_t)(i + 1)), x = pages[i];
+		int j = (int)(sw_splitmix64(&r) % (uint64_t)(i + 1)), x = pages[i];
 		pages[i] = pages[j], pages[j] = x;
 	}
 	for (int s = 0; s < nseq; s++)
@@ -183,13 +187,11 @@ static int rows_(int M, int N, int K)
 		return 1;
 	}
 	uint64_t r = 777;
-#define RND_() (r = r * 6364136223846793005ull + 1442695040888963407ull, (float)((r >> 40) & 0xffff) / 65536.0f - 0.5f)
 	for (size_t i = 0; i < (size_t)M * K; i++)
-		A[i] = RND_();
+		A[i] = rnd_(&r);
 	for (int w = 0; w < nw; w++)
 		for (size_t i = 0; i < wn; i++)
-			W[w][i] = RND_();
-#undef RND_
+			W[w][i] = rnd_(&r);
 	double flop = 2.0 * M * N * K;
 	for (int c = 0; c < WARM + CALLS; c++) {
 		double t0 = now_(CLOCK_MONOTONIC);

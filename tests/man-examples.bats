@@ -173,6 +173,16 @@ data_jsonl() {
 	[ "${lines[2]%% *}" = seq ]
 }
 
+# Lines FROM on of block file F joined by spaces, as a program's message the page wraps: joined F FROM.
+joined() {
+	sed -n "$2,\$p" "$1" | tr '\n' ' ' | sed 's/ $//'
+}
+
+# The dtypes of safetensors file F's header, one a line.
+dtypes() {
+	head -c 4096 "$1" | grep -ao '"dtype":"[A-Z0-9]*"' | sort -u
+}
+
 # The "$ " lines of a block (and the lines a backslash continues them on), as a script: the
 # pages that show a command's output.
 commands() {
@@ -190,19 +200,19 @@ commands() {
 	# a bf16 checkpoint of Qwen2's family by that name (transformers', tiny; one file: sw-model.bats
 	# converts a sharded one): one float32 file (the dtypes of its header)
 	cp -r "$TOP/tests/fixtures/models/tiny-qwen2-bf16" Qwen2.5-0.5B-Instruct
-	[ "$(head -c 4096 Qwen2.5-0.5B-Instruct/model.safetensors | grep -ao '"dtype":"[A-Z0-9]*"' | sort -u)" = '"dtype":"BF16"' ]
+	[ "$(dtypes Qwen2.5-0.5B-Instruct/model.safetensors)" = '"dtype":"BF16"' ]
 	run -0 --separate-stderr bash -eo pipefail <(commands ex.3)
 	[ "$output" = "" ]
 	[ "$stderr" = "" ]
-	[ "$(head -c 4096 qwen-f32/model.safetensors | grep -ao '"dtype":"[A-Z0-9]*"' | sort -u)" = '"dtype":"F32"' ]
+	[ "$(dtypes qwen-f32/model.safetensors)" = '"dtype":"F32"' ]
 	[ "$(sw-model info --json qwen-f32 | jq -r .model_type)" = qwen2 ]
-	# a configuration of a family not implemented: the page's message, its lines joined
+	# a configuration of a family sw-model does not read: the page's message, its lines joined
 	mkdir gemma
 	sw-model init -s tiny gemma.t
 	jq '.model_type = "gemma"' gemma.t/config.json >gemma/config.json
 	run -1 --separate-stderr bash -o pipefail <(commands ex.4)
 	[ "$output" = "" ]
-	[ "$stderr" = "$(sed -n '2,$p' ex.4 | tr '\n' ' ' | sed 's/ $//')" ]
+	[ "$stderr" = "$(joined ex.4 2)" ]
 }
 
 @test "sw-verify(1): the examples run as written" {
@@ -300,7 +310,7 @@ a_run() {
 	jq -c '.iter = 7 | .kl = "n/a"' r >>runs/x/metrics.jsonl
 	run -1 --separate-stderr bash -o pipefail <(commands ex.3)
 	[ "$output" = "" ]
-	[ "$stderr" = "$(sed -n '2,$p' ex.3 | tr '\n' ' ' | sed 's/ $//')" ]
+	[ "$stderr" = "$(joined ex.3 2)" ]
 }
 
 @test "sw-rollout(1): the examples run as written" {
@@ -447,7 +457,7 @@ edit_log() {
 	at=$(edit_log runs/demo/audit.log 17)
 	run -1 --separate-stderr bash -o pipefail <(commands ex.3)
 	[ "$output" = "" ]
-	[ "$stderr" = "$(sed -n '2,$p' ex.3 | tr '\n' ' ' | sed "s/ \$//; s/byte 4211/byte $at/")" ]
+	[ "$stderr" = "$(joined ex.3 2 | sed "s/byte 4211/byte $at/")" ]
 	# signed, then edited and re-chained by hand from record 9: the hashes hold, the signature not
 	cp "$TOP/examples/prompts.jsonl" .
 	[ "$(commands ex.4 | sed -n 1,2p)" = "$(printf '%s\n' 'sw-audit keygen run.key' 'sw-run -m m -p prompts.jsonl -o runs/x --sign-key run.key')" ]
@@ -458,7 +468,7 @@ edit_log() {
 	run -0 sw-audit verify runs/x
 	run -1 --separate-stderr bash -o pipefail -c "$(commands ex.4 | sed -n 4p)"
 	[ "$output" = "" ]
-	[ "$stderr" = "$(sed -n '6,$p' ex.4 | tr '\n' ' ' | sed "s/ \$//; s/byte 3120/byte $at/")" ]
+	[ "$stderr" = "$(joined ex.4 6 | sed "s/byte 3120/byte $at/")" ]
 	# a stage's record, its output's digest in it (the demo's log as it was before the edit)
 	rm -r runs/demo
 	mv runs/kept runs/demo
