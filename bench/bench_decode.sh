@@ -57,14 +57,14 @@ if [ -n "${BEFORE:-}" ]; then
 	drivers="$drivers before:$d/before"
 fi
 
-sw-model init -q -s tiny "$d/t"
+"$B/bin/sw-model" init -q -s tiny "$d/t"
 mk() {
 	jq --argjson h "$2" --argjson l "$3" --argjson n "$4" --argjson i "$5" \
 		'.hidden_size = $h | .num_hidden_layers = $l | .num_attention_heads = $n |
 		.num_key_value_heads = $n | .head_dim = ($h / $n) | .intermediate_size = $i |
 		.vocab_size = 32000 | .tie_word_embeddings = true | .max_position_embeddings = 1024' \
 		"$d/t/config.json" >"$d/$1.json"
-	sw-model init -q -c "$d/$1.json" "$d/$1"
+	"$B/bin/sw-model" init -q -c "$d/$1.json" "$d/$1"
 }
 mk m15 288 6 6 768
 mk m110 768 12 12 2048

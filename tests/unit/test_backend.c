@@ -157,6 +157,38 @@ static void test_entries_(const sw_backend *be)
 	ok(!memcmp(k, wk, sizeof k) && !memcmp(v, wv, sizeof v) && k[34] == h[0] && k[43] == h[3] &&
 	   v[15] == h[12 + 11],
 	   "%s: kv_write puts each row's heads in their page's runs, at its slot", n);
+	{
+		/* Heads of 16 floats: a slot is a whole cache line, which the CPU
+		 * backend streams past the cache; a pool 16 bytes off a line
+		 * (off 4) takes the plain copy.  Both put every row where the
+		 * layout says and touch nothing else. */
+		enum { HD = 16, KD = 2 * HD, PG = 4, NP = 3, PF = NP * PG * KD };
+		float src[2 * 3 * KD], got[PF + 4], want[PF + 4];
+		for (int i = 0; i < 2 * 3 * KD; i++)
+			src[i] = (float)(i * 37 % 101) - 50.5f;
+		float *ds = be->alloc(sizeof src, &err), *kq = be->alloc((PF + 4) * sizeof(float), &err),
+		      *vq = be->alloc((PF + 4) * sizeof(float), &err);
+		be->upload(ds, src, sizeof src, &err);
+		for (int off = 0; off <= 4; off += 4) {
+			be->memset(kq, 0, (PF + 4) * sizeof(float), &err);
+			be->memset(vq, 0, (PF + 4) * sizeof(float), &err);
+			be->kv_write(kq + off, vq + off, ds, ds + 3 * KD, 3, KD, HD, PG, idx, idx + 6, idx + 9);
+			bool same = true;
+			for (int w = 0; w < 2; w++) {
+				memset(want, 0, sizeof want);
+				for (int j = 0; j < 3; j++)
+					for (int g = 0; g < 2; g++)
+						for (int e = 0; e < HD; e++)
+							want[off + pg[j] * PG * KD + g * PG * HD + slot[j] * HD + e] =
+								src[w * 3 * KD + j * KD + g * HD + e];
+				be->download(got, w ? vq : kq, sizeof got, &err);
+				same = same && !memcmp(got, want, sizeof got);
+			}
+			ok(same, "%s: kv_write of heads of 16 (pool %s a cache line): each row at its slot, nothing beside",
+			   n, off ? "4 floats off" : "on");
+		}
+		be->free(ds), be->free(kq), be->free(vq);
+	}
 	/* Row gather: rows 3, 0 of a [8, 8]. */
 	int32_t hr[] = { 3, 0 };
 	int32_t *rows = be->alloc(sizeof hr, &err);
