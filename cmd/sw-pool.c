@@ -178,6 +178,9 @@ int main(int argc, char **argv)
 			        sw_pool_count(p));
 		sw_pool_free(p);
 	} else if (!strcmp(cmd, "update")) {
+		/* only add makes a pool (and its lock): an update of none is an error that leaves nothing */
+		if (access(path, F_OK) && errno == ENOENT)
+			cli_die("cannot open pool '%s': %s", path, strerror(ENOENT));
 		sw_pool *p = open_(path, 1);
 		obs_ o = { pass, 0 };
 		uint64_t n = each_(files, nfiles, observe_one_, p, &o);

@@ -114,6 +114,17 @@ EOF
 	[ "$stderr" = "sw-pool: dup.mp: record 2: a second prompt of the same id" ]
 	run -1 --separate-stderr sw-pool take missing.mp
 	[ "$stderr" = "sw-pool: cannot open pool 'missing.mp': No such file or directory" ]
+	[ ! -e missing.mp.lock ]
+	# update needs a pool too (only add makes one), and leaves nothing either
+	printf '%s\n' '{"group":"p0","reward":1}' >u.jsonl
+	run -1 --separate-stderr sw-pool update missing.mp u.jsonl
+	[ "$stderr" = "sw-pool: cannot open pool 'missing.mp': No such file or directory" ]
+	[ ! -e missing.mp ]
+	[ ! -e missing.mp.lock ]
+	# a pool that exists gets its lock from a take, as from an add
+	cp before.mp kept.mp
+	sw-pool take kept.mp >/dev/null
+	[ -e kept.mp.lock ]
 }
 
 @test "samples with verifier_error are not counted, and that is said" {

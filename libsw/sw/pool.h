@@ -49,7 +49,7 @@ typedef struct sw_pool sw_pool;
 /*
  * Open and lock the pool at path.  write: take the lock exclusively (a
  * missing file is an empty pool); else shared (a missing file is SW_EIO
- * with sys_errno ENOENT).  A malformed pool file is SW_EFORMAT with the
+ * with sys_errno ENOENT, and no lock file is made for it).  A malformed pool file is SW_EFORMAT with the
  * record in err.
  */
 sw_pool *sw_pool_open(const char *path, int write, sw_error *err);
