@@ -158,7 +158,7 @@ static int attn_(int nseq, int keys)
 	}
 	for (int s = 0; s < nseq; s++)
 		off[s] = s * per, nk[s] = keys;
-	sw_kv_view kv = { k, v, PG, pages, off, nk };
+	sw_kv_view kv = { k, v, PG, pages, off, nk, (size_t)PG * KVH * HD };
 	for (int c = 0; c < WARM + CALLS; c++) {
 		double t0 = now_(CLOCK_MONOTONIC);
 		be->attn_paged(out, q, nseq, H, KVH, HD, &kv, scratch);

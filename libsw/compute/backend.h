@@ -75,11 +75,14 @@ int sw_act_code(const char *name);
  * page pieces of hd floats KVH * hd apart.
  */
 typedef struct sw_kv_view {
-	const float *k, *v;        /* this layer's pools: [npages][KVH][page][hd] */
+	const float *k, *v;        /* this layer's page 0: each page [KVH][page][hd] */
 	int page;                  /* tokens per page */
 	const int32_t *pages;      /* page tables, concatenated */
 	const int32_t *page_off;   /* [n]: query i's page table is pages + page_off[i] */
 	const int32_t *nkeys;      /* [n]: query i sees positions 0 .. nkeys[i]-1 */
+	size_t stride;             /* floats from a page to the next: KVH * page * hd where a
+	                            * pool holds one layer's pages, more where a page of the
+	                            * pool holds every layer's keys and values (decoder.c) */
 } sw_kv_view;
 
 /*
@@ -112,12 +115,13 @@ struct sw_backend {
 	/* ---- ops the model code did by hand ---- */
 	/*
 	 * Write n rows of keys and values (k, v [n, kd], kd / hd heads of hd)
-	 * into the paged pools kpool, vpool ([npages][kd / hd][page][hd], see
-	 * sw_kv_view): row j goes to page ptab[poff[j] + pos[j] / page], slot
-	 * pos[j] % page of each head.
+	 * into the paged pools kpool, vpool (each page [kd / hd][page][hd],
+	 * stride floats from one page to the next, see sw_kv_view): row j goes
+	 * to page ptab[poff[j] + pos[j] / page], slot pos[j] % page of each head.
 	 */
 	void (*kv_write)(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
-	                 int hd, int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos);
+	                 int hd, int page, size_t stride, const int32_t *ptab, const int32_t *poff,
+	                 const int32_t *pos);
 	/* out[j] = src[rows[j]]: n rows of width D (the embedding is the same op). */
 	void (*rows_gather)(float *out, const float *src, const int32_t *rows, int n, int D);
 	/* The first of rows rows of width cols holding a NaN or Inf, or -1. */

@@ -62,7 +62,11 @@ struct sw_decoder {
 	float *inv_freq;
 	int max_seqs;
 	seq_ *seqs;
-	/* The cache: [layer][k or v][page][KVH][PAGE][head_dim] (sw_kv_view). */
+	/* The cache: [page][layer][k or v][KVH][PAGE][head_dim] (sw_kv_view):
+	 * a page holds every layer's keys and values, so the pages in use are
+	 * one run from the pool's start, as they are handed out (a pool
+	 * [layer][k or v][page] had 2 x layers runs, each with its own partly
+	 * used end: with huge pages, 2 MiB committed at each). */
 	float *kv;
 	int npages;
 	int *refs;
@@ -88,10 +92,16 @@ static size_t kd_(const sw_model_config *c)
 	return (size_t)c->num_key_value_heads * c->head_dim;
 }
 
+/* Floats from one page of the cache to the next: every layer's K and V. */
+static size_t page_stride_(const sw_decoder *d)
+{
+	return (size_t)d->m->cfg.num_hidden_layers * 2 * PAGE * kd_(&d->m->cfg);
+}
+
 static float *page_ptr_(const sw_decoder *d, int layer, int which, int page)
 {
 	size_t per = (size_t)PAGE * kd_(&d->m->cfg);
-	return d->kv + (((size_t)layer * 2 + which) * d->npages + page) * per;
+	return d->kv + (size_t)page * page_stride_(d) + ((size_t)layer * 2 + which) * per;
 }
 
 sw_decoder *sw_decoder_new(const sw_model *m, int max_seqs, int64_t max_tokens, sw_error *err)
@@ -466,12 +476,10 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 			continue;
 		int want = (s->len + s->npend + PAGE - 1) / PAGE;
 		if (s->len % PAGE && d->refs[s->pages[s->len / PAGE]] > 1) {
-			/* the whole page: each head's rows are a run of their own in it */
+			/* the whole page, every layer's K and V: one run */
 			int old = s->pages[s->len / PAGE], p = take_page_(d);
-			for (int l = 0; l < nl && !rc; l++)
-				for (int w = 0; w < 2 && !rc; w++)
-					rc = o->copy(page_ptr_(d, l, w, p), page_ptr_(d, l, w, old),
-					             sizeof(float) * (size_t)PAGE * KD, err);
+			rc = o->copy(page_ptr_(d, 0, 0, p), page_ptr_(d, 0, 0, old),
+			             sizeof(float) * page_stride_(d), err);
 			d->refs[old]--;
 			s->pages[s->len / PAGE] = p;
 		}
@@ -556,9 +564,10 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		}
 		o->rope(q, pos, ntok, H, hd, d->inv_freq, 0);
 		o->rope(k, pos, ntok, KVH, hd, d->inv_freq, 0);
-		o->kv_write(page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), k, v, ntok, KD, hd, PAGE, ptab,
-		            poff, pos);
-		sw_kv_view kv = { page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), PAGE, ptab, poff, nkeys };
+		o->kv_write(page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), k, v, ntok, KD, hd, PAGE,
+		            page_stride_(d), ptab, poff, pos);
+		sw_kv_view kv = { page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), PAGE, ptab, poff, nkeys,
+		                  page_stride_(d) };
 		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);
 		o->linear_rows(x, att, L->wo, ntok, D, QD, 1);
 		o->rmsnorm_fwd(xn, rstd, x, L->mlp_norm, ntok, D, eps);

@@ -222,7 +222,8 @@ static void op_kv_write_(const sw_backend *be, float *out)
 	for (int j = 0; j < NR; j++)
 		idx[6 + j] = j < 5 ? 0 : 3, idx[6 + NR + j] = j < 5 ? j * 2 : j - 5;
 	int32_t *di = up_(be, idx, sizeof idx);
-	be->kv_write(pool, pool + NP * PG * KD, x, x + NR * KD, NR, KD, 8, PG, di, di + 6, di + 6 + NR);
+	be->kv_write(pool, pool + NP * PG * KD, x, x + NR * KD, NR, KD, 8, PG, (size_t)PG * KD, di, di + 6,
+	             di + 6 + NR);
 	down_(be, out, pool, sizeof zero);
 	be->free(pool), be->free(x), be->free(di);
 }
@@ -339,7 +340,7 @@ static void paged_(const sw_backend *be, float *out, const int32_t *idx, int n, 
 	size_t pool = (size_t)PNP * PPG * KVH * HD;
 	RUN_IN_(2 * pool + (size_t)PQ * H * HD, 13, -1, 1);
 	int32_t *di = up_(be, idx, sizeof(int32_t) * (12 + 2 * PQ));
-	sw_kv_view kv = { x, x + pool, PPG, di, di + 12, di + 12 + PQ };
+	sw_kv_view kv = { x, x + pool, PPG, di, di + 12, di + 12 + PQ, (size_t)PPG * KVH * HD };
 	float *o = be->alloc(sizeof(float) * PQ * H * HD, NULL);
 	float *sc = be->alloc(sizeof(float) * be->attn_paged_scratch(45), NULL);
 	be->attn_paged(o, x + 2 * pool + (size_t)q0 * H * HD, n, H, KVH, HD, &kv, sc);

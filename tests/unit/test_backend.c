@@ -142,7 +142,7 @@ static void test_entries_(const sw_backend *be)
 	be->upload(idx, hi, sizeof hi, &err);
 	be->memset(kp, 0, 48 * sizeof(float), &err);
 	be->memset(vp, 0, 48 * sizeof(float), &err);
-	be->kv_write(kp, vp, a, a + 12, 3, 4, 2, 4, idx, idx + 6, idx + 9);
+	be->kv_write(kp, vp, a, a + 12, 3, 4, 2, 4, 16, idx, idx + 6, idx + 9);
 	float k[48], v[48], wk[48] = { 0 }, wv[48] = { 0 };
 	be->download(k, kp, sizeof k, &err);
 	be->download(v, vp, sizeof v, &err);
@@ -172,7 +172,7 @@ static void test_entries_(const sw_backend *be)
 		for (int off = 0; off <= 4; off += 4) {
 			be->memset(kq, 0, (PF + 4) * sizeof(float), &err);
 			be->memset(vq, 0, (PF + 4) * sizeof(float), &err);
-			be->kv_write(kq + off, vq + off, ds, ds + 3 * KD, 3, KD, HD, PG, idx, idx + 6, idx + 9);
+			be->kv_write(kq + off, vq + off, ds, ds + 3 * KD, 3, KD, HD, PG, PG * KD, idx, idx + 6, idx + 9);
 			bool same = true;
 			for (int w = 0; w < 2; w++) {
 				memset(want, 0, sizeof want);
@@ -186,6 +186,24 @@ static void test_entries_(const sw_backend *be)
 			}
 			ok(same, "%s: kv_write of heads of 16 (pool %s a cache line): each row at its slot, nothing beside",
 			   n, off ? "4 floats off" : "on");
+		}
+		{
+			/* The decoder's layout: a page of the pool holds K, then V */
+			float *kv2 = be->alloc(2 * PF * sizeof(float), &err), *h2 = malloc(2 * PF * sizeof(float)),
+			      *w2 = calloc(2 * PF, sizeof(float));
+			be->memset(kv2, 0, 2 * PF * sizeof(float), &err);
+			be->kv_write(kv2, kv2 + PG * KD, ds, ds + 3 * KD, 3, KD, HD, PG, 2 * PG * KD, idx, idx + 6,
+			             idx + 9);
+			for (int w = 0; w < 2; w++)
+				for (int j = 0; j < 3; j++)
+					for (int g = 0; g < 2; g++)
+						for (int e = 0; e < HD; e++)
+							w2[pg[j] * 2 * PG * KD + w * PG * KD + g * PG * HD + slot[j] * HD + e] =
+								src[w * 3 * KD + j * KD + g * HD + e];
+			be->download(h2, kv2, 2 * PF * sizeof(float), &err);
+			ok(!memcmp(h2, w2, 2 * PF * sizeof(float)),
+			   "%s: kv_write into pages that hold K then V (stride 2 pages' floats): each row at its slot", n);
+			be->free(kv2), free(h2), free(w2);
 		}
 		be->free(ds), be->free(kq), be->free(vq);
 	}

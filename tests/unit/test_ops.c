@@ -343,11 +343,29 @@ static void paged_check_(const struct att_ctx *c, const double *ref, int maxlen,
 			nkeys[cu[s] + j] = j + 1;
 		}
 	}
-	sw_kv_view kv = { kp, vp, page, pages, poff, nkeys };
+	sw_kv_view kv = { kp, vp, page, pages, poff, nkeys, (size_t)page * KVH * hd };
 	float *po = zeros_(T * H * hd), *ps = zeros_(ops->attn_paged_scratch(maxlen));
 	ops->attn_paged(po, c->q, T, H, KVH, hd, &kv, ps);
 	double sc, d = maxdiff_(po, ref, (size_t)T * H * hd, &sc);
 	ok(d < 1e-5, "paged decoding attention matches, pages of %d (err %.2g)", page, d);
+	{
+		/* The decoder's layout: a page of one pool holds K then V (and other
+		 * layers' pages between): stride past a page's own size, the
+		 * same bits. */
+		size_t per = (size_t)page * KVH * hd, stride = 3 * per + 16;
+		float *kv2 = zeros_(npages * stride), *po2 = zeros_(T * H * hd);
+		for (int p = 0; p < npages; p++) {
+			memcpy(kv2 + p * stride, kp + p * per, per * sizeof(float));
+			memcpy(kv2 + p * stride + per, vp + p * per, per * sizeof(float));
+		}
+		sw_kv_view kvs = { kv2, kv2 + per, page, pages, poff, nkeys, stride };
+		ops->attn_paged(po2, c->q, T, H, KVH, hd, &kvs, ps);
+		ok(!memcmp(po2, po, sizeof(float) * T * H * hd),
+		   "paged decoding attention, pages of %d, %zu floats from a page to the next (its K, V, a gap): "
+		   "the same bits",
+		   page, stride);
+		free(kv2), free(po2);
+	}
 	free(kp), free(vp), free(pages), free(poff), free(nkeys), free(po), free(ps);
 }
 
@@ -376,7 +394,8 @@ static void test_paged_heads_(int H, int KVH, int hd)
 	for (int s = 0, t = 0, first = 0; s < NS; first += (len[s] + P - 1) / P, s++)
 		for (int j = 0; j < len[s]; j++, t++)
 			poff[t] = first, nkeys[t] = j + 1;
-	sw_kv_view kv = { k, v, P, pages, poff, nkeys }, kv1 = { kg, vg, P, pages, poff, nkeys };
+	sw_kv_view kv = { k, v, P, pages, poff, nkeys, (size_t)P * ks },
+		   kv1 = { kg, vg, P, pages, poff, nkeys, (size_t)P * hd };
 	ops->attn_paged(out, q, T, H, KVH, hd, &kv, sc);
 	int same = 1;
 	for (int h = 0; h < H; h++) {

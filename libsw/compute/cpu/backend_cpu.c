@@ -11,12 +11,14 @@
  * GEMMs (scores, then probabilities times values): it is a few percent of a
  * step's FLOPs, and plain loops would make it a third of the time.
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <immintrin.h>
 #endif
@@ -56,9 +58,28 @@ static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float 
 
 /* ---- memory: host memory ---- */
 
+/*
+ * Past 8 MiB, memory in huge pages (2 MiB) where the kernel gives them
+ * (transparent huge pages "always" or "madvise"; a hint, nothing where they
+ * are off): a training step's arenas (weights, gradients, moments,
+ * activations) and the decoder's KV cache are read and written across
+ * hundreds of MiB, and with 4 KiB pages a page walk came with every few
+ * runs (a KV head's page run is 4 KiB: kv_write took 96 us a layer at 32
+ * rows with 4 KiB pages, 46 with huge ones; bench/RESULTS.md, "hugepages").
+ * A huge page is committed whole at its first touch: the decoder's cache
+ * is laid out so that the pages in use are one run (decoder.c).
+ */
+#define HUGE_PAGE_ ((size_t)2 << 20)
 static void *alloc_(size_t bytes, sw_error *err)
 {
-	void *p = aligned_alloc(64, ((bytes ? bytes : 1) + 63) & ~(size_t)63);
+	void *p;
+	if (bytes >= 4 * HUGE_PAGE_) {
+		size_t n = (bytes + HUGE_PAGE_ - 1) & ~(HUGE_PAGE_ - 1);
+		if ((p = aligned_alloc(HUGE_PAGE_, n)))
+			madvise(p, n, MADV_HUGEPAGE);
+	} else {
+		p = aligned_alloc(64, ((bytes ? bytes : 1) + 63) & ~(size_t)63);
+	}
 	if (!p)
 		sw_fail(err, SW_ENOMEM, "cpu: out of memory for %zu bytes", bytes);
 	return p;
@@ -157,12 +178,13 @@ static int put_head_(float *dst, const float *src, int hd)
 }
 
 static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
-                      int hd, int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
+                      int hd, int page, size_t stride, const int32_t *ptab, const int32_t *poff,
+                      const int32_t *pos)
 {
-	size_t per = (size_t)page * kd, hs = (size_t)page * hd;
+	size_t hs = (size_t)page * hd;
 	int streamed = 0;
 	for (int j = 0; j < n; j++) {
-		size_t at = (size_t)ptab[poff[j] + pos[j] / page] * per + (size_t)(pos[j] % page) * hd;
+		size_t at = (size_t)ptab[poff[j] + pos[j] / page] * stride + (size_t)(pos[j] % page) * hd;
 		for (int g = 0; g < kd / hd; g++) {
 			streamed |= put_head_(kpool + at + g * hs, k + (size_t)j * kd + (size_t)g * hd, hd);
 			streamed |= put_head_(vpool + at + g * hs, v + (size_t)j * kd + (size_t)g * hd, hd);
@@ -801,12 +823,12 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
  * line at a time: pages lie anywhere in the pool, so the hardware's
  * prefetchers, which follow a run, do not find the next one.
  */
-static inline void next_page_(const float *pool, const int32_t *pt, int j0, int P, int nk, int ks,
-                              int hd)
+static inline void next_page_(const float *pool, const int32_t *pt, int j0, int P, int nk,
+                              size_t stride, int hd)
 {
 	if (j0 + P >= nk)
 		return;
-	const float *r = pool + (size_t)pt[j0 / P + 1] * P * ks;
+	const float *r = pool + (size_t)pt[j0 / P + 1] * stride;
 	size_t n = (size_t)(nk - j0 - P < P ? nk - j0 - P : P) * hd;
 	for (size_t i = 0; i < n; i += 16)
 		__builtin_prefetch(r + i);
@@ -820,16 +842,16 @@ static inline void next_page_(const float *pool, const int32_t *pt, int j0, int 
  * v: the head's run in page 0, a key's values hd floats after the last's.
  */
 SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int32_t *pt, int P, int nk,
-                            int ks, int hd)
+                            size_t stride, int hd)
 {
 	int d0 = 0;
 	for (; d0 + 64 <= hd; d0 += 64) {
 		v16f_ a0 = { 0 }, a1 = a0, a2 = a0, a3 = a0;
 		for (int j0 = 0; j0 < nk; j0 += P) {
-			const float *vp = v + (size_t)pt[j0 / P] * P * ks + d0;
+			const float *vp = v + (size_t)pt[j0 / P] * stride + d0;
 			int nj = nk - j0 < P ? nk - j0 : P;
 			if (d0 == 0)
-				next_page_(v, pt, j0, P, nk, ks, hd);
+				next_page_(v, pt, j0, P, nk, stride, hd);
 			for (int j = 0; j < nj; j++) {
 				const float *vr = vp + (size_t)j * hd;
 				float pj = p[j0 + j];
@@ -845,10 +867,10 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
 	for (; d0 + 16 <= hd; d0 += 16) {
 		v16f_ a = { 0 };
 		for (int j0 = 0; j0 < nk; j0 += P) {
-			const float *vp = v + (size_t)pt[j0 / P] * P * ks + d0;
+			const float *vp = v + (size_t)pt[j0 / P] * stride + d0;
 			int nj = nk - j0 < P ? nk - j0 : P;
 			if (d0 == 0)
-				next_page_(v, pt, j0, P, nk, ks, hd);
+				next_page_(v, pt, j0, P, nk, stride, hd);
 			for (int j = 0; j < nj; j++) {
 				v16f_ x;
 				memcpy(&x, vp + (size_t)j * hd, 64);
@@ -860,7 +882,7 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
 	for (; d0 < hd; d0++) {
 		float a = 0;
 		for (int j = 0; j < nk; j++)
-			a += p[j] * v[(size_t)pt[j / P] * P * ks + (size_t)(j % P) * hd + d0];
+			a += p[j] * v[(size_t)pt[j / P] * stride + (size_t)(j % P) * hd + d0];
 		o[d0] = a;
 	}
 }
@@ -879,7 +901,7 @@ SW_VEC static void pv_keys_(float *o, const float *p, const float *v, const int3
 static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int hd,
                         const sw_kv_view *kv, float *scratch)
 {
-	int grp = H / KVH, P = kv->page, ks = KVH * hd, maxk = 1;
+	int grp = H / KVH, P = kv->page, maxk = 1;
 	int per_g = (grp + PAGED_HEADS_ - 1) / PAGED_HEADS_, ntask = KVH * per_g;
 	int chunk = grp < 4 ? 4 / grp : 1; /* about 4 heads a grab, as one head a task took */
 	float scale = 1.0f / sqrtf((float)hd);
@@ -897,9 +919,9 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 				int nk = kv->nkeys[i];
 				/* Page by page: a key's address without a division. */
 				for (int j0 = 0; j0 < nk; j0 += P) {
-					const float *kp = kv->k + (size_t)pt[j0 / P] * P * ks + (size_t)g * P * hd;
+					const float *kp = kv->k + (size_t)pt[j0 / P] * kv->stride + (size_t)g * P * hd;
 					int nj = nk - j0 < P ? nk - j0 : P;
-					next_page_(kv->k + (size_t)g * P * hd, pt, j0, P, nk, ks, hd);
+					next_page_(kv->k + (size_t)g * P * hd, pt, j0, P, nk, kv->stride, hd);
 					for (int t = 0; t < nh; t++)
 						qk_page_(sc + (size_t)t * maxk + j0, q + ((size_t)i * H + h0 + t) * hd, kp,
 						         nj, hd, hd, scale);
@@ -911,7 +933,7 @@ static void attn_paged_(float *out, const float *q, int n, int H, int KVH, int h
 					float l = m + (float)log(row_sumexp_(s, nk, m));
 					row_exp_(s, nk, l);
 					pv_keys_(out + ((size_t)i * H + h0 + t) * hd, s, kv->v + (size_t)g * P * hd, pt, P,
-					         nk, ks, hd);
+					         nk, kv->stride, hd);
 				}
 			}
 	}

@@ -304,13 +304,13 @@ static int sync_(sw_error *err)
 /* ---- KV cache and rows ---- */
 
 /* Row j's element d (head d / hd, its element d % hd) goes to its head's
- * run of the page: [page][kd / hd][page slots][hd]. */
+ * run of the page: [kd / hd][page slots][hd], pages stride floats apart. */
 static __global__ void kv_write_k_(float *kpool, float *vpool, const float *k, const float *v, int kd,
-                                   int hd, int page, const int32_t *ptab, const int32_t *poff,
-                                   const int32_t *pos)
+                                   int hd, int page, size_t stride, const int32_t *ptab,
+                                   const int32_t *poff, const int32_t *pos)
 {
 	int j = blockIdx.x;
-	size_t at = (size_t)ptab[poff[j] + pos[j] / page] * page * kd + (size_t)(pos[j] % page) * hd;
+	size_t at = (size_t)ptab[poff[j] + pos[j] / page] * stride + (size_t)(pos[j] % page) * hd;
 	for (int d = threadIdx.x; d < kd; d += blockDim.x) {
 		size_t o = at + (size_t)(d / hd) * page * hd + d % hd;
 		kpool[o] = k[(size_t)j * kd + d];
@@ -319,19 +319,20 @@ static __global__ void kv_write_k_(float *kpool, float *vpool, const float *k, c
 }
 
 static void kv_write_launch_(cudaStream_t s, float *kpool, float *vpool, const float *k,
-                             const float *v, int n, int kd, int hd, int page, const int32_t *ptab,
-                             const int32_t *poff, const int32_t *pos)
+                             const float *v, int n, int kd, int hd, int page, size_t stride,
+                             const int32_t *ptab, const int32_t *poff, const int32_t *pos)
 {
 	if (n <= 0 || kd <= 0 || hd <= 0)
 		return;
-	kv_write_k_<<<n, TPB, 0, s>>>(kpool, vpool, k, v, kd, hd, page, ptab, poff, pos);
+	kv_write_k_<<<n, TPB, 0, s>>>(kpool, vpool, k, v, kd, hd, page, stride, ptab, poff, pos);
 	LAUNCHED_("kv_write");
 }
 
 static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
-                      int hd, int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
+                      int hd, int page, size_t stride, const int32_t *ptab, const int32_t *poff,
+                      const int32_t *pos)
 {
-	kv_write_launch_(st_.stream, kpool, vpool, k, v, n, kd, hd, page, ptab, poff, pos);
+	kv_write_launch_(st_.stream, kpool, vpool, k, v, n, kd, hd, page, stride, ptab, poff, pos);
 }
 
 static __global__ void rows_gather_k_(float *out, const float *src, const int32_t *rows, int D)
@@ -1423,7 +1424,7 @@ static __global__ void attn_paged_k_(float *out, const float *q, int n, int H, i
 	size_t wi = (size_t)blockIdx.x * ATT_WARPS + wl;
 	if (wi >= (size_t)n * H) /* a whole warp: no block barrier follows */
 		return;
-	int i = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), P = kv.page, ks = KVH * hd;
+	int i = (int)(wi / H), h = (int)(wi % H), g = h / (H / KVH), P = kv.page;
 	const int32_t *pt = kv.pages + kv.page_off[i];
 	int nk = kv.nkeys[i];
 	size_t qo = ((size_t)i * H + h) * hd;
@@ -1437,7 +1438,7 @@ static __global__ void attn_paged_k_(float *out, const float *q, int n, int H, i
 		float sc = -INFINITY;
 		size_t row = 0;
 		if (j < nk) {
-			row = (size_t)pt[j / P] * P * ks + ((size_t)g * P + j % P) * hd;
+			row = (size_t)pt[j / P] * kv.stride + ((size_t)g * P + j % P) * hd;
 			const float *kr = kv.k + row;
 			float sum = 0;
 			if (VEC) {

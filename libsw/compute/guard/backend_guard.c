@@ -312,10 +312,11 @@ static int sync_(sw_error *err)
 #define CPU_ (sw_backend_cpu())
 
 static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
-                      int hd, int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
+                      int hd, int page, size_t stride, const int32_t *ptab, const int32_t *poff,
+                      const int32_t *pos)
 {
 	ENTER_("kv_write", kpool, vpool, k, v, ptab, poff, pos) return;
-	CPU_->kv_write(kpool, vpool, k, v, n, kd, hd, page, ptab, poff, pos);
+	CPU_->kv_write(kpool, vpool, k, v, n, kd, hd, page, stride, ptab, poff, pos);
 	leave_();
 }
 

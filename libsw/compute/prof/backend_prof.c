@@ -275,9 +275,10 @@ static int sync_(sw_error *err)
 /* ---- the ops ---- */
 
 static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
-                      int hd, int page, const int32_t *ptab, const int32_t *poff, const int32_t *pos)
+                      int hd, int page, size_t stride, const int32_t *ptab, const int32_t *poff,
+                      const int32_t *pos)
 {
-	TIMED_(OP_KV_WRITE, 0, IN_->kv_write(kpool, vpool, k, v, n, kd, hd, page, ptab, poff, pos), n, kd,
+	TIMED_(OP_KV_WRITE, 0, IN_->kv_write(kpool, vpool, k, v, n, kd, hd, page, stride, ptab, poff, pos), n, kd,
 	       0, 0, 0);
 }
 
