@@ -1485,8 +1485,10 @@ static void attn_paged_launch_(cudaStream_t s, float *out, const float *q, int n
 	size_t warps = (size_t)n * H;
 	unsigned grid = (unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS);
 	float scale = 1.0f / sqrtf((float)hd);
-	/* The same sums either way: only the loads of the keys differ. */
-	if (hd % 4 == 0 && ((uintptr_t)kv->k & 15) == 0)
+	/* The same sums either way: only the loads of the keys differ (4 floats
+	 * at a time where every key's row starts on 16 bytes: its page's start
+	 * and the pages' stride both multiples of 4 floats). */
+	if (hd % 4 == 0 && kv->stride % 4 == 0 && ((uintptr_t)kv->k & 15) == 0)
 		attn_paged_k_<true><<<grid, ATT_WARPS * WARP, 0, s>>>(out, q, n, H, KVH, hd, *kv, scale);
 	else
 		attn_paged_k_<false><<<grid, ATT_WARPS * WARP, 0, s>>>(out, q, n, H, KVH, hd, *kv, scale);
