@@ -190,14 +190,15 @@ sw_pool *sw_pool_open(const char *path, int write, sw_error *err)
 	 * pool that does not exist leaves nothing behind.  (The lock is never
 	 * removed once made: one removed while another process waits on it
 	 * would let a third lock a new file beside the waiter.) */
-	if (p->lockfd < 0 && !write && errno == ENOENT && access(path, F_OK) == 0)
-		p->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (p->lockfd < 0 && !write && errno == ENOENT) {
-		err->sys_errno = ENOENT;
-		sw_fail(err, SW_EIO, "cannot open pool '%s': %s", path, strerror(ENOENT));
-		free(lock);
-		sw_pool_free(p);
-		return NULL;
+		if (access(path, F_OK) && errno == ENOENT) {
+			err->sys_errno = ENOENT;
+			sw_fail(err, SW_EIO, "cannot open pool '%s': %s", path, strerror(ENOENT));
+			free(lock);
+			sw_pool_free(p);
+			return NULL;
+		}
+		p->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	}
 	if (p->lockfd < 0 && !write && access(path, F_OK) == 0) {
 		/* a pool we may read but not lock (a read-only directory): read it unlocked */

@@ -438,6 +438,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 	const sw_model *m = d->m;
 	const sw_model_config *c = &m->cfg;
 	const sw_backend *o = d->be;
+	size_t pstride = page_stride_(d);
 	int ntok = 0, nout = 0, need = 0, ntab = 0;
 #define SEL_(s, i) ((s)->live && (s)->npend && (only < 0 || (i) == only))
 	for (int i = 0; i < d->max_seqs; i++) {
@@ -478,8 +479,7 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		if (s->len % PAGE && d->refs[s->pages[s->len / PAGE]] > 1) {
 			/* the whole page, every layer's K and V: one run */
 			int old = s->pages[s->len / PAGE], p = take_page_(d);
-			rc = o->copy(page_ptr_(d, 0, 0, p), page_ptr_(d, 0, 0, old),
-			             sizeof(float) * page_stride_(d), err);
+			rc = o->copy(page_ptr_(d, 0, 0, p), page_ptr_(d, 0, 0, old), sizeof(float) * pstride, err);
 			d->refs[old]--;
 			s->pages[s->len / PAGE] = p;
 		}
@@ -564,10 +564,9 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		}
 		o->rope(q, pos, ntok, H, hd, d->inv_freq, 0);
 		o->rope(k, pos, ntok, KVH, hd, d->inv_freq, 0);
-		o->kv_write(page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), k, v, ntok, KD, hd, PAGE,
-		            page_stride_(d), ptab, poff, pos);
-		sw_kv_view kv = { page_ptr_(d, l, 0, 0), page_ptr_(d, l, 1, 0), PAGE, ptab, poff, nkeys,
-		                  page_stride_(d) };
+		float *kl = page_ptr_(d, l, 0, 0), *vl = page_ptr_(d, l, 1, 0);
+		o->kv_write(kl, vl, k, v, ntok, KD, hd, PAGE, pstride, ptab, poff, pos);
+		sw_kv_view kv = { kl, vl, PAGE, ptab, poff, nkeys, pstride };
 		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);
 		o->linear_rows(x, att, L->wo, ntok, D, QD, 1);
 		o->rmsnorm_fwd(xn, rstd, x, L->mlp_norm, ntok, D, eps);

@@ -160,52 +160,40 @@ static void test_entries_(const sw_backend *be)
 	{
 		/* Heads of 16 floats: a slot is a whole cache line, which the CPU
 		 * backend streams past the cache; a pool 16 bytes off a line
-		 * (off 4) takes the plain copy.  Both put every row where the
-		 * layout says and touch nothing else. */
-		enum { HD = 16, KD = 2 * HD, PG = 4, NP = 3, PF = NP * PG * KD };
-		float src[2 * 3 * KD], got[PF + 4], want[PF + 4];
+		 * (off 4) takes the plain copy; the decoder's pages hold K, then V
+		 * (stride two pages' floats).  Each puts every row where the
+		 * layout says and touches nothing else of one buffer. */
+		enum { HD = 16, KD = 2 * HD, PG = 4, NP = 3, PF = NP * PG * KD, BUF = 2 * PF + 32 };
+		static const struct {
+			int koff, voff, stride;
+			const char *what;
+		} cs[] = {
+			{ 0, PF + 16, PG * KD, "of heads of 16 (pool on a cache line): each row at its slot, nothing beside" },
+			{ 4, PF + 20, PG * KD,
+			  "of heads of 16 (pool 4 floats off a cache line): each row at its slot, nothing beside" },
+			{ 0, PG * KD, 2 * PG * KD,
+			  "into pages that hold K then V (stride 2 pages' floats): each row at its slot" },
+		};
+		float src[2 * 3 * KD], got[BUF], want[BUF];
 		for (int i = 0; i < 2 * 3 * KD; i++)
 			src[i] = (float)(i * 37 % 101) - 50.5f;
-		float *ds = be->alloc(sizeof src, &err), *kq = be->alloc((PF + 4) * sizeof(float), &err),
-		      *vq = be->alloc((PF + 4) * sizeof(float), &err);
+		float *ds = be->alloc(sizeof src, &err), *buf = be->alloc(sizeof got, &err);
 		be->upload(ds, src, sizeof src, &err);
-		for (int off = 0; off <= 4; off += 4) {
-			be->memset(kq, 0, (PF + 4) * sizeof(float), &err);
-			be->memset(vq, 0, (PF + 4) * sizeof(float), &err);
-			be->kv_write(kq + off, vq + off, ds, ds + 3 * KD, 3, KD, HD, PG, PG * KD, idx, idx + 6, idx + 9);
-			bool same = true;
-			for (int w = 0; w < 2; w++) {
-				memset(want, 0, sizeof want);
-				for (int j = 0; j < 3; j++)
-					for (int g = 0; g < 2; g++)
-						for (int e = 0; e < HD; e++)
-							want[off + pg[j] * PG * KD + g * PG * HD + slot[j] * HD + e] =
-								src[w * 3 * KD + j * KD + g * HD + e];
-				be->download(got, w ? vq : kq, sizeof got, &err);
-				same = same && !memcmp(got, want, sizeof got);
-			}
-			ok(same, "%s: kv_write of heads of 16 (pool %s a cache line): each row at its slot, nothing beside",
-			   n, off ? "4 floats off" : "on");
-		}
-		{
-			/* The decoder's layout: a page of the pool holds K, then V */
-			float *kv2 = be->alloc(2 * PF * sizeof(float), &err), *h2 = malloc(2 * PF * sizeof(float)),
-			      *w2 = calloc(2 * PF, sizeof(float));
-			be->memset(kv2, 0, 2 * PF * sizeof(float), &err);
-			be->kv_write(kv2, kv2 + PG * KD, ds, ds + 3 * KD, 3, KD, HD, PG, 2 * PG * KD, idx, idx + 6,
-			             idx + 9);
+		for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+			be->memset(buf, 0, sizeof got, &err);
+			be->kv_write(buf + cs[c].koff, buf + cs[c].voff, ds, ds + 3 * KD, 3, KD, HD, PG, cs[c].stride, idx,
+			             idx + 6, idx + 9);
+			memset(want, 0, sizeof want);
 			for (int w = 0; w < 2; w++)
 				for (int j = 0; j < 3; j++)
 					for (int g = 0; g < 2; g++)
 						for (int e = 0; e < HD; e++)
-							w2[pg[j] * 2 * PG * KD + w * PG * KD + g * PG * HD + slot[j] * HD + e] =
-								src[w * 3 * KD + j * KD + g * HD + e];
-			be->download(h2, kv2, 2 * PF * sizeof(float), &err);
-			ok(!memcmp(h2, w2, 2 * PF * sizeof(float)),
-			   "%s: kv_write into pages that hold K then V (stride 2 pages' floats): each row at its slot", n);
-			be->free(kv2), free(h2), free(w2);
+							want[(w ? cs[c].voff : cs[c].koff) + pg[j] * cs[c].stride + g * PG * HD +
+							     slot[j] * HD + e] = src[w * 3 * KD + j * KD + g * HD + e];
+			be->download(got, buf, sizeof got, &err);
+			ok(!memcmp(got, want, sizeof got), "%s: kv_write %s", n, cs[c].what);
 		}
-		be->free(ds), be->free(kq), be->free(vq);
+		be->free(ds), be->free(buf);
 	}
 	/* Row gather: rows 3, 0 of a [8, 8]. */
 	int32_t hr[] = { 3, 0 };

@@ -164,17 +164,16 @@ static int sync_(sw_error *err)
  * streamed line is written whole, without that read; the attention that
  * follows reads the slot from memory as it reads every other.
  */
-static int put_head_(float *dst, const float *src, int hd)
+static void put_head_(float *dst, const float *src, int hd)
 {
 #if defined(__x86_64__) && defined(__SSE2__)
 	if (hd % 16 == 0 && (uintptr_t)dst % 64 == 0) {
 		for (int i = 0; i < hd; i += 4)
 			_mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-		return 1;
+		return;
 	}
 #endif
 	memcpy(dst, src, sizeof(float) * hd);
-	return 0;
 }
 
 static void kv_write_(float *kpool, float *vpool, const float *k, const float *v, int n, int kd,
@@ -182,19 +181,15 @@ static void kv_write_(float *kpool, float *vpool, const float *k, const float *v
                       const int32_t *pos)
 {
 	size_t hs = (size_t)page * hd;
-	int streamed = 0;
 	for (int j = 0; j < n; j++) {
 		size_t at = (size_t)ptab[poff[j] + pos[j] / page] * stride + (size_t)(pos[j] % page) * hd;
 		for (int g = 0; g < kd / hd; g++) {
-			streamed |= put_head_(kpool + at + g * hs, k + (size_t)j * kd + (size_t)g * hd, hd);
-			streamed |= put_head_(vpool + at + g * hs, v + (size_t)j * kd + (size_t)g * hd, hd);
+			put_head_(kpool + at + g * hs, k + (size_t)j * kd + (size_t)g * hd, hd);
+			put_head_(vpool + at + g * hs, v + (size_t)j * kd + (size_t)g * hd, hd);
 		}
 	}
 #if defined(__x86_64__) && defined(__SSE2__)
-	if (streamed) /* streamed stores are weakly ordered: done before any thread reads them */
-		_mm_sfence();
-#else
-	(void)streamed;
+	_mm_sfence(); /* streamed stores are weakly ordered: done before any thread reads them */
 #endif
 }
 
