@@ -238,6 +238,48 @@ for r in ["ki\u04c0\u04c0", "k\u0131ll"]: print(json.dumps({"response": r}))' >i
 	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'regex:bomb,confusables': key 'confusables' does not apply to 'regex'" ]
 }
 
+@test "blocklist: a character a pattern writes by its number is read as if written" {
+	# a Russian word; a ligature; an accent; plain text
+	python3 -c 'import json
+for r in ["\u0431\u043e\u043c\u0431 b\u043emb", "\ufb01re", "caf\u00e9", "bomb"]: print(json.dumps({"response": r}))' >in.jsonl
+	# without a flag that folds it away, the escape is the letter: Cyrillic o matches Cyrillic o
+	printf '[esc] b\\x{43e}mb\n' >esc.txt
+	run -0 --separate-stderr v '.violations' -r blocklist:esc.txt in.jsonl
+	[ "$output" = "$(printf '%s\n' '["esc"]' '[]' '[]' '[]')" ]
+	[ "$stderr" = "" ]
+	# with confusables that letter is read as 'o': each of PCRE2's forms of it is refused, naming it
+	for e in '\x{43e}' '\x{43E}' '\o{2076}' '\N{U+43E}'; do
+		printf 'b%smb\n' "$e" >esc.txt
+		run -2 --separate-stderr sw-verify -r blocklist:esc.txt,confusables in.jsonl
+		[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:esc.txt,confusables': esc.txt:1: pattern 'b${e}mb' would never match: with confusables, '$e' (U+043E) is read as 'o'; write 'o', or drop ,confusables" ]
+		[ "$output" = "" ]
+	done
+	# the fold's NFKC and its removals: a ligature, a zero-width space
+	printf '%s\n' '\x{fb01}re' >lig.txt
+	run -2 --separate-stderr sw-verify -r blocklist:lig.txt in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:lig.txt': lig.txt:1: pattern '\x{fb01}re' would never match: responses are read in NFKC without invisible characters, where '\x{fb01}' (U+FB01) is 'fi'; write it so, or add ,raw" ]
+	[ "$output" = "" ]
+	run -0 v '.violations' -r blocklist:lig.txt,raw in.jsonl
+	[ "$output" = "$(printf '%s\n' '[]' '["\\x{fb01}re"]' '[]' '[]')" ]
+	printf '%s\n' 'b\x{200b}omb' >zw.txt
+	run -2 --separate-stderr sw-verify -r blocklist:zw.txt in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:zw.txt': zw.txt:1: pattern 'b\x{200b}omb' would never match: responses are read in NFKC without invisible characters, where '\x{200b}' (U+200B) is ''; write it so, or add ,raw" ]
+	# with nomarks, an accented letter and a mark alone
+	printf '%s\n' 'caf\xe9' >cafe.txt
+	run -0 v '.violations' -r blocklist:cafe.txt in.jsonl
+	[ "$output" = "$(printf '%s\n' '[]' '[]' '["caf\\xe9"]' '[]')" ]
+	run -2 --separate-stderr sw-verify -r blocklist:cafe.txt,nomarks in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:cafe.txt,nomarks': cafe.txt:1: pattern 'caf\xe9' would never match: responses are read in NFKC without invisible characters or marks, where '\xe9' (U+00E9) is 'e'; write it so, or drop ,nomarks" ]
+	printf '%s\n' 'cafe\x{301}' >mark.txt
+	run -2 --separate-stderr sw-verify -r blocklist:mark.txt,nomarks in.jsonl
+	[ "${stderr_lines[0]}" = "sw-verify: bad verifier 'blocklist:mark.txt,nomarks': mark.txt:1: pattern 'cafe\x{301}' would never match: responses are read in NFKC without invisible characters or marks, where '\x{301}' (U+0301) is ''; write it so, or drop ,nomarks" ]
+	# not a character by number: a backslash escaped, text quoted by \Q...\E, a Latin letter, a tab
+	printf '%s\n' '[a] \\x{43e}' '[b] \Q\x{43e}\E' '[c] b\x{6f}mb' '[d] \x09' >ok.txt
+	run -0 --separate-stderr v '.violations' -r blocklist:ok.txt,ci,confusables,nomarks in.jsonl
+	[ "$output" = "$(printf '%s\n' '["c"]' '[]' '[]' '["c"]')" ]
+	[ "$stderr" = "" ]
+}
+
 @test "blocklist: libsw/verify/confusables.h is what tools/gen_confusables.c writes from this ICU" {
 	pkg-config --exists icu-i18n || skip "no ICU (libicu-dev)"
 	have=$(sed -n 's/.* from ICU \([0-9.]*\)$/\1/p' "$TOP/libsw/verify/confusables.h")

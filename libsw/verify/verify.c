@@ -346,6 +346,68 @@ static int rules_fold_(const vf_ *f)
 	return SW_FOLD_RULES | (f->confusables ? SW_FOLD_CONFUSABLES : 0) | (f->nomarks ? SW_FOLD_NOMARKS : 0);
 }
 
+/* How to mend a pattern the fold changes (pat, n: the part that changes):
+ * with nomarks, dropping it where only marks make the difference. */
+static int mend_(const vf_ *f, const char *pat, size_t n, const char **what, sw_error *err)
+{
+	*what = "; write it so, or add ,raw";
+	if (!f->nomarks)
+		return 0;
+	sw_buf b = { 0 };
+	const char *t;
+	size_t tn;
+	if (sw_fold_text(pat, n, SW_FOLD_RULES, &b, &t, &tn))
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	*what = tn == n && !memcmp(t, pat, n) ? "; write it so, or drop ,nomarks" : "; write it so";
+	sw_buf_release(&b);
+	return 0;
+}
+
+/*
+ * The character an escape at pat[i] (a backslash) writes by its number:
+ * \x{H..}, \xHH, \o{O..} or \N{U+H..}, PCRE2's forms (pat compiled, so well
+ * formed), with *len its length; -1 for any other escape (len 2: a class,
+ * an assertion, a quoted character; an octal \ddd is read as a
+ * backreference or a number by the groups before it, and is not looked at).
+ */
+static long escape_cp_(const char *pat, size_t n, size_t i, size_t *len)
+{
+	*len = 2;
+	if (i + 1 >= n)
+		return -1;
+	char c = pat[i + 1];
+	size_t j = i + 2; /* past the letter */
+	int base = c == 'o' ? 8 : 16;
+	bool braced = j < n && pat[j] == '{';
+	if (c == 'N') {
+		if (j + 3 > n || memcmp(pat + j, "{U+", 3))
+			return -1;
+		j += 3;
+	} else if (c == 'o') {
+		if (!braced)
+			return -1;
+		j++;
+	} else if (c == 'x') {
+		j += braced;
+	} else {
+		return -1;
+	}
+	long cp = 0;
+	int nd = 0;
+	for (; j < n && (braced || nd < 2); j++, nd++) {
+		int d = pat[j] >= '0' && pat[j] <= '9' ? pat[j] - '0'
+		      : base == 16 && isxdigit((unsigned char)pat[j]) ? tolower((unsigned char)pat[j]) - 'a' + 10
+		      : -1;
+		if (d < 0 || d >= base || cp > 0x10ffff)
+			break;
+		cp = cp * base + d;
+	}
+	if (braced && (j >= n || pat[j] != '}'))
+		return -1;
+	*len = j + braced - i;
+	return cp <= 0x10ffff ? cp : -1;
+}
+
 /*
  * Responses reach the rules folded (fold.c); a pattern whose own text the
  * fold changes (a ligature, a fullwidth letter, a zero-width space; with
@@ -353,25 +415,19 @@ static int rules_fold_(const vf_ *f)
  * showing its folded form.  With confusables, so is a pattern holding a
  * letter that fold makes Latin (its text is not folded: a letter made
  * Latin after a backslash or at the end of a range in [ ] would change
- * what the pattern means).
+ * what the pattern means).  A character the pattern writes by its number
+ * (\x{43e}) is one it holds: refused the same way, naming the escape.
  */
 static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat, sw_error *err)
 {
-	const char *t;
+	const char *t, *what;
 	size_t n = strlen(pat), tn;
-	if (sw_fold_text(pat, n, rules_fold_(f) & ~SW_FOLD_CONFUSABLES, &f->folded, &t, &tn))
+	int fl = rules_fold_(f) & ~SW_FOLD_CONFUSABLES;
+	if (sw_fold_text(pat, n, fl, &f->folded, &t, &tn))
 		return sw_fail(err, SW_ENOMEM, "out of memory");
 	if (tn != n || memcmp(t, pat, n)) {
-		/* what to do: with nomarks, dropping it where only marks make the difference */
-		const char *what = "; write it so, or add ,raw", *t2;
-		size_t tn2;
-		if (f->nomarks) {
-			sw_buf b = { 0 };
-			if (sw_fold_text(pat, n, SW_FOLD_RULES, &b, &t2, &tn2))
-				return sw_fail(err, SW_ENOMEM, "out of memory");
-			what = tn2 == n && !memcmp(t2, pat, n) ? "; write it so, or drop ,nomarks" : "; write it so";
-			sw_buf_release(&b);
-		}
+		if (mend_(f, pat, n, &what, err))
+			return err->code;
 		return sw_fail(err, SW_EINVAL,
 		               "%s:%zu: pattern '%.48s' would never match: responses are read in NFKC "
 		               "without invisible characters%s, where it is '%.48s'%s",
@@ -389,6 +445,39 @@ static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat
 			               "(U+%04X) is read as '%c'; write '%c', or drop ,confusables",
 			               path, lineno, pat, (int)k, pat + i, (unsigned)cp, to, to);
 		i += k > 0 ? (size_t)k : 1;
+	}
+	/* the characters written by number; text inside \Q...\E is taken as written (checked above) */
+	for (size_t i = 0, len = 1; i < n; i += pat[i] == '\\' ? len : 1) {
+		if (pat[i] != '\\')
+			continue;
+		if (i + 1 < n && pat[i + 1] == 'Q') {
+			const char *e = strstr(pat + i + 2, "\\E");
+			len = e ? (size_t)(e - pat) + 2 - i : n - i;
+			continue;
+		}
+		long cp = escape_cp_(pat, n, i, &len);
+		utf8proc_uint8_t u[4];
+		utf8proc_ssize_t un = cp >= 0 && utf8proc_codepoint_valid((utf8proc_int32_t)cp)
+		                    ? utf8proc_encode_char((utf8proc_int32_t)cp, u) : 0;
+		if (!un)
+			continue;
+		if (sw_fold_text((const char *)u, (size_t)un, fl, &f->folded, &t, &tn))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		if (tn != (size_t)un || memcmp(t, u, tn)) {
+			if (mend_(f, (const char *)u, (size_t)un, &what, err))
+				return err->code;
+			return sw_fail(err, SW_EINVAL,
+			               "%s:%zu: pattern '%.48s' would never match: responses are read in NFKC "
+			               "without invisible characters%s, where '%.*s' (U+%04lX) is '%.*s'%s",
+			               path, lineno, pat, f->nomarks ? " or marks" : "", (int)len, pat + i, cp,
+			               (int)tn, tn ? t : "", what);
+		}
+		int to = f->confusables && cp >= 0x80 ? sw_fold_confusable((uint32_t)cp) : 0;
+		if (to)
+			return sw_fail(err, SW_EINVAL,
+			               "%s:%zu: pattern '%.48s' would never match: with confusables, '%.*s' "
+			               "(U+%04lX) is read as '%c'; write '%c', or drop ,confusables",
+			               path, lineno, pat, (int)len, pat + i, cp, to, to);
 	}
 	return 0;
 }
