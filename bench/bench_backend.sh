@@ -14,9 +14,7 @@
 # training step is given in wall seconds and in CPU seconds of all threads,
 # which a shared machine distorts less.
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-$top/build}
-case $B in /*) ;; *) B=$top/$B ;; esac
+. "$(dirname "$0")/env.sh"
 bin=$B/bench/engine_bench
 ROUNDS=${ROUNDS:-5}
 NEW=${NEW:-16}

@@ -14,9 +14,10 @@
 #
 # Knobs: SW_BENCH_SORT_BYTES (default 2G) for the sw-sort stream.
 set -eu
+. "$(dirname "$0")/env.sh"
 : "${B:?run me through bench/run.sh}"
 BB=$B/bench/balance_bench
-T=$(mktemp -d "${SW_BENCH_TMP:-/tmp}/sw-bench-balance.XXXXXX")
+T=$(mktemp -d "$SW_BENCH_TMP/sw-bench-balance.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
 SORT_BYTES=${SW_BENCH_SORT_BYTES:-2G}
 

@@ -11,10 +11,9 @@
 #
 #   sh bench/bench_bf16_logprobs.sh
 set -euf
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
+. "$(dirname "$0")/env.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-export PATH="$B/bin:$PATH" OMP_NUM_THREADS=2
+export OMP_NUM_THREADS=2
 python3 -c 'import torch, transformers' 2>/dev/null ||
 	{ echo "bench_bf16_logprobs: needs torch and transformers (to write the model)" >&2; exit 1; }
 tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-bf16lp.XXXXXX")

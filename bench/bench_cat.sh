@@ -10,7 +10,7 @@
 # Environment: SW_BENCH_BYTES (default 1G), SW_BENCH_JQ_BYTES (default 64M:
 # jq is slow, so the JSON comparisons use a smaller file, the same for both).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 big=${SW_BENCH_BYTES:-1G}
 small=${SW_BENCH_JQ_BYTES:-64M}
 for t in hyperfine jq zstd; do

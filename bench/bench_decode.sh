@@ -31,8 +31,7 @@
 # what sw-run gives its stages), default (libgomp's own: a long spin before
 # it sleeps, what sw-rollout run alone gets) or active.
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/env.sh"
 TH=${SW_BENCH_THREADS:-2}
 d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-decode.XXXXXX")
 trap 'rm -rf "$d"' EXIT
@@ -45,7 +44,6 @@ active) export OMP_WAIT_POLICY=ACTIVE ;;
 default) unset OMP_WAIT_POLICY ;;
 *) echo "bench_decode: SW_BENCH_WAIT must be passive, spin, default or active" >&2; exit 1 ;;
 esac
-case $B in /*) ;; *) B=$top/$B ;; esac
 drivers="now:$B/bench/decode_bench"
 if [ -n "${BEFORE:-}" ]; then
 	# the libraries the Makefile links (MPI's where mpicc is there), and OpenBLAS, which a build

@@ -16,7 +16,7 @@
 # Medians of RUNS runs.  Environment: RUNS (default 3), SW_BENCH_SIZE (small),
 # SW_BENCH_SAMPLES (16), SW_BENCH_PROMPT and SW_BENCH_RESPONSE (16 and 48 tokens).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 runs=${RUNS:-3}
 size=${SW_BENCH_SIZE:-small}
 n=${SW_BENCH_SAMPLES:-16}

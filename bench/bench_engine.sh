@@ -36,8 +36,7 @@
 # or OMP_WAIT_POLICY=default to leave it unset, as the programs run alone
 # (libgomp's own: threads spin a while, then sleep).
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-$top/build}
+. "$(dirname "$0")/env.sh"
 bin=$B/bench/engine_bench
 STEPS=${STEPS:-3}
 ROUNDS=${ROUNDS:-1}
@@ -67,7 +66,7 @@ fma=$("$bin" fma) || fma= # x86-64 only: the floor's rows are left out elsewhere
 # PyTorch first: it writes its model and tokens for ours to start from, so
 # that the first step's loss and gradient norm can be compared.
 tr_pt=
-tdir=$(mktemp -d "${SW_BENCH_TMP:-/tmp}/sw-bench-train.XXXXXX")
+tdir=$(mktemp -d "$SW_BENCH_TMP/sw-bench-train.XXXXXX")
 trap 'rm -rf "$tdir"' EXIT
 # ROUNDS rounds of the two, taking turns (PyTorch, then ours), so that the
 # VM's minutes of load fall on both: each round's ratio, and their median.
@@ -115,7 +114,7 @@ fi
 # sw-model init) loads and generates: QWEN05=0 skips it.
 q05=
 if [ "${QWEN05:-1}" = 1 ]; then
-	qdir=$(mktemp -d "${SW_BENCH_TMP:-/tmp}/sw-bench-engine.XXXXXX")
+	qdir=$(mktemp -d "$SW_BENCH_TMP/sw-bench-engine.XXXXXX")
 	trap 'rm -rf "$qdir" "$tdir"' EXIT
 	cat >"$qdir/config.json" <<'JSON'
 {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,

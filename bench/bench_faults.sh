@@ -16,9 +16,7 @@
 #                    DIR/bin runs instead) the same run of that build first,
 #                    rounds alternating (SW_BENCH_ROUNDS, default 1).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
-case $B in /*) ;; *) B=$top/$B ;; esac
+. "$(dirname "$0")/env.sh"
 iters=${SW_BENCH_ITERS:-2}
 rounds=${SW_BENCH_ROUNDS:-1}
 command -v perf >/dev/null || { echo "bench_faults: needs perf (linux-perf)" >&2; exit 1; }

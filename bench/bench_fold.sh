@@ -24,7 +24,7 @@
 # python3 with the regex module (pip install regex).
 # Environment: SW_BENCH_FOLD_N (samples, default 20000), RUNS (default 5).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 n=${SW_BENCH_FOLD_N:-20000}
 runs=${RUNS:-5}
 for t in hyperfine jq python3; do

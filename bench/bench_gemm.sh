@@ -33,8 +33,7 @@
 #
 #   BEFORE=/tmp/old SW_BENCH_SHAPES=rows ROUNDS=5 REPS=5 sh bench/bench_gemm.sh
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-$top/build}
+. "$(dirname "$0")/env.sh"
 bin=$B/bench/gemm_bench
 REPS=${REPS:-5}
 ROUNDS=${ROUNDS:-3}
@@ -43,7 +42,7 @@ OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 used=${SW_GEMM:-onednn}
 export SW_THREADS OMP_WAIT_POLICY
 [ -x "$bin" ] || { echo "bench_gemm: $bin is missing (make bench builds it)" >&2; exit 1; }
-out=$(mktemp "${SW_BENCH_TMP:-/tmp}/sw-bench-gemm.XXXXXX")
+out=$(mktemp "$SW_BENCH_TMP/sw-bench-gemm.XXXXXX")
 trap 'rm -f "$out"' EXIT
 
 echo "threads $SW_THREADS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

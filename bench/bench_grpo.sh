@@ -26,7 +26,7 @@
 # with GRPOConfig(bf16=True) (autocast to bf16 on the CPU); both f32 unless set.
 # Needs torch, transformers, trl (pip install trl) and the programs in $B/bin.
 set -euf
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 iters=${SW_BENCH_ITERS:-3}
 rounds=${SW_BENCH_ROUNDS:-1}
 matmul=${SW_BENCH_MATMUL:-f32}
@@ -34,9 +34,8 @@ trl_bf16=${SW_BENCH_TRL_BF16:-0}
 case $matmul in f32 | bf16) ;; *) echo "bench_grpo: SW_BENCH_MATMUL='$matmul' is not f32 or bf16" >&2; exit 1 ;; esac
 case $trl_bf16 in 0) trl_prec=f32; trl_arg= ;; 1) trl_prec=bf16; trl_arg=bf16 ;;
 *) echo "bench_grpo: SW_BENCH_TRL_BF16='$trl_bf16' is not 0 or 1" >&2; exit 1 ;; esac
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
-export PATH="$B/bin:$PATH" OMP_NUM_THREADS=2
+export OMP_NUM_THREADS=2
 python3 -c 'import torch, transformers, trl' 2>/dev/null ||
 	{ echo "bench_grpo: needs torch, transformers and trl (pip install trl)" >&2; exit 1; }
 tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-grpo.XXXXXX")

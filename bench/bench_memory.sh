@@ -18,7 +18,7 @@
 # load).  Environment: BEFORE, SW_BENCH_THREADS (default 2), PARTS
 # ("gen train", the default, or one of them).
 set -eu
-: "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 TH=${SW_BENCH_THREADS:-2}
 PARTS=${PARTS:-gen train}
 [ -x /usr/bin/time ] || { echo "bench_memory: /usr/bin/time is missing" >&2; exit 1; }

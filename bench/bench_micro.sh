@@ -30,15 +30,14 @@
 # whole / shared; the figure tokens_shared says what sharing saved.
 # Needs torch and transformers (for the model) and the programs in $B/bin.
 set -euf
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 runs=${SW_BENCH_RUNS:-3}
 matmul=${SW_BENCH_MATMUL:-f32}
 model=${SW_BENCH_MODEL:-hf}
 case $model in hf | sw) ;; *) echo "bench_micro: SW_BENCH_MODEL='$model' is not hf or sw" >&2; exit 1 ;; esac
 case $matmul in f32 | bf16) ;; *) echo "bench_micro: SW_BENCH_MATMUL='$matmul' is not f32 or bf16" >&2; exit 1 ;; esac
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
-export PATH="$B/bin:$PATH" OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
+export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
 python3 -c 'import torch, transformers' 2>/dev/null ||
 	{ echo "bench_micro: needs torch and transformers" >&2; exit 1; }
 if [ -n "${BEFORE:-}" ] && [ ! -x "$BEFORE/build/bin/sw-train" ]; then

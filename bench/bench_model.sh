@@ -14,8 +14,7 @@
 # rename (safetensors.torch's do neither).  Ratio = their time / ours, so
 # > 1 means libsw is faster.
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/env.sh"
 runs=${RUNS:-5}
 python3 -c 'import torch, safetensors' 2>/dev/null ||
 	{ echo "bench_model: python3 with torch and safetensors is needed" >&2; exit 1; }

@@ -17,7 +17,7 @@
 # The namespaces and the veth pair are removed however it ends (trap).
 # Environment: B (build directory, default build), SW_BENCH_MB (64), SW_BENCH_REPS (15).
 set -eu
-: "${B:=build}"
+. "$(dirname "$0")/env.sh"
 cannot() {
 	if [ "${1:-}" = -- ]; then
 		echo "bench_netns: $2" >&2

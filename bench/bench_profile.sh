@@ -20,10 +20,7 @@
 # profile costs); then each stage's table: every op's total, and the 10
 # (op, shape) rows that took longest.
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
-case $B in /*) ;; *) B=$top/$B ;; esac
-PATH=$B/bin:$PATH
+. "$(dirname "$0")/env.sh"
 RUNS=${RUNS:-3}
 d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-profile.XXXXXX")
 trap 'rm -rf "$d"' EXIT

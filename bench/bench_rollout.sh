@@ -22,7 +22,7 @@
 # compute runs on one thread (--threads 1, SW_BENCH_THREADS to change) so
 # that CPU time measures the work even on a shared machine.
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 P=${SW_BENCH_PROMPTS:-64}
 RUNS=${RUNS:-3}
 TH=${SW_BENCH_THREADS:-1}

@@ -9,9 +9,7 @@
 # process (load and prefill included) and peak RSS, every run, then the
 # medians.  RUNS runs a side (default 3).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
-case $B in /*) ;; *) B=$top/$B ;; esac
+. "$(dirname "$0")/env.sh"
 RUNS=${RUNS:-3}
 d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-rollout-grpo.XXXXXX")
 trap 'rm -rf "$d"' EXIT

@@ -30,21 +30,19 @@
 # SW_BENCH_GROUP (responses per prompt, default 4), SW_BENCH_TOKENS
 # (max-new-tokens, default 16), SW_BENCH_TMP (scratch).
 set -euf
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 size=${SW_BENCH_SIZE:-small}
 iters=${SW_BENCH_ITERS:-5}
 rounds=${SW_BENCH_ROUNDS:-2}
 batch=${SW_BENCH_BATCH:-4}
 group=${SW_BENCH_GROUP:-4}
 tokens=${SW_BENCH_TOKENS:-16}
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 # threads that wait for their team sleep at once, in sw-run's stages and in
 # the sequential ones alike (set, it also keeps sw-run from giving its
 # stages their default short spin, GOMP_SPINCOUNT=2000: bench/RESULTS.md
 # "spin"), so both sides compute alike
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
-PATH=$B/bin:$PATH
 tmp=$(mktemp -d "$SW_BENCH_TMP/bench_run.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"

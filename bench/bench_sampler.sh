@@ -12,13 +12,11 @@
 # token (REPS draws, default 200) and the ratio torch / libsw (> 1: libsw
 # faster).  Threads: SW_BENCH_THREADS (default 2) for both.
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/env.sh"
 reps=${REPS:-200}
 TH=${SW_BENCH_THREADS:-2}
 python3 -c 'import torch, transformers' 2>/dev/null ||
 	{ echo "bench_sampler: python3 with torch and transformers is needed" >&2; exit 1; }
-case $B in /*) ;; *) B=$top/$B ;; esac
 make -s -C "$top" B="$B" "$B/lib/libsw.a" >/dev/null
 libs=$(make -s -C "$top" --no-print-directory --eval 'sw-print-libs: ; @echo $(LDLIBS_SW)' sw-print-libs)
 d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-sampler.XXXXXX")

@@ -14,11 +14,10 @@
 # medians of ROUNDS, and spin / passive.  Needs torch and transformers (for
 # the model) and the programs in $B/bin.
 set -euf
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 rounds=${ROUNDS:-3}
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
-export PATH="$B/bin:$PATH" OMP_NUM_THREADS=2
+export OMP_NUM_THREADS=2
 unset OMP_WAIT_POLICY GOMP_SPINCOUNT
 python3 -c 'import torch, transformers' 2>/dev/null ||
 	{ echo "bench_spin: needs torch and transformers" >&2; exit 1; }

@@ -14,10 +14,8 @@
 # sleep's and cat's are ~0), the median of ROUNDS, the two ways taking
 # turns.  Needs bash and the programs in $B/bin (make bench builds them).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 rounds=${ROUNDS:-5}
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
-export PATH="$B/bin:$PATH"
 ob=$(/sbin/ldconfig -p | awk '/libopenblas\.so\.0 / { print $NF; exit }')
 [ -n "$ob" ] || { echo "bench_start: no libopenblas.so.0 to preload" >&2; exit 1; }
 tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-start.XXXXXX")

@@ -10,7 +10,7 @@
 # Environment: SW_BENCH_TMP (where the file copy goes), SW_BENCH_REPS (the
 # store's repetitions, default 51; the copies get 9, or 5 at base size).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 drv=$B/bench/store_handoff
 [ -x "$drv" ] || { echo "bench_store: $drv is missing (make B=$B $drv)" >&2; exit 1; }
 reps=${SW_BENCH_REPS:-51}

@@ -14,8 +14,7 @@
 # Ratio = our MB/s / theirs, so > 1 means we are faster; by wall time and by
 # CPU time (the steadier of the two on a shared machine).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/env.sh"
 runs=${RUNS:-5}
 python3 -c 'import tokenizers' 2>/dev/null ||
 	{ echo "bench_tokenizer: python3 with tokenizers is needed (pip install tokenizers)" >&2; exit 1; }

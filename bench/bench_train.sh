@@ -14,8 +14,7 @@
 # SW_BENCH_GROUPS (prompts, default 4), SW_BENCH_G (responses each, default 4),
 # SW_BENCH_PROMPT and SW_BENCH_RESPONSE (tokens, default 16 and 48).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/env.sh"
 runs=${RUNS:-3}
 threads=${SW_BENCH_THREADS:-$(nproc)}
 groups=${SW_BENCH_GROUPS:-4}

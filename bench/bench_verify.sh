@@ -21,8 +21,7 @@
 # Environment: SW_BENCH_VERIFY_N (small samples for the exec pool, default
 # 50000), SW_BENCH_VERIFY_DATAGEN (sw-datagen records, default 20000), RUNS (3).
 set -eu
-: "${B:=build}" "${SW_BENCH_TMP:=${TMPDIR:-/tmp}}"
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/env.sh"
 n=${SW_BENCH_VERIFY_N:-50000}
 ng=${SW_BENCH_VERIFY_DATAGEN:-20000}
 for t in hyperfine jq python3; do

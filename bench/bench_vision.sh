@@ -21,8 +21,7 @@
 # Medians over STEPS timed calls after one warm-up (rollouts: over REPS
 # runs; the ViT-B/16 tower: over STEPS_B).  Threads: $SW_THREADS, else every core, on both sides.
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-$top/build}
+. "$(dirname "$0")/env.sh"
 bin=$B/bench/vision_bench
 STEPS=${STEPS:-5}
 STEPS_B=${STEPS_B:-2}   # the ViT-B/16 tower: a step takes seconds here
@@ -41,7 +40,7 @@ field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
 
-tdir=$(mktemp -d "${SW_BENCH_TMP:-/tmp}/sw-bench-vision.XXXXXX")
+tdir=$(mktemp -d "$SW_BENCH_TMP/sw-bench-vision.XXXXXX")
 trap 'rm -rf "$tdir"' EXIT
 
 echo "threads $SW_THREADS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
