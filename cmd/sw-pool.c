@@ -38,14 +38,12 @@ static int summary_on_(void)
 	return cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2));
 }
 
-static sw_pool *open_(const char *path, int write)
+static sw_pool *open_(const char *path, int mode)
 {
 	sw_error err = { 0 };
 	char buf[512];
-	sw_pool *p = sw_pool_open(path, write, &err);
+	sw_pool *p = sw_pool_open(path, mode, &err);
 	if (!p) {
-		if (err.code == SW_EIO && err.sys_errno == ENOENT && !write)
-			cli_die("cannot open pool '%s': %s", path, strerror(ENOENT));
 		if (err.code == SW_EIO && err.msg[0] && !err.record)
 			cli_die("%s", err.msg);
 		/* a record-level message already says "record N"; the reader's need sw_error_str */
@@ -169,7 +167,7 @@ int main(int argc, char **argv)
 	int nfiles = argc - optind_ - 2;
 
 	if (!strcmp(cmd, "add")) {
-		sw_pool *p = open_(path, 1);
+		sw_pool *p = open_(path, SW_POOL_CREATE);
 		uint64_t added = 0, n = each_(files, nfiles, add_one_, p, &added);
 		commit_(p, path);
 		if (summary_on_())
@@ -178,10 +176,7 @@ int main(int argc, char **argv)
 			        sw_pool_count(p));
 		sw_pool_free(p);
 	} else if (!strcmp(cmd, "update")) {
-		/* only add makes a pool (and its lock): an update of none is an error that leaves nothing */
-		if (access(path, F_OK) && errno == ENOENT)
-			cli_die("cannot open pool '%s': %s", path, strerror(ENOENT));
-		sw_pool *p = open_(path, 1);
+		sw_pool *p = open_(path, SW_POOL_UPDATE);
 		obs_ o = { pass, 0 };
 		uint64_t n = each_(files, nfiles, observe_one_, p, &o);
 		size_t k = sw_pool_update(p);
@@ -196,7 +191,7 @@ int main(int argc, char **argv)
 	} else {
 		if (nfiles)
 			cli_usage("'take' reads no files, only the pool");
-		sw_pool *p = open_(path, 0);
+		sw_pool *p = open_(path, SW_POOL_READ);
 		size_t total = sw_pool_count(p), want = have_n && count < total ? (size_t)count : total;
 		size_t *idx = cli_calloc(want, sizeof *idx);
 		sw_rec *rec = sw_rec_new();

@@ -33,7 +33,7 @@ typedef struct ent_ {
 struct sw_pool {
 	char *path;
 	int lockfd;
-	int write;
+	int mode; /* SW_POOL_READ, _CREATE or _UPDATE */
 	sw_buf bytes;
 	ent_ *e;
 	size_t n, cap;
@@ -109,7 +109,7 @@ static int load_(sw_pool *p, sw_error *err)
 	sw_error e = { 0 };
 	sw_reader *r = sw_reader_open(p->path, &e);
 	if (!r) {
-		if (e.sys_errno == ENOENT && p->write)
+		if (e.sys_errno == ENOENT && p->mode == SW_POOL_CREATE)
 			return 0; /* a new pool */
 		if (err)
 			*err = e;
@@ -164,12 +164,17 @@ static int load_(sw_pool *p, sw_error *err)
 	return rc < 0 ? rc : 0;
 }
 
-sw_pool *sw_pool_open(const char *path, int write, sw_error *err)
+sw_pool *sw_pool_open(const char *path, int mode, sw_error *err)
 {
 	sw_error dummy;
 	if (!err)
 		err = &dummy;
 	memset(err, 0, sizeof *err);
+	if (mode != SW_POOL_READ && mode != SW_POOL_CREATE && mode != SW_POOL_UPDATE) {
+		sw_fail(err, SW_EINVAL, "pool '%s': unknown mode %d", path, mode);
+		return NULL;
+	}
+	int write = mode != SW_POOL_READ;
 	sw_pool *p = calloc(1, sizeof *p);
 	size_t n = strlen(path);
 	char *lock = malloc(n + 6);
@@ -180,17 +185,19 @@ sw_pool *sw_pool_open(const char *path, int write, sw_error *err)
 		sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
 	}
-	p->write = write;
+	p->mode = mode;
 	p->lockfd = -1;
 	memcpy(lock, path, n);
 	memcpy(lock + n, ".lock", 6);
 	/* the lock lives in its own file: the pool file itself is replaced by rename */
-	p->lockfd = open(lock, (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
-	/* A reader makes the lock only for a pool that is there: a take of a
-	 * pool that does not exist leaves nothing behind.  (The lock is never
-	 * removed once made: one removed while another process waits on it
-	 * would let a third lock a new file beside the waiter.) */
-	if (p->lockfd < 0 && !write && errno == ENOENT) {
+	p->lockfd = open(lock, (mode == SW_POOL_CREATE ? O_RDWR | O_CREAT : write ? O_RDWR : O_RDONLY) | O_CLOEXEC,
+	                 0644);
+	/* Only _CREATE makes a missing lock unasked: a take or an update of a
+	 * pool that does not exist leaves nothing behind, and a pool that is
+	 * there without its lock (copied alone) gets one here.  (The lock is never removed once made: one removed while
+	 * another process waits on it would let a third lock a new file beside
+	 * the waiter.) */
+	if (p->lockfd < 0 && mode != SW_POOL_CREATE && errno == ENOENT) {
 		if (access(path, F_OK) && errno == ENOENT) {
 			err->sys_errno = ENOENT;
 			sw_fail(err, SW_EIO, "cannot open pool '%s': %s", path, strerror(ENOENT));
@@ -389,7 +396,7 @@ int sw_pool_get(const sw_pool *p, size_t i, sw_rec *out, sw_pool_stats *st)
 
 int sw_pool_commit(sw_pool *p, sw_error *err)
 {
-	if (!p->write)
+	if (p->mode == SW_POOL_READ)
 		return sw_fail(err, SW_EINVAL, "the pool was opened for reading");
 	/* written beside the pool and renamed over it (common/afile.c): the old pool or the new, never a part */
 	sw_afile f;

@@ -46,13 +46,21 @@ typedef struct sw_pool_stats {
 
 typedef struct sw_pool sw_pool;
 
+/* How sw_pool_open takes a pool. */
+enum {
+	SW_POOL_READ = 0,   /* a shared lock, to take from it; the pool must exist */
+	SW_POOL_CREATE = 1, /* an exclusive lock, to add to it; a missing file is an empty pool */
+	SW_POOL_UPDATE = 2  /* an exclusive lock, to update it from scores; the pool must exist */
+};
+
 /*
- * Open and lock the pool at path.  write: take the lock exclusively (a
- * missing file is an empty pool); else shared (a missing file is SW_EIO
- * with sys_errno ENOENT, and no lock file is made for it).  A malformed pool file is SW_EFORMAT with the
- * record in err.
+ * Open and lock the pool at path, as mode (SW_POOL_READ, _CREATE or
+ * _UPDATE) says.  Where the pool must exist and does not: SW_EIO with
+ * sys_errno ENOENT, and no lock file is made for it (only _CREATE makes a
+ * pool, and its lock, "PATH.lock").  A malformed pool file is SW_EFORMAT
+ * with the record in err.
  */
-sw_pool *sw_pool_open(const char *path, int write, sw_error *err);
+sw_pool *sw_pool_open(const char *path, int mode, sw_error *err);
 void sw_pool_free(sw_pool *p);
 
 size_t sw_pool_count(const sw_pool *p);

@@ -4,8 +4,10 @@
  * across open/commit, bad records, and concurrent writers (forked
  * processes) losing no update thanks to the lock.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "sw/sw.h"
@@ -65,8 +67,8 @@ static void test_priority(void)
 static void test_flow(void)
 {
 	sw_error e = { 0 };
-	sw_pool *p = sw_pool_open(path_, 1, &e);
-	ok(p && sw_pool_count(p) == 0, "a missing pool opens empty for writing (%s)", e.msg);
+	sw_pool *p = sw_pool_open(path_, SW_POOL_CREATE, &e);
+	ok(p && sw_pool_count(p) == 0, "a missing pool opens empty to add to (%s)", e.msg);
 	ok(add_(p, "{\"id\":\"a\",\"prompt\":\"x\"}", &e) == 1, "add a");
 	ok(add_(p, "{\"id\":\"b\",\"prompt\":\"y\",\"pool\":{\"seen\":99}}", &e) == 1, "add b (its own pool map is ignored)");
 	ok(add_(p, "{\"id\":\"c\"}", &e) == 1, "add c");
@@ -76,8 +78,13 @@ static void test_flow(void)
 	ok(sw_pool_commit(p, &e) == 0, "commit");
 	sw_pool_free(p);
 
-	p = sw_pool_open(path_, 1, &e);
-	ok(p && sw_pool_count(p) == 3, "reopened: 3 prompts");
+	/* a pool that is there without its lock (copied alone) gets one */
+	char lk[320];
+	snprintf(lk, sizeof lk, "%s.lock", path_);
+	ok(unlink(lk) == 0, "the lock removed");
+	p = sw_pool_open(path_, SW_POOL_UPDATE, &e);
+	ok(p && sw_pool_count(p) == 3, "reopened to update: 3 prompts");
+	ok(access(lk, F_OK) == 0, "its lock made again");
 	sw_pool_stats st;
 	sw_rec *r = sw_rec_new();
 	sw_pool_get(p, 1, r, &st);
@@ -118,7 +125,7 @@ static void test_flow(void)
 	sw_pool_free(p);
 
 	/* a second round: c solved again, a only seen then */
-	p = sw_pool_open(path_, 1, &e);
+	p = sw_pool_open(path_, SW_POOL_CREATE, &e);
 	obs_(p, "{\"group\":\"c\",\"reward\":1}", &e);
 	obs_(p, "{\"group\":\"b\",\"reward\":1}", &e);
 	sw_pool_update(p);
@@ -129,7 +136,7 @@ static void test_flow(void)
 	sw_val v;
 	ok(sw_rec_get(r, "pool", &v) == 0 && v.type == SW_T_MAP, "records come with their pool map");
 	sw_pool_free(p); /* not committed: dropped */
-	p = sw_pool_open(path_, 0, &e);
+	p = sw_pool_open(path_, SW_POOL_READ, &e);
 	sw_pool_get(p, 2, r, &st);
 	ok(st.streak == 1 && sw_pool_round(p) == 1, "an uncommitted round is not in the file");
 	ok(sw_pool_commit(p, &e) == SW_EINVAL, "a pool opened for reading cannot be committed");
@@ -143,25 +150,33 @@ static void test_bad_files(void)
 	sw_error e = { 0 };
 	char p2[320];
 	snprintf(p2, sizeof p2, "%s/missing", dir_);
-	ok(!sw_pool_open(p2, 0, &e) && e.code == SW_EIO && e.sys_errno == 2, "a missing pool cannot be read: %s", e.msg);
+	ok(!sw_pool_open(p2, SW_POOL_READ, &e) && e.code == SW_EIO && e.sys_errno == ENOENT,
+	   "a missing pool cannot be read: %s", e.msg);
+	ok(!sw_pool_open(p2, SW_POOL_UPDATE, &e) && e.code == SW_EIO && e.sys_errno == ENOENT &&
+	   strstr(e.msg, "cannot open pool"), "a missing pool cannot be updated: %s", e.msg);
+	char lk[340];
+	snprintf(lk, sizeof lk, "%s.lock", p2);
+	ok(access(p2, F_OK) && errno == ENOENT && access(lk, F_OK) && errno == ENOENT,
+	   "neither made the pool nor its lock");
+	ok(!sw_pool_open(p2, 3, &e) && e.code == SW_EINVAL && strstr(e.msg, "unknown mode 3"), "mode 3: %s", e.msg);
 	snprintf(p2, sizeof p2, "%s/bad", dir_);
 	FILE *f = fopen(p2, "w");
 	fputs("{\"id\":\"a\"}\n{\"id\":\"a\"}\n", f);
 	fclose(f);
-	ok(!sw_pool_open(p2, 1, &e) && strstr(e.msg, "record 2: a second prompt of the same id"), "duplicate ids: %s",
+	ok(!sw_pool_open(p2, SW_POOL_CREATE, &e) && strstr(e.msg, "record 2: a second prompt of the same id"), "duplicate ids: %s",
 	   e.msg);
 	f = fopen(p2, "w");
 	fputs("{\"id\":\"a\",\"pool\":{\"added\":0,\"seen\":\"x\"}}\n", f);
 	fclose(f);
-	ok(!sw_pool_open(p2, 1, &e) && strstr(e.msg, "record 1: pool field 'seen' is not a whole number"), "bad stats: %s",
+	ok(!sw_pool_open(p2, SW_POOL_CREATE, &e) && strstr(e.msg, "record 1: pool field 'seen' is not a whole number"), "bad stats: %s",
 	   e.msg);
 	f = fopen(p2, "w");
 	fputs("{\"id\":\"a\"}\n{\"id\":", f);
 	fclose(f);
-	ok(!sw_pool_open(p2, 1, &e) && e.code < 0, "a torn file is an error: %s", e.msg);
+	ok(!sw_pool_open(p2, SW_POOL_CREATE, &e) && e.code < 0, "a torn file is an error: %s", e.msg);
 	f = fopen(p2, "w");
 	fclose(f);
-	sw_pool *p = sw_pool_open(p2, 1, &e);
+	sw_pool *p = sw_pool_open(p2, SW_POOL_CREATE, &e);
 	ok(p && sw_pool_count(p) == 0, "an empty file is an empty pool");
 	sw_pool_free(p);
 }
@@ -177,7 +192,7 @@ static void test_concurrent(void)
 		if (pid == 0) {
 			for (int i = 0; i < EACH; i++) {
 				sw_error e = { 0 };
-				sw_pool *p = sw_pool_open(p3, 1, &e);
+				sw_pool *p = sw_pool_open(p3, SW_POOL_CREATE, &e);
 				char json[64];
 				snprintf(json, sizeof json, "{\"id\":\"w%d-%d\"}", k, i);
 				if (!p || add_(p, json, &e) != 1 || sw_pool_commit(p, &e))
@@ -193,7 +208,7 @@ static void test_concurrent(void)
 			failed++;
 	is_int(failed, 0, "%d writers ran", PROCS);
 	sw_error e = { 0 };
-	sw_pool *p = sw_pool_open(p3, 0, &e);
+	sw_pool *p = sw_pool_open(p3, SW_POOL_READ, &e);
 	ok(p && sw_pool_count(p) == PROCS * EACH, "all %d prompts are there (%zu)", PROCS * EACH, p ? sw_pool_count(p) : 0);
 	sw_pool_free(p);
 }
