@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/bench_balance.sh - sw-balance's partitioners beside the peer's, and
 # sw-sort on a stream larger than its buffer.  Run by bench/run.sh (make
-# bench), which sets B and SW_BENCH_TMP; prints a Markdown section.
+# bench) or alone (bench/env.sh sets B and SW_BENCH_TMP); prints a Markdown
+# section.
 #
 # The peer is verl's Karmarkar-Karp and greedy partitioners
 # (verl/utils/seqlen_balancing.py, the functions run as they are, loaded
@@ -15,7 +16,6 @@
 # Knobs: SW_BENCH_SORT_BYTES (default 2G) for the sw-sort stream.
 set -eu
 . "$(dirname "$0")/env.sh"
-: "${B:?run me through bench/run.sh}"
 BB=$B/bench/balance_bench
 T=$(mktemp -d "$SW_BENCH_TMP/sw-bench-balance.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM

@@ -182,8 +182,8 @@ static int rows_(int M, int N, int K)
 	const sw_backend *be = sw_backend_cpu();
 	size_t wn = (size_t)N * K;
 	int nw = (int)((512u << 20) / (wn * sizeof(float))) + 1;
-	/* on cache lines, as the decoder's weights and buffers are (malloc's
-	 * 16 bytes off one split every load and ran ~30% slower) */
+	/* on cache lines, as the decoder's weights and buffers are (malloc's,
+	 * 16 bytes off one, split every load: bench/RESULTS.md, "lines") */
 	float *A = aligned_alloc(64, lines_(sizeof(float) * (size_t)M * K)),
 	      *C = aligned_alloc(64, lines_(sizeof(float) * (size_t)M * N));
 	float **W = calloc((size_t)nw, sizeof *W);
