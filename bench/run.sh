@@ -3,12 +3,10 @@
 # named: bench/run.sh cat balance).  Each bench/bench_NAME.sh measures one
 # program beside its peer in the same run and prints a Markdown section of
 # medians and ratios; bench/RESULTS.md keeps the figures with the command
-# that produced them.  B is the build directory (make bench sets it).
+# that produced them.  B is the build directory (make bench sets it; as
+# for each script, bench/env.sh).
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-build}
-case $B in /*) ;; *) B=$top/$B ;; esac
-export B PATH="$B/bin:$PATH" SW_BENCH_TMP="${SW_BENCH_TMP:-${TMPDIR:-/tmp}}"
+. "$(dirname "$0")/env.sh"
 if [ $# -eq 0 ]; then
 	set -- $(cd "$top/bench" && ls bench_*.sh 2>/dev/null | sed 's/^bench_//; s/\.sh$//')
 fi
