@@ -25,7 +25,7 @@ export OMP_WAIT_POLICY
 
 base=
 if [ -n "${BASE:-}" ]; then
-	wt=$(mktemp -d "${TMPDIR:-/tmp}/sw-bench-base.XXXXXX")
+	wt=$(bench_tmp base)
 	trap 'git -C "$top" worktree remove --force "$wt/src" >/dev/null 2>&1; rm -rf "$wt"' EXIT
 	git -C "$top" worktree add -q --detach "$wt/src" "$BASE"
 	make -s -C "$wt/src" B="$wt/build" "$wt/build/bench/engine_bench" >/dev/null
@@ -36,7 +36,7 @@ field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-out=$(mktemp "${TMPDIR:-/tmp}/sw-bench-backend.XXXXXX")
+out=$(bench_tmp -f backend)
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds"
 r=0
 while [ $r -lt "$ROUNDS" ]; do

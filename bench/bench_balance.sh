@@ -17,7 +17,7 @@
 set -eu
 . "$(dirname "$0")/env.sh"
 BB=$B/bench/balance_bench
-T=$(mktemp -d "$SW_BENCH_TMP/sw-bench-balance.XXXXXX")
+T=$(bench_tmp balance)
 trap 'rm -rf "$T"' EXIT INT TERM
 SORT_BYTES=${SW_BENCH_SORT_BYTES:-2G}
 

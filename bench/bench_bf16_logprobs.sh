@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=2
 python3 -c 'import torch, transformers' 2>/dev/null ||
 	{ echo "bench_bf16_logprobs: needs torch and transformers (to write the model)" >&2; exit 1; }
-tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-bf16lp.XXXXXX")
+tmp=$(bench_tmp bf16lp)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 python3 "$here/grpo_trl.py" make m >/dev/null 2>&1

@@ -16,7 +16,7 @@ small=${SW_BENCH_JQ_BYTES:-64M}
 for t in hyperfine jq zstd; do
 	command -v $t >/dev/null || { echo "bench_cat: $t is missing (make deps-bench)" >&2; exit 1; }
 done
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-cat.XXXXXX")
+d=$(bench_tmp cat)
 trap 'rm -rf "$d"' EXIT
 
 sw-datagen -b "$big" >"$d/big.msgpack"

@@ -33,7 +33,7 @@
 set -eu
 . "$(dirname "$0")/env.sh"
 TH=${SW_BENCH_THREADS:-2}
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-decode.XXXXXX")
+d=$(bench_tmp decode)
 trap 'rm -rf "$d"' EXIT
 export SW_THREADS="$TH"
 unset GOMP_SPINCOUNT

@@ -25,7 +25,7 @@ rlen=${SW_BENCH_RESPONSE:-48}
 for t in jq mpirun; do
 	command -v $t >/dev/null || { echo "bench_dp: $t is missing (make deps)" >&2; exit 1; }
 done
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-dp.XXXXXX")
+d=$(bench_tmp dp)
 trap 'rm -rf "$d"' EXIT
 # as tests/helpers.bash's sw_mpirun: root, a container, ranks not pinned
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \

@@ -66,7 +66,7 @@ fma=$("$bin" fma) || fma= # x86-64 only: the floor's rows are left out elsewhere
 # PyTorch first: it writes its model and tokens for ours to start from, so
 # that the first step's loss and gradient norm can be compared.
 tr_pt=
-tdir=$(mktemp -d "$SW_BENCH_TMP/sw-bench-train.XXXXXX")
+tdir=$(bench_tmp train)
 trap 'rm -rf "$tdir"' EXIT
 # ROUNDS rounds of the two, taking turns (PyTorch, then ours), so that the
 # VM's minutes of load fall on both: each round's ratio, and their median.
@@ -114,7 +114,7 @@ fi
 # sw-model init) loads and generates: QWEN05=0 skips it.
 q05=
 if [ "${QWEN05:-1}" = 1 ]; then
-	qdir=$(mktemp -d "$SW_BENCH_TMP/sw-bench-engine.XXXXXX")
+	qdir=$(bench_tmp engine)
 	trap 'rm -rf "$qdir" "$tdir"' EXIT
 	cat >"$qdir/config.json" <<'JSON'
 {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,

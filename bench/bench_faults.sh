@@ -20,7 +20,7 @@ set -eu
 iters=${SW_BENCH_ITERS:-2}
 rounds=${SW_BENCH_ROUNDS:-1}
 command -v perf >/dev/null || { echo "bench_faults: needs perf (linux-perf)" >&2; exit 1; }
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-faults.XXXXXX")
+d=$(bench_tmp faults)
 trap 'rm -rf "$d"' EXIT
 unset SW_PROFILE
 export OMP_NUM_THREADS=2

@@ -32,7 +32,7 @@ for t in hyperfine jq python3; do
 done
 python3 -c 'import regex' 2>/dev/null ||
 	{ echo "bench_fold: python3 with the regex module is needed (pip install regex)" >&2; exit 1; }
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-fold.XXXXXX")
+d=$(bench_tmp fold)
 trap 'rm -rf "$d"' EXIT
 
 python3 - "$n" "$d" <<'EOF'

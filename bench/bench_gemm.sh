@@ -42,7 +42,7 @@ OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 used=${SW_GEMM:-onednn}
 export SW_THREADS OMP_WAIT_POLICY
 [ -x "$bin" ] || { echo "bench_gemm: $bin is missing (make bench builds it)" >&2; exit 1; }
-out=$(mktemp "$SW_BENCH_TMP/sw-bench-gemm.XXXXXX")
+out=$(bench_tmp -f gemm)
 trap 'rm -f "$out"' EXIT
 
 echo "threads $SW_THREADS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

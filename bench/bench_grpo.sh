@@ -38,7 +38,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=2
 python3 -c 'import torch, transformers, trl' 2>/dev/null ||
 	{ echo "bench_grpo: needs torch, transformers and trl (pip install trl)" >&2; exit 1; }
-tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-grpo.XXXXXX")
+tmp=$(bench_tmp grpo)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 

@@ -22,7 +22,7 @@ set -eu
 TH=${SW_BENCH_THREADS:-2}
 PARTS=${PARTS:-gen train}
 [ -x /usr/bin/time ] || { echo "bench_memory: /usr/bin/time is missing" >&2; exit 1; }
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-memory.XXXXXX")
+d=$(bench_tmp memory)
 trap 'rm -rf "$d"' EXIT
 export OMP_WAIT_POLICY=PASSIVE
 

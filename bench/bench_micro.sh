@@ -44,7 +44,7 @@ if [ -n "${BEFORE:-}" ] && [ ! -x "$BEFORE/build/bin/sw-train" ]; then
 	echo "bench_micro: $BEFORE/build/bin/sw-train is missing (make in that checkout)" >&2
 	exit 1
 fi
-tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-micro.XXXXXX")
+tmp=$(bench_tmp micro)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 . "$here/smol_prompts.sh"

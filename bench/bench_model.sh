@@ -23,7 +23,7 @@ libs=$(make -s -C "$top" --no-print-directory --eval 'sw-print-libs: ; @echo $(L
 mkdir -p "$B/bench"
 ${CC:-cc} -std=c11 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -fopenmp -I"$top/libsw" \
 	-o "$B/bench/model_bench" "$top/bench/model_bench.c" "$B/lib/libsw.a" $libs
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-model.XXXXXX")
+d=$(bench_tmp model)
 trap 'rm -rf "$d"' EXIT
 
 "$B/bin/sw-model" init -q -s base --seed 1 "$d/f32"

@@ -35,7 +35,7 @@ tag=$$
 net=$((tag % 200 + 20))
 nsA=swnsA$tag nsB=swnsB$tag vA=swvA$tag vB=swvB$tag
 ipA=10.77.$net.1 ipB=10.77.$net.2
-dir=$(mktemp -d "${TMPDIR:-/tmp}/swnetns.XXXXXX")
+dir=$(bench_tmp netns)
 cleanup() {
 	ip netns del "$nsA" 2>/dev/null || true
 	ip netns del "$nsB" 2>/dev/null || true

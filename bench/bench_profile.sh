@@ -22,7 +22,7 @@
 set -eu
 . "$(dirname "$0")/env.sh"
 RUNS=${RUNS:-3}
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-profile.XXXXXX")
+d=$(bench_tmp profile)
 trap 'rm -rf "$d"' EXIT
 export OMP_WAIT_POLICY=PASSIVE
 unset SW_PROFILE

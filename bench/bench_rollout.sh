@@ -29,7 +29,7 @@ TH=${SW_BENCH_THREADS:-1}
 for t in jq; do
 	command -v $t >/dev/null || { echo "bench_rollout: $t is missing (make deps-bench)" >&2; exit 1; }
 done
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-rollout.XXXXXX")
+d=$(bench_tmp rollout)
 trap 'rm -rf "$d"' EXIT
 
 sw-model init -q --size small "$d/small"

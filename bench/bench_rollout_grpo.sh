@@ -11,7 +11,7 @@
 set -eu
 . "$(dirname "$0")/env.sh"
 RUNS=${RUNS:-3}
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-rollout-grpo.XXXXXX")
+d=$(bench_tmp rollout-grpo)
 trap 'rm -rf "$d"' EXIT
 export OMP_WAIT_POLICY=PASSIVE
 . "$top/bench/smol_model.sh"

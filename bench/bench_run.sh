@@ -43,7 +43,7 @@ tokens=${SW_BENCH_TOKENS:-16}
 # "spin"), so both sides compute alike
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
-tmp=$(mktemp -d "$SW_BENCH_TMP/bench_run.XXXXXX")
+tmp=$(bench_tmp run)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 

@@ -19,7 +19,7 @@ python3 -c 'import torch, transformers' 2>/dev/null ||
 	{ echo "bench_sampler: python3 with torch and transformers is needed" >&2; exit 1; }
 make -s -C "$top" B="$B" "$B/lib/libsw.a" >/dev/null
 libs=$(make -s -C "$top" --no-print-directory --eval 'sw-print-libs: ; @echo $(LDLIBS_SW)' sw-print-libs)
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-sampler.XXXXXX")
+d=$(bench_tmp sampler)
 trap 'rm -rf "$d"' EXIT
 build() { # NAME TREE LIBSW_A: the driver against that tree's headers and library
 	${CC:-cc} -std=c11 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -fopenmp -I"$2/libsw" \

@@ -21,7 +21,7 @@ export OMP_NUM_THREADS=2
 unset OMP_WAIT_POLICY GOMP_SPINCOUNT
 python3 -c 'import torch, transformers' 2>/dev/null ||
 	{ echo "bench_spin: needs torch and transformers" >&2; exit 1; }
-tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-spin.XXXXXX")
+tmp=$(bench_tmp spin)
 busy=
 trap '[ -z "$busy" ] || kill $busy 2>/dev/null; rm -rf "$tmp"' EXIT
 cd "$tmp"

@@ -18,7 +18,7 @@ set -eu
 rounds=${ROUNDS:-5}
 ob=$(/sbin/ldconfig -p | awk '/libopenblas\.so\.0 / { print $NF; exit }')
 [ -n "$ob" ] || { echo "bench_start: no libopenblas.so.0 to preload" >&2; exit 1; }
-tmp=$(mktemp -d "$SW_BENCH_TMP/sw-bench-start.XXXXXX")
+tmp=$(bench_tmp start)
 trap 'rm -rf "$tmp"' EXIT
 sw-datagen -n 256 -s 7 >"$tmp/in.msgpack"
 

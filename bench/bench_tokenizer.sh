@@ -24,7 +24,7 @@ libs=$(make -s -C "$top" --no-print-directory --eval 'sw-print-libs: ; @echo $(L
 mkdir -p "$B/bench"
 ${CC:-cc} -std=c11 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -fopenmp -I"$top/libsw" \
 	-o "$B/bench/tokenizer_bench" "$top/bench/tokenizer_bench.c" "$B/lib/libsw.a" $libs
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-tok.XXXXXX")
+d=$(bench_tmp tok)
 trap 'rm -rf "$d"' EXIT
 
 (cd "$top" && git ls-files '*.c' '*.h' '*.md' '*.py' '*.sh' 'man/*' | grep -v '^third_party/' |

@@ -26,7 +26,7 @@ for t in jq python3; do
 done
 python3 -c 'import torch, transformers, trl' 2>/dev/null ||
 	{ echo "bench_train: needs torch, transformers and trl (pip install trl)" >&2; exit 1; }
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-train.XXXXXX")
+d=$(bench_tmp train)
 trap 'rm -rf "$d"' EXIT
 
 sw-model init -q -s small --seed 1 "$d/policy"

@@ -27,7 +27,7 @@ ng=${SW_BENCH_VERIFY_DATAGEN:-20000}
 for t in hyperfine jq python3; do
 	command -v $t >/dev/null || { echo "bench_verify: $t is missing (make deps-bench)" >&2; exit 1; }
 done
-d=$(mktemp -d "$SW_BENCH_TMP/sw-bench-verify.XXXXXX")
+d=$(bench_tmp verify)
 chmod 755 "$d" # the sandbox runs as a user of its own: let it read the verifier
 trap 'rm -rf "$d"' EXIT
 cp "$top/tests/verifiers/echo.py" "$d/echo.py"

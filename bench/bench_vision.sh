@@ -40,7 +40,7 @@ field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
 
-tdir=$(mktemp -d "$SW_BENCH_TMP/sw-bench-vision.XXXXXX")
+tdir=$(bench_tmp vision)
 trap 'rm -rf "$tdir"' EXIT
 
 echo "threads $SW_THREADS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

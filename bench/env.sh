@@ -11,3 +11,13 @@ case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 SW_BENCH_TMP=${SW_BENCH_TMP:-${TMPDIR:-/tmp}}
 PATH=$B/bin:$PATH
 export B PATH SW_BENCH_TMP
+
+# bench_tmp NAME: a new directory of NAME's scratch files in SW_BENCH_TMP,
+# sw-bench-NAME. and mktemp's random suffix; bench_tmp -f NAME: a new file.
+bench_tmp() {
+	if [ "$1" = -f ]; then
+		mktemp "$SW_BENCH_TMP/sw-bench-$2.XXXXXX"
+	else
+		mktemp -d "$SW_BENCH_TMP/sw-bench-$1.XXXXXX"
+	fi
+}

@@ -32,6 +32,15 @@ load helpers
 	[ "$output" = "$t|$PWD/b2|$PWD/b2/bin|/s" ]
 	run -0 env -u TMPDIR -u SW_BENCH_TMP B=/abs sh "$t/bench/bench_x.sh"
 	[ "$output" = "$t|/abs|/abs/bin|/tmp" ]
+	# bench_tmp: a new directory (or with -f a file) of a script's scratch in SW_BENCH_TMP
+	printf 'set -eu\n. "$(dirname "$0")/env.sh"\nbench_tmp x\nbench_tmp -f y\n' >"$t/bench/bench_y.sh"
+	mkdir s
+	run -0 --separate-stderr env SW_BENCH_TMP="$PWD/s" sh "$t/bench/bench_y.sh"
+	[[ "${lines[0]}" == "$PWD/s/sw-bench-x."?????? ]]
+	[ -d "${lines[0]}" ]
+	[[ "${lines[1]}" == "$PWD/s/sw-bench-y."?????? ]]
+	[ -f "${lines[1]}" ]
+	[ "$stderr" = "" ]
 }
 
 @test "bench: bench_cat.sh runs as RESULTS.md gives it, from the top, without the build on PATH" {

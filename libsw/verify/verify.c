@@ -408,6 +408,17 @@ static long escape_cp_(const char *pat, size_t n, size_t i, size_t *len)
 	return cp <= 0x10ffff ? cp : -1;
 }
 
+/* A pattern holding at 'at' (n bytes: the letter, or its escape) U+cp, which
+ * confusables reads as the ASCII letter to. */
+static int confusable_fail_(const char *path, size_t lineno, const char *pat, const char *at, int n, long cp,
+                            int to, sw_error *err)
+{
+	return sw_fail(err, SW_EINVAL,
+	               "%s:%zu: pattern '%.48s' would never match: with confusables, '%.*s' (U+%04lX) is read "
+	               "as '%c'; write '%c', or drop ,confusables",
+	               path, lineno, pat, n, at, cp, to, to);
+}
+
 /*
  * Responses reach the rules folded (fold.c); a pattern whose own text the
  * fold changes (a ligature, a fullwidth letter, a zero-width space; with
@@ -440,10 +451,7 @@ static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat
 		                                      (utf8proc_ssize_t)(n - i), &cp);
 		int to = k > 1 ? sw_fold_confusable((uint32_t)cp) : 0;
 		if (to)
-			return sw_fail(err, SW_EINVAL,
-			               "%s:%zu: pattern '%.48s' would never match: with confusables, '%.*s' "
-			               "(U+%04X) is read as '%c'; write '%c', or drop ,confusables",
-			               path, lineno, pat, (int)k, pat + i, (unsigned)cp, to, to);
+			return confusable_fail_(path, lineno, pat, pat + i, (int)k, cp, to, err);
 		i += k > 0 ? (size_t)k : 1;
 	}
 	/* the characters written by number; text inside \Q...\E is taken as written (checked above) */
@@ -474,10 +482,7 @@ static int rule_folded_(vf_ *f, const char *path, size_t lineno, const char *pat
 		}
 		int to = f->confusables && cp >= 0x80 ? sw_fold_confusable((uint32_t)cp) : 0;
 		if (to)
-			return sw_fail(err, SW_EINVAL,
-			               "%s:%zu: pattern '%.48s' would never match: with confusables, '%.*s' "
-			               "(U+%04lX) is read as '%c'; write '%c', or drop ,confusables",
-			               path, lineno, pat, (int)len, pat + i, cp, to, to);
+			return confusable_fail_(path, lineno, pat, pat + i, (int)len, cp, to, err);
 	}
 	return 0;
 }
