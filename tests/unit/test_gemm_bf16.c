@@ -183,6 +183,46 @@ static void test_products_(void)
 	ok(e32 < 1e-5, "a result of 31 rows is f32 (against f32 %.1e)", e32);
 	err_(&g, 0, 1, 300, 31, 257, 1, 0, 1, 0, &e16, &e32);
 	ok(e32 < 1e-5, "a result of 31 columns is f32 (against f32 %.1e)", e32);
+	/*
+	 * A B of more elements than bf16_chunk runs in chunks of it (gemm.c):
+	 * along K where K is B's longer side, each chunk's product added to C
+	 * (beta on the first alone), else along N, blocks of C's columns (the
+	 * columns past N untouched: err_ checks).  Each chunk is a product of
+	 * its own (the count of bf16 products says how many ran; a product whose
+	 * rows are not a multiple of 64 counts once, though it runs as two).  With chunks
+	 * of 4096 elements: K 200 by N 93 in 7 chunks of K (6 of 32, 8), N 300
+	 * by K 65 in 7 of N (6 of 48, 12; C's column blocks are strided).
+	 */
+	g.bf16_chunk = 4096;
+	static const int chunked[][5] = { { 67, 93, 200, 1, 7 }, { 130, 93, 200, 0, 7 }, { 130, 300, 65, 0, 7 },
+		                          { 40, 300, 65, 1, 7 } };
+	for (int s = 0; s < 4; s++)
+		for (int t = 0; t < 4; t++)
+			for (int ab = 0; ab < 2; ab++) {
+				int M = chunked[s][0], N = chunked[s][1], K = chunked[s][2], ta = t >> 1, tb = t & 1;
+				float alpha = ab ? 0.5f : 1.0f, beta = ab ? 1.0f : 0.0f;
+				unsigned long r0 = sw_gemm_prim_runs(g.bf16);
+				err_(&g, ta, tb, M, N, K, alpha, beta, chunked[s][3], 0, &e16, &e32);
+				unsigned long runs = sw_gemm_prim_runs(g.bf16) - r0;
+				ok(e16 < 1e-5 && e32 < 1e-1 && e32 > 1e-4 && runs == (unsigned long)chunked[s][4],
+				   "in chunks along %c: %dx%dx%d %c%c alpha %g beta %g%s: %lu products, against bf16 inputs "
+				   "%.1e, against f32 %.1e",
+				   K >= N ? 'K' : 'N', M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', alpha, beta,
+				   chunked[s][3] ? ", strided" : "", runs, e16, e32);
+			}
+	/* The default: 2^21 elements; N 60000 by K 40 is two chunks of 30000, not one. */
+	g.bf16_chunk = 0;
+	unsigned long r0 = sw_gemm_prim_runs(g.bf16);
+	err_(&g, 0, 1, 40, 60000, 40, 1, 0, 0, 0, &e16, &e32);
+	ok(e16 < 1e-5 && e32 < 1e-1 && e32 > 1e-4 && sw_gemm_prim_runs(g.bf16) - r0 == 2,
+	   "a B of 2.4M elements runs in 2 chunks by default (%lu; %.1e, %.1e)",
+	   sw_gemm_prim_runs(g.bf16) - r0, e16, e32);
+	g.bf16_chunk = SIZE_MAX;
+	r0 = sw_gemm_prim_runs(g.bf16);
+	err_(&g, 0, 1, 40, 60000, 40, 1, 0, 0, 0, &e16, &e32);
+	ok(e16 < 1e-5 && sw_gemm_prim_runs(g.bf16) - r0 == 1, "and in one with bf16_chunk SIZE_MAX (%lu; %.1e)",
+	   sw_gemm_prim_runs(g.bf16) - r0, e16);
+	g.bf16_chunk = 0;
 	ok(sw_gemm_error(&g) == NULL, "no failure recorded");
 	ok(sw_gemm_matmul(&g, "bf17", &err) == SW_EINVAL && g.bf16 && strstr(err.msg, "'bf17'") &&
 	   strstr(err.msg, "f32, bf16"),

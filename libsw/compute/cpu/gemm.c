@@ -163,7 +163,7 @@ const char *sw_dnnl_isa_name(int isa)
 
 int sw_gemm_provider(sw_gemm *g, const char *name, sw_error *err)
 {
-	sw_gemm n = { .bf16 = g->bf16 };
+	sw_gemm n = { .bf16 = g->bf16, .bf16_chunk = g->bf16_chunk };
 	if (!name || !*name || !strcmp(name, "onednn")) {
 		const dnnl_version_t *v = dnnl_version();
 		n.kind = SW_GEMM_ONEDNN;
@@ -263,6 +263,73 @@ static void blocks_(const sw_gemm *g, int nt, int ta, int tb, int M, int N, int 
 	}
 }
 
+/* The product in f32 on the provider, over OpenMP's threads unless inside a parallel region. */
+static void f32_(const sw_gemm *g, bool inside, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	bool big = M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64;
+	/* oneDNN's A B^T by primitive from 64 rows, where it outran dnnl_sgemm and its blocks */
+	if (g->nt && !ta && tb && !inside && big && M >= 64 &&
+	    sw_gemm_prim_run(g->nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+		return;
+	int nt = inside ? 1 : omp_get_max_threads();
+	if (nt > 1 && (double)M * N * K < 64.0 * 64 * 64)
+		nt = 1;
+	if (nt == 1)
+		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	else if (g->kind == SW_GEMM_OPENBLAS || M < 64)
+		blocks_(g, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	else
+		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* The length of a chunk of span whose chunk / other elements of B at most
+ * (at least 16), the chunks as even as that allows, each a multiple of 16
+ * long (a column chunk starts on a cache line where B does) but the last. */
+static int chunk_len_(int span, int other, size_t chunk)
+{
+	size_t most = chunk / (size_t)other / 16 * 16;
+	if (most < 16)
+		most = 16;
+	size_t n = ((size_t)span + most - 1) / most;
+	return (int)((((size_t)span + n - 1) / n + 15) / 16 * 16);
+}
+
+/*
+ * The product in bf16, B in chunks of at most g's bf16_chunk elements:
+ * along K (each chunk's product added to C) when K is the longer of B's
+ * sides, else along N (each chunk a block of C's columns).  A chunk is
+ * converted just before its product reads it, from the cache, where the
+ * whole of a big B (the vocabulary head's 49152 x 576 weight) went to
+ * memory in bf16 and was read back from there (bench/RESULTS.md "chunk").
+ * A chunk the bf16 products cannot run (after a failure, which the
+ * backend's sync reports) runs in f32: it is the same product either way.
+ */
+static void bf16_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	size_t chunk = g->bf16_chunk ? g->bf16_chunk : SW_GEMM_BF16_CHUNK;
+	bool by_k = K >= N;
+	int span = by_k ? K : N;
+	int len = (size_t)K * N <= chunk ? span : chunk_len_(span, by_k ? N : K, chunk);
+	for (int o = 0; o < span; o += len) {
+		int w = span - o < len ? span - o : len;
+		const float *a = A, *b;
+		float *c = C, be = beta;
+		if (by_k) {
+			a = ta ? A + (size_t)o * lda : A + o;
+			b = tb ? B + o : B + (size_t)o * ldb;
+			be = o ? 1.0f : beta;
+		} else {
+			b = tb ? B + (size_t)o * ldb : B + o;
+			c = C + o;
+		}
+		int m = M, n = by_k ? N : w, k = by_k ? w : K;
+		if (!sw_gemm_prim_run(g->bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, be, c, ldc))
+			f32_(g, false, ta, tb, m, n, k, alpha, a, lda, b, ldb, be, c, ldc);
+	}
+}
+
 void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -278,22 +345,10 @@ void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 	bool big = M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64;
 	/* bf16 where the conversion, O(MK + KN), is small beside the product, O(MNK):
 	 * a result of fewer than 32 rows or columns ran slower than f32 (bench/RESULTS.md). */
-	if (g->bf16 && !inside && big &&
-	    sw_gemm_prim_run(g->bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-		return;
-	/* oneDNN's A B^T by primitive from 64 rows, where it outran dnnl_sgemm and its blocks */
-	if (g->nt && !ta && tb && !inside && big && M >= 64 &&
-	    sw_gemm_prim_run(g->nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-		return;
-	int nt = inside ? 1 : omp_get_max_threads();
-	if (nt > 1 && (double)M * N * K < 64.0 * 64 * 64)
-		nt = 1;
-	if (nt == 1)
-		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	else if (g->kind == SW_GEMM_OPENBLAS || M < 64)
-		blocks_(g, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	if (g->bf16 && !inside && big)
+		bf16_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 	else
-		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+		f32_(g, inside, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 int sw_gemm_matmul(sw_gemm *g, const char *prec, sw_error *err)

@@ -20,7 +20,8 @@
  * parallel region (training attention's per-head tiles, gemm_run's blocks),
  * those with fewer than 32 rows or columns in the result and those under
  * 64^3 multiply-adds (the conversion would cost more than bf16 saves);
- * decoding never comes here (linear_rows.h).
+ * decoding never comes here (linear_rows.h).  A bf16 product over a big B
+ * runs in chunks of it (SW_GEMM_BF16_CHUNK, gemm.c).
  */
 #ifndef SW_CPU_GEMM_H
 #define SW_CPU_GEMM_H
@@ -44,7 +45,14 @@ typedef struct sw_gemm {
 	char kernels[96]; /* what runs: "onednn 2.6.3 avx512_core_bf16", "openblas 0.3.21 SkylakeX" */
 	sw_gemm_prim *nt;   /* oneDNN's f32 A B^T by primitive; NULL: by dnnl_sgemm */
 	sw_gemm_prim *bf16; /* NULL: every product in f32 */
+	size_t bf16_chunk;  /* bf16: B's elements converted and multiplied at once (0: the default) */
 } sw_gemm;
+
+/* bf16 products over a B of more elements (4 MiB in bf16) run in chunks of
+ * B, each converted just before its product: the vocabulary head's weight
+ * (gemm.c).  A sw_gemm's bf16_chunk chooses another size (for tests and
+ * benchmarks; SIZE_MAX: never in chunks). */
+#define SW_GEMM_BF16_CHUNK ((size_t)1 << 21)
 
 /* The providers sw_gemm_init knows, as an error message lists them. */
 #define SW_GEMM_NAMES "onednn, openblas"
