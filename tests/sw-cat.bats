@@ -146,6 +146,22 @@ two_jsonl() {
 	[ "$stderr" = "sw-cat: arr.msgpack: record 2 (byte 4): record is not a map but array" ]
 }
 
+@test "a key twice in a map is refused: other readers keep the last, a lookup here the first" {
+	# {"x":1} then {"id":"a","reward":1,"reward":0} (the second "reward" a str 8)
+	mp dup.msgpack '\x81\xa1x\x01\x83\xa2id\xa1a\xa6reward\x01\xd9\x06reward\x00'
+	run -0 /usr/bin/python3 -c 'import msgpack, sys; print(list(msgpack.Unpacker(open(sys.argv[1], "rb")))[1]["reward"])' dup.msgpack
+	[ "$output" = 0 ]
+	run -1 --separate-stderr sw-cat -f json dup.msgpack
+	[ "$output" = '{"x":1}' ]
+	[ "$stderr" = "sw-cat: dup.msgpack: record 2 (byte 4): key \"reward\" appears twice in a map (again at byte 18): readers keep different ones (Python's msgpack and jq the last), so the record is refused" ]
+	printf '{"x":1}\n{"id":"a","rewards":{"math":1,"m\\u0061th":0}}\n' >dup.jsonl
+	run -0 jq -c .rewards dup.jsonl
+	[ "${lines[1]}" = '{"math":0}' ]
+	run -1 --separate-stderr sw-sort dup.jsonl
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-sort: dup.jsonl: line 2, column 1: key \"math\" appears twice in an object: readers keep different ones (Python's msgpack and jq the last), so the record is refused" ]
+}
+
 @test "a JSON record that is a \$ form of a scalar is not a map" {
 	printf '{"x":1}\n{"$str":""}\n' >form.jsonl
 	run -1 --separate-stderr sw-cat -f json form.jsonl

@@ -43,6 +43,38 @@ int sw_utf8_lossy(sw_buf *out, const void *p, size_t n);
  */
 int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at);
 
+/*
+ * Keys that appear twice in a map.  Keys are equal when they read the same,
+ * however written (a str8 and a fixstr of the same bytes, 1 as a fixint and
+ * as a uint64), as Python's msgpack and jq read them, keeping the last,
+ * where a field lookup here finds the first.  A twin found: the second
+ * key's offset from the value's first byte (at), its bytes (a str's or
+ * bin's body, else its encoding) and kind ('s', 'b', or 'v' another value).
+ * d is scratch kept between calls ({0} at first; sw_mp_dups_release).
+ *
+ * sw_mp_dupkey: whether a map anywhere in the value p[0..n) (one that
+ * sw_mp_skip took whole) holds a key twice: 0 no, 1 yes (t filled),
+ * SW_EFORMAT (bytes that are not such a value), SW_ENOMEM.
+ * sw_mp_scan_record: sw_mp_skip_utf8 of the record at p, the same returns,
+ * and 1 (t filled, *next past the value holding the twin) where a map in it
+ * holds a key twice; in one pass over the bytes but for the values that hold
+ * a map, which are walked again.
+ */
+typedef struct sw_mp_dups {
+	void *frames, *keys, *top;
+	size_t capf, capk, capt;
+} sw_mp_dups;
+typedef struct sw_mp_twin {
+	size_t at;
+	const uint8_t *key;
+	size_t klen;
+	char kind;
+} sw_mp_twin;
+int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t);
+int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next,
+                      size_t *bad_at, sw_mp_twin *t);
+void sw_mp_dups_release(sw_mp_dups *d);
+
 /* msgpack encoders appending to a buffer (smallest encoding, as msgpack-c's).
  * sw_mp_put_str refuses (SW_EFORMAT) a string that is not valid UTF-8:
  * raw bytes go in a bin. */

@@ -8,6 +8,9 @@
  * zero-copy field views need exactly that, so we scan the bytes in place.
  * The unit tests check this scanner against msgpack-c's unpacker.
  */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <msgpack.h>
 #include "common/internal.h"
@@ -116,7 +119,9 @@ static const uint8_t fixsize_[256] = {
  * to step over but a body to look at.  Inlined twice, so each loop is what
  * its caller needs.
  */
-static inline int skip_(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at)
+static inline __attribute__((always_inline)) int skip_(const uint8_t *p, const uint8_t *end, size_t max,
+                                                      const uint8_t **next, size_t *bad_at,
+                        uint64_t *maps)
 {
 	const uint8_t *start = p;
 	uint64_t left = 1;
@@ -164,6 +169,8 @@ static inline int skip_(const uint8_t *p, const uint8_t *end, size_t max, const 
 			*next = p;
 			return SW_ETRUNC;
 		}
+		if (maps && ((*p & 0xf0) == 0x80 || *p == 0xde || *p == 0xdf))
+			(*maps)++;
 		size_t bad;
 		if (bad_at && ((*p & 0xe0) == 0xa0 || (*p >= 0xd9 && *p <= 0xdb)) &&
 		    sw_utf8_check(p + hdr, (size_t)body, &bad)) {
@@ -184,13 +191,259 @@ static inline int skip_(const uint8_t *p, const uint8_t *end, size_t max, const 
 
 int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next)
 {
-	return skip_(p, end, max, next, NULL);
+	return skip_(p, end, max, next, NULL, NULL);
 }
 
 int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at)
 {
 	*bad_at = SIZE_MAX;
-	return skip_(p, end, max, next, bad_at);
+	return skip_(p, end, max, next, bad_at, NULL);
+}
+
+/* ---- keys that appear twice in a map ---- */
+
+/* A key as it reads: a str's or bin's bytes, an integer's value, any other
+ * value's encoding. */
+typedef struct key_ {
+	const uint8_t *b;
+	uint64_t n;   /* bytes at b */
+	uint64_t iv;  /* an integer's value (kind 'u': >= 0, 'i': < 0, as uint64) */
+	size_t off;   /* where the key starts, from the value's first byte */
+	uint8_t kind; /* 's' str, 'b' bin, 'u', 'i' integers, 'v' another value */
+} key_;
+
+typedef struct frame_ {
+	uint64_t left; /* values still to come: a map's keys and values both */
+	size_t kstart; /* a map's first key in the key list */
+	bool map;
+} frame_;
+
+static int key_cmp_(const key_ *a, const key_ *b)
+{
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	if (a->kind == 'u' || a->kind == 'i')
+		return a->iv < b->iv ? -1 : a->iv > b->iv;
+	if (a->n != b->n)
+		return a->n < b->n ? -1 : 1;
+	return memcmp(a->b, b->b, (size_t)a->n);
+}
+
+static int key_sort_(const void *x, const void *y)
+{
+	const key_ *a = x, *b = y;
+	int c = key_cmp_(a, b);
+	return c ? c : a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* The later of two equal keys among k[0..n), or NULL; k may be reordered.
+ * Few keys (a record's fields) are compared pair by pair; many are sorted,
+ * so a map of a million keys costs n log n, not n^2. */
+static const key_ *twin_(key_ *k, size_t n)
+{
+	if (n <= 16) {
+		for (size_t j = 1; j < n; j++)
+			for (size_t i = 0; i < j; i++)
+				if (!key_cmp_(&k[i], &k[j]))
+					return &k[j];
+		return NULL;
+	}
+	qsort(k, n, sizeof *k, key_sort_);
+	for (size_t i = 1; i < n; i++)
+		if (!key_cmp_(&k[i - 1], &k[i]))
+			return &k[i];
+	return NULL;
+}
+
+/* k describes the key whose header is at p (hdr, body from head_). */
+static void key_read_(key_ *k, const uint8_t *p, size_t hdr, uint64_t body)
+{
+	uint8_t c = *p;
+	k->iv = 0;
+	if ((c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb) || (c >= 0xc4 && c <= 0xc6)) {
+		k->kind = c >= 0xc4 && c <= 0xc6 ? 'b' : 's';
+		k->b = p + hdr;
+		k->n = body;
+		return;
+	}
+	k->b = p;
+	k->n = hdr + body;
+	k->kind = 'v';
+	int64_t s;
+	if (c <= 0x7f || (c >= 0xcc && c <= 0xcf)) {
+		k->kind = 'u';
+		k->iv = c <= 0x7f ? c : c == 0xcc ? p[1] : c == 0xcd ? be16(p + 1) : c == 0xce ? be32(p + 1) : be64(p + 1);
+		return;
+	}
+	if (c >= 0xe0)
+		s = (int8_t)c;
+	else if (c == 0xd0)
+		s = (int8_t)p[1];
+	else if (c == 0xd1)
+		s = (int16_t)be16(p + 1);
+	else if (c == 0xd2)
+		s = (int32_t)be32(p + 1);
+	else if (c == 0xd3)
+		s = (int64_t)be64(p + 1);
+	else
+		return;
+	k->kind = s < 0 ? 'i' : 'u';
+	k->iv = (uint64_t)s;
+}
+
+static bool grow_to_(void **p, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return true;
+	size_t c = *cap ? *cap : 16;
+	while (c < n)
+		c *= 2;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = c;
+	return true;
+}
+
+/* t from key k, its offset moved by base. */
+static void twin_out_(sw_mp_twin *t, const key_ *k, size_t base)
+{
+	t->at = base + k->off;
+	t->key = k->b;
+	t->klen = (size_t)k->n;
+	t->kind = k->kind == 's' || k->kind == 'b' ? (char)k->kind : 'v';
+}
+
+int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
+{
+	const uint8_t *start = p, *end = p + n;
+	size_t nf = 0, nk = 0;
+	if (!grow_to_(&d->frames, &d->capf, 1, sizeof(frame_)))
+		return SW_ENOMEM;
+	frame_ *fr = d->frames;
+	fr[nf++] = (frame_){ .left = 1 };
+	while (nf) {
+		frame_ *f = &fr[nf - 1];
+		if (!f->map) { /* an array's runs of numbers: stepped over as sw_mp_skip does */
+			uint64_t left = f->left;
+			size_t fs;
+			while (left && p < end && (fs = fixsize_[*p]) != 0 && fs <= (size_t)(end - p))
+				do {
+					p += fs;
+					left--;
+				} while (left && fs <= (size_t)(end - p) && fixsize_[*p] == fs);
+			f->left = left;
+		}
+		if (!f->left) {
+			if (f->map) {
+				key_ *ks = (key_ *)d->keys + f->kstart;
+				const key_ *tw = twin_(ks, nk - f->kstart);
+				if (tw) {
+					twin_out_(t, tw, 0);
+					return 1;
+				}
+				nk = f->kstart;
+			}
+			nf--;
+			continue;
+		}
+		size_t hdr;
+		uint64_t body, items;
+		if (p >= end || head_(p, end, &hdr, &body, &items) || body > (uint64_t)(end - p) - hdr)
+			return SW_EFORMAT; /* not a value sw_mp_skip took */
+		if (f->map && f->left % 2 == 0) {
+			if (!grow_to_(&d->keys, &d->capk, nk + 1, sizeof(key_)))
+				return SW_ENOMEM;
+			key_ *k = (key_ *)d->keys + nk++;
+			key_read_(k, p, hdr, body);
+			k->off = (size_t)(p - start);
+		}
+		bool map = (*p >= 0x80 && *p <= 0x8f) || *p == 0xde || *p == 0xdf;
+		f->left--;
+		p += hdr + body;
+		if (items) {
+			if (!grow_to_(&d->frames, &d->capf, nf + 1, sizeof(frame_)))
+				return SW_ENOMEM;
+			fr = d->frames;
+			fr[nf++] = (frame_){ .left = items, .kstart = nk, .map = map };
+		}
+	}
+	return 0;
+}
+
+int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next,
+                      size_t *bad_at, sw_mp_twin *t)
+{
+	const uint8_t *start = p;
+	size_t hdr;
+	uint64_t body, items;
+	*bad_at = SIZE_MAX;
+	if (p >= end) {
+		*next = p;
+		return SW_ETRUNC;
+	}
+	if (!((*p >= 0x80 && *p <= 0x8f) || *p == 0xde || *p == 0xdf))
+		return skip_(p, end, max, next, bad_at, NULL); /* not a map: no keys of its own */
+	int rc = head_(p, end, &hdr, &body, &items);
+	if (rc || items > max) {
+		*next = p;
+		return rc ? rc : SW_ETOOBIG;
+	}
+	/* The map's keys and values one by one, each scanned whole as sw_mp_skip_utf8
+	 * does (runs of numbers at memory speed); a value holding a map is walked
+	 * again for its keys, the rest never. */
+	const uint8_t *q = p + hdr;
+	size_t nk = 0;
+	for (uint64_t i = 0; i < items; i++) {
+		const uint8_t *v = q;
+		size_t used = (size_t)(v - start), bad = SIZE_MAX;
+		uint64_t maps = 0;
+		if (used > max) {
+			*next = v;
+			return SW_ETOOBIG;
+		}
+		rc = skip_(v, end, max - used, &q, &bad, &maps);
+		if (rc) {
+			if (rc == SW_EFORMAT && bad != SIZE_MAX)
+				*bad_at = used + bad;
+			*next = q;
+			return rc;
+		}
+		if (maps && (rc = sw_mp_dupkey(d, v, (size_t)(q - v), t)) != 0) {
+			if (rc == 1)
+				t->at += used;
+			*next = q;
+			return rc;
+		}
+		if (i % 2 == 0) {
+			if (!grow_to_(&d->top, &d->capt, nk + 1, sizeof(key_))) {
+				*next = v;
+				return SW_ENOMEM;
+			}
+			key_ *k = (key_ *)d->top + nk++;
+			size_t kh;
+			uint64_t kb, ki;
+			head_(v, end, &kh, &kb, &ki);
+			key_read_(k, v, kh, kb);
+			k->off = used;
+		}
+	}
+	*next = q;
+	const key_ *tw = twin_(d->top, nk);
+	if (tw) {
+		twin_out_(t, tw, 0);
+		return 1;
+	}
+	return 0;
+}
+
+void sw_mp_dups_release(sw_mp_dups *d)
+{
+	free(d->frames);
+	free(d->keys);
+	free(d->top);
+	*d = (sw_mp_dups){ 0 };
 }
 
 int sw_val_decode(const void *vp, size_t n, sw_val *v)

@@ -45,6 +45,7 @@ struct sw_reader {
 	size_t max;
 	sw_json_parser *jp;
 	sw_buf jrec;             /* JSON: the current record as msgpack */
+	sw_mp_dups dups;         /* scratch of the check for keys that appear twice */
 
 	void (*idle)(void *);
 	void *idle_arg;
@@ -117,6 +118,7 @@ void sw_reader_free(sw_reader *r)
 	sw_buf_release(&r->zin);
 	sw_buf_release(&r->buf);
 	sw_buf_release(&r->jrec);
+	sw_mp_dups_release(&r->dups);
 	free(r->name);
 	free(r);
 }
@@ -297,6 +299,51 @@ static int detect_(sw_reader *r)
 	return 0;
 }
 
+/*
+ * A record whose map (or a map inside it) holds a key twice is refused
+ * (sw_mp_scan_record finds it): Python's msgpack and jq keep the last
+ * value, a field lookup here the first, so the programs of a pipeline and
+ * the tools that inspect it would read different records.  r->err gets the
+ * message naming the key (the caller places it); json: the record came as
+ * JSON text (an object, no byte offset into the msgpack made of it), else
+ * at is the record's offset in the stream.
+ */
+static int twin_fail_(sw_reader *r, const sw_mp_twin *t, bool json, uint64_t at)
+{
+	const uint8_t *k = t->key;
+	size_t kn = t->klen;
+	char shown[80], where[64];
+	size_t o = 0, i = 0;
+	sw_val v;
+	int bad = t->kind == 'v' ? sw_val_decode(k, kn, &v) : 0;
+	if (t->kind == 's') {
+		/* quoted, its control characters, quotes and backslashes as \xHH; a long one
+		 * cut at a character's start */
+		shown[o++] = '"';
+		for (; i < kn && o < sizeof shown - 8; i++)
+			o += (size_t)(k[i] < 0x20 || k[i] == 0x7f || k[i] == '"' || k[i] == '\\'
+			                  ? snprintf(shown + o, sizeof shown - o, "\\x%02x", k[i])
+			                  : (shown[o] = (char)k[i], 1));
+		while (i < kn && (k[i] & 0xc0) == 0x80)
+			i--, o--;
+		snprintf(shown + o, sizeof shown - o, "%s\"", i < kn ? "..." : "");
+	} else if (t->kind == 'b') {
+		snprintf(shown, sizeof shown, "(a bin of %zu bytes)", kn);
+	} else if (!bad && v.type == SW_T_UINT) {
+		snprintf(shown, sizeof shown, "%llu", (unsigned long long)v.v.u);
+	} else if (!bad && v.type == SW_T_INT) {
+		snprintf(shown, sizeof shown, "%lld", (long long)v.v.i);
+	} else {
+		snprintf(shown, sizeof shown, "(a %s)", bad ? "value" : sw_type_name(v.type));
+	}
+	if (json)
+		snprintf(where, sizeof where, "an object");
+	else
+		snprintf(where, sizeof where, "a map (again at byte %llu)", (unsigned long long)(at + t->at));
+	return sw_fail(&r->err, SW_EFORMAT, "key %s appears twice in %s: readers keep different ones "
+	               "(Python's msgpack and jq the last), so the record is refused", shown, where);
+}
+
 static int next_msgpack_(sw_reader *r, sw_rec *rec)
 {
 	for (;;) {
@@ -314,10 +361,19 @@ static int next_msgpack_(sw_reader *r, sw_rec *rec)
 				return fail_at_(r, SW_EFORMAT, at, "record is not a map (it starts with byte 0x%02x)", c);
 			}
 			size_t badu;
-			int rc = sw_mp_skip_utf8(p, end, r->max, &next, &badu);
+			sw_mp_twin twin;
+			int rc = sw_mp_scan_record(&r->dups, p, end, r->max, &next, &badu, &twin);
 			if (rc == SW_EFORMAT && badu != SIZE_MAX)
 				return fail_at_(r, SW_EFORMAT, at, "a string is not valid UTF-8 at byte %llu; "
 				                "raw bytes belong in a bin", (unsigned long long)(at + badu));
+			if (rc == 1) {
+				rc = twin_fail_(r, &twin, false, at);
+				r->err.record = r->records + 1;
+				r->err.offset = at;
+				return rc;
+			}
+			if (rc == SW_ENOMEM)
+				return fail_at_(r, rc, at, "out of memory");
 			if (rc == 0) {
 				r->pos += (size_t)(next - p);
 				r->records++;
@@ -398,6 +454,19 @@ static int next_json_(sw_reader *r, sw_rec *rec)
 		r->jrec.len = 0;
 		memset(&r->err, 0, sizeof r->err);
 		int rc = sw_json_to_mp(r->jp, (const char *)r->buf.p + r->pos, span, &used, &r->jrec, &r->err);
+		if (rc == 0) {
+			const uint8_t *jend;
+			size_t badu;
+			sw_mp_twin twin;
+			rc = sw_mp_scan_record(&r->dups, r->jrec.p, r->jrec.p + r->jrec.len, r->jrec.len, &jend, &badu,
+			                       &twin);
+			if (rc == 1)
+				rc = twin_fail_(r, &twin, true, 0);
+			else if (rc)
+				rc = sw_fail(&r->err, rc, rc == SW_ENOMEM ? "out of memory" : "the record made of it is no msgpack");
+			if (rc)
+				return json_fail_(r, 0);
+		}
 		if (rc == 0) {
 			for (size_t i = 0; i < used; i++)
 				r->line += r->buf.p[r->pos + i] == '\n';

@@ -70,7 +70,9 @@ typedef struct sw_rec sw_rec;
 sw_rec *sw_rec_new(void);
 void sw_rec_free(sw_rec *r); /* NULL is a no-op */
 
-/* Make r the map encoded in p[0..n) (borrowed); SW_EFORMAT if it is not one map. */
+/* Make r the map encoded in p[0..n) (borrowed); SW_EFORMAT if it is not one map.
+ * Its keys are not checked for twins (the stream reader does that): a
+ * field lookup finds the first of two. */
 int sw_rec_load(sw_rec *r, const void *p, size_t n);
 /* Copy borrowed bytes into r so that it outlives the buffer it was loaded from. */
 int sw_rec_own(sw_rec *r);

@@ -6,6 +6,10 @@
  * frames may follow each other).  The reader detects which from the first
  * bytes.  The writer emits msgpack (optionally zstd) or JSON Lines.
  *
+ * The reader refuses a record that is not one map of valid msgpack (or
+ * JSON), a str that is not UTF-8, and a map (at any depth) that holds a
+ * key twice: other readers keep the last of two, a field lookup the first.
+ *
  * Ownership: a reader or writer owns the descriptor it opened by path and
  * closes it when freed; a descriptor handed to *_fdopen stays the caller's.
  * The record filled by sw_reader_next() borrows the reader's buffer until

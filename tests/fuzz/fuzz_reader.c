@@ -7,7 +7,8 @@
  *
  *  - a record the reader returned is one well-formed map: every field
  *    decodes, every array and map in it iterates to exactly its count, and
- *    every string key is found again by name;
+ *    every string key is found again by name, at its own place (the reader
+ *    refuses a map that holds a key twice);
  *  - the array getters agree with themselves: SW_ERANGE with the length,
  *    then success (or a type/range error) with a buffer of that length;
  *  - after sw_rec_set_f32("cost"), sw_rec_bytes() is a valid map that
@@ -164,8 +165,8 @@ static void fields_(sw_rec *rec, size_t count)
 			sw_val w;
 			rc = sw_rec_get(rec, k, &w);
 			CHECK(rc == 0, "field %zu \"%s\" not found by name: %d", i, k, rc);
-			/* the first field of that name: the same one or an earlier one */
-			CHECK(w.raw <= v.raw, "field \"%s\" found after its own position", k);
+			/* the reader refuses a map with a key twice: the field itself */
+			CHECK(w.raw == v.raw, "field \"%s\" found at another position", k);
 		}
 	}
 	const char *key;

@@ -61,6 +61,99 @@ static void test_errors(void)
 	sw_rec_free(rec);
 }
 
+/* A map of n keys "k0".."k{n-1}" (str 8 from the 50th on, so both encodings are
+ * compared), "k{twin}" once more at the end when twin >= 0, each value nil. */
+static size_t many_keys_(uint8_t *b, int n, int twin)
+{
+	size_t o = 0;
+	int all = n + (twin >= 0);
+	b[o++] = 0xde, b[o++] = (uint8_t)(all >> 8), b[o++] = (uint8_t)all;
+	for (int i = 0; i < all; i++) {
+		char k[16];
+		int kl = snprintf(k, sizeof k, "k%d", i < n ? i : twin);
+		if (i >= 50)
+			b[o++] = 0xd9, b[o++] = (uint8_t)kl;
+		else
+			b[o++] = (uint8_t)(0xa0 | kl);
+		memcpy(b + o, k, (size_t)kl), o += (size_t)kl;
+		b[o++] = 0xc0;
+	}
+	return o;
+}
+
+static void test_dupkeys(void)
+{
+	uint64_t n;
+	sw_error e;
+	/* {"a":1,"a":2}: the second "a" at byte 4 */
+	is_int(read_all_("\x82\xa1" "a\x01\xa1" "a\x02", 7, &n, &e), SW_EFORMAT, "a key twice: SW_EFORMAT");
+	ok(n == 0 && e.record == 1 && e.offset == 0 && strstr(e.msg, "key \"a\" appears twice") &&
+	   strstr(e.msg, "again at byte 4"),
+	   "names the key and where it comes again: %s", e.msg);
+	/* after a good record: record 2, the key's byte in the stream */
+	is_int(read_all_("\x81\xa1x\x01\x82\xa1" "a\x01\xd9\x01" "a\x02", 12, &n, &e), SW_EFORMAT,
+	       "a fixstr and a str 8 of the same bytes are one key");
+	ok(n == 1 && e.record == 2 && e.offset == 4 && strstr(e.msg, "again at byte 8"), "record 2: %s", e.msg);
+	/* integer keys by value: 1 as a fixint and a uint 64, -1 as a fixint and an int 8 */
+	is_int(read_all_("\x82\x01\xc0\xcf\0\0\0\0\0\0\0\x01\xc0", 13, &n, &e), SW_EFORMAT, "1 and 1 as a uint 64");
+	ok(strstr(e.msg, "key 1 appears twice") != NULL, "shows the integer: %s", e.msg);
+	is_int(read_all_("\x82\xff\xc0\xd0\xff\xc0", 6, &n, &e), SW_EFORMAT, "-1 and -1 as an int 8");
+	ok(strstr(e.msg, "key -1 appears twice") != NULL, "shows it: %s", e.msg);
+	/* not twins: 1 and -1, "1" and 1, a bin "a" and a str "a", the same key in two maps */
+	is_int(read_all_("\x84\x01\xc0\xff\xc0\xa1" "1\xc0\xc4\x01" "1\xc0", 12, &n, &e), 0,
+	       "1, -1, the str \"1\", the bin \"1\": four keys");
+	is_int(read_all_("\x82\xa1" "a\x81\xa1x\x01\xa1" "b\x81\xa1x\x02", 13, &n, &e), 0,
+	       "\"x\" in two sibling maps");
+	is_int(read_all_("\x81\xa1x\x81\xa1x\x81\xa1x\x01", 10, &n, &e), 0, "\"x\" in maps inside each other");
+	/* at depth: {"m":[1,{"r":1,"r":2}]} */
+	is_int(read_all_("\x81\xa1m\x92\x01\x82\xa1r\x01\xa1r\x02", 12, &n, &e), SW_EFORMAT,
+	       "a map inside an array inside the record");
+	ok(strstr(e.msg, "\"r\"") && strstr(e.msg, "again at byte 9"), "%s", e.msg);
+	/* many keys: sorted, not compared pair by pair */
+	uint8_t *big = malloc(1 << 16);
+	size_t bn = many_keys_(big, 2000, -1);
+	is_int(read_all_(big, bn, &n, &e), 0, "2000 different keys");
+	bn = many_keys_(big, 2000, 1234);
+	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "2000 keys and one of them again");
+	ok(strstr(e.msg, "key \"k1234\" appears twice") != NULL, "%s", e.msg);
+	free(big);
+	/* JSON: an object with a name twice, written alike or not; the line of its record */
+	const char *js = "{\"a\":1}\n{\"id\":\"x\",\"reward\":1,\"reward\":0}\n";
+	is_int(read_all_(js, strlen(js), &n, &e), SW_EFORMAT, "JSON: a name twice");
+	ok(n == 1 && e.record == 2 && e.line == 2 && strstr(e.msg, "key \"reward\" appears twice in an object"),
+	   "line 2: %s", e.msg);
+	js = "{\"r\":{\"a\":1,\"\\u0061\":2}}\n";
+	is_int(read_all_(js, strlen(js), &n, &e), SW_EFORMAT, "JSON: \\u0061 is \"a\", in a nested object");
+	const char *ctl = "{\"a\\n\\\"b\":1,\"a\\n\\\"b\":2}\n";
+	is_int(read_all_(ctl, strlen(ctl), &n, &e), SW_EFORMAT, "JSON: a name with a newline and a quote");
+	ok(strstr(e.msg, "key \"a\\x0a\\x22b\"") != NULL, "shown escaped: %s", e.msg);
+
+	/* sw_mp_dupkey and sw_mp_scan_record themselves: where, what, scratch reused */
+	sw_mp_dups d = { 0 };
+	sw_mp_twin t = { 0 };
+	const uint8_t *nx;
+	size_t bad;
+	is_int(sw_mp_dupkey(&d, (const uint8_t *)"\x82\xc4\x01z\x01\xc4\x01z\x02", 9, &t), 1, "a bin key twice");
+	ok(t.at == 5 && t.kind == 'b' && t.klen == 1 && *t.key == 'z', "at byte %zu, kind %c", t.at, t.kind);
+	is_int(sw_mp_dupkey(&d, (const uint8_t *)"\x82\xa1" "a\x01\xa1" "b\x02", 7, &t), 0, "then two keys");
+	is_int(sw_mp_dupkey(&d, (const uint8_t *)"\x82\xa1" "a\x01", 4, &t), SW_EFORMAT,
+	       "bytes cut short: SW_EFORMAT, not a read past them");
+	/* {"t":[1,2,3],"m":{"a":1,"a":2},"z":0}: the twin inside "m" at byte 13 of the record */
+	const uint8_t rec[] = "\x83\xa1t\x93\x01\x02\x03\xa1m\x82\xa1" "a\x01\xa1" "a\x02\xa1z\x00";
+	is_int(sw_mp_scan_record(&d, rec, rec + sizeof rec - 1, 100, &nx, &bad, &t), 1, "scan: a twin in a value");
+	ok(t.at == 13 && t.kind == 's' && t.klen == 1 && *t.key == 'a', "at byte %zu of the record", t.at);
+	is_int(sw_mp_scan_record(&d, rec, rec + 12, 100, &nx, &bad, &t), SW_ETRUNC, "scan: cut short, SW_ETRUNC");
+	is_int(sw_mp_scan_record(&d, rec, rec + sizeof rec - 1, 10, &nx, &bad, &t), SW_ETOOBIG,
+	       "scan: over the size limit, SW_ETOOBIG");
+	const uint8_t u8[] = "\x82\xa1k\xa2\xc3\x28\xa1j\x01";
+	ok(sw_mp_scan_record(&d, u8, u8 + sizeof u8 - 1, 100, &nx, &bad, &t) == SW_EFORMAT && bad == 4,
+	   "scan: bad UTF-8 at byte %zu of the record", bad);
+	const uint8_t fine[] = "\x82\xa1k\xa2ok\xa1j\x92\x81\xa1x\x01\x81\xa1x\x02";
+	ok(sw_mp_scan_record(&d, fine, fine + sizeof fine - 1, 100, &nx, &bad, &t) == 0 && nx == fine + sizeof fine - 1,
+	   "scan: a record without twins, to its end");
+	sw_mp_dups_release(&d);
+}
+
 static size_t zstd_(const void *p, size_t n, uint8_t *out, size_t cap)
 {
 	return ZSTD_compress(out, cap, p, n, 3);
@@ -365,6 +458,7 @@ static void test_refill(void)
 int main(void)
 {
 	test_errors();
+	test_dupkeys();
 	test_zstd();
 	test_json_mapping();
 	test_writer();
