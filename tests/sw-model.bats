@@ -259,6 +259,12 @@ bad() {
 	copy tiny-llama j
 	printf '{"model_type": "llama",\n "hidden_size": 64,,}\n' >j/config.json
 	bad j "j/config.json: line 2, column 20: unexpected character, expected a string for object key"
+	# a field twice: transformers (Python's json) reads the last, a lookup here the first
+	copy tiny-llama n
+	perl -0777 -pi -e 's/\{/{"num_hidden_layers": 1, /' n/config.json
+	run -0 /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' n/config.json
+	[ "$output" = 2 ]
+	bad n "n/config.json: the name \"num_hidden_layers\" appears twice in an object: readers keep different ones (Python's json the last), so the file is refused"
 }
 
 @test "bad directory: missing config.json, missing weights, a missing shard" {
@@ -269,6 +275,11 @@ bad() {
 	copy tiny-llama-sharded s
 	rm s/model-00002-of-00004.safetensors
 	bad s "s/model-00002-of-00004.safetensors: cannot open: No such file or directory"
+	# a tensor twice in the index's weight_map, in two shards: which shard is it?
+	copy tiny-llama-sharded i
+	perl -0777 -pi -e 's/"weight_map": \{/"weight_map": {"lm_head.weight": "model-00002-of-00004.safetensors", /' i/model.safetensors.index.json
+	grep -q '"lm_head.weight": "model-00002-of-00004.safetensors", ' i/model.safetensors.index.json
+	bad i "i/model.safetensors.index.json: the name \"lm_head.weight\" appears twice in an object: readers keep different ones (Python's json the last), so the file is refused"
 }
 
 @test "bad safetensors: header length, header JSON, overlap, truncation, dtype, NaN" {
@@ -293,6 +304,10 @@ bad() {
 	copy tiny-llama g
 	edit g/model.safetensors '"shape":[300,64],"data_offsets":[0,76800]' '"shape":[300,32],"data_offsets":[0,76800]'
 	bad g "g/model.safetensors: tensor 'lm_head.weight': F32 of 9600 elements is 38400 bytes, data_offsets give 76800"
+	# a tensor named twice: safetensors keeps the last, a lookup here the first
+	copy tiny-llama t
+	edit t/model.safetensors '"model.layers.1.mlp.up_proj.weight"' '"model.layers.0.mlp.up_proj.weight"'
+	bad t "t/model.safetensors: the name \"model.layers.0.mlp.up_proj.weight\" appears twice in an object: readers keep different ones (Python's json the last), so the file is refused"
 }
 
 @test "bad safetensors: wrong shapes, missing and unexpected tensors" {

@@ -191,6 +191,9 @@ static int read_config_(sw_cost_params *p, const char *path, sw_error *err)
 		sw_fail(err, rc, "%s: not a JSON object", path);
 		goto out;
 	}
+	if ((rc = sw_json_refuse_twins(root, path, err)))
+		goto out;
+	rc = SW_EFORMAT;
 	yyjson_val *tc = yyjson_obj_get(root, "text_config");
 	const char *type = yyjson_get_str(yyjson_obj_get(root, "model_type"));
 	if (yyjson_is_obj(tc))

@@ -101,6 +101,18 @@ sw_json_parser *sw_json_parser_new(void);
 void sw_json_parser_free(sw_json_parser *jp);
 int sw_json_to_mp(sw_json_parser *jp, const char *text, size_t n, size_t *used,
                   sw_buf *out, sw_error *err);
+/*
+ * Whether an object anywhere in a parsed JSON document (yyjson's value)
+ * holds a name twice, names compared as they read (escapes decoded):
+ * Python's json keeps the last of two, yyjson_obj_get the first, so a
+ * config.json or a safetensors header would read as another model here
+ * than in transformers.  0: none; 1: *name, *len the name (not
+ * NUL-terminated); SW_ENOMEM.
+ */
+struct yyjson_val;
+int sw_json_twin(struct yyjson_val *root, const char **name, size_t *len);
+/* SW_OK, or SW_EFORMAT with err "WHAT: the name "X" appears twice ..." (SW_ENOMEM). */
+int sw_json_refuse_twins(struct yyjson_val *root, const char *what, sw_error *err);
 /* Append the JSON form of the msgpack value at p[0..n) and a newline. */
 int sw_mp_to_json(const uint8_t *p, size_t n, sw_buf *out, sw_error *err);
 

@@ -256,7 +256,7 @@ int sw_image_proc_parse(const char *text, size_t len, const char *path, sw_image
 		rc = sw_fail(err, SW_ENOMEM, "%s: out of memory", path);
 	else if (!yyjson_is_obj(x.root))
 		rc = bad_(&x, SW_EFORMAT, "the document is %s, not an object", yyjson_get_type_desc(x.root));
-	else
+	else if (!(rc = sw_json_refuse_twins(x.root, path, err)))
 		rc = parse_(&x, p);
 	yyjson_doc_free(doc);
 	if (rc)

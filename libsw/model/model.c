@@ -163,23 +163,9 @@ static int parse_config_(cfg_ctx_ *x, sw_model_config *c, bool diff)
 	yyjson_val *root = x->root;
 	int rc;
 	memset(c, 0, sizeof *c);
-	/* Python keeps the last of two equal keys, yyjson finds the first: refuse the ambiguity */
+	/* a field twice, at any depth, was refused when the text was read (sw_json_refuse_twins) */
 	if (yyjson_obj_size(root) > 4096)
 		return bad_(x, "%s has %s", "the document", "more than 4096 fields; not a config.json");
-	{
-		size_t i, n;
-		yyjson_val *k, *v, *k2, *v2;
-		yyjson_obj_foreach(root, i, n, k, v) {
-			size_t j, n2;
-			yyjson_obj_foreach(root, j, n2, k2, v2) {
-				if (j >= i)
-					break;
-				if (yyjson_equals(k, k2))
-					return bad_(x, "field '%s' %s", yyjson_get_str(k), "appears twice");
-			}
-		}
-		(void)v, (void)v2;
-	}
 	yyjson_val *mt = yyjson_obj_get(root, "model_type");
 	if (!mt)
 		return bad_(x, "field '%s' is %s", "model_type", "missing");
@@ -604,7 +590,11 @@ int sw_model_config_parse(const char *text, size_t len, const char *path, sw_mod
 		return sw_fail(err, SW_EFORMAT, "%s: line %zu, column %zu: %s", path, line, col,
 		               len ? je.msg : "empty file");
 	}
-	int rc;
+	int rc = sw_json_refuse_twins(yyjson_doc_get_root(doc), path, err);
+	if (rc) {
+		yyjson_doc_free(doc);
+		return rc;
+	}
 	cfg_ctx_ x = { path, yyjson_doc_get_root(doc), err };
 	yyjson_val *mt = yyjson_is_obj(x.root) ? yyjson_obj_get(x.root, "model_type") : NULL;
 	if (!yyjson_is_obj(x.root))

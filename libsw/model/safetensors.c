@@ -60,11 +60,6 @@ static int cmp_begin_(const void *a, const void *b)
 	return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-static int cmp_name_ptr_(const void *a, const void *b)
-{
-	return strcmp((*(const sw_st_tensor *const *)a)->name, (*(const sw_st_tensor *const *)b)->name);
-}
-
 /* Check one header entry and fill t. */
 static int entry_(sw_st_file *f, const char *name, yyjson_val *v, sw_st_tensor *t, sw_error *err)
 {
@@ -150,6 +145,9 @@ static int parse_(sw_st_file *f, sw_error *err)
 		rc = fail_t_(err, SW_EFORMAT, f, NULL, "the header is %s, not an object", yyjson_get_type_desc(root));
 		goto out;
 	}
+	/* a tensor named twice: safetensors (Rust's serde) keeps the last, yyjson_obj_get the first */
+	if ((rc = sw_json_refuse_twins(root, f->path, err)))
+		goto out;
 	f->t = calloc(yyjson_obj_size(root) + 1, sizeof *f->t);
 	if (!f->t) {
 		rc = fail_t_(err, SW_ENOMEM, f, NULL, "out of memory");
@@ -191,22 +189,8 @@ static int parse_(sw_st_file *f, sw_error *err)
 		if ((rc = entry_(f, name, v, t, err)))
 			goto out;
 	}
-	/* two entries of one name, and overlapping data, are both refused */
+	/* overlapping data is refused (an entry of one name twice was, with the header's text) */
 	if (f->n > 1) {
-		sw_st_tensor **byname = malloc(f->n * sizeof *byname);
-		if (!byname) {
-			rc = fail_t_(err, SW_ENOMEM, f, NULL, "out of memory");
-			goto out;
-		}
-		for (size_t j = 0; j < f->n; j++)
-			byname[j] = &f->t[j];
-		qsort(byname, f->n, sizeof *byname, cmp_name_ptr_);
-		for (size_t j = 1; j < f->n && !rc; j++)
-			if (!strcmp(byname[j - 1]->name, byname[j]->name))
-				rc = fail_t_(err, SW_EFORMAT, f, byname[j]->name, "appears twice in the header");
-		free(byname);
-		if (rc)
-			goto out;
 		sw_st_tensor *sorted = malloc(f->n * sizeof *sorted);
 		if (!sorted) {
 			rc = fail_t_(err, SW_ENOMEM, f, NULL, "out of memory");
@@ -633,6 +617,10 @@ static int load_sharded_(load_ctx_ *x, const char *dir, const char *index, sw_er
 	sw_buf_release(&b);
 	if (!doc)
 		return sw_fail(err, SW_EFORMAT, "%s: bad JSON at byte %zu: %s", index, je.pos, je.msg);
+	if ((rc = sw_json_refuse_twins(yyjson_doc_get_root(doc), index, err))) {
+		yyjson_doc_free(doc);
+		return rc;
+	}
 	yyjson_val *map = yyjson_obj_get(yyjson_doc_get_root(doc), "weight_map");
 	const char **names = NULL, **files = NULL;
 	size_t nt = 0;

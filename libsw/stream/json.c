@@ -560,3 +560,110 @@ int sw_json_to_mp(sw_json_parser *jp, const char *text, size_t n, size_t *used,
 	}
 	return rc;
 }
+
+/* ---- names twice in an object ---- */
+
+typedef struct jkey_ {
+	const char *s;
+	size_t n;
+} jkey_;
+
+static int jkey_cmp_(const void *x, const void *y)
+{
+	const jkey_ *a = x, *b = y;
+	size_t n = a->n < b->n ? a->n : b->n;
+	int c = memcmp(a->s, b->s, n);
+	return c ? c : a->n < b->n ? -1 : a->n > b->n;
+}
+
+int sw_json_twin(struct yyjson_val *root, const char **name, size_t *len)
+{
+	yyjson_val **st = NULL;
+	jkey_ *ks = NULL;
+	size_t nst = 0, cst = 0, cks = 0;
+	int rc = 0;
+	if (yyjson_is_ctn(root)) {
+		if (!(st = malloc(16 * sizeof *st)))
+			return SW_ENOMEM;
+		cst = 16;
+		st[nst++] = root;
+	}
+	while (nst && !rc) {
+		yyjson_val *v = st[--nst];
+		size_t n = yyjson_get_len(v), i, max;
+		size_t need = nst + n;
+		if (need > cst) {
+			size_t c = cst;
+			while (c < need)
+				c *= 2;
+			yyjson_val **q = realloc(st, c * sizeof *st);
+			if (!q) {
+				rc = SW_ENOMEM;
+				break;
+			}
+			st = q, cst = c;
+		}
+		if (yyjson_is_arr(v)) {
+			yyjson_val *e;
+			yyjson_arr_foreach(v, i, max, e) if (yyjson_is_ctn(e)) st[nst++] = e;
+			continue;
+		}
+		if (n > cks) {
+			jkey_ *q = realloc(ks, n * sizeof *ks);
+			if (!q) {
+				rc = SW_ENOMEM;
+				break;
+			}
+			ks = q, cks = n;
+		}
+		yyjson_val *k, *e;
+		yyjson_obj_foreach(v, i, max, k, e) {
+			ks[i] = (jkey_){ yyjson_get_str(k), yyjson_get_len(k) };
+			if (yyjson_is_ctn(e))
+				st[nst++] = e;
+		}
+		/* few names pair by pair; many (a tokenizer's vocabulary) sorted */
+		const jkey_ *t = NULL;
+		if (n <= 16) {
+			for (size_t j = 1; j < n && !t; j++)
+				for (size_t a = 0; a < j && !t; a++)
+					if (!jkey_cmp_(&ks[a], &ks[j]))
+						t = &ks[j];
+		} else {
+			qsort(ks, n, sizeof *ks, jkey_cmp_);
+			for (size_t j = 1; j < n && !t; j++)
+				if (!jkey_cmp_(&ks[j - 1], &ks[j]))
+					t = &ks[j];
+		}
+		if (t) {
+			*name = t->s;
+			*len = t->n;
+			rc = 1;
+		}
+	}
+	free(st);
+	free(ks);
+	return rc;
+}
+
+int sw_json_refuse_twins(struct yyjson_val *root, const char *what, sw_error *err)
+{
+	const char *name;
+	size_t n;
+	int rc = sw_json_twin(root, &name, &n);
+	if (rc <= 0)
+		return rc ? sw_fail(err, rc, "%s: out of memory", what) : SW_OK;
+	/* the name as it reads, its control characters, quotes and backslashes as \xHH */
+	char shown[80];
+	size_t o = 0, i = 0;
+	for (; i < n && o < sizeof shown - 8; i++) {
+		unsigned char c = (unsigned char)name[i];
+		o += (size_t)(c < 0x20 || c == 0x7f || c == '"' || c == '\\' ? snprintf(shown + o, sizeof shown - o, "\\x%02x", c)
+		                                                       : (shown[o] = (char)c, 1));
+	}
+	while (i < n && ((unsigned char)name[i] & 0xc0) == 0x80)
+		i--, o--;
+	snprintf(shown + o, sizeof shown - o, "%s", i < n ? "..." : "");
+	return sw_fail(err, SW_EFORMAT, "%s: the name \"%s\" appears twice in an object: readers keep "
+	               "different ones (Python's json the last), so the file is refused", what, shown);
+}

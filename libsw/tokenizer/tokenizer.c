@@ -744,8 +744,10 @@ static yyjson_doc *parse_json_(char *text, size_t len, const char *name, sw_erro
 	if (!doc)
 		sw_fail(err, re.code == YYJSON_READ_ERROR_MEMORY_ALLOCATION ? SW_ENOMEM : SW_EFORMAT,
 		        "%s: %s at byte %zu", name, re.msg, re.pos);
-	else if (!yyjson_is_obj(yyjson_doc_get_root(doc))) {
-		sw_fail(err, SW_EFORMAT, "%s: not a JSON object", name);
+	else if (!yyjson_is_obj(yyjson_doc_get_root(doc)) ||
+	         sw_json_refuse_twins(yyjson_doc_get_root(doc), name, err)) {
+		if (!yyjson_is_obj(yyjson_doc_get_root(doc)))
+			sw_fail(err, SW_EFORMAT, "%s: not a JSON object", name);
 		yyjson_doc_free(doc);
 		doc = NULL;
 	}

@@ -51,6 +51,18 @@ int sw_verify_parse_reply(const char *line, size_t n, double *score, char *names
 		snprintf(err, errlen, "garbage reply '%s': %s", ex, REPLY_MAX_DEPTH_NOTE);
 		goto out;
 	}
+	const char *tw;
+	size_t twn;
+	int tr = sw_json_twin(root, &tw, &twn);
+	if (tr) {
+		/* {"score": 1, "score": 0}: which one the verifier meant is not ours to guess */
+		if (tr == 1)
+			excerpt_(tw, twn, ex, sizeof ex);
+		snprintf(err, errlen, tr == 1 ? "bad reply: the name '%s' appears twice in an object" : "%s",
+		         tr == 1 ? ex : "out of memory");
+		rc = tr == 1 ? SW_EFORMAT : tr;
+		goto out;
+	}
 	yyjson_val *e = yyjson_obj_get(root, "error");
 	if (e) {
 		if (yyjson_is_str(e)) {

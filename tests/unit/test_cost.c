@@ -279,6 +279,12 @@ static void test_config(void)
 	ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT &&
 	           strstr(e.msg, "/config.json: vision_config: field 'patch_size' is 2e+06, more than 1048576"),
 	   "a patch past 2^20: %s", e.msg);
+	const char *twin = "{\"model_type\":\"mistral\",\"hidden_size\":64,\"intermediate_size\":128,"
+	                   "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300,\"hidden_size\":4096}";
+	write_("vl/config.json", twin, strlen(twin));
+	ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT &&
+	           strstr(e.msg, "/config.json: the name \"hidden_size\" appears twice in an object"),
+	   "a field twice: %s", e.msg);
 	write_("vl/config.json", "{nope", 5);
 	ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT, "bad JSON: %s", e.msg);
 	ok(!sw_cost_model_load("/no/such/dir", &e) && e.code == SW_EIO, "no config.json: %s", e.msg);

@@ -314,6 +314,10 @@ static void test_proc_errors_(void)
 	e = (sw_error){ 0 };
 	ok(sw_image_proc_parse("[1]", 3, "pc.json", &p, &e) == SW_EFORMAT && strstr(e.msg, "not an object"),
 	   "not an object: %s", e.msg);
+	const char *twin = "{\"crop_size\":{\"height\":224,\"height\":336}}";
+	ok(sw_image_proc_parse(twin, strlen(twin), "pc.json", &p, &e) == SW_EFORMAT &&
+	   strstr(e.msg, "pc.json: the name \"height\" appears twice in an object"),
+	   "a name twice, in a nested object: %s", e.msg);
 	ok(sw_image_proc_parse("{", 1, "pc.json", &p, &e) == SW_EFORMAT && strstr(e.msg, "pc.json: byte"),
 	   "not JSON: %s", e.msg);
 	ok(sw_image_proc_load("/nonexistent", &p, &e) == SW_EIO && strstr(e.msg, "/nonexistent/preprocessor_config.json"),

@@ -623,6 +623,10 @@ static void bad_files_(void)
 		{ "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,",
 		  "tokenizer.json" },
 		{ "[1,2]", "not a JSON object" },
+		/* a token twice in the vocabulary ("\u0061" is "a"): tokenizers keeps the last id, a lookup the first */
+		{ "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"decoder\":{\"type\":\"ByteLevel\"},"
+		  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"\\u0061\":2},\"merges\":[]}}",
+		  "tokenizer.json: the name \"a\" appears twice in an object" },
 	};
 	char dir[] = "/tmp/sw-tok-bad.XXXXXX";
 	if (!mkdtemp(dir)) {

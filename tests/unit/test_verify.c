@@ -181,6 +181,9 @@ int main(void)
 	is_int(reply_("{\"score\": \"1\"}", &s, &nn, names, sizeof names, why), SW_EFORMAT, "reply: a string score");
 	is_int(reply_("{}", &s, &nn, names, sizeof names, why), SW_EFORMAT, "reply: no score");
 	is_int(reply_("[1]", &s, &nn, names, sizeof names, why), SW_EFORMAT, "reply: not an object");
+	is_int(reply_("{\"score\": 1, \"violations\": [], \"sc\\u006fre\": 0}", &s, &nn, names, sizeof names, why),
+	       SW_EFORMAT, "reply: a name twice");
+	ok(!strcmp(why, "bad reply: the name 'score' appears twice in an object"), "reply: says which (%s)", why);
 	is_int(reply_("{\"score\": 1} {\"score\": 2}", &s, &nn, names, sizeof names, why), SW_EFORMAT, "reply: two objects");
 	is_int(reply_("", &s, &nn, names, sizeof names, why), SW_EFORMAT, "reply: empty");
 	is_int(reply_("{\"score\": 1, \"violations\": [1]}", &s, &nn, names, sizeof names, why), SW_EFORMAT,
