@@ -312,21 +312,13 @@ static int twin_fail_(sw_reader *r, const sw_mp_twin *t, bool json, uint64_t at)
 {
 	const uint8_t *k = t->key;
 	size_t kn = t->klen;
-	char shown[80], where[64];
-	size_t o = 0, i = 0;
+	char shown[84], where[64];
 	sw_val v;
 	int bad = t->kind == 'v' ? sw_val_decode(k, kn, &v) : 0;
 	if (t->kind == 's') {
-		/* quoted, its control characters, quotes and backslashes as \xHH; a long one
-		 * cut at a character's start */
-		shown[o++] = '"';
-		for (; i < kn && o < sizeof shown - 8; i++)
-			o += (size_t)(k[i] < 0x20 || k[i] == 0x7f || k[i] == '"' || k[i] == '\\'
-			                  ? snprintf(shown + o, sizeof shown - o, "\\x%02x", k[i])
-			                  : (shown[o] = (char)k[i], 1));
-		while (i < kn && (k[i] & 0xc0) == 0x80)
-			i--, o--;
-		snprintf(shown + o, sizeof shown - o, "%s\"", i < kn ? "..." : "");
+		shown[0] = '"';
+		sw_show_name(shown + 1, sizeof shown - 2, k, kn);
+		strcat(shown, "\"");
 	} else if (t->kind == 'b') {
 		snprintf(shown, sizeof shown, "(a bin of %zu bytes)", kn);
 	} else if (!bad && v.type == SW_T_UINT) {
