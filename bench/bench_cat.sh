@@ -9,8 +9,18 @@
 # CPU time); ratios are peer time / our time, so > 1 means sw-cat is faster.
 # Environment: SW_BENCH_BYTES (default 1G), SW_BENCH_JQ_BYTES (default 64M:
 # jq is slow, so the JSON comparisons use a smaller file, the same for both).
+# BEFORE=TREE (a checkout built with make): instead of the peers, that
+# checkout's sw-cat beside this one's on the msgpack pass-through and on JSON
+# Lines -> msgpack, ROUNDS rounds (default 5) of RUNS runs each taking turns,
+# medians of the rounds, now / before:
+#
+#   BEFORE=/tmp/old SW_BENCH_BYTES=256M sh bench/bench_cat.sh
 set -eu
 . "$(dirname "$0")/env.sh"
+if [ -n "${BEFORE:-}" ] && [ ! -x "$BEFORE/build/bin/sw-cat" ]; then
+	echo "bench_cat: $BEFORE/build/bin/sw-cat is missing (make in that checkout)" >&2
+	exit 1
+fi
 big=${SW_BENCH_BYTES:-1G}
 small=${SW_BENCH_JQ_BYTES:-64M}
 for t in hyperfine jq zstd; do
@@ -47,6 +57,33 @@ MMB=$(awk -v b="$mbytes" 'BEGIN { print b / 1e6 }')
 
 echo "Stream: $bytes bytes of msgpack ($(sw-cat -c "$d/big.msgpack") records); JSON comparisons on $jbytes bytes of JSON Lines."
 echo
+if [ -n "${BEFORE:-}" ]; then
+	# both builds' wall and cpu, ROUNDS rounds taking turns; the medians and now / before
+	old=$BEFORE/build/bin/sw-cat now=$(command -v sw-cat)
+	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); before: $old"
+	echo
+	echo "| what | before: wall, cpu (medians) | now: wall, cpu | now / before wall | now / before cpu |"
+	echo "|---|---|---|---|---|"
+	for what in msgpack json; do
+		case $what in
+		msgpack) in=$d/big.msgpack label="msgpack -> msgpack, $MB MB" ;;
+		json) in=$d/small.jsonl label="JSON Lines -> msgpack, $JMB MB" ;;
+		esac
+		: >"$d/b" && : >"$d/n"
+		r=0
+		while [ $r -lt "${ROUNDS:-5}" ]; do
+			t "$old $in >/dev/null" >>"$d/b"
+			t "$now $in >/dev/null" >>"$d/n"
+			r=$((r + 1))
+		done
+		med() { sort -g -k"$2" "$1" | awk -v k="$2" '{ v[NR] = $k } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+		awk -v w="$label" -v bw="$(med "$d/b" 1)" -v bc="$(med "$d/b" 2)" -v nw="$(med "$d/n" 1)" -v nc="$(med "$d/n" 2)" \
+			'BEGIN { printf "| %s | %.3f s, %.3f s | %.3f s, %.3f s | %.2f | %.2f |\n", w, bw, bc, nw, nc, nw / bw, nc / bc }'
+	done
+	echo
+	echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	exit 0
+fi
 echo "| what | sw-cat: wall median (rate), cpu mean | peer: wall median (rate), cpu mean | peer/ours wall | peer/ours cpu |"
 echo "|---|---|---|---|---|"
 a=$(t "sw-cat $d/big.msgpack | cat >/dev/null"); b=$(t "cat $d/big.msgpack | cat >/dev/null")
