@@ -116,12 +116,12 @@ static const uint8_t fixsize_[256] = {
 /*
  * sw_mp_skip, and with text (bad_at not NULL) the check that every str in
  * the value is UTF-8, in the same pass: a str is then no fixed-size value
- * to step over but a body to look at.  Inlined twice, so each loop is what
- * its caller needs.
+ * to step over but a body to look at; with maps not NULL, a count of the
+ * maps in the value.  Inlined into each caller, so each loop is what its
+ * caller needs.
  */
-static inline __attribute__((always_inline)) int skip_(const uint8_t *p, const uint8_t *end, size_t max,
-                                                      const uint8_t **next, size_t *bad_at,
-                        uint64_t *maps)
+static inline __attribute__((always_inline)) int
+skip_(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at, uint64_t *maps)
 {
 	const uint8_t *start = p;
 	uint64_t left = 1;
@@ -362,7 +362,11 @@ int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
 		bool map = (*p >= 0x80 && *p <= 0x8f) || *p == 0xde || *p == 0xdf;
 		f->left--;
 		p += hdr + body;
-		if (items) {
+		if (items && !map && !f->map) {
+			f->left += items; /* an array in an array: its items are the outer one's to walk */
+		} else if (items) {
+			if (nf > SW_MP_MAX_DEPTH)
+				return SW_ERANGE;
 			if (!grow_to_(&d->frames, &d->capf, nf + 1, sizeof(frame_)))
 				return SW_ENOMEM;
 			fr = d->frames;

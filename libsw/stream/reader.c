@@ -366,6 +366,8 @@ static int next_msgpack_(sw_reader *r, sw_rec *rec)
 			}
 			if (rc == SW_ENOMEM)
 				return fail_at_(r, rc, at, "out of memory");
+			if (rc == SW_ERANGE)
+				return fail_at_(r, SW_EFORMAT, at, "maps nest deeper than %d levels", SW_MP_MAX_DEPTH);
 			if (rc == 0) {
 				r->pos += (size_t)(next - p);
 				r->records++;
@@ -455,7 +457,8 @@ static int next_json_(sw_reader *r, sw_rec *rec)
 			if (rc == 1)
 				rc = twin_fail_(r, &twin, true, 0);
 			else if (rc)
-				rc = sw_fail(&r->err, rc, rc == SW_ENOMEM ? "out of memory" : "the record made of it is no msgpack");
+				rc = sw_fail(&r->err, rc == SW_ENOMEM ? rc : SW_EFORMAT, "%s",
+				             rc == SW_ENOMEM ? "out of memory" : "the record made of it is no msgpack");
 			if (rc)
 				return json_fail_(r, 0);
 		}

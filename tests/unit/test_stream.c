@@ -117,6 +117,24 @@ static void test_dupkeys(void)
 	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "2000 keys and one of them again");
 	ok(strstr(e.msg, "key \"k1234\" appears twice") != NULL, "%s", e.msg);
 	free(big);
+	/* maps nested deeper than SW_MP_MAX_DEPTH are refused (the walk keeps a frame a level);
+	 * arrays in arrays take none: a map under 10000 of them is still looked into */
+	big = malloc(1 << 16);
+	bn = 0;
+	big[bn++] = 0x81, big[bn++] = 0xa1, big[bn++] = 'x';
+	for (int i = 0; i < SW_MP_MAX_DEPTH + 2; i++)
+		big[bn++] = 0x81, big[bn++] = 0xa0;
+	big[bn++] = 0x80;
+	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "maps %d deep", SW_MP_MAX_DEPTH + 2);
+	ok(strstr(e.msg, "maps nest deeper than 256 levels") != NULL, "%s", e.msg);
+	bn = 0;
+	big[bn++] = 0x81, big[bn++] = 0xa1, big[bn++] = 'x';
+	for (int i = 0; i < 10000; i++)
+		big[bn++] = 0x91;
+	memcpy(big + bn, "\x82\xa1" "a\x01\xa1" "a\x02", 7), bn += 7;
+	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "a twin under 10000 arrays");
+	ok(strstr(e.msg, "key \"a\" appears twice") && strstr(e.msg, "again at byte 10007"), "%s", e.msg);
+	free(big);
 	/* JSON: an object with a name twice, written alike or not; the line of its record */
 	const char *js = "{\"a\":1}\n{\"id\":\"x\",\"reward\":1,\"reward\":0}\n";
 	is_int(read_all_(js, strlen(js), &n, &e), SW_EFORMAT, "JSON: a name twice");
