@@ -200,6 +200,12 @@ sys.stdout.write(chain([(e, list(f.items())) for e, f in json.loads(sys.argv[2])
 	run -1 sw-audit verify run
 	forge '[["run_start", {}]]' '2026-12-06T03:10:49.123Z' >run/audit.log
 	run -0 sw-audit verify run
+	# a name twice ("seq" 1, then 5): Python's json reads the last, a lookup here the first
+	forge '[["run_start", {"seq": "5"}]]' >run/audit.log
+	run -0 python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())["seq"])' run/audit.log
+	[ "$output" = 5 ]
+	run -1 --separate-stderr sw-audit verify run
+	[ "$stderr" = 'sw-audit: run/audit.log: record 1 (byte 0): the name "seq" appears twice in it, though its hash matches: forged' ]
 	# control bytes in a key and a value (the writer takes any UTF-8): shown as JSON, escaped
 	forge '[["run_start", {"k\u001b]0;x": "\"v\\u0007\"", "note": "\"\"", "ok": "\"plain\""}]]' >run/audit.log
 	run -0 sw-audit show run

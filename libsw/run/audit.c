@@ -477,6 +477,20 @@ static int check_line_(const char *p, size_t n, uint64_t want, const char *prev,
 		yyjson_doc_free(d);
 		return sw_fail(err, SW_EFORMAT, "not a JSON object, though its hash matches: forged");
 	}
+	/* the writer writes each name once; a twin reads as the first here, as the
+	 * last in Python's json: one signed line, two records */
+	const char *tw;
+	size_t twn;
+	int t = sw_json_twin(root, &tw, &twn);
+	if (t) {
+		char shown[80];
+		if (t == 1)
+			sw_show_name(shown, sizeof shown, tw, twn);
+		yyjson_doc_free(d);
+		return t == 1 ? sw_fail(err, SW_EFORMAT, "the name \"%s\" appears twice in it, though its hash "
+		                                         "matches: forged", shown)
+		              : sw_fail(err, t, "out of memory");
+	}
 	ln->doc = d;
 	yyjson_val *seq = yyjson_obj_get(root, "seq"), *pv = yyjson_obj_get(root, "prev");
 	yyjson_val *ev = yyjson_obj_get(root, "event"), *tm = yyjson_obj_get(root, "time");
