@@ -407,7 +407,13 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 			*next = v;
 			return SW_ETOOBIG;
 		}
-		rc = skip_(v, end, max - used, &q, &bad, &maps);
+		size_t fs = fixsize_[*v];
+		if (fs && fs <= (size_t)(end - v) && used + fs <= max) {
+			q = v + fs; /* a number, nil or a boolean: nothing to look into */
+			rc = 0;
+		} else {
+			rc = skip_(v, end, max - used, &q, &bad, &maps);
+		}
 		if (rc) {
 			if (rc == SW_EFORMAT && bad != SIZE_MAX)
 				*bad_at = used + bad;
