@@ -364,9 +364,11 @@ int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
 		p += hdr + body;
 		if (items && !map && !f->map) {
 			f->left += items; /* an array in an array: its items are the outer one's to walk */
-		} else if (items) {
-			if (nf > SW_MP_MAX_DEPTH)
+		} else if (items || map) {
+			if (nf >= SW_MP_MAX_DEPTH) /* a record's map and 255 levels in it, as JSON's 256 */
 				return SW_ERANGE;
+			if (!items)
+				continue; /* an empty map: no keys, no frame */
 			if (!grow_to_(&d->frames, &d->capf, nf + 1, sizeof(frame_)))
 				return SW_ENOMEM;
 			fr = d->frames;

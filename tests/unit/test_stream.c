@@ -117,16 +117,19 @@ static void test_dupkeys(void)
 	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "2000 keys and one of them again");
 	ok(strstr(e.msg, "key \"k1234\" appears twice") != NULL, "%s", e.msg);
 	free(big);
-	/* maps nested deeper than SW_MP_MAX_DEPTH are refused (the walk keeps a frame a level);
-	 * arrays in arrays take none: a map under 10000 of them is still looked into */
+	/* maps nested deeper than SW_MP_MAX_DEPTH, the record's counted, are refused (the walk
+	 * keeps a frame a level); arrays in arrays take none: a map under 10000 of them is
+	 * still looked into */
 	big = malloc(1 << 16);
-	bn = 0;
-	big[bn++] = 0x81, big[bn++] = 0xa1, big[bn++] = 'x';
-	for (int i = 0; i < SW_MP_MAX_DEPTH + 2; i++)
-		big[bn++] = 0x81, big[bn++] = 0xa0;
-	big[bn++] = 0x80;
-	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "maps %d deep", SW_MP_MAX_DEPTH + 2);
+	for (int deep = SW_MP_MAX_DEPTH; deep <= SW_MP_MAX_DEPTH + 1; deep++) {
+		bn = 0;
+		for (int i = 0; i < deep - 1; i++) /* {"": {"": ... {}}}: deep maps, the record one of them */
+			big[bn++] = 0x81, big[bn++] = 0xa0;
+		big[bn++] = 0x80;
+		is_int(read_all_(big, bn, &n, &e), deep > SW_MP_MAX_DEPTH ? SW_EFORMAT : 0, "maps %d deep", deep);
+	}
 	ok(strstr(e.msg, "maps nest deeper than 256 levels") != NULL, "%s", e.msg);
+	bn = 0;
 	bn = 0;
 	big[bn++] = 0x81, big[bn++] = 0xa1, big[bn++] = 'x';
 	for (int i = 0; i < 10000; i++)
