@@ -9,7 +9,9 @@
 # with `tokenizers`, vocabulary 32000: Llama 3's pre-tokenizer (Split regex +
 # ByteLevel) and Qwen2's (NFC + Split regex + ByteLevel).  Each is timed
 # encoding the corpus as one text, and line by line (one call per line, as
-# prompts are encoded); medians of RUNS (default 5) runs, load not timed.
+# prompts are encoded); medians of RUNS (default 5) runs.  Loading
+# tokenizer.json is timed apart (median of RUNS loads a side: libsw's
+# sw_tokenizer_load, tokenizers' Tokenizer.from_file).
 # The ids of both sides are compared (count and hash) and must be the same.
 # Ratio = our MB/s / theirs, so > 1 means we are faster; by wall time and by
 # CPU time (the steadier of the two on a shared machine).
@@ -59,7 +61,11 @@ peer() { # dir mode
 	RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false python3 - "$1" "$d/corpus.txt" "$runs" "$2" <<'EOF'
 import statistics, sys, time
 from tokenizers import Tokenizer
-tok = Tokenizer.from_file(sys.argv[1] + "/tokenizer.json")
+loads = []
+for r in range(int(sys.argv[3])):
+    t0 = time.perf_counter()
+    tok = Tokenizer.from_file(sys.argv[1] + "/tokenizer.json")
+    loads.append(time.perf_counter() - t0)
 raw = open(sys.argv[2], "rb").read()
 text = raw.decode("utf-8")
 parts = text.splitlines(keepends=True) if sys.argv[4] == "lines" else [text]
@@ -76,16 +82,16 @@ for seq in ids:
         h = ((h ^ i) * 0x100000001b3) & 0xffffffffffffffff
     n += len(seq)
 med, cmed = statistics.median(secs), statistics.median(cpus)
-print("seconds=%.6f mbps=%.3f cpu_mbps=%.3f ids=%d hash=%016x" % (med, len(raw) / 1e6 / med,
-      len(raw) / 1e6 / cmed, n, h))
+print("seconds=%.6f mbps=%.3f cpu_mbps=%.3f ids=%d hash=%016x load_ms=%.3f" % (med, len(raw) / 1e6 / med,
+      len(raw) / 1e6 / cmed, n, h, statistics.median(loads) * 1e3))
 EOF
 }
 get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
 echo "Corpus: $bytes bytes ($(wc -l <"$d/corpus.txt") lines); vocabulary 32000; tokenizers $(python3 -c 'import tokenizers; print(tokenizers.__version__)'); one thread; median of $runs runs."
 echo
-echo "| tokenizer, input | libsw: MB/s wall (cpu) | tokenizers: MB/s wall (cpu) | ratio wall | ratio cpu | ids identical |"
-echo "|---|---|---|---|---|---|"
+echo "| tokenizer, input | libsw: MB/s wall (cpu) | tokenizers: MB/s wall (cpu) | ratio wall | ratio cpu | ids identical | loading tokenizer.json, ms: libsw / tokenizers |"
+echo "|---|---|---|---|---|---|---|"
 for name in llama3 qwen2; do
 	for mode in text lines; do
 		a=$(SW_THREADS=1 OMP_NUM_THREADS=1 "$B/bench/tokenizer_bench" "$d/$name" "$d/corpus.txt" "$runs" "$mode")
@@ -94,8 +100,8 @@ for name in llama3 qwen2; do
 		[ "$(get "$a" ids) $(get "$a" hash)" = "$(get "$b" ids) $(get "$b" hash)" ] && same="yes ($(get "$a" ids) ids)"
 		awk -v w="$name, $([ "$mode" = text ] && echo "one text" || echo "line by line")" \
 		    -v a="$(get "$a" mbps)" -v b="$(get "$b" mbps)" -v ac="$(get "$a" cpu_mbps)" \
-		    -v bc="$(get "$b" cpu_mbps)" -v s="$same" \
-		    'BEGIN { printf "| %s | %.2f (%.2f) | %.2f (%.2f) | %.2f | %.2f | %s |\n", w, a, ac, b, bc, a / b, ac / bc, s }'
+		    -v bc="$(get "$b" cpu_mbps)" -v s="$same" -v al="$(get "$a" load_ms)" -v bl="$(get "$b" load_ms)" \
+		    'BEGIN { printf "| %s | %.2f (%.2f) | %.2f (%.2f) | %.2f | %.2f | %s | %.1f / %.1f |\n", w, a, ac, b, bc, a / b, ac / bc, s, al, bl }'
 		[ "$same" != no ] || { echo "bench_tokenizer: $name ($mode): ids differ: ours $a, theirs $b" >&2; exit 1; }
 	done
 done
