@@ -283,9 +283,10 @@ static void f32_(const sw_gemm *g, bool inside, int ta, int tb, int M, int N, in
 		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* The length of a chunk of span whose chunk / other elements of B at most
- * (at least 16), the chunks as even as that allows, each a multiple of 16
- * long (a column chunk starts on a cache line where B does) but the last. */
+/* The length along span of a chunk of B holding at most chunk elements
+ * (chunk / other along span, and at least 16), the chunks as even as that
+ * allows, each a multiple of 16 long (a column chunk starts on a cache line
+ * where B does) but the last. */
 static int chunk_len_(int span, int other, size_t chunk)
 {
 	size_t most = chunk / (size_t)other / 16 * 16;
