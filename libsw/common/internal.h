@@ -64,8 +64,7 @@ int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint
  */
 #define SW_MP_MAX_DEPTH 256
 typedef struct sw_mp_dups {
-	void *frames, *keys, *top;
-	size_t capf, capk, capt;
+	sw_buf frames, keys, top;
 } sw_mp_dups;
 typedef struct sw_mp_twin {
 	size_t at;
@@ -74,6 +73,18 @@ typedef struct sw_mp_twin {
 	char kind;
 } sw_mp_twin;
 int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t);
+/* A key as it reads (the msgpack walk's and the JSON files' check share it):
+ * b[0..n) a str's or bin's bytes, or another value's encoding; iv an
+ * integer's value (kind 'u' >= 0, 'i' < 0, as uint64); off where it is;
+ * kind 's', 'b', 'u', 'i' or 'v'.  sw_key_twin: the later of two equal keys
+ * among k[0..n) (k may be reordered), or NULL. */
+typedef struct sw_key {
+	const uint8_t *b;
+	uint64_t n, iv;
+	size_t off;
+	uint8_t kind;
+} sw_key;
+const sw_key *sw_key_twin(sw_key *k, size_t n);
 int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next,
                       size_t *bad_at, sw_mp_twin *t);
 void sw_mp_dups_release(sw_mp_dups *d);

@@ -563,86 +563,36 @@ int sw_json_to_mp(sw_json_parser *jp, const char *text, size_t n, size_t *used,
 
 /* ---- names twice in an object ---- */
 
-typedef struct jkey_ {
-	const char *s;
-	size_t n;
-} jkey_;
-
-static int jkey_cmp_(const void *x, const void *y)
-{
-	const jkey_ *a = x, *b = y;
-	size_t n = a->n < b->n ? a->n : b->n;
-	int c = memcmp(a->s, b->s, n);
-	return c ? c : a->n < b->n ? -1 : a->n > b->n;
-}
-
 int sw_json_twin(struct yyjson_val *root, const char **name, size_t *len)
 {
-	yyjson_val **st = NULL;
-	jkey_ *ks = NULL;
-	size_t nst = 0, cst = 0, cks = 0;
+	/* the containers still to look into, and an object's names (sw_key, as msgpack's) */
+	sw_buf st = { 0 }, ks = { 0 };
 	int rc = 0;
-	if (yyjson_is_ctn(root)) {
-		if (!(st = malloc(16 * sizeof *st)))
-			return SW_ENOMEM;
-		cst = 16;
-		st[nst++] = root;
-	}
-	while (nst && !rc) {
-		yyjson_val *v = st[--nst];
-		size_t n = yyjson_get_len(v), i, max;
-		size_t need = nst + n;
-		if (need > cst) {
-			size_t c = cst;
-			while (c < need)
-				c *= 2;
-			yyjson_val **q = realloc(st, c * sizeof *st);
-			if (!q) {
-				rc = SW_ENOMEM;
-				break;
-			}
-			st = q, cst = c;
-		}
+	if (yyjson_is_ctn(root) && sw_buf_put(&st, &root, sizeof root))
+		return SW_ENOMEM;
+	while (st.len && !rc) {
+		yyjson_val *v = ((yyjson_val **)st.p)[st.len / sizeof v - 1], *k, *e;
+		size_t i, max;
+		st.len -= sizeof v;
+		ks.len = 0;
 		if (yyjson_is_arr(v)) {
-			yyjson_val *e;
-			yyjson_arr_foreach(v, i, max, e) if (yyjson_is_ctn(e)) st[nst++] = e;
+			yyjson_arr_foreach(v, i, max, e) if (yyjson_is_ctn(e) && sw_buf_put(&st, &e, sizeof e)) rc = SW_ENOMEM;
 			continue;
 		}
-		if (n > cks) {
-			jkey_ *q = realloc(ks, n * sizeof *ks);
-			if (!q) {
-				rc = SW_ENOMEM;
-				break;
-			}
-			ks = q, cks = n;
-		}
-		yyjson_val *k, *e;
 		yyjson_obj_foreach(v, i, max, k, e) {
-			ks[i] = (jkey_){ yyjson_get_str(k), yyjson_get_len(k) };
-			if (yyjson_is_ctn(e))
-				st[nst++] = e;
+			sw_key key = { (const uint8_t *)yyjson_get_str(k), yyjson_get_len(k), 0, i, 's' };
+			if (sw_buf_put(&ks, &key, sizeof key) || (yyjson_is_ctn(e) && sw_buf_put(&st, &e, sizeof e)))
+				rc = SW_ENOMEM;
 		}
-		/* few names pair by pair; many (a tokenizer's vocabulary) sorted */
-		const jkey_ *t = NULL;
-		if (n <= 16) {
-			for (size_t j = 1; j < n && !t; j++)
-				for (size_t a = 0; a < j && !t; a++)
-					if (!jkey_cmp_(&ks[a], &ks[j]))
-						t = &ks[j];
-		} else {
-			qsort(ks, n, sizeof *ks, jkey_cmp_);
-			for (size_t j = 1; j < n && !t; j++)
-				if (!jkey_cmp_(&ks[j - 1], &ks[j]))
-					t = &ks[j];
-		}
+		const sw_key *t = rc ? NULL : sw_key_twin((sw_key *)ks.p, ks.len / sizeof(sw_key));
 		if (t) {
-			*name = t->s;
-			*len = t->n;
+			*name = (const char *)t->b;
+			*len = (size_t)t->n;
 			rc = 1;
 		}
 	}
-	free(st);
-	free(ks);
+	sw_buf_release(&st);
+	sw_buf_release(&ks);
 	return rc;
 }
 

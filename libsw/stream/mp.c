@@ -202,23 +202,13 @@ int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint
 
 /* ---- keys that appear twice in a map ---- */
 
-/* A key as it reads: a str's or bin's bytes, an integer's value, any other
- * value's encoding. */
-typedef struct key_ {
-	const uint8_t *b;
-	uint64_t n;   /* bytes at b */
-	uint64_t iv;  /* an integer's value (kind 'u': >= 0, 'i': < 0, as uint64) */
-	size_t off;   /* where the key starts, from the value's first byte */
-	uint8_t kind; /* 's' str, 'b' bin, 'u', 'i' integers, 'v' another value */
-} key_;
-
 typedef struct frame_ {
 	uint64_t left; /* values still to come: a map's keys and values both */
 	size_t kstart; /* a map's first key in the key list */
 	bool map;
 } frame_;
 
-static int key_cmp_(const key_ *a, const key_ *b)
+static int key_cmp_(const sw_key *a, const sw_key *b)
 {
 	if (a->kind != b->kind)
 		return a->kind < b->kind ? -1 : 1;
@@ -231,15 +221,14 @@ static int key_cmp_(const key_ *a, const key_ *b)
 
 static int key_sort_(const void *x, const void *y)
 {
-	const key_ *a = x, *b = y;
+	const sw_key *a = x, *b = y;
 	int c = key_cmp_(a, b);
 	return c ? c : a->off < b->off ? -1 : a->off > b->off;
 }
 
-/* The later of two equal keys among k[0..n), or NULL; k may be reordered.
- * Few keys (a record's fields) are compared pair by pair; many are sorted,
+/* Few keys (a record's fields) are compared pair by pair; many are sorted,
  * so a map of a million keys costs n log n, not n^2. */
-static const key_ *twin_(key_ *k, size_t n)
+const sw_key *sw_key_twin(sw_key *k, size_t n)
 {
 	if (n <= 16) {
 		for (size_t j = 1; j < n; j++)
@@ -255,26 +244,17 @@ static const key_ *twin_(key_ *k, size_t n)
 	return NULL;
 }
 
-/* k describes the key whose header is at p (hdr, body from head_). */
-static void key_read_(key_ *k, const uint8_t *p, size_t hdr, uint64_t body)
+/* The key whose header is at p (hdr, body from head_), off bytes into the value. */
+static sw_key key_read_(const uint8_t *p, size_t hdr, uint64_t body, size_t off)
 {
 	uint8_t c = *p;
-	k->iv = 0;
-	if ((c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb) || (c >= 0xc4 && c <= 0xc6)) {
-		k->kind = c >= 0xc4 && c <= 0xc6 ? 'b' : 's';
-		k->b = p + hdr;
-		k->n = body;
-		return;
-	}
-	k->b = p;
-	k->n = hdr + body;
-	k->kind = 'v';
+	if ((c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb) || (c >= 0xc4 && c <= 0xc6))
+		return (sw_key){ p + hdr, body, 0, off, c >= 0xc4 && c <= 0xc6 ? 'b' : 's' };
+	if (c <= 0x7f || (c >= 0xcc && c <= 0xcf))
+		return (sw_key){ p, hdr + body,
+			         c <= 0x7f ? c : c == 0xcc ? p[1] : c == 0xcd ? be16(p + 1) : c == 0xce ? be32(p + 1) : be64(p + 1),
+			         off, 'u' };
 	int64_t s;
-	if (c <= 0x7f || (c >= 0xcc && c <= 0xcf)) {
-		k->kind = 'u';
-		k->iv = c <= 0x7f ? c : c == 0xcc ? p[1] : c == 0xcd ? be16(p + 1) : c == 0xce ? be32(p + 1) : be64(p + 1);
-		return;
-	}
 	if (c >= 0xe0)
 		s = (int8_t)c;
 	else if (c == 0xd0)
@@ -286,45 +266,30 @@ static void key_read_(key_ *k, const uint8_t *p, size_t hdr, uint64_t body)
 	else if (c == 0xd3)
 		s = (int64_t)be64(p + 1);
 	else
-		return;
-	k->kind = s < 0 ? 'i' : 'u';
-	k->iv = (uint64_t)s;
+		return (sw_key){ p, hdr + body, 0, off, 'v' };
+	return (sw_key){ p, hdr + body, (uint64_t)s, off, s < 0 ? 'i' : 'u' };
 }
 
-static bool grow_to_(void **p, size_t *cap, size_t n, size_t size)
+static void twin_out_(sw_mp_twin *t, const sw_key *k)
 {
-	if (n <= *cap)
-		return true;
-	size_t c = *cap ? *cap : 16;
-	while (c < n)
-		c *= 2;
-	void *q = realloc(*p, c * size);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = c;
-	return true;
-}
-
-/* t from key k, its offset moved by base. */
-static void twin_out_(sw_mp_twin *t, const key_ *k, size_t base)
-{
-	t->at = base + k->off;
+	t->at = k->off;
 	t->key = k->b;
 	t->klen = (size_t)k->n;
 	t->kind = k->kind == 's' || k->kind == 'b' ? (char)k->kind : 'v';
 }
 
+/* The last element of an array of type kept in a sw_buf. */
+#define TOP_(b, type) ((type *)(b)->p + (b)->len / sizeof(type) - 1)
+
 int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
 {
 	const uint8_t *start = p, *end = p + n;
-	size_t nf = 0, nk = 0;
-	if (!grow_to_(&d->frames, &d->capf, 1, sizeof(frame_)))
+	sw_buf *fr = &d->frames, *ks = &d->keys;
+	fr->len = ks->len = 0;
+	if (sw_buf_put(fr, &(frame_){ .left = 1 }, sizeof(frame_)))
 		return SW_ENOMEM;
-	frame_ *fr = d->frames;
-	fr[nf++] = (frame_){ .left = 1 };
-	while (nf) {
-		frame_ *f = &fr[nf - 1];
+	while (fr->len) {
+		frame_ *f = TOP_(fr, frame_);
 		if (!f->map) { /* an array's runs of numbers: stepped over as sw_mp_skip does */
 			uint64_t left = f->left;
 			size_t fs;
@@ -337,15 +302,15 @@ int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
 		}
 		if (!f->left) {
 			if (f->map) {
-				key_ *ks = (key_ *)d->keys + f->kstart;
-				const key_ *tw = twin_(ks, nk - f->kstart);
+				size_t nk = ks->len / sizeof(sw_key);
+				const sw_key *tw = sw_key_twin((sw_key *)ks->p + f->kstart, nk - f->kstart);
 				if (tw) {
-					twin_out_(t, tw, 0);
+					twin_out_(t, tw);
 					return 1;
 				}
-				nk = f->kstart;
+				ks->len = f->kstart * sizeof(sw_key);
 			}
-			nf--;
+			fr->len -= sizeof(frame_);
 			continue;
 		}
 		size_t hdr;
@@ -353,11 +318,9 @@ int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
 		if (p >= end || head_(p, end, &hdr, &body, &items) || body > (uint64_t)(end - p) - hdr)
 			return SW_EFORMAT; /* not a value sw_mp_skip took */
 		if (f->map && f->left % 2 == 0) {
-			if (!grow_to_(&d->keys, &d->capk, nk + 1, sizeof(key_)))
+			sw_key k = key_read_(p, hdr, body, (size_t)(p - start));
+			if (sw_buf_put(ks, &k, sizeof k))
 				return SW_ENOMEM;
-			key_ *k = (key_ *)d->keys + nk++;
-			key_read_(k, p, hdr, body);
-			k->off = (size_t)(p - start);
 		}
 		bool map = (*p >= 0x80 && *p <= 0x8f) || *p == 0xde || *p == 0xdf;
 		f->left--;
@@ -365,14 +328,13 @@ int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
 		if (items && !map && !f->map) {
 			f->left += items; /* an array in an array: its items are the outer one's to walk */
 		} else if (items || map) {
-			if (nf >= SW_MP_MAX_DEPTH) /* a record's map and 255 levels in it, as JSON's 256 */
+			/* a record's map and 255 levels in it, as JSON's 256 */
+			if (fr->len / sizeof(frame_) >= SW_MP_MAX_DEPTH)
 				return SW_ERANGE;
-			if (!items)
-				continue; /* an empty map: no keys, no frame */
-			if (!grow_to_(&d->frames, &d->capf, nf + 1, sizeof(frame_)))
+			/* (an empty map: no keys, no frame) */
+			frame_ nf = { .left = items, .kstart = ks->len / sizeof(sw_key), .map = map };
+			if (items && sw_buf_put(fr, &nf, sizeof nf))
 				return SW_ENOMEM;
-			fr = d->frames;
-			fr[nf++] = (frame_){ .left = items, .kstart = nk, .map = map };
 		}
 	}
 	return 0;
@@ -400,7 +362,7 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 	 * does (runs of numbers at memory speed); a value holding a map is walked
 	 * again for its keys, the rest never. */
 	const uint8_t *q = p + hdr;
-	size_t nk = 0;
+	d->top.len = 0;
 	for (uint64_t i = 0; i < items; i++) {
 		const uint8_t *v = q;
 		size_t used = (size_t)(v - start), bad = SIZE_MAX;
@@ -429,22 +391,20 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 			return rc;
 		}
 		if (i % 2 == 0) {
-			if (!grow_to_(&d->top, &d->capt, nk + 1, sizeof(key_))) {
-				*next = v;
-				return SW_ENOMEM;
-			}
-			key_ *k = (key_ *)d->top + nk++;
 			size_t kh;
 			uint64_t kb, ki;
 			head_(v, end, &kh, &kb, &ki);
-			key_read_(k, v, kh, kb);
-			k->off = used;
+			sw_key k = key_read_(v, kh, kb, used);
+			if (sw_buf_put(&d->top, &k, sizeof k)) {
+				*next = v;
+				return SW_ENOMEM;
+			}
 		}
 	}
 	*next = q;
-	const key_ *tw = twin_(d->top, nk);
+	const sw_key *tw = sw_key_twin((sw_key *)d->top.p, d->top.len / sizeof(sw_key));
 	if (tw) {
-		twin_out_(t, tw, 0);
+		twin_out_(t, tw);
 		return 1;
 	}
 	return 0;
@@ -452,10 +412,9 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 
 void sw_mp_dups_release(sw_mp_dups *d)
 {
-	free(d->frames);
-	free(d->keys);
-	free(d->top);
-	*d = (sw_mp_dups){ 0 };
+	sw_buf_release(&d->frames);
+	sw_buf_release(&d->keys);
+	sw_buf_release(&d->top);
 }
 
 int sw_val_decode(const void *vp, size_t n, sw_val *v)

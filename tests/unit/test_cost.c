@@ -265,26 +265,27 @@ static void test_config(void)
 	const char *bad = "{\"model_type\":\"qwen2_vl\",\"intermediate_size\":128}";
 	write_("vl/config.json", bad, strlen(bad));
 	ok(!sw_cost_model_load(sub, &e) && strstr(e.msg, "no field 'hidden_size'"), "a missing size is named: %s", e.msg);
-	/* sizes past the bounds are refused, naming the field (once clamped, or inf coefficients) */
-	const char *huge = "{\"model_type\":\"mistral\",\"hidden_size\":1e300,\"intermediate_size\":128,"
-	                   "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300}";
-	write_("vl/config.json", huge, strlen(huge));
-	ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT &&
-	           strstr(e.msg, "/config.json: field 'hidden_size' is 1e+300, not a size from 1 to 2^32"),
-	   "a size past 2^32: %s", e.msg);
-	const char *wide = "{\"model_type\":\"qwen2_vl\",\"hidden_size\":64,\"intermediate_size\":128,"
-	                   "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300,"
-	                   "\"vision_config\":{\"patch_size\":2000000}}";
-	write_("vl/config.json", wide, strlen(wide));
-	ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT &&
-	           strstr(e.msg, "/config.json: vision_config: field 'patch_size' is 2e+06, more than 1048576"),
-	   "a patch past 2^20: %s", e.msg);
-	const char *twin = "{\"model_type\":\"mistral\",\"hidden_size\":64,\"intermediate_size\":128,"
-	                   "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300,\"hidden_size\":4096}";
-	write_("vl/config.json", twin, strlen(twin));
-	ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT &&
-	           strstr(e.msg, "/config.json: the name \"hidden_size\" appears twice in an object"),
-	   "a field twice: %s", e.msg);
+	/* sizes past the bounds are refused, naming the field (once clamped, or inf coefficients);
+	 * a field twice is refused, naming it */
+	static const struct {
+		const char *text, *want, *what;
+	} bads[] = {
+		{ "{\"model_type\":\"mistral\",\"hidden_size\":1e300,\"intermediate_size\":128,"
+		  "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300}",
+		  "/config.json: field 'hidden_size' is 1e+300, not a size from 1 to 2^32", "a size past 2^32" },
+		{ "{\"model_type\":\"qwen2_vl\",\"hidden_size\":64,\"intermediate_size\":128,"
+		  "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300,"
+		  "\"vision_config\":{\"patch_size\":2000000}}",
+		  "/config.json: vision_config: field 'patch_size' is 2e+06, more than 1048576", "a patch past 2^20" },
+		{ "{\"model_type\":\"mistral\",\"hidden_size\":64,\"intermediate_size\":128,"
+		  "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300,\"hidden_size\":4096}",
+		  "/config.json: the name \"hidden_size\" appears twice in an object", "a field twice" },
+	};
+	for (size_t b = 0; b < sizeof bads / sizeof *bads; b++) {
+		write_("vl/config.json", bads[b].text, strlen(bads[b].text));
+		ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT && strstr(e.msg, bads[b].want), "%s: %s",
+		   bads[b].what, e.msg);
+	}
 	write_("vl/config.json", "{nope", 5);
 	ok(!sw_cost_model_load(sub, &e) && e.code == SW_EFORMAT, "bad JSON: %s", e.msg);
 	ok(!sw_cost_model_load("/no/such/dir", &e) && e.code == SW_EIO, "no config.json: %s", e.msg);
