@@ -162,6 +162,27 @@ two_jsonl() {
 	[ "$stderr" = "sw-sort: dup.jsonl: line 2, column 1: key \"math\" appears twice in an object: readers keep different ones (Python's msgpack and jq the last), so the record is refused" ]
 }
 
+@test "values nested deeper than 256 levels are refused: no JSON could be written of them" {
+	# {"x":1}, then {"a":[[...[1]...]]} with 1100 arrays: Python's msgpack refuses it too
+	/usr/bin/python3 -c 'import sys; sys.stdout.buffer.write(b"\x81\xa1x\x01\x81\xa1a" + b"\x91" * 1100 + b"\x01")' >deep.msgpack
+	run -0 /usr/bin/python3 -c 'import msgpack, sys
+try:
+    list(msgpack.Unpacker(open(sys.argv[1], "rb")))
+except msgpack.StackError:
+    print("StackError")' deep.msgpack
+	[ "$output" = StackError ]
+	run -1 --separate-stderr sw-cat deep.msgpack
+	[ "$output" = "$(printf '\x81\xa1x\x01')" ]
+	[ "$stderr" = "sw-cat: deep.msgpack: record 2 (byte 4): values nest deeper than 256 levels" ]
+	# 255 arrays in the record's map: 256 levels, read, written as JSON and back
+	/usr/bin/python3 -c 'import sys; sys.stdout.buffer.write(b"\x81\xa1a" + b"\x91" * 255 + b"\x01")' >ok.msgpack
+	run -0 --separate-stderr sw-cat -f json ok.msgpack
+	[ "$output" = "{\"a\":$(printf '[%.0s' $(seq 255))1$(printf ']%.0s' $(seq 255))}" ]
+	[ "$stderr" = "" ]
+	printf '%s\n' "$output" | sw-cat >back.msgpack
+	cmp back.msgpack ok.msgpack
+}
+
 @test "a JSON record that is a \$ form of a scalar is not a map" {
 	printf '{"x":1}\n{"$str":""}\n' >form.jsonl
 	run -1 --separate-stderr sw-cat -f json form.jsonl

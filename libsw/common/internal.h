@@ -54,13 +54,14 @@ int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint
  *
  * sw_mp_dupkey: whether a map anywhere in the value p[0..n) (one that
  * sw_mp_skip took whole) holds a key twice: 0 no, 1 yes (t filled),
- * SW_EFORMAT (bytes that are not such a value), SW_ERANGE (maps, or arrays
- * in maps, nested deeper than SW_MP_MAX_DEPTH: the walk keeps a frame a
- * level, and Python's msgpack reads no deeper than 1024), SW_ENOMEM.
+ * SW_EFORMAT (bytes that are not such a value), SW_ERANGE (arrays and maps
+ * nested deeper than SW_MP_MAX_DEPTH, the level the value is at counted as
+ * one: the walk keeps a frame a level, JSON's readers and writers here stop
+ * at 256 levels and Python's msgpack reads no deeper than 1024), SW_ENOMEM.
  * sw_mp_scan_record: sw_mp_skip_utf8 of the record at p, the same returns,
  * and 1 (t filled, *next past the value holding the twin) where a map in it
  * holds a key twice; in one pass over the bytes but for the values that hold
- * a map, which are walked again.
+ * a map or SW_MP_MAX_DEPTH arrays and maps, which are walked again.
  */
 #define SW_MP_MAX_DEPTH 256
 typedef struct sw_mp_dups {

@@ -118,10 +118,12 @@ static const uint8_t fixsize_[256] = {
  * the value is UTF-8, in the same pass: a str is then no fixed-size value
  * to step over but a body to look at; with maps not NULL, a count of the
  * maps in the value.  Inlined into each caller, so each loop is what its
- * caller needs.
+ * caller needs.  With boxes not NULL, a count of the value's arrays and maps
+ * (empty ones too, the value's own counted): a bound on how deep they nest.
  */
 static inline __attribute__((always_inline)) int
-skip_(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at, uint64_t *maps)
+skip_(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at, uint64_t *maps,
+      uint64_t *boxes)
 {
 	const uint8_t *start = p;
 	uint64_t left = 1;
@@ -171,6 +173,8 @@ skip_(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, si
 		}
 		if (maps && ((*p & 0xf0) == 0x80 || *p == 0xde || *p == 0xdf))
 			(*maps)++;
+		if (boxes && ((*p & 0xe0) == 0x80 || (*p >= 0xdc && *p <= 0xdf)))
+			(*boxes)++;
 		size_t bad;
 		if (bad_at && ((*p & 0xe0) == 0xa0 || (*p >= 0xd9 && *p <= 0xdb)) &&
 		    sw_utf8_check(p + hdr, (size_t)body, &bad)) {
@@ -191,13 +195,13 @@ skip_(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, si
 
 int sw_mp_skip(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next)
 {
-	return skip_(p, end, max, next, NULL, NULL);
+	return skip_(p, end, max, next, NULL, NULL, NULL);
 }
 
 int sw_mp_skip_utf8(const uint8_t *p, const uint8_t *end, size_t max, const uint8_t **next, size_t *bad_at)
 {
 	*bad_at = SIZE_MAX;
-	return skip_(p, end, max, next, bad_at, NULL);
+	return skip_(p, end, max, next, bad_at, NULL, NULL);
 }
 
 /* ---- keys that appear twice in a map ---- */
@@ -323,15 +327,14 @@ int sw_mp_dupkey(sw_mp_dups *d, const uint8_t *p, size_t n, sw_mp_twin *t)
 				return SW_ENOMEM;
 		}
 		bool map = (*p >= 0x80 && *p <= 0x8f) || *p == 0xde || *p == 0xdf;
+		bool box = map || (*p >= 0x90 && *p <= 0x9f) || *p == 0xdc || *p == 0xdd;
 		f->left--;
 		p += hdr + body;
-		if (items && !map && !f->map) {
-			f->left += items; /* an array in an array: its items are the outer one's to walk */
-		} else if (items || map) {
+		if (box) {
 			/* a record's map and 255 levels in it, as JSON's 256 */
 			if (fr->len / sizeof(frame_) >= SW_MP_MAX_DEPTH)
 				return SW_ERANGE;
-			/* (an empty map: no keys, no frame) */
+			/* (an empty one: nothing in it, no frame) */
 			frame_ nf = { .left = items, .kstart = ks->len / sizeof(sw_key), .map = map };
 			if (items && sw_buf_put(fr, &nf, sizeof nf))
 				return SW_ENOMEM;
@@ -352,7 +355,7 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 		return SW_ETRUNC;
 	}
 	if (!((*p >= 0x80 && *p <= 0x8f) || *p == 0xde || *p == 0xdf))
-		return skip_(p, end, max, next, bad_at, NULL); /* not a map: no keys of its own */
+		return skip_(p, end, max, next, bad_at, NULL, NULL); /* not a map: no keys of its own */
 	int rc = head_(p, end, &hdr, &body, &items);
 	if (rc || items > max) {
 		*next = p;
@@ -360,13 +363,14 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 	}
 	/* The map's keys and values one by one, each scanned whole as sw_mp_skip_utf8
 	 * does (runs of numbers at memory speed); a value holding a map is walked
-	 * again for its keys, the rest never. */
+	 * again for its keys, one of SW_MP_MAX_DEPTH arrays and maps for its depth,
+	 * the rest never. */
 	const uint8_t *q = p + hdr;
 	d->top.len = 0;
 	for (uint64_t i = 0; i < items; i++) {
 		const uint8_t *v = q;
 		size_t used = (size_t)(v - start), bad = SIZE_MAX;
-		uint64_t maps = 0;
+		uint64_t maps = 0, boxes = 0;
 		if (used > max) {
 			*next = v;
 			return SW_ETOOBIG;
@@ -376,7 +380,7 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 			q = v + fs; /* a number, nil or a boolean: nothing to look into */
 			rc = 0;
 		} else {
-			rc = skip_(v, end, max - used, &q, &bad, &maps);
+			rc = skip_(v, end, max - used, &q, &bad, &maps, &boxes);
 		}
 		if (rc) {
 			if (rc == SW_EFORMAT && bad != SIZE_MAX)
@@ -384,7 +388,9 @@ int sw_mp_scan_record(sw_mp_dups *d, const uint8_t *p, const uint8_t *end, size_
 			*next = q;
 			return rc;
 		}
-		if (maps && (rc = sw_mp_dupkey(d, v, (size_t)(q - v), t)) != 0) {
+		/* boxes bound the value's depth: below the record's map, it is
+		 * deeper than the limit only with SW_MP_MAX_DEPTH of them */
+		if ((maps || boxes >= SW_MP_MAX_DEPTH) && (rc = sw_mp_dupkey(d, v, (size_t)(q - v), t)) != 0) {
 			if (rc == 1)
 				t->at += used;
 			*next = q;

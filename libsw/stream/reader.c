@@ -367,7 +367,7 @@ static int next_msgpack_(sw_reader *r, sw_rec *rec)
 			if (rc == SW_ENOMEM)
 				return fail_at_(r, rc, at, "out of memory");
 			if (rc == SW_ERANGE)
-				return fail_at_(r, SW_EFORMAT, at, "maps nest deeper than %d levels", SW_MP_MAX_DEPTH);
+				return fail_at_(r, SW_EFORMAT, at, "values nest deeper than %d levels", SW_MP_MAX_DEPTH);
 			if (rc == 0) {
 				r->pos += (size_t)(next - p);
 				r->records++;
@@ -456,6 +456,8 @@ static int next_json_(sw_reader *r, sw_rec *rec)
 			                       &twin);
 			if (rc == 1)
 				rc = twin_fail_(r, &twin, true, 0);
+			else if (rc == SW_ERANGE) /* an empty object one level below JSON's own limit */
+				rc = sw_fail(&r->err, SW_EFORMAT, "values nest deeper than %d levels", SW_MP_MAX_DEPTH);
 			else if (rc)
 				rc = sw_fail(&r->err, rc == SW_ENOMEM ? rc : SW_EFORMAT, "%s",
 				             rc == SW_ENOMEM ? "out of memory" : "the record made of it is no msgpack");

@@ -7,8 +7,10 @@
  * bytes.  The writer emits msgpack (optionally zstd) or JSON Lines.
  *
  * The reader refuses a record that is not one map of valid msgpack (or
- * JSON), a str that is not UTF-8, and a map (at any depth) that holds a
- * key twice: other readers keep the last of two, a field lookup the first.
+ * JSON), a str that is not UTF-8, a map (at any depth) that holds a key
+ * twice (other readers keep the last of two, a field lookup the first), and
+ * arrays and maps nested more than 256 levels deep (no JSON is written of
+ * them).
  *
  * Ownership: a reader or writer owns the descriptor it opened by path and
  * closes it when freed; a descriptor handed to *_fdopen stays the caller's.

@@ -118,8 +118,8 @@ static void test_dupkeys(void)
 	ok(strstr(e.msg, "key \"k1234\" appears twice") != NULL, "%s", e.msg);
 	free(big);
 	/* maps nested deeper than SW_MP_MAX_DEPTH, the record's counted, are refused (the walk
-	 * keeps a frame a level); arrays in arrays take none: a map under 10000 of them is
-	 * still looked into */
+	 * keeps a frame a level), and so are arrays: JSON's writer and reader stop there and
+	 * Python's msgpack at 1024 */
 	big = malloc(1 << 16);
 	for (int deep = SW_MP_MAX_DEPTH; deep <= SW_MP_MAX_DEPTH + 1; deep++) {
 		bn = 0;
@@ -128,15 +128,48 @@ static void test_dupkeys(void)
 		big[bn++] = 0x80;
 		is_int(read_all_(big, bn, &n, &e), deep > SW_MP_MAX_DEPTH ? SW_EFORMAT : 0, "maps %d deep", deep);
 	}
-	ok(strstr(e.msg, "maps nest deeper than 256 levels") != NULL, "%s", e.msg);
+	ok(strstr(e.msg, "values nest deeper than 256 levels") != NULL, "%s", e.msg);
+	/* {"x":[[...[1]...]]}, {"x":[[...[]...]]}: arrays in arrays, the record's map one level */
+	for (int deep = SW_MP_MAX_DEPTH - 1; deep <= SW_MP_MAX_DEPTH; deep++)
+		for (int empty = 0; empty < 2; empty++) {
+			bn = 0;
+			big[bn++] = 0x81, big[bn++] = 0xa1, big[bn++] = 'x';
+			for (int i = 0; i < deep - 1; i++)
+				big[bn++] = 0x91;
+			big[bn++] = empty ? 0x90 : 0x91;
+			if (!empty)
+				big[bn++] = 0x01;
+			e.msg[0] = 0;
+			is_int(read_all_(big, bn, &n, &e), deep >= SW_MP_MAX_DEPTH ? SW_EFORMAT : 0,
+			       "%d arrays (the last %s) in the record", deep, empty ? "empty" : "holding 1");
+			ok(deep < SW_MP_MAX_DEPTH || strstr(e.msg, "values nest deeper than 256 levels"), "%s", e.msg);
+		}
+	/* 100000 arrays deep: refused at once, not read whole by a walk of every level */
+	uint8_t *huge = malloc(100010);
 	bn = 0;
+	huge[bn++] = 0x81, huge[bn++] = 0xa1, huge[bn++] = 'x';
+	memset(huge + bn, 0x91, 100000), bn += 100000;
+	huge[bn++] = 0x01;
+	is_int(read_all_(huge, bn, &n, &e), SW_EFORMAT, "100000 arrays deep");
+	free(huge);
+	/* many arrays, shallow: 5000 pairs in one array, then a twin under 200 arrays */
 	bn = 0;
-	big[bn++] = 0x81, big[bn++] = 0xa1, big[bn++] = 'x';
-	for (int i = 0; i < 10000; i++)
+	big[bn++] = 0x82, big[bn++] = 0xa1, big[bn++] = 'p', big[bn++] = 0xdd;
+	big[bn++] = 0, big[bn++] = 0, big[bn++] = 0x13, big[bn++] = 0x88;
+	for (int i = 0; i < 5000; i++)
+		big[bn++] = 0x92, big[bn++] = 0x01, big[bn++] = 0x02;
+	big[bn++] = 0xa1, big[bn++] = 'x';
+	size_t at = bn;
+	for (int i = 0; i < 200; i++)
 		big[bn++] = 0x91;
 	memcpy(big + bn, "\x82\xa1" "a\x01\xa1" "a\x02", 7), bn += 7;
-	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "a twin under 10000 arrays");
-	ok(strstr(e.msg, "key \"a\" appears twice") && strstr(e.msg, "again at byte 10007"), "%s", e.msg);
+	is_int(read_all_(big, bn, &n, &e), SW_EFORMAT, "5000 pairs, then a twin under 200 arrays");
+	char want[64];
+	snprintf(want, sizeof want, "again at byte %zu", at + 200 + 4);
+	ok(strstr(e.msg, "key \"a\" appears twice") && strstr(e.msg, want), "%s", e.msg);
+	big[bn - 7] = 0x80; /* the twin's map now {}, the record's last byte */
+	bn -= 6;
+	is_int(read_all_(big, bn, &n, &e), 0, "5000 pairs and {} under 200 arrays");
 	free(big);
 	/* JSON: an object with a name twice, written alike or not; the line of its record */
 	const char *js = "{\"a\":1}\n{\"id\":\"x\",\"reward\":1,\"reward\":0}\n";
