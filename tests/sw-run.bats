@@ -358,6 +358,9 @@ await() {
 	printf 'ref 1\n' >bad
 	run -2 --separate-stderr sw-run -c bad -o run
 	[ "${stderr_lines[0]}" = "sw-run: bad: line 1: 'ref' takes no value" ]
+	printf 'iters 3\nbatch 4\niters 30\n' >bad
+	run -2 --separate-stderr sw-run -c bad -o run
+	[ "${stderr_lines[0]}" = "sw-run: bad: line 3: 'iters' is set again (first at line 1); a file sets each once" ]
 	run -2 --separate-stderr sw-run -c exp -o run --monitor kl=3,2,1
 	[ "${stderr_lines[0]}" = "sw-run: monitor 'kl=3,2,1': the levels must rise from warn to hard" ]
 	run -2 --separate-stderr sw-run -c exp -o run --monitor nope=1,2,3

@@ -205,7 +205,7 @@ int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
-	unsigned lineno = 0;
+	unsigned lineno = 0, first[sizeof keys_ / sizeof *keys_] = { 0 }; /* the line each setting is on */
 	int rc = 0;
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
 		char where[600];
@@ -239,8 +239,12 @@ int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err)
 			rc = sw_fail(err, SW_EINVAL, "%s: '%s' takes no value", where, name);
 		else if (k->kind != K_FLAG && !*p)
 			rc = sw_fail(err, SW_EINVAL, "%s: '%s' needs a value", where, name);
+		else if (k->kind != K_MON && first[k - keys_])
+			/* which of two a reader of the file takes is a guess: the file says one thing */
+			rc = sw_fail(err, SW_EINVAL, "%s: '%s' is set again (first at line %u); a file sets each once",
+			             where, name, first[k - keys_]);
 		else
-			rc = apply_(x, k, p, where, err);
+			first[k - keys_] = lineno, rc = apply_(x, k, p, where, err);
 	}
 	if (!rc && ferror(f)) {
 		int e = errno;

@@ -84,6 +84,12 @@ static void test_bad_(void)
 		{ "monitor kl=3,2,1\n", "%s: line 1: monitor 'kl=3,2,1': the levels must rise from warn to hard", SW_EINVAL },
 		{ "monitor nope=1,2,3\n", "%s: line 1: no monitor named 'nope'", SW_EINVAL },
 		{ "device tpu\n", "%s: line 1: unknown device 'tpu' (known: cpu, guard, cuda, cuda:N)", SW_EINVAL },
+		/* a setting twice: which one a reader of the file takes is a guess (monitor repeats) */
+		{ "model m\niters 3\n# c\niters=4\n", "%s: line 4: 'iters' is set again (first at line 2); a file sets each once",
+		  SW_EINVAL },
+		{ "--model a\nmodel a\n", "%s: line 2: 'model' is set again (first at line 1); a file sets each once",
+		  SW_EINVAL },
+		{ "ref\nref\n", "%s: line 2: 'ref' is set again (first at line 1); a file sets each once", SW_EINVAL },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		sw_experiment x;
