@@ -93,7 +93,7 @@ static void load_model_(void)
 	sw_error err = { 0 };
 	if (o_.store_spec) {
 		if (!(store_ = sw_store_open(o_.store_spec, false, &err)))
-			cli_die("cannot open store '%s': %s", o_.store_spec, err.msg);
+			cli_die("%s", err.msg); /* it names the store */
 		const sw_model_config *sc = sw_store_config(store_);
 		if (!sc)
 			cli_die("store '%s' holds no model (no configuration)", o_.store_spec);

@@ -1005,7 +1005,7 @@ static int ref_pass_(step_ *k, sw_error *err)
 	} else {
 		const sw_model_config *c;
 		if (!(rs = sw_store_open(t->ref, false, &e2)))
-			return sw_fail(err, e2.code, "cannot open the reference store '%s': %s", t->ref, e2.msg);
+			return sw_fail(err, e2.code, "the reference model: %s", e2.msg);
 		if (!(c = sw_store_config(rs)) || sw_store_nfloats(rs) < sw_model_config_nparams(c))
 			rc = sw_fail(err, SW_EFORMAT, "store '%s' holds no model", t->ref);
 		else if (sw_store_read_begin(rs, &seq, &e2) || sw_store_usable_on(rs, t->be, &e2) ||

@@ -583,7 +583,7 @@ static int opt_open_(sw_trainer *t, sw_error *err)
 			sw_rng_seed(&t->rng, t->c.seed);
 			return 0;
 		}
-		return sw_fail(err, e2.code, "cannot open the optimiser store '%s': %s", t->o_spec, e2.msg);
+		return sw_fail(err, e2.code, "the optimiser state: %s", e2.msg);
 	}
 	size_t n = sw_store_nfloats(t->o);
 	if (n != OPT_STORE_HEADER + 2 * nparams)
@@ -657,7 +657,7 @@ int sw_trainer_open_store(sw_trainer *t, const char *weights, const char *opt, s
 	if (!(t->w_spec = strdup(weights)) || !(t->o_spec = strdup(opt)))
 		return oom_(err);
 	if (!(t->w = sw_store_open(weights, true, &e2)))
-		return sw_fail(err, e2.code, "cannot open the store '%s': %s", weights, e2.msg);
+		return sw_fail(err, e2.code, "%s", e2.msg); /* it names the store */
 	const sw_model_config *sc = sw_store_config(t->w);
 	if (!sc || sw_store_nfloats(t->w) < sw_model_config_nparams(sc))
 		return sw_fail(err, SW_EFORMAT, "store '%s' holds no model", weights);

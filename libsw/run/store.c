@@ -97,24 +97,26 @@ static int parse_(const char *spec, char *path, uint32_t *kind, sw_error *err)
 	if (!spec || !*spec)
 		return sw_fail(err, SW_EINVAL, "no store given (shm:NAME)");
 	const char *colon = strchr(spec, ':');
+	size_t kl = colon ? (size_t)(colon - spec) : 0;
+	const char *name = colon ? colon + 1 : NULL;
+	bool cuda = kl == 4 && !strncmp(spec, "cuda", 4), shm = kl == 3 && !strncmp(spec, "shm", 3);
+	if (colon && (cuda || shm) && name_ok_(name, strlen(name))) {
+		path[0] = '/';
+		strcpy(path + 1, name);
+		if (kind)
+			*kind = cuda ? KIND_CUDA_ : KIND_SHM_;
+		return 0;
+	}
+	char shown[256], kshown[64]; /* a refused spec may hold anything: shown escaped */
+	sw_show_name(shown, sizeof shown, spec, strlen(spec));
+	sw_show_name(kshown, sizeof kshown, spec, kl);
 	if (!colon)
-		return sw_fail(err, SW_EINVAL, "store '%.200s': expected shm:NAME or cuda:NAME", spec);
-	size_t kl = (size_t)(colon - spec);
-	const char *name = colon + 1;
-	bool cuda = kl == 4 && !strncmp(spec, "cuda", 4);
-	if (!cuda && (kl != 3 || strncmp(spec, "shm", 3)))
-		return sw_fail(err, SW_EINVAL, "store '%.200s': unknown kind '%.*s' (shm:NAME or cuda:NAME)", spec,
-		               (int)(kl > 32 ? 32 : kl), spec);
-	if (!name_ok_(name, strlen(name)))
-		return sw_fail(err, SW_EINVAL,
-		               "store '%.200s': a name is 1 to %d of letters, digits, '.', '_' and '-', not starting "
-		               "with '.'",
-		               spec, SW_STORE_NAME_MAX);
-	path[0] = '/';
-	strcpy(path + 1, name);
-	if (kind)
-		*kind = cuda ? KIND_CUDA_ : KIND_SHM_;
-	return 0;
+		return sw_fail(err, SW_EINVAL, "store '%s': expected shm:NAME or cuda:NAME", shown);
+	if (!cuda && !shm)
+		return sw_fail(err, SW_EINVAL, "store '%s': unknown kind '%s' (shm:NAME or cuda:NAME)", shown, kshown);
+	return sw_fail(err, SW_EINVAL,
+	               "store '%s': a name is 1 to %d of letters, digits, '.', '_' and '-', not starting with '.'",
+	               shown, SW_STORE_NAME_MAX);
 }
 
 /* The CUDA backend of a cuda: store, or NULL with err saying why (no driver, ...). */
