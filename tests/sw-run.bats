@@ -88,6 +88,8 @@ unswept() {
 }
 
 @test "the stages get the run's environment" {
+	# this test's sort stage in place of setup's (a file sets each option once)
+	grep -v '^sort ' exp >exp.new && mv exp.new exp
 	cat >>exp <<-'EOF2'
 		sort env | grep '^SW_\|^OMP_WAIT_POLICY=\|^GOMP_SPINCOUNT=' | sort >"$SW_RUN/env-$SW_ITER"; cat
 	EOF2
