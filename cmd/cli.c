@@ -209,12 +209,15 @@ int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *op
 	}
 }
 
+/* One line on stderr: what the message quotes (a file's name, a field, a
+ * spec) may hold anything, so its control characters are shown escaped. */
 static void vmsg_(const char *fmt, va_list ap)
 {
+	char msg[2048], shown[4 * sizeof msg];
+	int n = vsnprintf(msg, sizeof msg, fmt, ap);
+	size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
 	fflush(stdout);
-	fprintf(stderr, "%s: ", name_());
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "%s: %s\n", name_(), sw_show_text(shown, sizeof shown, msg, len, 0));
 }
 
 void cli_usage(const char *fmt, ...)

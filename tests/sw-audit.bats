@@ -206,6 +206,10 @@ sys.stdout.write(chain([(e, list(f.items())) for e, f in json.loads(sys.argv[2])
 	[ "$output" = 5 ]
 	run -1 --separate-stderr sw-audit verify run
 	[ "$stderr" = 'sw-audit: run/audit.log: record 1 (byte 0): the name "seq" appears twice in it, though its hash matches: forged' ]
+	# a checkpoint's path quoted in a message: its control bytes escaped as the programs' messages show them
+	forge '[["run_start", {}], ["checkpoint", {"path": "\"ck\\u001b[2J\"", "digest": "\"'"$d"'\""}]]' >run/audit.log
+	run -1 --separate-stderr sw-audit verify run
+	[ "$stderr" = "sw-audit: run/audit.log: record 2 (byte 212): checkpoint 'ck\x1b[2J' is missing" ]
 	# control bytes in a key and a value (the writer takes any UTF-8): shown as JSON, escaped
 	forge '[["run_start", {"k\u001b]0;x": "\"v\\u0007\"", "note": "\"\"", "ok": "\"plain\""}]]' >run/audit.log
 	run -0 sw-audit show run

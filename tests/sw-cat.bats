@@ -162,6 +162,19 @@ two_jsonl() {
 	[ "$stderr" = "sw-sort: dup.jsonl: line 2, column 1: key \"math\" appears twice in an object: readers keep different ones (Python's msgpack and jq the last), so the record is refused" ]
 }
 
+@test "a message shows a file name's control characters escaped: one line, nothing for the terminal to run" {
+	f=$(printf 'in\nsw-cat: fake\033[2J.jsonl')
+	printf '{"a":1}\n{"a":' >"$f"
+	run -1 --separate-stderr sw-cat -f json "$f"
+	[ "$output" = '{"a":1}' ]
+	[ "$stderr" = 'sw-cat: in\x0asw-cat: fake\x1b[2J.jsonl: line 2, column 6: truncated record: the input ends inside a JSON value' ]
+	run -1 --separate-stderr sw-cat "no-$f"
+	[ "$stderr" = "sw-cat: cannot open 'no-in\\x0asw-cat: fake\\x1b[2J.jsonl': No such file or directory" ]
+	# other text is left as it is
+	run -1 --separate-stderr sw-cat 'no-café'
+	[ "$stderr" = "sw-cat: cannot open 'no-café': No such file or directory" ]
+}
+
 @test "values nested deeper than 256 levels are refused: no JSON could be written of them" {
 	# {"x":1}, then {"a":[[...[1]...]]} with 1100 arrays: Python's msgpack refuses it too
 	/usr/bin/python3 -c 'import sys; sys.stdout.buffer.write(b"\x81\xa1x\x01\x81\xa1a" + b"\x91" * 1100 + b"\x01")' >deep.msgpack

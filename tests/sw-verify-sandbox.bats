@@ -176,6 +176,13 @@ time.sleep(30)' "$sock" "sw-test-$$" &
 	[ "$stderr" = "" ]
 }
 
+@test "a verifier's stderr reaches the terminal with its control characters escaped: it cannot drive it" {
+	# a title (OSC 0), a clear screen (CSI 2J), C1's CSI in UTF-8, a byte of no character, a tab; café stays
+	jq -nc '{response: "x", raw: "t \u001b]0;pwned\u0007 \u001b[2J \u00c2\u009b \u00ff\tcaf\u00c3\u00a9\r"}' >in.jsonl
+	run -0 --separate-stderr facts "as=judge"
+	[ "$stderr" = '[judge] t \x1b]0;pwned\x07 \x1b[2J \xc2\x9b \xff\x09café' ]
+}
+
 @test "sandbox=strict refuses to run without namespaces; basic and none must be named, and say so under -q" {
 	# without namespaces nor an id of its own it may start no processes: python3 itself, not a shim
 	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"

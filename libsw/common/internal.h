@@ -126,10 +126,6 @@ int sw_json_to_mp(sw_json_parser *jp, const char *text, size_t n, size_t *used,
  */
 struct yyjson_val;
 int sw_json_twin(struct yyjson_val *root, const char **name, size_t *len);
-/* A name of n bytes of UTF-8 as a message shows it, in out (NUL-terminated):
- * control characters, quotes and backslashes as \xHH, a long one cut at a
- * character's start and ended with "...". */
-void sw_show_name(char *out, size_t size, const void *name, size_t n);
 /* SW_OK, or SW_EFORMAT with err "WHAT: the name "X" appears twice ..." (SW_ENOMEM). */
 int sw_json_refuse_twins(struct yyjson_val *root, const char *what, sw_error *err);
 /* Append the JSON form of the msgpack value at p[0..n) and a newline. */

@@ -1,4 +1,5 @@
-/* util.c - the growable buffer, error strings, the version. */
+/* util.c - the growable buffer, error strings, text shown in them, the version. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,37 @@ char *sw_error_str(const sw_error *e, char *buf, size_t size)
 	else
 		snprintf(buf, size, "%s", msg);
 	return buf;
+}
+
+/* Bytes of the UTF-8 character at k[0..n), 0 when what is there is none. */
+static size_t char_len_(const unsigned char *k, size_t n)
+{
+	size_t len = k[0] < 0x80 ? 1 : k[0] >= 0xc2 && k[0] <= 0xdf ? 2 : k[0] >= 0xe0 && k[0] <= 0xef ? 3
+	           : k[0] >= 0xf0 && k[0] <= 0xf4                   ? 4
+	                                                             : 0;
+	return len && len <= n && !sw_utf8_check(k, len, NULL) ? len : 0;
+}
+
+char *sw_show_text(char *out, size_t size, const void *text, size_t n, int quoted)
+{
+	const unsigned char *k = text;
+	size_t o = 0, i = 0;
+	if (!size)
+		return out;
+	while (i < n) {
+		size_t len = char_len_(k + i, n - i);
+		/* C0, DEL, C1 (U+0080..U+009F), a byte of no character: each byte as \xHH */
+		bool esc = !len || k[i] < 0x20 || k[i] == 0x7f || (k[i] == 0xc2 && k[i + 1] < 0xa0) ||
+		           (quoted && (k[i] == '"' || k[i] == '\\'));
+		size_t bytes = len ? len : 1, need = esc ? 4 * bytes : bytes;
+		if (o + need + 4 > size) /* room for "..." and the NUL after it */
+			break;
+		for (size_t b = 0; b < bytes; b++)
+			o += esc ? (size_t)snprintf(out + o, size - o, "\\x%02x", k[i + b]) : (out[o] = (char)k[i + b], 1);
+		i += bytes;
+	}
+	snprintf(out + o, size - o, "%s", i < n && size >= 4 ? "..." : "");
+	return out;
 }
 
 const char *sw_version(void)

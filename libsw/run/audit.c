@@ -485,7 +485,7 @@ static int check_line_(const char *p, size_t n, uint64_t want, const char *prev,
 	if (t) {
 		char shown[80];
 		if (t == 1)
-			sw_show_name(shown, sizeof shown, tw, twn);
+			sw_show_text(shown, sizeof shown, tw, twn, 1);
 		yyjson_doc_free(d);
 		return t == 1 ? sw_fail(err, SW_EFORMAT, "the name \"%s\" appears twice in it, though its hash "
 		                                         "matches: forged", shown)
@@ -838,11 +838,6 @@ static int verify_(const char *path, const char *head, const unsigned char *pk, 
 			err->record = r.records + 1;
 	}
 	free(ck);
-	/* a message may quote the log (a checkpoint's path, a file's name): no control byte reaches a terminal */
-	if (rc && err)
-		for (char *c = err->msg; *c; c++)
-			if ((unsigned char)*c < 0x20 || *c == 0x7f)
-				*c = '?';
 	if (bytes)
 		*bytes = b.len;
 	sw_buf_release(&b);

@@ -108,8 +108,8 @@ static int parse_(const char *spec, char *path, uint32_t *kind, sw_error *err)
 		return 0;
 	}
 	char shown[256], kshown[64]; /* a refused spec may hold anything: shown escaped */
-	sw_show_name(shown, sizeof shown, spec, strlen(spec));
-	sw_show_name(kshown, sizeof kshown, spec, kl);
+	sw_show_text(shown, sizeof shown, spec, strlen(spec), 1);
+	sw_show_text(kshown, sizeof kshown, spec, kl, 1);
 	if (!colon)
 		return sw_fail(err, SW_EINVAL, "store '%s': expected shm:NAME or cuda:NAME", shown);
 	if (!cuda && !shm)

@@ -596,24 +596,6 @@ int sw_json_twin(struct yyjson_val *root, const char **name, size_t *len)
 	return rc;
 }
 
-void sw_show_name(char *out, size_t size, const void *name, size_t n)
-{
-	const unsigned char *k = name;
-	size_t o = 0, i = 0;
-	if (size < 16) {
-		if (size)
-			out[0] = 0;
-		return;
-	}
-	for (; i < n && o < size - 8; i++)
-		o += (size_t)(k[i] < 0x20 || k[i] == 0x7f || k[i] == '"' || k[i] == '\\'
-		                  ? snprintf(out + o, size - o, "\\x%02x", k[i])
-		                  : (out[o] = (char)k[i], 1));
-	while (i < n && (k[i] & 0xc0) == 0x80) /* back to the start of the character cut */
-		i--, o--;
-	snprintf(out + o, size - o, "%s", i < n ? "..." : "");
-}
-
 int sw_json_refuse_twins(struct yyjson_val *root, const char *what, sw_error *err)
 {
 	const char *name;
@@ -622,7 +604,7 @@ int sw_json_refuse_twins(struct yyjson_val *root, const char *what, sw_error *er
 	if (rc <= 0)
 		return rc ? sw_fail(err, rc, "%s: out of memory", what) : SW_OK;
 	char shown[80];
-	sw_show_name(shown, sizeof shown, name, n);
+	sw_show_text(shown, sizeof shown, name, n, 1);
 	return sw_fail(err, SW_EFORMAT, "%s: the name \"%s\" appears twice in an object: readers keep "
 	               "different ones (Python's json the last), so the file is refused", what, shown);
 }

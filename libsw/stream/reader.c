@@ -317,7 +317,7 @@ static int twin_fail_(sw_reader *r, const sw_mp_twin *t, bool json, uint64_t at)
 	int bad = t->kind == 'v' ? sw_val_decode(k, kn, &v) : 0;
 	if (t->kind == 's') {
 		shown[0] = '"';
-		sw_show_name(shown + 1, sizeof shown - 2, k, kn);
+		sw_show_text(shown + 1, sizeof shown - 2, k, kn, 1);
 		strcat(shown, "\"");
 	} else if (t->kind == 'b') {
 		snprintf(shown, sizeof shown, "(a bin of %zu bytes)", kn);

@@ -50,6 +50,16 @@ const char *sw_strerror(int code);
  */
 char *sw_error_str(const sw_error *e, char *buf, size_t size);
 
+/*
+ * text[0..n) as a one-line message may show it, into out (always
+ * NUL-terminated; returns out): each byte of a control character (C0 and
+ * tab among them, DEL, C1) or of no UTF-8 character, and with quoted a
+ * double quote or a backslash, as \xHH, so that a name or a line from
+ * elsewhere can neither break the line nor drive the terminal.  Cut at a
+ * character's start where it does not fit, "..." after it.
+ */
+char *sw_show_text(char *out, size_t size, const void *text, size_t n, int quoted);
+
 #pragma GCC visibility pop
 
 #endif

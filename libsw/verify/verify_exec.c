@@ -260,15 +260,19 @@ static void err_line_(sw_vpool *p, const char *line, size_t n)
 		return;
 	}
 	p->err_tokens -= 1;
-	char buf[ERR_LINE + 200];
+	char buf[4 * ERR_LINE + 200], shown[4 * ERR_LINE + 8];
 	int k = 0;
 	if (p->err_dropped)
 		k = snprintf(buf, sizeof buf, "[%s] (%llu lines of its standard error dropped)\n", p->name,
 		             (unsigned long long)p->err_dropped);
 	p->err_dropped = 0;
+	/* the sandbox's code may write anything: no escape sequence of its reaches the terminal
+	 * (a CRLF line's CR is no part of the line) */
+	if (n && line[n - 1] == '\r')
+		n--;
 	size_t keep = n > ERR_LINE ? ERR_LINE : n;
-	k += snprintf(buf + k, sizeof buf - (size_t)k, "[%s] %.*s%s\n", p->name, (int)keep, line,
-	              keep < n ? " [...]" : "");
+	k += snprintf(buf + k, sizeof buf - (size_t)k, "[%s] %s%s\n", p->name,
+	              sw_show_text(shown, sizeof shown, line, keep, 0), keep < n ? " [...]" : "");
 	/* whole or not at all: a blocked reader of ours costs the line, never a wait */
 	ssize_t wr = write(p->errfd, buf, (size_t)k);
 	(void)wr;

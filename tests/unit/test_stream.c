@@ -509,8 +509,36 @@ static void test_refill(void)
 	sw_reader_free(t.r);
 }
 
+/* sw_show_text: what a message may show of a name or a line from elsewhere */
+static void test_show_text(void)
+{
+	static const struct { const char *in; int quoted; size_t size; const char *want; } cases[] = {
+		{ "plain caf\xc3\xa9 \xe2\x82\xac", 0, 64, "plain caf\xc3\xa9 \xe2\x82\xac" },
+		{ "a\nb\tc\x1b[2J\x7f", 0, 64, "a\\x0ab\\x09c\\x1b[2J\\x7f" },
+		{ "C1 \xc2\x9b, NBSP \xc2\xa0", 0, 64, "C1 \\xc2\\x9b, NBSP \xc2\xa0" },
+		{ "no char \xff \xc3( \xe2\x82", 0, 64, "no char \\xff \\xc3( \\xe2\\x82" },
+		{ "say \"hi\" \\", 0, 64, "say \"hi\" \\" },
+		{ "say \"hi\" \\", 1, 64, "say \\x22hi\\x22 \\x5c" },
+		/* cut where it does not fit, at a character's start, "..." after it */
+		{ "abcdefghij", 0, 8, "abcd..." },
+		{ "ab\xe2\x82\xac\xe2\x82\xac", 0, 10, "ab\xe2\x82\xac..." },
+		{ "ab\x1b", 0, 9, "ab..." },
+		{ "ab", 0, 3, "" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char out[64];
+		memset(out, 'Z', sizeof out);
+		sw_show_text(out, cases[i].size, cases[i].in, strlen(cases[i].in), cases[i].quoted);
+		ok(!strcmp(out, cases[i].want), "show_text case %zu: %s", i, out);
+	}
+	char one[1] = { 'Z' };
+	sw_show_text(one, 1, "abc", 3, 0);
+	ok(one[0] == 0, "a 1-byte buffer gets its NUL");
+}
+
 int main(void)
 {
+	test_show_text();
 	test_errors();
 	test_dupkeys();
 	test_zstd();

@@ -6,7 +6,8 @@
 # zero arguments and answers its errno name), "env" (variables to look up),
 # "ids" (its user, groups and id maps), "write" (MiB to write in $TMPDIR),
 # "children" (processes to fork that each touch "child_mib" MiB), "stderr"
-# (lines to write on standard error, and one of "long" bytes).
+# (lines to write on standard error, and one of "long" bytes), "raw" (a line of
+# these bytes, as Latin-1 code points, to write on standard error).
 import ctypes
 import errno
 import json
@@ -94,4 +95,7 @@ for line in sys.stdin:
         print("line %d" % i, file=sys.stderr, flush=True)
     if s.get("long"):
         print("L" * s["long"], file=sys.stderr, flush=True)
+    if "raw" in s:
+        sys.stderr.buffer.write(s["raw"].encode("latin-1") + b"\n")
+        sys.stderr.flush()
     print(json.dumps({"score": 1, "violations": facts}), flush=True)
