@@ -62,6 +62,11 @@ struct sw_engine {
 	int T, nslots, nseq, maxlen;
 	size_t scratch_floats;     /* the attention scratch carved (it depends on the threads) */
 	bool have_fwd, for_backward;
+	/* A forward with the loss (sw_engine_forward_loss) ran the head's
+	 * backward too: into head_grad, its d(rows) left in the backward's
+	 * scratch where the backward takes them. */
+	bool head_done;
+	const sw_model *head_grad;
 	acts_ *acts;               /* [nslots] (host: the pointers) */
 	/* Layers 0 .. nfull-1 keep their activations in acts[l]; the others
 	 * share acts[nfull], their inputs kept in ckres [nl - nfull][T, D]. */
@@ -726,20 +731,104 @@ static int layer_fwd_(sw_engine *e, int l, acts_ *a, float *out, sw_error *err)
 	return SW_OK;
 }
 
-int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float *logprobs,
-                      float *entropy, sw_error *err)
+/* The loss a forward differentiates as its head runs (sw_engine_forward_loss). */
+typedef struct loss_ {
+	sw_engine_loss_fn fn;
+	void *ud;
+	bool want_dent;
+	sw_model *g;
+} loss_;
+
+/* Whether g can take the model's gradient. */
+static int grad_ok_(const sw_engine *e, const sw_model *g, sw_error *err)
 {
-	return sw_engine_forward_images(e, b, NULL, for_backward, logprobs, entropy, err);
+	const sw_model *m = e->m;
+	if (!g || g->nparams != m->nparams || g->cfg.num_hidden_layers != m->cfg.num_hidden_layers)
+		return sw_fail(err, SW_EINVAL, "the gradient model does not match the model");
+	if (g->backend != m->backend)
+		return sw_fail(err, SW_EINVAL, "the gradient model is on %s, the model on %s",
+		               g->backend->name, m->backend->name);
+	return SW_OK;
 }
 
-int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *im, bool for_backward,
-                             float *logprobs, float *entropy, sw_error *err)
+/*
+ * The backward's scratch for the batch's T tokens (carved on first use and
+ * kept): its first floats, and where the head's d(rows) go (dxh) and the
+ * head's d(logprobs) and d(entropy) are uploaded (dlp, dent, T each).
+ */
+static float *bblock_(sw_engine *e, float **dxh, float **dlp, float **dent, sw_error *err)
+{
+	const sw_model_config *c = &e->m->cfg;
+	size_t T = (size_t)e->T, D = c->hidden_size, I = c->intermediate_size;
+	size_t QD = (size_t)c->num_attention_heads * c->head_dim, KD = (size_t)c->num_key_value_heads * c->head_dim;
+	size_t need = T * (2 * D + 2 * QD + 3 * KD + 3 * I + 2) + 64;
+	if (need > e->bblock_floats) {
+		e->be->free(e->bblock);
+		e->bblock_floats = 0;
+		if (!(e->bblock = e->be->alloc(need * sizeof(float), NULL))) {
+			sw_fail(err, SW_ENOMEM, "out of memory for the backward of %zu tokens", T);
+			return NULL;
+		}
+		e->bblock_floats = need;
+	}
+	/* over the rows with a target alone the head's d(rows) go to dres first (the
+	 * backward spreads them into dxn), else straight to dxn */
+	*dxh = e->nh < e->T ? e->bblock : e->bblock + T * D;
+	*dlp = e->bblock + need - 2 * T, *dent = e->bblock + need - T;
+	return e->bblock;
+}
+
+/* The head's backward of rows r0 .. r0+nr-1, their logits in e->logits:
+ * d(logits) in place from dlp and dent (device, nh each, or NULL), then the
+ * rows' d(hidden) into dxh and the head's gradient added to g. */
+static void head_bwd_(sw_engine *e, int r0, int nr, const float *dlp, const float *dent, float *dxh,
+                      const sw_model *g)
+{
+	const sw_backend *o = e->be;
+	int D = e->m->cfg.hidden_size, V = e->m->cfg.vocab_size;
+	const float *xf = e->hx + (size_t)r0 * D;
+	o->logprob_bwd(e->logits, e->lse + r0, e->ent + r0, dlp ? dlp + r0 : NULL, dent ? dent + r0 : NULL,
+	               e->htargets + r0, nr, V);
+	o->gemm(0, 0, nr, D, V, 1, e->logits, V, e->m->lm_head, D, 0, dxh + (size_t)r0 * D, D);
+	o->gemm(1, 0, V, D, nr, 1, e->logits, V, xf, D, 1, g->lm_head, D);
+}
+
+/*
+ * The loss of head rows r0 .. r0+nr-1 (their log-probs and entropies just
+ * computed): the caller's fn on host copies, its derivatives uploaded to
+ * dlp and dent, then the rows' head backward.  The logits must be finite
+ * first: fn is not asked about a NaN.
+ */
+static int head_loss_(sw_engine *e, const loss_ *ls, int r0, int nr, float *host, float *dxh, float *dlp,
+                      float *dent, sw_error *err)
+{
+	const sw_backend *o = e->be;
+	float *lp = host, *ent = lp + nr, *glp = ent + nr, *gent = glp + nr;
+	size_t bytes = (size_t)nr * sizeof(float);
+	int rc, bad = o->first_nonfinite(e->lse + r0, nr, 1);
+	if (bad >= 0)
+		return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", head_row_(e, r0 + bad));
+	if ((rc = o->download(lp, e->lp + r0, bytes, err)) || (rc = o->download(ent, e->ent + r0, bytes, err)))
+		return rc;
+	if ((rc = ls->fn(ls->ud, r0, nr, lp, ent, glp, ls->want_dent ? gent : NULL, err)))
+		return rc;
+	if ((rc = o->upload(dlp + r0, glp, bytes, err)) || (ls->want_dent && (rc = o->upload(dent + r0, gent, bytes, err))))
+		return rc;
+	head_bwd_(e, r0, nr, dlp, ls->want_dent ? dent : NULL, dxh, ls->g);
+	return SW_OK;
+}
+
+static int forward_(sw_engine *e, const sw_batch *b, const sw_images *im, bool for_backward, const loss_ *ls,
+                    float *logprobs, float *entropy, sw_error *err)
 {
 	if (!e)
 		return sw_fail(err, SW_EINVAL, "no engine");
 	e->have_fwd = false;
+	e->head_done = false;
 	e->nimages = 0;
-	int rc = take_batch_(e, b, im, err);
+	int rc = ls ? grad_ok_(e, ls->g, err) : SW_OK;
+	if (!rc)
+		rc = take_batch_(e, b, im, err);
 	const sw_model *m = e->m;
 	const sw_model_config *c = &m->cfg;
 	int nl = c->num_hidden_layers;
@@ -781,7 +870,8 @@ int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *i
 			return rc;
 	}
 	o->rmsnorm_fwd(e->xf, e->rstdf, e->resL, m->final_norm, T, D, eps);
-	/* The head: over every row, or over the rows with a target gathered. */
+	/* The head: over every row, or over the rows with a target gathered;
+	 * with the loss, each chunk's backward while its logits are here. */
 	int nh = e->nh;
 	e->hx = e->xf;
 	if (nh < T) {
@@ -789,14 +879,22 @@ int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *i
 			return rc;
 		e->hx = e->xh;
 	}
+	float *dxh = NULL, *dlp = NULL, *dent = NULL, *host = NULL;
+	if (ls && nh > 0 && (!bblock_(e, &dxh, &dlp, &dent, err) ||
+	                     !(host = malloc(sizeof *host * 4 * (size_t)(e->lrows < nh ? e->lrows : nh)))))
+		return err && err->code ? err->code : sw_fail(err, SW_ENOMEM, "out of memory");
 	for (int r0 = 0; r0 < nh; r0 += e->lrows) {
 		int nr = nh - r0 < e->lrows ? nh - r0 : e->lrows;
 		o->gemm(0, 1, nr, V, D, 1, e->hx + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
-		o->logprob_fwd(logprobs ? e->lp + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
+		o->logprob_fwd(logprobs || ls ? e->lp + r0 : NULL, e->ent + r0, e->lse + r0, e->logits,
 		               e->htargets + r0, nr, V);
-		if (for_backward && ((rc = o->sync(err)) || (rc = argmax_(e, r0, nr, err))))
+		if (for_backward && ((rc = o->sync(err)) || (rc = argmax_(e, r0, nr, err)) ||
+		                     (ls && (rc = head_loss_(e, ls, r0, nr, host, dxh, dlp, dent, err))))) {
+			free(host);
 			return rc;
+		}
 	}
+	free(host);
 	if ((rc = o->sync(err)))
 		return rc;
 	int bad = nh > 0 ? o->first_nonfinite(e->lse, nh, 1) : -1;
@@ -818,7 +916,30 @@ int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *i
 	}
 	e->have_fwd = true;
 	e->for_backward = for_backward;
+	e->head_done = ls != NULL;
+	e->head_grad = ls ? ls->g : NULL;
 	return SW_OK;
+}
+
+int sw_engine_forward(sw_engine *e, const sw_batch *b, bool for_backward, float *logprobs,
+                      float *entropy, sw_error *err)
+{
+	return forward_(e, b, NULL, for_backward, NULL, logprobs, entropy, err);
+}
+
+int sw_engine_forward_images(sw_engine *e, const sw_batch *b, const sw_images *im, bool for_backward,
+                             float *logprobs, float *entropy, sw_error *err)
+{
+	return forward_(e, b, im, for_backward, NULL, logprobs, entropy, err);
+}
+
+int sw_engine_forward_loss(sw_engine *e, const sw_batch *b, const sw_images *im, sw_engine_loss_fn fn, void *ud,
+                           bool want_dent, sw_model *grad, float *logprobs, float *entropy, sw_error *err)
+{
+	if (!fn)
+		return sw_fail(err, SW_EINVAL, "no loss");
+	loss_ ls = { fn, ud, want_dent, grad };
+	return forward_(e, b, im, true, &ls, logprobs, entropy, err);
 }
 
 /* Upload the head's rows of x[0..T) (a host array a row) to dst. */
@@ -847,54 +968,44 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 		return sw_fail(err, SW_EINVAL, "the thread count grew between forward and backward");
 	const sw_model *m = e->m;
 	const sw_model_config *c = &m->cfg;
-	if (!g || g->nparams != m->nparams || g->cfg.num_hidden_layers != c->num_hidden_layers)
-		return sw_fail(err, SW_EINVAL, "the gradient model does not match the model");
-	if (g->backend != m->backend)
-		return sw_fail(err, SW_EINVAL, "the gradient model is on %s, the model on %s",
-		               g->backend->name, m->backend->name);
+	int rc = grad_ok_(e, g, err);
+	if (rc)
+		return rc;
+	if (e->head_done && (dlogprob || dentropy || g != e->head_grad))
+		return sw_fail(err, SW_EINVAL, "the forward took the loss: its backward takes no d(logprobs) and the "
+		               "forward's gradient model");
 	const sw_backend *o = e->be;
-	int rc;
 	int T = e->T, D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
 	int H = c->num_attention_heads, KVH = c->num_key_value_heads, hd = c->head_dim;
 	int QD = H * hd, KD = KVH * hd, nl = c->num_hidden_layers;
 	size_t TD = (size_t)T * D;
 
-	size_t need = (size_t)T * (2 * D + 2 * QD + 3 * KD + 3 * I + 2) + 64;
-	if (need > e->bblock_floats) {
-		o->free(e->bblock);
-		e->bblock_floats = 0;
-		if (!(e->bblock = o->alloc(need * sizeof(float), NULL)))
-			return sw_fail(err, SW_ENOMEM, "out of memory for the backward of %d tokens", T);
-		e->bblock_floats = need;
-	}
-	float *p = e->bblock;
+	float *dxh, *up_lp, *up_ent, *p = bblock_(e, &dxh, &up_lp, &up_ent, err);
+	if (!p)
+		return err ? err->code : SW_ENOMEM;
 	/* d(loss)/d(logprobs) and d(loss)/d(entropy) come from the host, the
 	 * head's rows of them (all, or those with a target). */
 	float *dlp = NULL, *dent = NULL;
 	int nh = e->nh;
-	if (dlogprob && (rc = up_head_(e, dlp = p + need - 2 * (size_t)T, dlogprob, err)))
+	if (dlogprob && (rc = up_head_(e, dlp = up_lp, dlogprob, err)))
 		return rc;
-	if (dentropy && (rc = up_head_(e, dent = p + need - (size_t)T, dentropy, err)))
+	if (dentropy && (rc = up_head_(e, dent = up_ent, dentropy, err)))
 		return rc;
 	float *dres = p, *dxn = dres + TD, *datt = dxn + TD, *dq = datt + (size_t)T * QD;
 	float *dk = dq + (size_t)T * QD, *dv = dk + (size_t)T * KD, *dkn = dv + (size_t)T * KD;
 	float *dgate = dkn + (size_t)T * KD, *dup = dgate + (size_t)T * I, *dh = dup + (size_t)T * I;
 	float *dqn = datt; /* datt is free again once attention's backward has run */
 
-	/* The head: logits -> d(logits) in place (so the logits are gone after
-	 * this), chunk by chunk when the forward could not keep them all.  Over
+	/* The head (unless the forward ran it with the loss): logits ->
+	 * d(logits) in place (so the logits are gone after this), chunk by
+	 * chunk, computed again when the forward could not keep them all.  Over
 	 * the rows with a target alone, the head's d(rows) go to dres first,
 	 * then to their rows of dxn (the others 0). */
-	float *dxh = nh < T ? dres : dxn;
-	for (int r0 = 0; r0 < nh; r0 += e->lrows) {
+	for (int r0 = 0; r0 < nh && !e->head_done; r0 += e->lrows) {
 		int nr = nh - r0 < e->lrows ? nh - r0 : e->lrows;
-		const float *xf = e->hx + (size_t)r0 * D;
 		if (e->lrows < nh)
-			o->gemm(0, 1, nr, V, D, 1, xf, D, m->lm_head, D, 0, e->logits, V);
-		o->logprob_bwd(e->logits, e->lse + r0, e->ent + r0, dlp ? dlp + r0 : NULL,
-		               dent ? dent + r0 : NULL, e->htargets + r0, nr, V);
-		o->gemm(0, 0, nr, D, V, 1, e->logits, V, m->lm_head, D, 0, dxh + (size_t)r0 * D, D);
-		o->gemm(1, 0, V, D, nr, 1, e->logits, V, xf, D, 1, g->lm_head, D);
+			o->gemm(0, 1, nr, V, D, 1, e->hx + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
+		head_bwd_(e, r0, nr, dlp, dent, dxh, g);
 	}
 	if (nh < T && ((rc = o->memset(dxn, 0, TD * sizeof(float), err)) ||
 	               (rc = copy_runs_(e, e->h_hruns, e->nhruns, dxn, dxh, 1, false, err))))

@@ -539,7 +539,6 @@ typedef struct packed {
 	int nimg, nseq, shared;
 	size_t cap_px;
 	float *lp, *ent;       /* per row */
-	float *dlp, *dent;     /* per row, for the backward */
 	size_t rows, whole, cap_rows, cap_seq;
 } packed;
 
@@ -608,8 +607,7 @@ static int pack_(const sw_trainer *t, packed *pk, tsample *const *v, size_t n, s
 	if (rows > pk->cap_rows) {
 		if (grow_(&pk->tokens, rows, sizeof *pk->tokens) || grow_(&pk->tgt, rows, sizeof *pk->tgt) ||
 		    grow_(&pk->lp, rows, sizeof *pk->lp) ||
-		    grow_(&pk->ent, rows, sizeof *pk->ent) || grow_(&pk->dlp, rows, sizeof *pk->dlp) ||
-		    grow_(&pk->dent, rows, sizeof *pk->dent))
+		    grow_(&pk->ent, rows, sizeof *pk->ent))
 			return oom_(err);
 		pk->cap_rows = rows;
 	}
@@ -667,7 +665,7 @@ static int pack_(const sw_trainer *t, packed *pk, tsample *const *v, size_t n, s
 
 static void packed_release_(packed *pk)
 {
-	free(pk->tokens), free(pk->tgt), free(pk->cu), free(pk->lp), free(pk->ent), free(pk->dlp), free(pk->dent);
+	free(pk->tokens), free(pk->tgt), free(pk->cu), free(pk->lp), free(pk->ent);
 	free(pk->pre), free(pk->base), free(pk->lead), free(pk->pseq);
 	free(pk->px);
 }
@@ -685,17 +683,6 @@ static int forward_(const sw_trainer *t, sw_engine *e, packed *pk, tsample *cons
 		return sw_fail(err, e2.code, "%s: %s (micro batch starting at %s record %llu)", what, e2.msg, v[0]->file,
 		               (unsigned long long)v[0]->recno);
 	return 0;
-}
-
-/* Copy the loss tokens' values of packed rows into out (micro order). */
-static void gather_(const sw_trainer *t, const packed *pk, const float *rows, tsample *const *v, size_t n,
-                    float *out)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		memcpy(out + k, rows + pk->base[i] + first_row_(t, v[i]), v[i]->nloss * sizeof *out);
-		k += v[i]->nloss;
-	}
 }
 
 /*
@@ -825,7 +812,9 @@ static void micro_free_(micro_list *ml)
  * gradient and moments, 3 B a parameter more and the backward's scratch
  * (the goal: the step's peak within 16 B + 25%, the process's own memory
  * and the samples included): logits at most nparams / 8 floats at once in
- * any forward (no pass wants more than log-probs and the greedy tokens),
+ * any forward (no pass wants more than log-probs and the greedy tokens;
+ * the training forward differentiates each chunk of them while it is there,
+ * micro_, so a micro batch over it does not run the head twice),
  * and the activations 5 nparams / 8 floats (2.5 B), over which layers are
  * run again in the backward from their inputs (sw_engine_act_budget: the
  * same bits).  The micro batches are cut to what that budget holds
@@ -959,7 +948,8 @@ typedef struct step_ {
 	micro_list ml;
 	sw_model *grad;
 	size_t cap;
-	float *m_lp, *m_old, *m_beh, *m_ref, *m_ent, *m_adv, *g_lp, *g_ent;
+	float *m_lp, *m_old, *m_beh, *m_ref, *m_ent, *m_adv;
+	unsigned char *m_bold;  /* per token: the behaviour's log-probs are the old ones */
 	double *m_w, *wmini;
 	size_t *moff, *wpos;
 	totals tot;
@@ -985,7 +975,7 @@ static void step_release_(step_ *k)
 	micro_free_(&k->ml);
 	sw_model_free(k->grad);
 	free(k->m_lp), free(k->m_old), free(k->m_beh), free(k->m_ref), free(k->m_ent), free(k->m_adv);
-	free(k->g_lp), free(k->g_ent), free(k->m_w), free(k->wmini), free(k->moff), free(k->wpos);
+	free(k->m_bold), free(k->m_w), free(k->wmini), free(k->moff), free(k->wpos);
 	free(k->own), free(k->host);
 }
 
@@ -1152,7 +1142,53 @@ static int before_training_(step_ *k, sw_trainer_stats *st, sw_error *err)
 	return 0;
 }
 
-/* One micro batch of a minibatch: forward, the loss and its gradient, backward into k->grad. */
+/*
+ * The loss of one micro batch, taken chunk by chunk as the engine's head
+ * runs (sw_engine_forward_loss): the head's rows are the micro batch's loss
+ * tokens, sample after sample (pack_), so head row r is token r of the
+ * m_* arrays.  What does not depend on the log-probs is in place before
+ * the forward; the first forward of a step takes its own log-probs as the
+ * old ones (and as the behaviour's, bold, where those are the old).
+ */
+typedef struct mloss_ {
+	step_ *k;
+	const sw_rl_loss_opts *lo;
+	sw_rl_stats *rs;
+	tsample **V;
+	size_t nv;
+	int first;               /* no old pass: old = these log-probs */
+	tsample *bad;            /* the sample of a token the loss refused, and the token */
+	size_t bad_tok;
+	sw_error e2;
+} mloss_;
+
+static int mloss_cb_(void *ud, int r0, int n, const float *lp, const float *ent, float *dlp, float *dent,
+                     sw_error *err)
+{
+	mloss_ *x = ud;
+	step_ *k = x->k;
+	size_t q = (size_t)r0;
+	memcpy(k->m_lp + q, lp, (size_t)n * sizeof *lp);
+	memcpy(k->m_ent + q, ent, (size_t)n * sizeof *ent);
+	if (x->first)
+		for (int i = 0; i < n; i++) {
+			k->m_old[q + i] = lp[i];
+			if (k->m_bold[q + i])
+				k->m_beh[q + i] = lp[i];
+		}
+	sw_rl_tokens tk = { (size_t)n, k->m_lp + q, k->m_old + q, k->m_beh + q, k->m_ref + q, k->m_ent + q,
+		            k->m_adv + q, k->m_w + q };
+	if (!sw_rl_loss(x->lo, &tk, dlp, dent, x->rs, &x->e2))
+		return 0;
+	/* the token back to its sample */
+	size_t j = q + x->e2.offset, i = 0;
+	while (i + 1 < x->nv && j >= x->V[i]->nloss)
+		j -= x->V[i++]->nloss;
+	x->bad = x->V[i], x->bad_tok = j;
+	return sw_fail(err, x->e2.code, "%s", x->e2.msg);
+}
+
+/* One micro batch of a minibatch: forward with the loss and its gradient, backward into k->grad. */
 static int micro_(step_ *k, tsample **V, size_t nv, long ep, const sw_rl_loss_opts *lo, sw_rl_stats *rs,
                   sw_error *err)
 {
@@ -1166,65 +1202,67 @@ static int micro_(step_ *k, tsample **V, size_t nv, long ep, const sw_rl_loss_op
 		if (grow_(&k->m_lp, nl, sizeof(float)) || grow_(&k->m_old, nl, sizeof(float)) ||
 		    grow_(&k->m_beh, nl, sizeof(float)) || grow_(&k->m_ref, nl, sizeof(float)) ||
 		    grow_(&k->m_ent, nl, sizeof(float)) || grow_(&k->m_adv, nl, sizeof(float)) ||
-		    grow_(&k->g_lp, nl, sizeof(float)) || grow_(&k->g_ent, nl, sizeof(float)) ||
-		    grow_(&k->m_w, nl, sizeof(double)))
+		    grow_(&k->m_bold, nl, 1) || grow_(&k->m_w, nl, sizeof(double)))
 			return oom_(err);
 		k->cap = nl;
 	}
-	if ((rc = forward_(t, k->eng, &k->pk, V, nv, 1, 1, "training forward", err)))
-		return rc;
-	if (ep == 0)
-		accuracy_(t, k->eng, &k->pk, V, nv, &k->tot);
-	gather_(t, &k->pk, k->pk.lp, V, nv, k->m_lp);
-	gather_(t, &k->pk, k->pk.ent, V, nv, k->m_ent);
+	/* what the loss takes besides the log-probs, token by token */
 	size_t q = 0;
 	for (size_t i = 0; i < nv; i++) {
 		tsample *s = V[i];
 		size_t n = s->nloss;
 		memcpy(k->m_w + q, k->wmini + k->wpos[s - t->s], n * sizeof *k->m_w);
 		if (k->rl) {
-			if (!k->old_pass) /* the first forward of the step: these are the old log-probs */
-				memcpy(k->old + s->goff, k->m_lp + q, n * sizeof *k->old);
-			memcpy(k->m_old + q, k->old + s->goff, n * sizeof *k->m_old);
-			memcpy(k->m_adv + q, k->adv + s->goff, n * sizeof *k->m_adv);
-			/* the rollout's log-probs: compared once, and the truncated IS
-			 * weights of the samples of older weights */
-			if (s->behav && ep == 0) {
-				double mean, mx, kl;
-				sw_rl_mismatch(s->behav, k->old + s->goff, n, &mean, &mx, &kl, NULL);
-				k->tot.mis_sum += mean * (double)n;
-				k->tot.mis_kl += kl * (double)n;
-				k->tot.mis_max = mx > k->tot.mis_max ? mx : k->tot.mis_max;
-				k->tot.mis_tokens += n;
-			}
 			int off_policy = s->behav && s->version >= 0 && (uint64_t)s->version < t->version;
-			if (ep == 0 && off_policy)
-				k->tot.offpolicy++;
-			memcpy(k->m_beh + q, off_policy && k->use_tis ? s->behav : k->old + s->goff, n * sizeof *k->m_beh);
+			int bold = !(off_policy && k->use_tis); /* the behaviour's log-probs are the old ones */
+			memset(k->m_bold + q, bold, n);
+			if (k->old_pass)
+				memcpy(k->m_old + q, k->old + s->goff, n * sizeof *k->m_old);
+			if (!bold || k->old_pass)
+				memcpy(k->m_beh + q, bold ? k->old + s->goff : s->behav, n * sizeof *k->m_beh);
+			memcpy(k->m_adv + q, k->adv + s->goff, n * sizeof *k->m_adv);
 		}
 		if (k->ref)
 			memcpy(k->m_ref + q, k->ref + s->goff, n * sizeof *k->m_ref);
 		q += n;
 	}
-	sw_rl_tokens tk = { nl, k->m_lp, k->m_old, k->m_beh, k->m_ref, k->m_ent, k->m_adv, k->m_w };
-	if (sw_rl_loss(lo, &tk, k->g_lp, k->g_ent, rs, &e2)) {
-		/* map the token back to its sample */
-		size_t j = e2.offset, i = 0;
-		while (i + 1 < nv && j >= V[i]->nloss)
-			j -= V[i++]->nloss;
-		return rec_fail_(err, V[i], e2.code, "token %zu: %s", j + 1, e2.msg);
-	}
+	mloss_ x = { k, lo, rs, V, nv, k->rl && !k->old_pass, NULL, 0, { 0 } };
+	rc = pack_(t, &k->pk, V, nv, err);
+	if (rc)
+		return rc;
 	packed *pk = &k->pk;
-	memset(pk->dlp, 0, pk->rows * sizeof *pk->dlp);
-	memset(pk->dent, 0, pk->rows * sizeof *pk->dent);
-	q = 0;
-	for (size_t i = 0; i < nv; i++) {
-		size_t r0 = pk->base[i] + first_row_(t, V[i]);
-		memcpy(pk->dlp + r0, k->g_lp + q, V[i]->nloss * sizeof *k->g_lp);
-		memcpy(pk->dent + r0, k->g_ent + q, V[i]->nloss * sizeof *k->g_ent);
-		q += V[i]->nloss;
+	sw_batch b = { pk->nseq, pk->tokens, pk->cu, pk->tgt, pk->shared ? pk->pre : NULL };
+	sw_images im = { pk->nimg, pk->px };
+	if (sw_engine_forward_loss(k->eng, &b, &im, mloss_cb_, &x, lo->entropy_coef > 0, k->grad, pk->lp, pk->ent,
+	                           &e2)) {
+		if (x.bad)
+			return rec_fail_(err, x.bad, e2.code, "token %zu: %s", x.bad_tok + 1, e2.msg);
+		return sw_fail(err, e2.code, "training forward: %s (micro batch starting at %s record %llu)", e2.msg,
+		               V[0]->file, (unsigned long long)V[0]->recno);
 	}
-	if (sw_engine_backward(k->eng, pk->dlp, lo->entropy_coef > 0 ? pk->dent : NULL, k->grad, &e2))
+	if (ep == 0)
+		accuracy_(t, k->eng, pk, V, nv, &k->tot);
+	q = 0;
+	for (size_t i = 0; k->rl && i < nv; i++) {
+		tsample *s = V[i];
+		size_t n = s->nloss;
+		if (!k->old_pass) /* the first forward of the step: these are the old log-probs */
+			memcpy(k->old + s->goff, k->m_lp + q, n * sizeof *k->old);
+		/* the rollout's log-probs: compared once, and the truncated IS
+		 * weights of the samples of older weights */
+		if (s->behav && ep == 0) {
+			double mean, mx, kl;
+			sw_rl_mismatch(s->behav, k->old + s->goff, n, &mean, &mx, &kl, NULL);
+			k->tot.mis_sum += mean * (double)n;
+			k->tot.mis_kl += kl * (double)n;
+			k->tot.mis_max = mx > k->tot.mis_max ? mx : k->tot.mis_max;
+			k->tot.mis_tokens += n;
+		}
+		if (ep == 0 && s->behav && s->version >= 0 && (uint64_t)s->version < t->version)
+			k->tot.offpolicy++;
+		q += n;
+	}
+	if (sw_engine_backward(k->eng, NULL, NULL, k->grad, &e2))
 		return sw_fail(err, e2.code, "backward: %s", e2.msg);
 	k->tot.tokens_trained += pk->whole; /* the samples' tokens, whether their prompts were shared or not */
 	k->tot.micro_batches++;

@@ -193,6 +193,32 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
                        sw_model *grad, sw_error *err);
 
 /*
+ * A loss that is a sum of per-token terms (all of the above are), for
+ * sw_engine_forward_loss: called for rows r0 .. r0+n-1 of the head's rows
+ * (the rows with a target under sw_engine_head_targets_only, else every
+ * row), in order, as each chunk of them is computed, with their log-probs
+ * lp[0..n) and entropies ent[0..n) (finite: a row that is not stops the
+ * forward first); it writes dlp[0..n) = d(loss)/d(lp) and, when dent is not
+ * NULL, dent[0..n) = d(loss)/d(entropy).  A return other than 0 stops the
+ * forward with that code, err saying why.
+ */
+typedef int (*sw_engine_loss_fn)(void *ud, int r0, int n, const float *lp, const float *ent, float *dlp,
+                                 float *dent, sw_error *err);
+
+/*
+ * A forward for backward (sw_engine_forward_images with for_backward) that
+ * differentiates the loss as the vocabulary's head runs: each chunk of
+ * logits gets fn's derivatives (of the entropy too with want_dent) and adds
+ * its part of the gradient to grad while it is still in memory, so a batch
+ * over the logits' budget does not run the head's product twice.  The
+ * sw_engine_backward that follows takes NULL d(logprobs) and d(entropy) and
+ * the same grad; the gradient is the same bits as the two-call way's.
+ */
+int sw_engine_forward_loss(sw_engine *e, const sw_batch *b, const sw_images *im, sw_engine_loss_fn fn,
+                           void *ud, bool want_dent, sw_model *grad, float *logprobs, float *entropy,
+                           sw_error *err);
+
+/*
  * Which of a LLaVA model's vision parameters the backward differentiates:
  * the projector (default true) and the tower (default false: frozen, as
  * LLaVA trains).  A part not trained gets no gradient added (its slice of

@@ -461,6 +461,45 @@ out:
 	free(cu), free(tok), free(logits), free(rlp), free(rent), free(rloss);
 }
 
+/* A fixture model and its batch, each sequence's first third a prompt: no
+ * target there, nor on its last row (tg, *nt of them with one); NULL when
+ * they do not load (said as what's check). */
+typedef struct fixb_ {
+	sw_model *m;
+	int32_t *cu, *tok, *tg;
+	size_t ncu, T;
+	int nt;
+} fixb_;
+
+static int fixb_load_(fixb_ *f, const char *name, const char *what)
+{
+	char mdir[400], dir[400];
+	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
+	snprintf(dir, sizeof dir, "%s/engine/%s", fix_, name);
+	sw_error err = { 0 };
+	memset(f, 0, sizeof *f);
+	f->m = load_(mdir, &err);
+	f->cu = slurp_(dir, "cu.i32", 4, &f->ncu), f->tok = slurp_(dir, "tokens.i32", 4, &f->T);
+	ok(f->m && f->cu && f->tok, "%s: %s: model and batch load (%s)", name, what, err.msg);
+	if (!f->m || !f->cu || !f->tok)
+		return 0;
+	f->tg = malloc(sizeof *f->tg * f->T);
+	for (size_t s = 0; s + 1 < f->ncu; s++) {
+		int a = f->cu[s], z = f->cu[s + 1], p = a + (z - a) / 3;
+		for (int t = a; t < z; t++) {
+			f->tg[t] = t >= p && t + 1 < z ? f->tok[t + 1] : -1;
+			f->nt += f->tg[t] >= 0;
+		}
+	}
+	return 1;
+}
+
+static void fixb_free_(fixb_ *f)
+{
+	sw_model_free(f->m);
+	free(f->cu), free(f->tok), free(f->tg);
+}
+
 /*
  * sw_engine_head_targets_only: a prompt's rows (no target) skip the
  * vocabulary's head.  Against the same batch with the head over every row:
@@ -470,27 +509,15 @@ out:
  */
 static void test_head_targets_(const char *name)
 {
-	char mdir[400], dir[400];
-	snprintf(mdir, sizeof mdir, "%s/models/%s", fix_, name);
-	snprintf(dir, sizeof dir, "%s/engine/%s", fix_, name);
+	fixb_ f;
 	sw_error err = { 0 };
-	sw_model *m = load_(mdir, &err);
-	size_t ncu, T;
-	int32_t *cu = slurp_(dir, "cu.i32", 4, &ncu), *tok = slurp_(dir, "tokens.i32", 4, &T);
-	ok(m && cu && tok, "%s: head over the target rows: model and batch load (%s)", name, err.msg);
-	if (!m || !cu || !tok)
+	if (!fixb_load_(&f, name, "head over the target rows"))
 		goto out;
-	/* each sequence's first third a prompt: no target there, nor on its last row */
-	int32_t *tg = malloc(sizeof *tg * T);
-	int nt = 0;
-	for (size_t s = 0; s + 1 < ncu; s++) {
-		int a = cu[s], z = cu[s + 1], p = a + (z - a) / 3;
-		for (int t = a; t < z; t++) {
-			tg[t] = t >= p && t + 1 < z ? tok[t + 1] : -1;
-			nt += tg[t] >= 0;
-		}
-	}
-	sw_batch b = { (int)ncu - 1, tok, cu, tg, NULL };
+	sw_model *m = f.m;
+	size_t T = f.T;
+	int32_t *tg = f.tg;
+	int nt = f.nt;
+	sw_batch b = { (int)f.ncu - 1, f.tok, f.cu, tg, NULL };
 	int V = m->cfg.vocab_size;
 	for (int chunked = 0; chunked < 2; chunked++) {
 		float *lp[2], *ent[2], *gh[2];
@@ -556,10 +583,139 @@ static void test_head_targets_(const char *name)
 	free(h), free(lp);
 	sw_model_free(g);
 	sw_engine_free(e);
-	free(tg);
 out:
-	sw_model_free(m);
-	free(cu), free(tok);
+	fixb_free_(&f);
+}
+
+/* ---- the loss taken as the head runs (sw_engine_forward_loss) -------------------- */
+
+/* A made-up per-token loss of the head's compact row k: d/dlp and d/dentropy. */
+static float dlp_of_(int k)
+{
+	return -(float)(1 + k % 5) / 100;
+}
+static float dent_of_(int k)
+{
+	return 0.01f * (float)(k % 3 - 1);
+}
+
+struct loss_ctx {
+	int next, calls, stop_at; /* the row expected next; calls; fail at this call (-1: never) */
+	int in_order;
+	float *lp, *ent;          /* what the calls were given, by compact row */
+};
+
+static int loss_cb_(void *ud, int r0, int n, const float *lp, const float *ent, float *dlp, float *dent,
+                    sw_error *err)
+{
+	struct loss_ctx *x = ud;
+	if (x->calls++ == x->stop_at) {
+		err->code = SW_EINVAL;
+		snprintf(err->msg, sizeof err->msg, "the loss refuses call %d", x->stop_at);
+		return SW_EINVAL;
+	}
+	x->in_order &= r0 == x->next && n > 0;
+	x->next = r0 + n;
+	for (int i = 0; i < n; i++) {
+		x->lp[r0 + i] = lp[i], x->ent[r0 + i] = ent[i];
+		dlp[i] = dlp_of_(r0 + i);
+		if (dent)
+			dent[i] = dent_of_(r0 + i);
+	}
+	return 0;
+}
+
+static void test_forward_loss_(const char *name)
+{
+	fixb_ f;
+	sw_error err = { 0 };
+	if (!fixb_load_(&f, name, "the loss as the head runs"))
+		goto out;
+	sw_model *m = f.m;
+	size_t T = f.T;
+	int32_t *tg = f.tg;
+	sw_batch b = { (int)f.ncu - 1, f.tok, f.cu, tg, NULL };
+	int V = m->cfg.vocab_size;
+	for (int chunked = 0; chunked < 2; chunked++)
+		for (int only = 0; only < 2; only++) {
+			const char *how = chunked ? "logits in chunks of 3 rows" : "logits kept";
+			float *lp[2], *ent[2], *gh[2];
+			int rc[2];
+			int32_t am[2][64];
+			struct loss_ctx x = { 0, 0, -1, 1, calloc(T, sizeof(float)), calloc(T, sizeof(float)) };
+			for (int fused = 0; fused < 2; fused++) {
+				sw_engine *e = sw_engine_new(m, &err);
+				sw_model *g = new_(&m->cfg, &err);
+				sw_engine_head_targets_only(e, only);
+				if (chunked)
+					sw_engine_logits_budget(e, (size_t)3 * V);
+				lp[fused] = calloc(T, sizeof(float)), ent[fused] = calloc(T, sizeof(float));
+				if (fused) {
+					rc[1] = sw_engine_forward_loss(e, &b, NULL, loss_cb_, &x, true, g, lp[1], ent[1], &err);
+					memcpy(am[1], sw_engine_argmax(e), sizeof(int32_t) * (T < 64 ? T : 64));
+					rc[1] = rc[1] ? rc[1] : sw_engine_backward(e, NULL, NULL, g, &err);
+				} else {
+					/* the two-call way: the same derivatives, by the head's compact row */
+					float *dl = calloc(T, sizeof(float)), *de = calloc(T, sizeof(float));
+					rc[0] = sw_engine_forward(e, &b, true, lp[0], ent[0], &err);
+					memcpy(am[0], sw_engine_argmax(e), sizeof(int32_t) * (T < 64 ? T : 64));
+					for (size_t t = 0, k = 0; t < T; t++)
+						if (!only || tg[t] >= 0)
+							dl[t] = dlp_of_((int)k), de[t] = dent_of_((int)k), k++;
+					rc[0] = rc[0] ? rc[0] : sw_engine_backward(e, dl, de, g, &err);
+					free(dl), free(de);
+				}
+				gh[fused] = host_(g);
+				sw_model_free(g);
+				sw_engine_free(e);
+			}
+			ok(!rc[0] && !rc[1], "%s (%s, %s rows): forward and backward both ways (%s)", name, how,
+			   only ? "target" : "all", err.msg);
+			size_t nh = 0;
+			int seen = 1;
+			for (size_t t = 0; t < T; t++)
+				if (!only || tg[t] >= 0) {
+					seen &= x.lp[nh] == lp[1][t] && x.ent[nh] == ent[1][t];
+					nh++;
+				}
+			ok(x.in_order && x.next == (int)nh && x.calls == (chunked ? (int)(nh + 2) / 3 : 1) && seen,
+			   "%s (%s): the loss saw the %zu head rows once, in order, in %d calls, as the forward gives them",
+			   name, how, nh, x.calls);
+			ok(!memcmp(lp[0], lp[1], T * sizeof(float)) && !memcmp(ent[0], ent[1], T * sizeof(float)) &&
+			   !memcmp(am[0], am[1], sizeof(int32_t) * (T < 64 ? T : 64)),
+			   "%s (%s): log-probs, entropies and argmax the same bits", name, how);
+			ok(!memcmp(gh[0], gh[1], m->nparams * sizeof(float)),
+			   "%s (%s, %s rows): every gradient the same bits as the two-call way's", name, how,
+			   only ? "target" : "all");
+			for (int i = 0; i < 2; i++)
+				free(lp[i]), free(ent[i]), free(gh[i]);
+			free(x.lp), free(x.ent);
+		}
+	/* the loss refusing a chunk stops the forward with its error; no backward then */
+	sw_engine *e = sw_engine_new(m, &err);
+	sw_model *g = new_(&m->cfg, &err), *g2 = new_(&m->cfg, &err);
+	sw_engine_head_targets_only(e, true);
+	sw_engine_logits_budget(e, (size_t)3 * V);
+	struct loss_ctx x = { 0, 0, 1, 1, calloc(T, sizeof(float)), calloc(T, sizeof(float)) };
+	memset(&err, 0, sizeof err);
+	ok(sw_engine_forward_loss(e, &b, NULL, loss_cb_, &x, false, g, NULL, NULL, &err) == SW_EINVAL &&
+	   !strcmp(err.msg, "the loss refuses call 1"), "%s: the loss's error stops the forward: %s", name, err.msg);
+	ok(sw_engine_backward(e, NULL, NULL, g, &err) == SW_EINVAL, "%s: and no backward follows it", name);
+	x.stop_at = -1, x.calls = 0, x.next = 0;
+	ok(sw_engine_forward_loss(e, &b, NULL, NULL, &x, false, g, NULL, NULL, &err) == SW_EINVAL, "%s: no loss", name);
+	ok(sw_engine_forward_loss(e, &b, NULL, loss_cb_, &x, false, g, NULL, NULL, &err) == 0, "%s: then it runs",
+	   name);
+	float *d = calloc(T, sizeof *d);
+	ok(sw_engine_backward(e, d, NULL, g, &err) == SW_EINVAL && strstr(err.msg, "takes no d(logprobs)"),
+	   "%s: its backward refuses d(logprobs): %s", name, err.msg);
+	ok(sw_engine_backward(e, NULL, NULL, g2, &err) == SW_EINVAL, "%s: and another gradient model", name);
+	memset(&err, 0, sizeof err);
+	ok(sw_engine_backward(e, NULL, NULL, g, &err) == 0, "%s: and takes its own (%s)", name, err.msg);
+	free(d), free(x.lp), free(x.ent);
+	sw_model_free(g), sw_model_free(g2);
+	sw_engine_free(e);
+out:
+	fixb_free_(&f);
 }
 
 /* ---- AdamW, clipping and schedules ------------------------------------------ */
@@ -1056,6 +1212,8 @@ int main(void)
 	test_reference_("tiny-qwen3");
 	test_head_targets_("tiny-llama");
 	test_head_targets_("tiny-qwen2");
+	test_forward_loss_("tiny-llama");
+	test_forward_loss_("tiny-qwen2");
 	test_schedule_();
 	test_adamw_reference_();
 	test_greedy_("tiny-llama");
