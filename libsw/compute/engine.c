@@ -880,9 +880,13 @@ static int forward_(sw_engine *e, const sw_batch *b, const sw_images *im, bool f
 		e->hx = e->xh;
 	}
 	float *dxh = NULL, *dlp = NULL, *dent = NULL, *host = NULL;
-	if (ls && nh > 0 && (!bblock_(e, &dxh, &dlp, &dent, err) ||
-	                     !(host = malloc(sizeof *host * 4 * (size_t)(e->lrows < nh ? e->lrows : nh)))))
-		return err && err->code ? err->code : sw_fail(err, SW_ENOMEM, "out of memory");
+	if (ls && nh > 0) {
+		if (!bblock_(e, &dxh, &dlp, &dent, err))
+			return SW_ENOMEM;
+		/* a chunk's log-probs, entropies and their derivatives, on the host */
+		if (!(host = malloc(sizeof *host * 4 * (size_t)(e->lrows < nh ? e->lrows : nh))))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+	}
 	for (int r0 = 0; r0 < nh; r0 += e->lrows) {
 		int nr = nh - r0 < e->lrows ? nh - r0 : e->lrows;
 		o->gemm(0, 1, nr, V, D, 1, e->hx + (size_t)r0 * D, D, m->lm_head, D, 0, e->logits, V);
@@ -982,7 +986,7 @@ int sw_engine_backward(sw_engine *e, const float *dlogprob, const float *dentrop
 
 	float *dxh, *up_lp, *up_ent, *p = bblock_(e, &dxh, &up_lp, &up_ent, err);
 	if (!p)
-		return err ? err->code : SW_ENOMEM;
+		return SW_ENOMEM;
 	/* d(loss)/d(logprobs) and d(loss)/d(entropy) come from the host, the
 	 * head's rows of them (all, or those with a target). */
 	float *dlp = NULL, *dent = NULL;
