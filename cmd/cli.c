@@ -213,11 +213,24 @@ int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *op
  * spec) may hold anything, so its control characters are shown escaped. */
 static void vmsg_(const char *fmt, va_list ap)
 {
-	char msg[2048], shown[4 * sizeof msg];
-	int n = vsnprintf(msg, sizeof msg, fmt, ap);
-	size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+	char small[1024], *msg = small, *shown = NULL;
+	va_list again;
+	va_copy(again, ap);
+	int n = vsnprintf(small, sizeof small, fmt, ap);
+	size_t len = n < 0 ? 0 : (size_t)n;
+	if (len >= sizeof small && (msg = malloc(len + 1)))
+		vsnprintf(msg, len + 1, fmt, again);
+	va_end(again);
+	if (!msg) /* no memory for the whole of it: what fitted */
+		msg = small, len = sizeof small - 1;
 	fflush(stdout);
-	fprintf(stderr, "%s: %s\n", name_(), sw_show_text(shown, sizeof shown, msg, len, 0));
+	if (!(shown = malloc(4 * len + 8)))
+		fprintf(stderr, "%s: (a message, with no memory left to show it)\n", name_());
+	else
+		fprintf(stderr, "%s: %s\n", name_(), sw_show_text(shown, 4 * len + 8, msg, len, 0));
+	free(shown);
+	if (msg != small)
+		free(msg);
 }
 
 void cli_usage(const char *fmt, ...)
