@@ -273,6 +273,8 @@ static void err_line_(sw_vpool *p, const char *line, size_t n)
 	size_t keep = n > ERR_LINE ? ERR_LINE : n;
 	k += snprintf(buf + k, sizeof buf - (size_t)k, "[%s] %s%s\n", p->name,
 	              sw_show_text(shown, sizeof shown, line, keep, 0), keep < n ? " [...]" : "");
+	if (k >= (int)sizeof buf) /* (names are short: never, but never past buf either) */
+		k = (int)sizeof buf - 1;
 	/* whole or not at all: a blocked reader of ours costs the line, never a wait */
 	ssize_t wr = write(p->errfd, buf, (size_t)k);
 	(void)wr;
