@@ -901,7 +901,7 @@ static int forward_(sw_engine *e, const sw_batch *b, const sw_images *im, bool f
 	free(host);
 	if ((rc = o->sync(err)))
 		return rc;
-	int bad = nh > 0 ? o->first_nonfinite(e->lse, nh, 1) : -1;
+	int bad = nh > 0 && !ls ? o->first_nonfinite(e->lse, nh, 1) : -1; /* (with the loss: chunk by chunk) */
 	if (bad >= 0)
 		return sw_fail(err, SW_ERANGE, "the logits of token %d are not finite", head_row_(e, bad));
 	if (logprobs && (rc = o->download(logprobs, e->lp, (size_t)nh * sizeof(float), err)))

@@ -1156,7 +1156,6 @@ typedef struct mloss_ {
 	sw_rl_stats *rs;
 	tsample **V;
 	size_t nv;
-	int first;               /* no old pass: old = these log-probs */
 	tsample *bad;            /* the sample of a token the loss refused, and the token */
 	size_t bad_tok;
 	sw_error e2;
@@ -1170,7 +1169,7 @@ static int mloss_cb_(void *ud, int r0, int n, const float *lp, const float *ent,
 	size_t q = (size_t)r0;
 	memcpy(k->m_lp + q, lp, (size_t)n * sizeof *lp);
 	memcpy(k->m_ent + q, ent, (size_t)n * sizeof *ent);
-	if (x->first)
+	if (k->rl && !k->old_pass) /* no old pass: old = these log-probs */
 		for (int i = 0; i < n; i++) {
 			k->m_old[q + i] = lp[i];
 			if (k->m_bold[q + i])
@@ -1226,15 +1225,15 @@ static int micro_(step_ *k, tsample **V, size_t nv, long ep, const sw_rl_loss_op
 			memcpy(k->m_ref + q, k->ref + s->goff, n * sizeof *k->m_ref);
 		q += n;
 	}
-	mloss_ x = { k, lo, rs, V, nv, k->rl && !k->old_pass, NULL, 0, { 0 } };
+	mloss_ x = { k, lo, rs, V, nv, NULL, 0, { 0 } };
 	rc = pack_(t, &k->pk, V, nv, err);
 	if (rc)
 		return rc;
 	packed *pk = &k->pk;
 	sw_batch b = { pk->nseq, pk->tokens, pk->cu, pk->tgt, pk->shared ? pk->pre : NULL };
 	sw_images im = { pk->nimg, pk->px };
-	if (sw_engine_forward_loss(k->eng, &b, &im, mloss_cb_, &x, lo->entropy_coef > 0, k->grad, pk->lp, pk->ent,
-	                           &e2)) {
+	/* (the loss's calls have the log-probs and entropies: none to download again) */
+	if (sw_engine_forward_loss(k->eng, &b, &im, mloss_cb_, &x, lo->entropy_coef > 0, k->grad, NULL, NULL, &e2)) {
 		if (x.bad)
 			return rec_fail_(err, x.bad, e2.code, "token %zu: %s", x.bad_tok + 1, e2.msg);
 		return sw_fail(err, e2.code, "training forward: %s (micro batch starting at %s record %llu)", e2.msg,
