@@ -253,6 +253,14 @@ void cli_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+void cli_note(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg_(fmt, ap);
+	va_end(ap);
+}
+
 void cli_die(const char *fmt, ...)
 {
 	va_list ap;

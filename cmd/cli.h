@@ -44,6 +44,9 @@ int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *op
 
 noreturn void cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A program's own report on stderr ("PROG: wrote ..."), as cli_warn writes its
+ * messages: one line, what it quotes (a path, a name) shown escaped. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "PROG: FILE: record 17 (byte 3456): MSG", exit 1; quietly die of SIGPIPE for a closed pipe. */
 /* Allocation that dies with "PROG: out of memory" (exit 1); a size of 0 still gives a pointer. */

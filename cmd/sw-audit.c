@@ -147,8 +147,8 @@ static void log_(char **args, int n, const char *ckpt)
 	if (!a || sw_audit_append(a, r, &err))
 		die_(log, &err);
 	if (cli_verbosity > 0)
-		fprintf(stderr, "sw-audit: %s: record %llu, hash %s\n", log, (unsigned long long)sw_audit_seq(a),
-		        sw_audit_head(a));
+		cli_note("%s: record %llu, hash %s", log, (unsigned long long)sw_audit_seq(a),
+		         sw_audit_head(a));
 	sw_audit_close(a);
 	sw_audit_rec_free(r);
 }
@@ -161,7 +161,7 @@ static void keygen_(char **args, int n)
 	if (sw_audit_keygen(args[0], &err))
 		die_(NULL, &err);
 	if (cli_verbosity > 0)
-		fprintf(stderr, "sw-audit: wrote %s (secret, 0600) and %s.pub\n", args[0], args[0]);
+		cli_note("wrote %s (secret, 0600) and %s.pub", args[0], args[0]);
 }
 
 int main(int argc, char **argv)

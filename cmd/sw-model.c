@@ -235,9 +235,9 @@ static void init_(const char *dir, const char *size, const char *config, uint64_
 	write_text_(dir, "generation_config.json", text);
 	free(text);
 	if (cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2)))
-		fprintf(stderr, "sw-model: %s: %s, %zu parameters, %s, seed %llu\n", dir,
-		        config ? config : size, m->nparams, dt == SW_DT_F32 ? "f32" : "bf16",
-		        (unsigned long long)seed);
+		cli_note("%s: %s, %zu parameters, %s, seed %llu", dir,
+		         config ? config : size, m->nparams, dt == SW_DT_F32 ? "f32" : "bf16",
+		         (unsigned long long)seed);
 	sw_model_free(m);
 }
 
@@ -464,8 +464,8 @@ static void convert_(const char *src, const char *dst, sw_dtype dt)
 	if (sw_model_save(m, dst, dt, &err))
 		die_(&err);
 	if (cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2)))
-		fprintf(stderr, "sw-model: %s -> %s: %zu parameters, %s\n", src, dst, m->nparams,
-		        dt == SW_DT_F32 ? "f32" : "bf16");
+		cli_note("%s -> %s: %zu parameters, %s", src, dst, m->nparams,
+		         dt == SW_DT_F32 ? "f32" : "bf16");
 	sw_model_free(m);
 }
 

@@ -211,8 +211,8 @@ int main(int argc, char **argv)
 	if (png)
 		to_png_(tmp, out);
 	if (cli_verbosity > 0)
-		fprintf(stderr, "sw-plot: %d run%s, %zu points, to %s\n", nfiles, nfiles == 1 ? "" : "s",
-		        sw_plot_points(plot), cli_output_name(out));
+		cli_note("%d run%s, %zu points, to %s", nfiles, nfiles == 1 ? "" : "s",
+		         sw_plot_points(plot), cli_output_name(out));
 	sw_plot_free(plot);
 	cli_exit(0);
 }

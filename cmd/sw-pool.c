@@ -171,9 +171,9 @@ int main(int argc, char **argv)
 		uint64_t added = 0, n = each_(files, nfiles, add_one_, p, &added);
 		commit_(p, path);
 		if (summary_on_())
-			fprintf(stderr, "sw-pool: %s: added %llu of %llu prompts (%llu already there), %zu in all\n", path,
-			        (unsigned long long)added, (unsigned long long)n, (unsigned long long)(n - added),
-			        sw_pool_count(p));
+			cli_note("%s: added %llu of %llu prompts (%llu already there), %zu in all", path,
+			         (unsigned long long)added, (unsigned long long)n, (unsigned long long)(n - added),
+			         sw_pool_count(p));
 		sw_pool_free(p);
 	} else if (!strcmp(cmd, "update")) {
 		sw_pool *p = open_(path, SW_POOL_UPDATE);
@@ -185,8 +185,8 @@ int main(int argc, char **argv)
 			cli_warn("%s: %llu samples with verifier_error not counted (they have no trustworthy reward)", path,
 			         (unsigned long long)o.skipped);
 		if (summary_on_())
-			fprintf(stderr, "sw-pool: %s: round %llu: %llu samples, %zu prompts updated\n", path,
-			        (unsigned long long)sw_pool_round(p), (unsigned long long)(n - o.skipped), k);
+			cli_note("%s: round %llu: %llu samples, %zu prompts updated", path,
+			         (unsigned long long)sw_pool_round(p), (unsigned long long)(n - o.skipped), k);
 		sw_pool_free(p);
 	} else {
 		if (nfiles)

@@ -383,7 +383,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		double el = now_() - r->t0;
 		sw_progress pr = { it, r->x.iters, &t, &o, wall, el, el / (double)(it - r->first + 1) * (double)(r->x.iters - it), ev, nev };
 		sw_run_progress_line(line, sizeof line, &pr);
-		fprintf(stderr, "sw-run: %s\n", line);
+		cli_note("%s", line);
 	}
 	sw_rec_free(train), sw_rec_free(bal), sw_rec_free(ranks), free(samples), free(trained);
 
@@ -592,7 +592,7 @@ int main(int argc, char **argv)
 	}
 	logged_(sw_runlog_end(r->log, r->iter, sw_store_version(r->s.w), &err), &err);
 	if (cli_verbosity >= 0)
-		fprintf(stderr, "sw-run: %llu iterations done; the run is in %s (audit head %s)\n",
-		        (unsigned long long)r->iter, r->dir, sw_runlog_head(r->log));
+		cli_note("%llu iterations done; the run is in %s (audit head %s)",
+		         (unsigned long long)r->iter, r->dir, sw_runlog_head(r->log));
 	cli_exit(0);
 }

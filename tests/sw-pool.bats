@@ -32,6 +32,20 @@ ids() {
 	[ "$stderr" = "" ]
 }
 
+@test "the reports show a pool's name escaped: a name cannot drive the terminal or forge a line" {
+	prompts
+	f=$(printf 'p\nsw-pool: fake\033]0;x\007.mp')
+	run -0 --separate-stderr sw-pool -v add "$f" prompts.jsonl
+	[ "$output" = "" ]
+	[ "$stderr" = 'sw-pool: p\x0asw-pool: fake\x1b]0;x\x07.mp: added 4 of 4 prompts (0 already there), 4 in all' ]
+	printf '%s\n' '{"group":"p0","reward":1}' '{"group":"p1","reward":0}' >r.jsonl
+	run -0 --separate-stderr sw-pool -v update "$f" r.jsonl
+	[ "$stderr" = 'sw-pool: p\x0asw-pool: fake\x1b]0;x\x07.mp: round 1: 2 samples, 2 prompts updated' ]
+	# other text is left as it is
+	run -0 --separate-stderr sw-pool -v add 'pâté.mp' prompts.jsonl
+	[ "$stderr" = "sw-pool: pâté.mp: added 4 of 4 prompts (0 already there), 4 in all" ]
+}
+
 @test "take: unseen first in order added, then by learning signal; -n limits" {
 	prompts
 	sw-pool add pool.mp prompts.jsonl
