@@ -74,6 +74,16 @@ int sw_act_code(const char *name);
  * head's keys of a page as one run of memory (page * hd floats), not
  * page pieces of hd floats KVH * hd apart.
  */
+/* One matrix of linear_rows_parts: C[M][N] = A W^T (+ beta C), W [N][K]. */
+typedef struct sw_rows_part {
+	float *C;
+	const float *W;
+	int N;
+} sw_rows_part;
+
+/* The most parts one linear_rows_parts call takes. */
+#define SW_ROWS_PARTS_MAX 4
+
 typedef struct sw_kv_view {
 	const float *k, *v;        /* this layer's page 0: each page [KVH][page][hd] */
 	int page;                  /* tokens per page */
@@ -140,6 +150,14 @@ struct sw_backend {
 	 */
 	void (*linear_rows)(float *C, const float *A, const float *W, int M, int N, int K,
 	                    float beta);
+	/*
+	 * linear_rows of one A by n (1 .. SW_ROWS_PARTS_MAX) matrices at once,
+	 * each element the bits linear_rows gives it: a layer's q, k and v
+	 * (its gate and up) as one call, so a batch's product is one parallel
+	 * region over all their rows, not one a matrix.
+	 */
+	void (*linear_rows_parts)(const sw_rows_part *p, int n, const float *A, int M, int K,
+	                          float beta);
 
 	/* out[t] = table[tok[t]]; backward: dtable[tok[t]] += dout[t]. */
 	void (*embed_fwd)(float *out, const float *table, const int32_t *tok, int T, int D);

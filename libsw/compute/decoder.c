@@ -539,20 +539,13 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		const sw_layer *L = &m->layers[l];
 		o->rmsnorm_fwd(xn, rstd, x, L->attn_norm, ntok, D, eps);
 		float *qq = c->qk_norm ? qpre : q, *kk = c->qk_norm ? kpre : k;
-		/* One row (a sequence decoding alone) is bound by reading the
-		 * weights, and each product is a parallel region whose barrier
-		 * costs most where the cores are shared: where the arena has
-		 * q, k, v (and gate, up) back to back, as the buffers hold their
-		 * outputs at one row, they are one product (each element the
-		 * same arithmetic: the same bits). */
-		if (ntok == 1 && !c->qk_norm && L->wk == L->wq + (size_t)QD * D &&
-		    L->wv == L->wk + (size_t)KD * D) {
-			o->linear_rows(q, xn, L->wq, 1, QD + 2 * KD, D, 0);
-		} else {
-			o->linear_rows(qq, xn, L->wq, ntok, QD, D, 0);
-			o->linear_rows(kk, xn, L->wk, ntok, KD, D, 0);
-			o->linear_rows(v, xn, L->wv, ntok, KD, D, 0);
-		}
+		/* q, k and v (below: gate and up) are one call: each product is
+		 * a parallel region whose start and barrier cost most where the
+		 * cores are shared, and k's and v's few rows (192 at SmolLM2's
+		 * shapes) are too few to share out alone (each element the same
+		 * arithmetic: the same bits). */
+		sw_rows_part qkv[3] = { { qq, L->wq, QD }, { kk, L->wk, KD }, { v, L->wv, KD } };
+		o->linear_rows_parts(qkv, 3, xn, ntok, D, 0);
 		if (c->attention_bias) {
 			o->bias_fwd(qq, L->bq, ntok, QD);
 			o->bias_fwd(kk, L->bk, ntok, KD);
@@ -570,12 +563,8 @@ static int run_(sw_decoder *d, int only, int *ntok_p, int *nout_p, sw_error *err
 		o->attn_paged(att, q, ntok, H, KVH, hd, &kv, scratch);
 		o->linear_rows(x, att, L->wo, ntok, D, QD, 1);
 		o->rmsnorm_fwd(xn, rstd, x, L->mlp_norm, ntok, D, eps);
-		if (ntok == 1 && L->w_up == L->w_gate + (size_t)I * D) {
-			o->linear_rows(gate, xn, L->w_gate, 1, 2 * I, D, 0);
-		} else {
-			o->linear_rows(gate, xn, L->w_gate, ntok, I, D, 0);
-			o->linear_rows(up, xn, L->w_up, ntok, I, D, 0);
-		}
+		sw_rows_part gu[2] = { { gate, L->w_gate, I }, { up, L->w_up, I } };
+		o->linear_rows_parts(gu, 2, xn, ntok, D, 0);
 		o->swiglu_fwd(h, gate, up, n * I);
 		o->linear_rows(x, h, L->w_down, ntok, D, I, 1);
 	}

@@ -504,6 +504,32 @@ static void test_batch_invariance_(void)
 	ok(same, "linear_rows is batch-invariant on the GPU: rows alone = rows among 33, bit for bit "
 	         "(K 896, 4864, 301)");
 
+	/* linear_rows_parts: q, k and v of one call = each its own call, bit for bit */
+	{
+		int Mq = 17, K = 896, Np[3] = { 896, 128, 128 }, Nt = 896 + 128 + 128;
+		size_t na = (size_t)Mq * K, nw = (size_t)Nt * K;
+		float *h = malloc(sizeof(float) * (na + nw)), *r1 = malloc(sizeof(float) * Mq * Nt),
+		      *r2 = malloc(sizeof(float) * Mq * Nt);
+		fill_(h, na + nw, 21, -1, 1);
+		float *x = up_(gpu_, h, sizeof(float) * (na + nw)),
+		      *c = gpu_->alloc(sizeof(float) * Mq * Nt, NULL);
+		sw_rows_part p[3];
+		size_t wo = na, co = 0;
+		for (int i = 0; i < 3; i++) {
+			p[i] = (sw_rows_part){ c + co, x + wo, Np[i] };
+			gpu_->linear_rows(p[i].C, x, p[i].W, Mq, Np[i], K, 0);
+			wo += (size_t)Np[i] * K, co += (size_t)Mq * Np[i];
+		}
+		down_(gpu_, r1, c, sizeof(float) * Mq * Nt);
+		gpu_->memset(c, 0, sizeof(float) * Mq * Nt, NULL);
+		gpu_->linear_rows_parts(p, 3, x, Mq, K, 0);
+		down_(gpu_, r2, c, sizeof(float) * Mq * Nt);
+		ok(!memcmp(r1, r2, sizeof(float) * Mq * Nt),
+		   "linear_rows_parts on the GPU: 3 parts in one call = each part's linear_rows, bit for bit");
+		gpu_->free(x), gpu_->free(c);
+		free(h), free(r1), free(r2);
+	}
+
 	/* attn_paged: query 3 alone (its own page table) = query 3 among 5 */
 	float a5[PQ * H * HD], a1[H * HD];
 	paged_(gpu_, a5, pidx_, PQ, 0);
@@ -762,8 +788,9 @@ static const op_ ops_[] = {
 	{ "argmax", op_argmax_, 6, 0, 0 },
 };
 #define NOPS (sizeof ops_ / sizeof ops_[0])
-/* Checks after the ops: batch invariance 2, determinism 2, models 3 x 7, the last sync. */
-#define NREST (2 + 2 + 2 + 3 * 7 + 1)
+/* Checks after the ops: batch invariance 3 (linear_rows_parts among them),
+ * determinism 2, bf16 2, models 3 x 7, the last sync. */
+#define NREST (3 + 2 + 2 + 3 * 7 + 1)
 
 static sw_model_config cfg_(const char *type, bool bias, bool qk, bool tied)
 {

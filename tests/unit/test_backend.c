@@ -541,11 +541,13 @@ static void test_prof_(void)
 	ok(h1 && h2 && !strstr(h2 + 1, "# SW_PROFILE: ") && strstr(h1, want) && h1 == t,
 	   "prof: each process appends one table, headed by its pid and device");
 	/* the engine's products (its q projection: hidden 32 by 32 over the 40 tokens), the decoder's
-	 * (its vocabulary's, 41 by 32, for one row), attention, AdamW */
-	const char *rows[] = { "\ngemm             (all shapes)", "\nlinear_rows      (all shapes)",
-		               "\nadamw            (all shapes)", "\nattn_paged       (all shapes)",
-		               "\nlinear_rows      M=1 N=41 K=32 ", "\ngemm             ta=0 tb=1 M=40 N=32 K=32 ",
-		               "\nattn_fwd         nseq=3 H=4 KVH=2 hd=8 causal=1 ", "\nadamw            n=" };
+	 * (its vocabulary's, 41 by 32, for one row; q, k and v, gate and up, each one call of
+	 * parts), attention, AdamW */
+	const char *rows[] = { "\ngemm              (all shapes)", "\nlinear_rows       (all shapes)",
+		               "\nadamw             (all shapes)", "\nattn_paged        (all shapes)",
+		               "\nlinear_rows       M=1 N=41 K=32 ", "\ngemm              ta=0 tb=1 M=40 N=32 K=32 ",
+		               "\nattn_fwd          nseq=3 H=4 KVH=2 hd=8 causal=1 ", "\nadamw             n=",
+		               "\nlinear_rows_parts parts=3 M=", "\nlinear_rows_parts parts=2 M=" };
 	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
 		ok(h1 && h2 && strstr(h1, rows[i]) && strstr(h1, rows[i]) < h2, "prof: the table has the row '%s'", rows[i] + 1);
 	/* the totals: an op's row adds its shapes' rows, the header adds the ops' */
@@ -566,7 +568,7 @@ static void test_prof_(void)
 	   "prof: the ops' calls add up to the header's (%llu, %llu); linear_rows' shapes to its own (%llu, %llu)",
 	   all, ops, lr_shapes, lr);
 	/* a row's figures: calls, seconds, share, us a call, GFLOP/s for a product */
-	char *g = h1 ? strstr(h1, "\ngemm             (all shapes)") : NULL;
+	char *g = h1 ? strstr(h1, "\ngemm              (all shapes)") : NULL;
 	ok(g && sscanf(g + 1, "gemm (all shapes) %llu %lf %lf%% %lf %lf", &n, &sec, &share, &us, &gf) == 5 &&
 	   n > 0 && sec >= 0 && share > 0 && share < 100 && us > 0 && gf > 0,
 	   "prof: the products' row: %llu calls, %g s, %g%%, %g us a call, %g GFLOP/s", n, sec, share, us, gf);
@@ -635,7 +637,7 @@ static void test_prof_async_(void)
 	ok(r & A_KEPT, "prof over a queueing device: a failure that sync reports comes back from the caller's next sync");
 	ok(r & A_CLEARED, "prof over a queueing device: and is cleared by it");
 	ok(r & A_RESULT, "prof over a queueing device: the ops ran");
-	char *t = tmp_get(path, prof_text_, sizeof prof_text_, NULL), *l = strstr(t, "\nadd              (all shapes) ");
+	char *t = tmp_get(path, prof_text_, sizeof prof_text_, NULL), *l = strstr(t, "\nadd               (all shapes) ");
 	unsigned long long n = 0;
 	ok(strstr(t, "device fake: ") && l && sscanf(l + 1, "add (all shapes) %llu", &n) == 1 && n == 2,
 	   "prof over a queueing device: its table counts the two adds (%llu)", n);

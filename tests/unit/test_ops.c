@@ -772,6 +772,61 @@ static void test_adamw_(void)
 	free(p), free(m), free(v), free(P), free(M), free(Vv);
 }
 
+/*
+ * Several matrices in one call: each part's C the bits of its own
+ * linear_rows call, C's beside untouched.  Parts of whole and short blocks
+ * (48 rows of W, 16 for one row), of none, past K's share of 1024, more
+ * parts than one call takes (chunked), with beta 0 and 1.
+ */
+static void test_linear_rows_parts_(int level)
+{
+	int cases[][7] = { /* M, K, n, then n parts' rows */
+		{ 32, 64, 3, 96, 48, 48 }, { 1, 80, 3, 64, 16, 16 }, { 5, 37, 2, 50, 70 },
+		{ 9, 1040, 3, 20, 0, 33 }, { 64, 96, 2, 192, 100 }, { 13, 48, 1, 61 },
+		{ 4, 32, 4, 7, 1, 48, 5 }, { 2, 16, 3, 3, 0, 0 },
+	};
+	for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+		int M = cases[ci][0], K = cases[ci][1], n = cases[ci][2], *N = cases[ci] + 3;
+		sw_rows_part p[4];
+		float *W[4], *C[4], *R[4];
+		float *A = rnd_((size_t)M * K, 1);
+		for (int i = 0; i < n; i++) {
+			W[i] = rnd_((size_t)N[i] * K + 1, 1);
+			C[i] = rnd_((size_t)M * N[i] + 1, 1), R[i] = malloc(sizeof(float) * ((size_t)M * N[i] + 1));
+			memcpy(R[i], C[i], sizeof(float) * ((size_t)M * N[i] + 1));
+		}
+		for (int beta = 0; beta <= 1; beta++) {
+			for (int i = 0; i < n; i++) {
+				p[i] = (sw_rows_part){ C[i], W[i], N[i] };
+				ops->linear_rows(R[i], A, W[i], M, N[i], K, (float)beta);
+			}
+			ops->linear_rows_parts(p, n, A, M, K, (float)beta);
+			int same = 1;
+			for (int i = 0; i < n; i++)
+				same &= memcmp(C[i], R[i], sizeof(float) * ((size_t)M * N[i] + 1)) == 0;
+			ok(same, "linear_rows_parts (simd %d) M=%d K=%d, %d parts, beta %d: each part the bits of its own call",
+			   level, M, K, n, beta);
+		}
+		free(A);
+		for (int i = 0; i < n; i++)
+			free(W[i]), free(C[i]), free(R[i]);
+	}
+	/* more parts than a call takes: the rest in another (CPU: chunks of 4) */
+	int M = 6, K = 40, n = SW_ROWS_PARTS_MAX + 2;
+	float *A = rnd_((size_t)M * K, 1), *W = rnd_((size_t)n * 20 * K, 1);
+	float *C = zeros_((size_t)n * M * 20), *R = zeros_((size_t)n * M * 20);
+	sw_rows_part p[SW_ROWS_PARTS_MAX + 2];
+	for (int i = 0; i < n; i++) {
+		p[i] = (sw_rows_part){ C + (size_t)i * M * 20, W + (size_t)i * 20 * K, 20 };
+		ops->linear_rows(R + (size_t)i * M * 20, A, p[i].W, M, 20, K, 0);
+	}
+	ops->linear_rows_parts(p, n, A, M, K, 0);
+	ok(memcmp(C, R, sizeof(float) * (size_t)n * M * 20) == 0,
+	   "linear_rows_parts (simd %d): %d parts, past the %d a call takes, each its own bits", level, n,
+	   SW_ROWS_PARTS_MAX);
+	free(A), free(W), free(C), free(R);
+}
+
 int main(void)
 {
 	ops = sw_backend_cpu();
@@ -782,6 +837,7 @@ int main(void)
 	for (int level = 0; level <= top; level++) {
 		sw_backend_cpu_simd(level);
 		test_linear_rows_(level);
+		test_linear_rows_parts_(level);
 	}
 	if (top >= 1) {
 		int M = 6, N = 11, K = 45;

@@ -1183,6 +1183,7 @@ static const sw_backend cpu_ = {
 	.first_nonfinite = first_nonfinite_,
 	.gemm = gemm_,
 	.linear_rows = sw_linear_rows,
+	.linear_rows_parts = sw_linear_rows_parts,
 	.embed_fwd = embed_fwd_,
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,

@@ -64,6 +64,43 @@ static void linear_tile_generic_(float *C, int ldc, const float *const *a, int n
 		}
 }
 
+/*
+ * The parts' blocks of bs rows of W, numbered as one range (part i's from
+ * first[i]): a thread takes a run of them, whichever matrices they are in.
+ */
+typedef struct {
+	const sw_rows_part *p;
+	int n, bs, first[SW_ROWS_PARTS_MAX + 1];
+} blocks_;
+
+static int blocks_init_(blocks_ *b, const sw_rows_part *p, int n, int bs)
+{
+	b->p = p, b->n = n, b->bs = bs, b->first[0] = 0;
+	for (int i = 0; i < n; i++)
+		b->first[i + 1] = b->first[i] + (p[i].N + bs - 1) / bs;
+	return b->first[n];
+}
+
+/* Block k's part (its index returned), first row n0 and rows nw. */
+static int block_at_(const blocks_ *b, int k, int *n0, int *nw)
+{
+	int i = 0;
+	while (k >= b->first[i + 1])
+		i++;
+	*n0 = (k - b->first[i]) * b->bs;
+	*nw = b->p[i].N - *n0 < b->bs ? b->p[i].N - *n0 : b->bs;
+	return i;
+}
+
+/* Whether the products are worth a parallel region (as backend_cpu.c's ops). */
+static int big_(const sw_rows_part *p, int n, int M, int K)
+{
+	size_t rows = 0;
+	for (int i = 0; i < n; i++)
+		rows += (size_t)p[i].N;
+	return BIG_(rows * (size_t)K * (size_t)(M < 8 ? M : 8) / 4);
+}
+
 /* 0: portable, 1: AVX2 + FMA, 2: AVX-512; lowered by sw_linear_rows_simd(). */
 static int simd_cap_ = -1;
 
@@ -393,15 +430,20 @@ T512_ static void tiles_(float *C, int N, const float *A, int M, const float *W,
 	}
 }
 
-static void rows_avx512_(float *C, const float *A, const float *W, int M, int N, int K,
-                         float beta)
+static void rows_avx512_(const sw_rows_part *p, int np, const float *A, int M, int K, float beta)
 {
 	/* one sequence: blocks of 16, each one run of row16_ */
-	int bs = M == 1 ? 16 : BLOCK_, nblk = (N + bs - 1) / bs;
-#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
+	blocks_ bl;
+	int bs = M == 1 ? 16 : BLOCK_, nblk = blocks_init_(&bl, p, np, bs);
+#pragma omp parallel for schedule(static) if (big_(p, np, M, K))
 	for (int b = 0; b < nblk; b++) {
-		int n0 = b * bs, nw = N - n0 < bs ? N - n0 : bs;
-		const float *next = N - n0 >= 2 * bs ? W + (size_t)(n0 + bs) * K : NULL;
+		int n0, nw, i = block_at_(&bl, b, &n0, &nw), N = p[i].N;
+		float *C = p[i].C;
+		const float *W = p[i].W;
+		/* the next whole block to bring into L2 meanwhile: this matrix's,
+		 * else the next one's first */
+		const float *next = N - n0 >= 2 * bs ? W + (size_t)(n0 + bs) * K
+		                  : i + 1 < np && p[i + 1].N >= bs ? p[i + 1].W : NULL;
 		/* A last row alone (decoding one sequence; a batch of 4n + 1): row16_
 		 * against each whole 16 rows of the block, a tile of that row alone
 		 * for the rest */
@@ -442,32 +484,41 @@ static int simd_level_(void)
 }
 #endif
 
-void sw_linear_rows(float *C, const float *A, const float *W, int M, int N, int K, float beta)
+void sw_linear_rows_parts(const sw_rows_part *p, int np, const float *A, int M, int K, float beta)
 {
+	for (; np > SW_ROWS_PARTS_MAX; np -= SW_ROWS_PARTS_MAX, p += SW_ROWS_PARTS_MAX)
+		sw_linear_rows_parts(p, SW_ROWS_PARTS_MAX, A, M, K, beta);
 	int level = simd_level_();
 #if defined(__x86_64__) && defined(__GNUC__)
 	if (level == 2) {
-		rows_avx512_(C, A, W, M, N, K, beta);
+		rows_avx512_(p, np, A, M, K, beta);
 		return;
 	}
 #endif
 	void (*tile)(float *, int, const float *const *, int, const float *const *, int, int,
 	             float) = level == 1 ? linear_tile_avx2_ : linear_tile_generic_;
-	int nblk = (N + 3) / 4;
+	blocks_ bl;
+	int nblk = blocks_init_(&bl, p, np, 4);
 	/* Threads take blocks of W's rows, so W is read from memory once and
 	 * each block stays in cache while every row of A passes over it. */
-#pragma omp parallel for schedule(static) if (BIG_((size_t)N * K * (M < 8 ? M : 8) / 4))
+#pragma omp parallel for schedule(static) if (big_(p, np, M, K))
 	for (int nb = 0; nb < nblk; nb++) {
-		int n0 = nb * 4, nw = N - n0 < 4 ? N - n0 : 4;
+		int n0, nw, i = block_at_(&bl, nb, &n0, &nw), N = p[i].N;
 		const float *w[4];
 		for (int j = 0; j < nw; j++)
-			w[j] = W + (size_t)(n0 + j) * K;
+			w[j] = p[i].W + (size_t)(n0 + j) * K;
 		for (int m0 = 0; m0 < M; m0 += 2) {
 			int na = M - m0 < 2 ? M - m0 : 2;
 			const float *a[2] = { A + (size_t)m0 * K, A + (size_t)(m0 + na - 1) * K };
-			tile(C + (size_t)m0 * N + n0, N, a, na, w, nw, K, beta);
+			tile(p[i].C + (size_t)m0 * N + n0, N, a, na, w, nw, K, beta);
 		}
 	}
+}
+
+void sw_linear_rows(float *C, const float *A, const float *W, int M, int N, int K, float beta)
+{
+	sw_rows_part p = { C, W, N };
+	sw_linear_rows_parts(&p, 1, A, M, K, beta);
 }
 
 int sw_linear_rows_simd(int cap)

@@ -8,7 +8,13 @@
 #ifndef SW_CPU_LINEAR_ROWS_H
 #define SW_CPU_LINEAR_ROWS_H
 
+#include "compute/backend.h"
+
 void sw_linear_rows(float *C, const float *A, const float *W, int M, int N, int K, float beta);
+
+/* The products of one A by n matrices (backend.h's linear_rows_parts): the
+ * parts' blocks of rows shared out over the threads as one range. */
+void sw_linear_rows_parts(const sw_rows_part *p, int n, const float *A, int M, int K, float beta);
 
 /* Cap the vector level (0 portable, 1 AVX2 + FMA, 2 AVX-512; < 0 none);
  * returns the level used from now on. */

@@ -581,6 +581,14 @@ static void linear_rows_(float *C, const float *A, const float *W, int M, int N,
 	linear_rows_launch_(st_.stream, C, A, W, M, N, K, beta);
 }
 
+/* One launch a part, in order on the stream: a launch costs no thread's wake
+ * here, and each element is linear_rows' own. */
+static void linear_rows_parts_(const sw_rows_part *p, int n, const float *A, int M, int K, float beta)
+{
+	for (int i = 0; i < n; i++)
+		linear_rows_launch_(st_.stream, p[i].C, A, p[i].W, M, p[i].N, K, beta);
+}
+
 /* ---- embedding ---- */
 
 /* Tokens repeat: a thread owns a column and adds the rows in token order
@@ -1926,6 +1934,7 @@ static sw_backend cuda_ = {
 	.first_nonfinite = first_nonfinite_,
 	.gemm = gemm_,
 	.linear_rows = linear_rows_,
+	.linear_rows_parts = linear_rows_parts_,
 	.embed_fwd = rows_gather_, /* the same gather */
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,

@@ -350,6 +350,20 @@ static void linear_rows_(float *C, const float *A, const float *W, int M, int N,
 	leave_();
 }
 
+static void linear_rows_parts_(const sw_rows_part *p, int n, const float *A, int M, int K, float beta)
+{
+	for (; n > SW_ROWS_PARTS_MAX; n -= SW_ROWS_PARTS_MAX, p += SW_ROWS_PARTS_MAX)
+		linear_rows_parts_(p, SW_ROWS_PARTS_MAX, A, M, K, beta);
+	const void *ps[2 * SW_ROWS_PARTS_MAX + 1] = { A };
+	int np = n < 1 ? 0 : n;
+	for (int i = 0; i < np; i++)
+		ps[1 + 2 * i] = p[i].C, ps[2 + 2 * i] = p[i].W;
+	if (!enter_("linear_rows_parts", ps, (size_t)(1 + 2 * np), false))
+		return;
+	CPU_->linear_rows_parts(p, np, A, M, K, beta);
+	leave_();
+}
+
 static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T, int D)
 {
 	ENTER_("embed_fwd", out, table, tok) return;
@@ -567,6 +581,7 @@ static const sw_backend guard_ = {
 	.first_nonfinite = first_nonfinite_,
 	.gemm = gemm_,
 	.linear_rows = linear_rows_,
+	.linear_rows_parts = linear_rows_parts_,
 	.embed_fwd = embed_fwd_,
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,

@@ -41,7 +41,7 @@
 /* The ops timed, in the order of backend.h, with how a row names its shape. */
 enum {
 	OP_MEMSET, OP_UPLOAD, OP_DOWNLOAD, OP_COPY, OP_KV_WRITE, OP_ROWS_GATHER, OP_FIRST_NONFINITE,
-	OP_GEMM, OP_LINEAR_ROWS, OP_EMBED_FWD, OP_EMBED_BWD, OP_RMSNORM_FWD, OP_RMSNORM_BWD,
+	OP_GEMM, OP_LINEAR_ROWS, OP_LINEAR_ROWS_PARTS, OP_EMBED_FWD, OP_EMBED_BWD, OP_RMSNORM_FWD, OP_RMSNORM_BWD,
 	OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_ACT_FWD, OP_ACT_BWD, OP_ROPE, OP_ATTN_FWD, OP_ATTN_BWD,
 	OP_ATTN_PREFIX_FWD, OP_ATTN_PREFIX_BWD, OP_ATTN_PAGED, OP_SWIGLU_FWD, OP_SWIGLU_BWD, OP_ADD,
 	OP_BIAS_FWD, OP_BIAS_BWD, OP_LOGPROB_FWD, OP_LOGPROB_BWD, OP_ADAMW, OP_SUMSQ, OP_SCALE,
@@ -60,6 +60,7 @@ static const struct {
 	[OP_FIRST_NONFINITE] = { "first_nonfinite", "rows=%d cols=%d" },
 	[OP_GEMM] = { "gemm", "ta=%d tb=%d M=%d N=%d K=%d" },
 	[OP_LINEAR_ROWS] = { "linear_rows", "M=%d N=%d K=%d" },
+	[OP_LINEAR_ROWS_PARTS] = { "linear_rows_parts", "parts=%d M=%d N=%d K=%d" },
 	[OP_EMBED_FWD] = { "embed_fwd", "T=%d D=%d" },
 	[OP_EMBED_BWD] = { "embed_bwd", "T=%d D=%d" },
 	[OP_RMSNORM_FWD] = { "rmsnorm_fwd", "T=%d D=%d" },
@@ -307,6 +308,16 @@ static void linear_rows_(float *C, const float *A, const float *W, int M, int N,
 	       0);
 }
 
+/* shown as one product: its parts' rows added up (N) */
+static void linear_rows_parts_(const sw_rows_part *p, int n, const float *A, int M, int K, float beta)
+{
+	int N = 0;
+	for (int i = 0; i < n; i++)
+		N += p[i].N;
+	TIMED_(OP_LINEAR_ROWS_PARTS, 2.0 * M * N * K, IN_->linear_rows_parts(p, n, A, M, K, beta), n, M,
+	       N, K, 0);
+}
+
 static void embed_fwd_(float *out, const float *table, const int32_t *tok, int T, int D)
 {
 	TIMED_(OP_EMBED_FWD, 0, IN_->embed_fwd(out, table, tok, T, D), T, D, 0, 0, 0);
@@ -549,6 +560,7 @@ static sw_backend be_ = {
 	.first_nonfinite = first_nonfinite_,
 	.gemm = gemm_,
 	.linear_rows = linear_rows_,
+	.linear_rows_parts = linear_rows_parts_,
 	.embed_fwd = embed_fwd_,
 	.embed_bwd = embed_bwd_,
 	.rmsnorm_fwd = rmsnorm_fwd_,
@@ -604,7 +616,7 @@ static void put_(out_ *o, const char *fmt, ...)
 
 static void row_line_(out_ *o, const row_ *r, const char *shape, double total)
 {
-	put_(o, "%-16s %-38s %9llu %10.4f %6.1f%% %11.1f", ops_[r->op].name, shape,
+	put_(o, "%-17s %-37s %9llu %10.4f %6.1f%% %11.1f", ops_[r->op].name, shape,
 	     (unsigned long long)r->calls, r->s, total > 0 ? 100 * r->s / total : 0.0,
 	     r->s / (double)r->calls * 1e6);
 	if (r->flops > 0 && r->s > 0)
@@ -643,11 +655,11 @@ static char *table_(size_t *len)
 	         "operations (%.1f%%)\n",
 	     program_invocation_short_name, (long)p_.pid, p_.inner->name, wall, total,
 	     (unsigned long long)calls, wall > 0 ? 100 * total / wall : 0.0);
-	put_(&o, "# %-14s %-38s %9s %10s %7s %11s %8s\n", "op", "", "calls", "seconds", "share",
+	put_(&o, "# %-15s %-37s %9s %10s %7s %11s %8s\n", "op", "", "calls", "seconds", "share",
 	     "us/call", "GFLOP/s");
 	for (size_t i = 0; i < nop; i++)
 		row_line_(&o, &byop[i], "(all shapes)", total);
-	put_(&o, "# %-14s %-38s\n", "op", "shape");
+	put_(&o, "# %-15s %-37s\n", "op", "shape");
 	for (size_t i = 0; i < n; i++) {
 		char shape[128];
 		const int *d = all[i].d;
