@@ -67,13 +67,6 @@ enum { SW_ACT_GELU = 0, SW_ACT_GELU_TANH, SW_ACT_QUICK_GELU, SW_ACT_SILU };
 /* The SW_ACT_* of a config.json name ("gelu", "gelu_pytorch_tanh", "quick_gelu", "silu"), or -1. */
 int sw_act_code(const char *name);
 
-/*
- * The keys and values one decoding query sees, in a paged KV cache.  A
- * page holds `page` positions of every KV head, each head's in a run of
- * its own ([KVH][page][hd], as vLLM's blocks): decoding attention reads a
- * head's keys of a page as one run of memory (page * hd floats), not
- * page pieces of hd floats KVH * hd apart.
- */
 /* One matrix of linear_rows_parts: C[M][N] = A W^T (+ beta C), W [N][K]. */
 typedef struct sw_rows_part {
 	float *C;
@@ -84,6 +77,13 @@ typedef struct sw_rows_part {
 /* The most parts one linear_rows_parts call takes. */
 #define SW_ROWS_PARTS_MAX 4
 
+/*
+ * The keys and values one decoding query sees, in a paged KV cache.  A
+ * page holds `page` positions of every KV head, each head's in a run of
+ * its own ([KVH][page][hd], as vLLM's blocks): decoding attention reads a
+ * head's keys of a page as one run of memory (page * hd floats), not
+ * page pieces of hd floats KVH * hd apart.
+ */
 typedef struct sw_kv_view {
 	const float *k, *v;        /* this layer's page 0: each page [KVH][page][hd] */
 	int page;                  /* tokens per page */
