@@ -80,6 +80,11 @@ bad() {
 	# -q silences even -v's line
 	run -0 --separate-stderr sw-model init -q -s tiny t
 	[ "$stderr" = "" ]
+	# the report shows a directory's control characters escaped: one line, nothing for the terminal
+	d=$(printf 'm\nsw-model: fake\033[2J')
+	run -0 --separate-stderr sw-model init -v -s tiny "$d"
+	[ "$stderr" = 'sw-model: m\x0asw-model: fake\x1b[2J: tiny, '"$(sw-model info --json t | jq .parameters)"' parameters, f32, seed 0' ]
+	[ -f "$d/config.json" ]
 }
 
 @test "init --config takes the shapes of a config.json, with the byte tokenizer's ids" {
