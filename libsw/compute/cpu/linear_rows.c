@@ -70,14 +70,17 @@ static void linear_tile_generic_(float *C, int ldc, const float *const *a, int n
  */
 typedef struct {
 	const sw_rows_part *p;
-	int n, bs, first[SW_ROWS_PARTS_MAX + 1];
+	int bs, first[SW_ROWS_PARTS_MAX + 1];
+	size_t rows; /* the parts' rows of W in all */
 } blocks_;
 
 static int blocks_init_(blocks_ *b, const sw_rows_part *p, int n, int bs)
 {
-	b->p = p, b->n = n, b->bs = bs, b->first[0] = 0;
-	for (int i = 0; i < n; i++)
+	b->p = p, b->bs = bs, b->first[0] = 0, b->rows = 0;
+	for (int i = 0; i < n; i++) {
 		b->first[i + 1] = b->first[i] + (p[i].N + bs - 1) / bs;
+		b->rows += (size_t)p[i].N;
+	}
 	return b->first[n];
 }
 
@@ -93,12 +96,9 @@ static int block_at_(const blocks_ *b, int k, int *n0, int *nw)
 }
 
 /* Whether the products are worth a parallel region (as backend_cpu.c's ops). */
-static int big_(const sw_rows_part *p, int n, int M, int K)
+static int big_(const blocks_ *b, int M, int K)
 {
-	size_t rows = 0;
-	for (int i = 0; i < n; i++)
-		rows += (size_t)p[i].N;
-	return BIG_(rows * (size_t)K * (size_t)(M < 8 ? M : 8) / 4);
+	return BIG_(b->rows * (size_t)K * (size_t)(M < 8 ? M : 8) / 4);
 }
 
 /* 0: portable, 1: AVX2 + FMA, 2: AVX-512; lowered by sw_linear_rows_simd(). */
@@ -435,7 +435,7 @@ static void rows_avx512_(const sw_rows_part *p, int np, const float *A, int M, i
 	/* one sequence: blocks of 16, each one run of row16_ */
 	blocks_ bl;
 	int bs = M == 1 ? 16 : BLOCK_, nblk = blocks_init_(&bl, p, np, bs);
-#pragma omp parallel for schedule(static) if (big_(p, np, M, K))
+#pragma omp parallel for schedule(static) if (big_(&bl, M, K))
 	for (int b = 0; b < nblk; b++) {
 		int n0, nw, i = block_at_(&bl, b, &n0, &nw), N = p[i].N;
 		float *C = p[i].C;
@@ -501,7 +501,7 @@ void sw_linear_rows_parts(const sw_rows_part *p, int np, const float *A, int M, 
 	int nblk = blocks_init_(&bl, p, np, 4);
 	/* Threads take blocks of W's rows, so W is read from memory once and
 	 * each block stays in cache while every row of A passes over it. */
-#pragma omp parallel for schedule(static) if (big_(p, np, M, K))
+#pragma omp parallel for schedule(static) if (big_(&bl, M, K))
 	for (int nb = 0; nb < nblk; nb++) {
 		int n0, nw, i = block_at_(&bl, nb, &n0, &nw), N = p[i].N;
 		const float *w[4];
