@@ -21,7 +21,8 @@
  * the time of each product inside the decoder, by shape.
  *
  * attn: one layer of the 110M model's attention (12 heads of 64, no
- * grouping), pages of 16 keys placed at random in the pool, random keys,
+ * grouping), pages of 16 keys placed at random in the pool (laid out as
+ * the decoder's cache: a page's keys, then its values), random keys,
  * values and queries; the median of 50 calls of the op (a layer's call),
  * after 5 unmeasured: attn nseq=N keys=K layer_ms=MEDIAN.
  *
@@ -134,8 +135,11 @@ static int attn_(int nseq, int keys)
 	enum { H = 12, KVH = 12, HD = 64, PG = 16, CALLS = 50, WARM = 5 };
 	const sw_backend *be = sw_backend_cpu();
 	int per = (keys + PG - 1) / PG, npages = nseq * per;
-	size_t pool = (size_t)npages * PG * KVH * HD;
-	float *k = malloc(pool * sizeof *k), *v = malloc(pool * sizeof *v);
+	/* laid out as the decoder's cache (one layer): a page's K then its V,
+	 * each [KVH][PG][HD], in the backend's memory (huge pages where the
+	 * system gives them) */
+	size_t run = (size_t)PG * KVH * HD, pool = (size_t)npages * 2 * run;
+	float *k = be->alloc(pool * sizeof *k, NULL), *v = k ? k + run : NULL;
 	float *q = malloc(sizeof(float) * nseq * H * HD), *out = malloc(sizeof(float) * nseq * H * HD);
 	float *scratch = malloc(be->attn_paged_scratch(keys) * sizeof(float));
 	int32_t *pages = malloc(sizeof(int32_t) * npages), *off = malloc(sizeof(int32_t) * nseq),
@@ -147,7 +151,7 @@ static int attn_(int nseq, int keys)
 	}
 	uint64_t r = 777;
 	for (size_t i = 0; i < pool; i++)
-		k[i] = rnd_(&r), v[i] = rnd_(&r);
+		k[i] = rnd_(&r);
 	for (int i = 0; i < nseq * H * HD; i++)
 		q[i] = rnd_(&r);
 	for (int i = 0; i < npages; i++)
@@ -158,7 +162,7 @@ static int attn_(int nseq, int keys)
 	}
 	for (int s = 0; s < nseq; s++)
 		off[s] = s * per, nk[s] = keys;
-	sw_kv_view kv = { k, v, PG, pages, off, nk, (size_t)PG * KVH * HD };
+	sw_kv_view kv = { k, v, PG, pages, off, nk, 2 * run };
 	for (int c = 0; c < WARM + CALLS; c++) {
 		double t0 = now_(CLOCK_MONOTONIC);
 		be->attn_paged(out, q, nseq, H, KVH, HD, &kv, scratch);
@@ -166,7 +170,8 @@ static int attn_(int nseq, int keys)
 			t[c - WARM] = now_(CLOCK_MONOTONIC) - t0;
 	}
 	printf("attn nseq=%d keys=%d layer_ms=%.4f\n", nseq, keys, bench_median(t, CALLS) * 1e3);
-	free(k), free(v), free(q), free(out), free(scratch), free(pages), free(off), free(nk), free(t);
+	be->free(k);
+	free(q), free(out), free(scratch), free(pages), free(off), free(nk), free(t);
 	return 0;
 }
 
