@@ -821,7 +821,7 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
  * 0.9 of its time without asking, into L2 0.6.  Always inlined: as a
  * function of its own, with nothing in it but prefetches, GCC finds it free
  * of side effects and drops every call (until 2026-12-07 the op asked for
- * nothing).  Measured on an AMD EPYC (Zen 5): bench/RESULTS.md, "kvl2".
+ * nothing).  Measured on an AMD EPYC (Zen 4): bench/RESULTS.md, "kvl2".
  */
 static inline __attribute__((always_inline)) void ask_run_(const float *pool, const int32_t *pt,
                                                           int j0, int P, int nk, size_t stride,
