@@ -818,10 +818,11 @@ SW_VEC static void qk_page_(float *s, const float *q, const float *k, int nj, in
  * anywhere in the pool, so the hardware's prefetchers, which follow a run,
  * do not find the next one.  Into L2 (prefetcht1): asked into L1, a page's
  * 64 lines at once held the core's few line fill buffers, and the op took
- * 0.9 of its time without asking, into L2 0.6.  Always inlined: as a
- * function of its own, with nothing in it but prefetches, GCC finds it free
- * of side effects and drops every call (until 2026-12-07 the op asked for
- * nothing).  Measured on an AMD EPYC (Zen 4): bench/RESULTS.md, "kvl2".
+ * 0.9 of the time it took without asking; asked into L2, 0.6.  Always
+ * inlined: as a function of its own, with nothing in it but prefetches, GCC
+ * finds it free of side effects and drops every call (until 2026-12-07 the
+ * op asked for nothing; tests/kernels.bats checks the objects).  Measured
+ * on an AMD EPYC (Zen 4): bench/RESULTS.md, "kvl2".
  */
 static inline __attribute__((always_inline)) void ask_run_(const float *pool, const int32_t *pt,
                                                           int j0, int P, int nk, size_t stride,
