@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/bench_decode.sh - greedy decoding against the memory-bandwidth bound
-# measured in the same process (bench/decode_bench.c), and batched decoding
+# measured in the same process on the weights' own memory, before the steps
+# and after, the higher taken (bench/decode_bench.c), and batched decoding
 # against one sequence, with BEFORE=TREE the same driver built against that
 # tree's build/lib/libsw.a (a checkout built with make) in the same run.
 #

@@ -9,7 +9,9 @@
  *   engine_bench bandwidth        memory read bandwidth (a 1 GiB sum, all threads)
  *   engine_bench fma              the threads' f32 multiply-add peak (FMAs from registers only):
  *                                 what no f32 product on this machine can beat
- *   engine_bench decode NSEQ NEW  greedy decoding of NSEQ sequences, NEW tokens each
+ *   engine_bench decode NSEQ NEW  greedy decoding of NSEQ sequences, NEW tokens each; where the
+ *                                 host can read the device's memory, also the weights' own read
+ *                                 bandwidth before the steps and after (weights_gbs: the higher)
  *   engine_bench load-generate DIR NEW   load a model directory, decode NEW tokens greedily
  *
  * The model: hidden 768, 12 layers, 12 heads, intermediate 2048, vocab
@@ -311,6 +313,48 @@ static int fma_(void)
 #endif
 }
 
+/* One pass of the sum over x[0..n) on every thread: its seconds (the sum
+ * added to *keep, so that it is not left out).  wide: the AVX2 loop (pf:
+ * with software prefetch), else the plain one. */
+static double pass_(const uint64_t *x, size_t n, int wide, int pf, uint64_t *keep)
+{
+	double t0 = now_();
+	uint64_t acc = 0;
+	if (wide) {
+#pragma omp parallel reduction(+ : acc)
+		{
+			int nt = omp_get_num_threads(), me = omp_get_thread_num();
+			size_t chunk = (n / nt) & ~(size_t)15;
+			size_t len = me == nt - 1 ? n - chunk * me : chunk;
+			acc += sum_avx2_(x + chunk * me, len, pf);
+		}
+	} else {
+#pragma omp parallel for reduction(+ : acc)
+		for (size_t i = 0; i < n; i++)
+			acc += x[i];
+	}
+	*keep += acc;
+	return now_() - t0;
+}
+
+/* The read bandwidth of memory already written (a model's weights), GB/s:
+ * the median of 5 passes after one, the wide sum with prefetch where AVX2
+ * is there. */
+static double read_gbs_(const void *p, size_t bytes)
+{
+	const uint64_t *x = p;
+	size_t n = bytes / sizeof *x;
+	int wide = avx2_();
+	double t[5];
+	uint64_t keep = 0;
+	for (int r = 0; r < 6; r++) {
+		double s = pass_(x, n, wide, wide, &keep);
+		if (r)
+			t[r - 1] = s;
+	}
+	return keep == 1 ? 0 : n * sizeof *x / bench_median(t, 5) / 1e9;
+}
+
 /* Read bandwidth: a 1 GiB sum over every thread, STREAM-like.  With AVX2,
  * two loops taking turns, five passes each after one to warm up: the wide
  * sum and the same with software prefetch; the better median is the
@@ -330,24 +374,9 @@ static int bandwidth_(void)
 	int wide = avx2_(), kinds = wide ? 2 : 1;
 	for (int r = 0; r < 6; r++)
 		for (int pf = 0; pf < kinds; pf++) {
-			double t0 = now_();
-			uint64_t acc = 0;
-			if (wide) {
-#pragma omp parallel reduction(+ : acc)
-				{
-					int nt = omp_get_num_threads(), me = omp_get_thread_num();
-					size_t chunk = (n / nt) & ~(size_t)15;
-					size_t len = me == nt - 1 ? n - chunk * me : chunk;
-					acc += sum_avx2_(x + chunk * me, len, pf);
-				}
-			} else {
-#pragma omp parallel for reduction(+ : acc)
-				for (size_t i = 0; i < n; i++)
-					acc += x[i];
-			}
+			double sec = pass_(x, n, wide, pf, &s);
 			if (r)
-				t[pf][r - 1] = now_() - t0;
-			s += acc;
+				t[pf][r - 1] = sec;
 		}
 	double gbs[2] = { 0, 0 };
 	for (int pf = 0; pf < kinds; pf++)
@@ -368,6 +397,11 @@ static int decode_(int nseq, int nnew)
 	if (!m)
 		die_("model", &err);
 	sw_model_init_random(m, 1, 0.02f);
+	/* the weights' own memory read, before the steps and after (where the
+	 * host can read it): the bound one sequence is judged against */
+	const void *w = be_->host_view(m->arena);
+	size_t wbytes = m->nparams * sizeof(float);
+	double bw0 = w ? read_gbs_(w, wbytes) : 0;
 	int plen = 16;
 	sw_decoder *d = sw_decoder_new(m, nseq, (int64_t)nseq * (plen + nnew), &err);
 	if (!d)
@@ -406,8 +440,14 @@ static int decode_(int nseq, int nnew)
 	double med = bench_median(t, nnew);
 	double kv_mb = (double)c.num_hidden_layers * 2 * nseq * (plen + nnew) * c.hidden_size * 4 / 1048576;
 	/* tokens_per_s as generate() is timed: prefill and every step, over the new tokens. */
-	printf("nseq=%d new=%d step_s=%.5f step_tokens_per_s=%.2f tokens_per_s=%.2f prefill_s=%.4f weight_mb=%.0f kv_mb=%.1f rss_mb=%ld\n",
+	printf("nseq=%d new=%d step_s=%.5f step_tokens_per_s=%.2f tokens_per_s=%.2f prefill_s=%.4f weight_mb=%.0f kv_mb=%.1f rss_mb=%ld",
 	       nseq, nnew, med, nseq / med, nseq * nnew / total, tp, m->nparams * 4.0 / 1048576, kv_mb, rss_mb_());
+	if (w) {
+		double bw1 = read_gbs_(w, wbytes);
+		printf(" weights_gbs=%.2f weights_before_gbs=%.2f weights_after_gbs=%.2f", bw0 > bw1 ? bw0 : bw1, bw0,
+		       bw1);
+	}
+	printf("\n");
 	free(t);
 	sw_decoder_free(d);
 	sw_model_free(m);
