@@ -313,10 +313,14 @@ static int fma_(void)
 #endif
 }
 
+/* Words that may be any object's bytes (a model's floats read as words). */
+typedef uint64_t __attribute__((may_alias)) word_;
+
 /* One pass of the sum over x[0..n) on every thread: its seconds (the sum
  * added to *keep, so that it is not left out).  wide: the AVX2 loop (pf:
- * with software prefetch), else the plain one. */
-static double pass_(const uint64_t *x, size_t n, int wide, int pf, uint64_t *keep)
+ * with software prefetch; its vector loads may read any type), else the
+ * plain one. */
+static double pass_(const word_ *x, size_t n, int wide, int pf, uint64_t *keep)
 {
 	double t0 = now_();
 	uint64_t acc = 0;
@@ -326,7 +330,7 @@ static double pass_(const uint64_t *x, size_t n, int wide, int pf, uint64_t *kee
 			int nt = omp_get_num_threads(), me = omp_get_thread_num();
 			size_t chunk = (n / nt) & ~(size_t)15;
 			size_t len = me == nt - 1 ? n - chunk * me : chunk;
-			acc += sum_avx2_(x + chunk * me, len, pf);
+			acc += sum_avx2_((const uint64_t *)(x + chunk * me), len, pf);
 		}
 	} else {
 #pragma omp parallel for reduction(+ : acc)
@@ -342,7 +346,7 @@ static double pass_(const uint64_t *x, size_t n, int wide, int pf, uint64_t *kee
  * is there. */
 static double read_gbs_(const void *p, size_t bytes)
 {
-	const uint64_t *x = p;
+	const word_ *x = p;
 	size_t n = bytes / sizeof *x;
 	int wide = avx2_();
 	double t[5];
