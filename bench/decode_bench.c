@@ -119,19 +119,17 @@ static double read_gbs_(const float *x, size_t n)
 	return keep == -1 ? 0 : (double)n * sizeof(float) / bench_median(t, 5) / 1e9;
 }
 
-/* The same over a buffer of n floats of its own, written first (for a
- * device whose memory the host cannot read). */
-static double bandwidth_(size_t n)
+/* A buffer of n floats, written (what is read where the device's memory
+ * is not the host's). */
+static float *buffer_(size_t n)
 {
 	float *x = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-	if (!x)
-		return 0;
+	if (x) {
 #pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < n; i++)
-		x[i] = (float)(i & 255);
-	double gbs = read_gbs_(x, n);
-	free(x);
-	return gbs;
+		for (size_t i = 0; i < n; i++)
+			x[i] = (float)(i & 255);
+	}
+	return x;
 }
 
 static void die_(const char *what, const sw_error *e)
@@ -283,7 +281,9 @@ int main(int argc, char **argv)
 	 * buffer of fresh pages read at another moment moved the bound more
 	 * than the steps moved. */
 	const float *w = be->host_view(m->arena);
-	double bw0 = w ? read_gbs_(w, m->nparams) : bandwidth_(m->nparams);
+	float *own = w ? NULL : buffer_(m->nparams);
+	const float *x = w ? w : own;
+	double bw0 = x ? read_gbs_(x, m->nparams) : 0;
 	sw_decoder *d = sw_decoder_new(m, nseq, (int64_t)nseq * (plen + nnew), &err);
 	if (!d)
 		die_("decoder", &err);
@@ -319,7 +319,8 @@ int main(int argc, char **argv)
 		tw[k] = now_(CLOCK_MONOTONIC) - w0;
 		tc[k] = now_(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	}
-	double bw1 = w ? read_gbs_(w, m->nparams) : bandwidth_(m->nparams), bw = bw0 > bw1 ? bw0 : bw1;
+	double bw1 = x ? read_gbs_(x, m->nparams) : 0, bw = bw0 > bw1 ? bw0 : bw1;
+	free(own);
 	double step = bench_median(tw, nnew), cpu = bench_median(tc, nnew), bound = wbytes / (bw * 1e9);
 	printf("nseq=%d new=%d threads=%d weight_mb=%.1f bandwidth_gbs=%.2f bandwidth_before_gbs=%.2f "
 	       "bandwidth_after_gbs=%.2f probe=%s step_s=%.5f step_cpu_s=%.5f tokens_per_s=%.2f "
