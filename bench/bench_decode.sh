@@ -30,7 +30,11 @@
 # both sides; on a shared machine spinning threads take the cores the
 # working ones need), spin (GOMP_SPINCOUNT=2000: a short spin, then sleep,
 # what sw-run gives its stages), default (libgomp's own: a long spin before
-# it sleeps, what sw-rollout run alone gets) or active.
+# it sleeps, what sw-rollout run alone gets) or active.  SW_BENCH_ROW_PF:
+# l1 or l2, the cache level the one-row product asks for W ahead into
+# (decode_bench's; unset: the CPU's default), or both: this build on two
+# sides taking turns, l1 and l2, in place of BEFORE.  The build column
+# names the level each side's runs used.
 set -eu
 . "$(dirname "$0")/env.sh"
 TH=${SW_BENCH_THREADS:-2}
@@ -55,6 +59,19 @@ if [ -n "${BEFORE:-}" ]; then
 		-ljpeg -ldnnl -lopenblas -lpcre2-8 -lutf8proc -lsodium -lseccomp -ldl -lpthread -lm
 	drivers="$drivers before:$d/before"
 fi
+case ${SW_BENCH_ROW_PF:-} in
+'' | l1 | l2) ;;
+both)
+	[ -z "${BEFORE:-}" ] || { echo "bench_decode: SW_BENCH_ROW_PF=both takes the place of BEFORE" >&2; exit 1; }
+	unset SW_BENCH_ROW_PF
+	for l in l1 l2; do
+		printf '#!/bin/sh\nSW_BENCH_ROW_PF=%s exec "%s" "$@"\n' "$l" "$B/bench/decode_bench" >"$d/$l"
+		chmod +x "$d/$l"
+	done
+	drivers="l1:$d/l1 l2:$d/l2"
+	;;
+*) echo "bench_decode: SW_BENCH_ROW_PF must be l1, l2 or both" >&2; exit 1 ;;
+esac
 
 "$B/bin/sw-model" init -q -s tiny "$d/t"
 mk() {
@@ -98,7 +115,7 @@ for w in "m15 1 256" "m110 1 256" "m110 32 128" ${SW_BENCH_LONG:+"m110 32 512"};
 		{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2]; all[kv[1]] = all[kv[1]] " " kv[2] } }
 		END {
 			one = v["nseq"] == 1
-			printf "| %s | %s (%s MiB) | %d x %d | %.2f ms (%.2f) | %.1f | %.2f GB/s | %s | %s |\n", nm, m,
+			printf "| %s (W ahead: %s) | %s (%s MiB) | %d x %d | %.2f ms (%.2f) | %.1f | %.2f GB/s | %s | %s |\n", nm, v["row_prefetch"], m,
 				v["weight_mb"], v["nseq"], v["new"], med("step_s") * 1e3, med("step_cpu_s") * 1e3,
 				med("tokens_per_s"), med("bandwidth_gbs"), one ? sprintf("%.2f", med("of_bound")) : "-",
 				one ? sprintf("%.2f ms", med("fixed_ms")) : "-"

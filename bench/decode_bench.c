@@ -19,6 +19,12 @@
  * the step spends beyond it (the fixed cost of a token).  Threads from
  * $SW_THREADS, else every core.
  *
+ * $SW_BENCH_ROW_PF (l1 or l2; unset: the CPU's default) chooses the cache
+ * level the CPU's one-row product asks for W ahead into
+ * (sw_backend_cpu_row_prefetch); the line says which ran (row_prefetch=l1,
+ * l2; none where no kernel asks; fixed where the libsw linked has no
+ * choice, as before 2026-12-07).
+ *
  * The device is $SW_DEVICE's (the CPU by default); with $SW_PROFILE=FILE
  * the table of its ops (backend.h's sw_backend_prof) is appended to FILE:
  * the time of each product inside the decoder, by shape.
@@ -33,7 +39,7 @@
  * and with W from memory (calls over copies of W filling 512 MiB at least,
  * each read once a pass, as the decoder reads a layer's weights once a
  * step; 5 passes after 1), medians: rows m=M n=N k=K cached_gflops=G
- * streamed_gflops=G.
+ * streamed_gflops=G row_prefetch=L.
  */
 #define _DEFAULT_SOURCE
 #include <omp.h>
@@ -190,7 +196,7 @@ static size_t lines_(size_t bytes)
 	return (bytes + 63) & ~(size_t)63;
 }
 
-static int rows_(int M, int N, int K)
+static int rows_(int M, int N, int K, const char *pf)
 {
 	enum { CALLS = 50, WARM = 5, PASSES = 5 };
 	const sw_backend *be = sw_backend_cpu();
@@ -230,16 +236,39 @@ static int rows_(int M, int N, int K)
 		if (p > 0)
 			t[p - 1] = (now_(CLOCK_MONOTONIC) - t0) / nw;
 	}
-	printf("rows m=%d n=%d k=%d cached_gflops=%.1f streamed_gflops=%.1f\n", M, N, K, cached,
-	       flop / bench_median(t, PASSES) / 1e9);
+	printf("rows m=%d n=%d k=%d cached_gflops=%.1f streamed_gflops=%.1f row_prefetch=%s\n", M, N, K, cached,
+	       flop / bench_median(t, PASSES) / 1e9, pf);
 	for (int w = 0; w < nw; w++)
 		free(W[w]);
 	free(W), free(A), free(C), free(t);
 	return 0;
 }
 
+/* Declared here and weak: bench_decode.sh's BEFORE builds this driver
+ * against older trees' libsw, which had one level (L1 where the AVX-512
+ * kernel ran) and no such function. */
+int sw_backend_cpu_row_prefetch(int level);
+#pragma weak sw_backend_cpu_row_prefetch
+
+/* The one-row product's prefetch level from $SW_BENCH_ROW_PF, as the output names it. */
+static const char *row_pf_(void)
+{
+	const char *v = getenv("SW_BENCH_ROW_PF");
+	int want = !v || !*v ? -1 : !strcmp(v, "l1") ? 1 : !strcmp(v, "l2") ? 2 : 0;
+	if (!want || (want > 0 && !sw_backend_cpu_row_prefetch)) {
+		fprintf(stderr, "decode_bench: SW_BENCH_ROW_PF='%s': %s\n", v,
+		        want ? "this libsw has no choice of level" : "l1 or l2");
+		exit(2);
+	}
+	if (!sw_backend_cpu_row_prefetch)
+		return "fixed";
+	int got = sw_backend_cpu_row_prefetch(want);
+	return got == 1 ? "l1" : got == 2 ? "l2" : "none";
+}
+
 int main(int argc, char **argv)
 {
+	const char *pf = row_pf_();
 	if (argc == 4 && !strcmp(argv[1], "attn")) {
 		if (atoi(argv[2]) < 1 || atoi(argv[3]) < 1 || atoi(argv[2]) > 4096 || atoi(argv[3]) > 1 << 20) {
 			fprintf(stderr, "decode_bench: attn NSEQ KEYS: 1 to 4096 sequences, 1 to 2^20 keys\n");
@@ -258,7 +287,7 @@ int main(int argc, char **argv)
 		}
 		const char *th = getenv("SW_THREADS");
 		sw_engine_threads(th ? atoi(th) : 0);
-		return rows_(M, N, K);
+		return rows_(M, N, K, pf);
 	}
 	if (argc != 4) {
 		fprintf(stderr, "usage: decode_bench DIR NSEQ NEW | attn NSEQ KEYS | rows M N K\n");
@@ -324,9 +353,9 @@ int main(int argc, char **argv)
 	double step = bench_median(tw, nnew), cpu = bench_median(tc, nnew), bound = wbytes / (bw * 1e9);
 	printf("nseq=%d new=%d threads=%d weight_mb=%.1f bandwidth_gbs=%.2f bandwidth_before_gbs=%.2f "
 	       "bandwidth_after_gbs=%.2f probe=%s step_s=%.5f step_cpu_s=%.5f tokens_per_s=%.2f "
-	       "bound_step_s=%.5f of_bound=%.3f fixed_ms=%.3f\n",
+	       "bound_step_s=%.5f of_bound=%.3f fixed_ms=%.3f row_prefetch=%s\n",
 	       nseq, nnew, omp_get_max_threads(), wbytes / 1048576, bw, bw0, bw1, w ? "weights" : "buffer",
-	       step, cpu, nseq / step, bound, bound / step, (step - bound) * 1e3);
+	       step, cpu, nseq / step, bound, bound / step, (step - bound) * 1e3, pf);
 	free(tw), free(tc);
 	sw_decoder_free(d);
 	sw_model_free(m);

@@ -31,9 +31,13 @@ needs_x86_objdump() {
 	[[ "$output" != *"pv_keys_ prefetcht0"* ]]
 }
 
-@test "kernels: the decoding products ask for W ahead (one row: into L1; a batch: the next block into L2)" {
+@test "kernels: the decoding products ask for W ahead (one row: a version into L1, one into L2; a batch: the next block into L2)" {
 	needs_x86_objdump
 	run -0 prefetches linear_rows
-	[[ "$output" == *"row16_ prefetcht0"* ]]
+	[[ "$output" == *"row16_l1_ prefetcht0"* ]]
+	[[ "$output" == *"row16_l2_ prefetcht1"* ]]
+	# each version asks into its own level alone
+	[[ "$output" != *"row16_l1_ prefetcht1"* ]]
+	[[ "$output" != *"row16_l2_ prefetcht0"* ]]
 	[[ "$output" == *"tiles_ prefetcht1"* ]]
 }

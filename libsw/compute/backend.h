@@ -333,6 +333,15 @@ void sw_backend_cpu_threads(int n);
  */
 int sw_backend_cpu_simd(int level);
 /*
+ * The cache level linear_rows' AVX-512 kernel of one row (decoding one
+ * sequence, bound by reading W) asks for W ahead into: 1 (L1) or 2 (L2);
+ * any other value the CPU's default, 2 on AMD CPUs and 1 on the others
+ * (bench/RESULTS.md, "prefetch" and "pfl2").  Returns the level now in
+ * use, 0 where no kernel asks (not x86-64).  The bits are the same either
+ * way; for benchmarks and tests.
+ */
+int sw_backend_cpu_row_prefetch(int level);
+/*
  * The provider of the CPU's products (cpu/gemm.h): "onednn" (the default)
  * or "openblas", from $SW_GEMM when the backend is first used; a name it
  * does not know is an error every sync of the CPU backend reports (and

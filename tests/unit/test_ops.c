@@ -827,6 +827,42 @@ static void test_linear_rows_parts_(int level)
 	free(A), free(W), free(C), free(R);
 }
 
+/* Whether /proc/cpuinfo names an AMD CPU (-1: not readable). */
+static int cpuinfo_amd_(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	int amd = 0;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "vendor_id", 9)) {
+			amd = strstr(line, "AuthenticAMD") != NULL;
+			break;
+		}
+	fclose(f);
+	return amd;
+}
+
+/* The AVX-512 one-row kernel asks for W into L1 or L2 (two versions of it):
+ * the choice, its default by CPU, and each version's products. */
+static void test_row_prefetch_(void)
+{
+	ok(sw_backend_cpu_row_prefetch(1) == 1, "row prefetch: L1 chosen");
+	test_linear_rows_(2);
+	test_linear_rows_parts_(2);
+	ok(sw_backend_cpu_row_prefetch(2) == 2, "row prefetch: L2 chosen");
+	test_linear_rows_(2);
+	test_linear_rows_parts_(2);
+	int amd = cpuinfo_amd_(), def = sw_backend_cpu_row_prefetch(-1);
+	if (amd < 0)
+		ok(def == 1 || def == 2, "row prefetch: a default level (%d; no /proc/cpuinfo)", def);
+	else
+		ok(def == (amd ? 2 : 1), "row prefetch: the default is L%d on this %s CPU", def,
+		   amd ? "AMD" : "non-AMD");
+	ok(sw_backend_cpu_row_prefetch(7) == def, "row prefetch: a level not 1 or 2 is the default");
+}
+
 int main(void)
 {
 	ops = sw_backend_cpu();
@@ -839,6 +875,8 @@ int main(void)
 		test_linear_rows_(level);
 		test_linear_rows_parts_(level);
 	}
+	if (top == 2)
+		test_row_prefetch_();
 	if (top >= 1) {
 		int M = 6, N = 11, K = 45;
 		float *A = rnd_(M * K, 1), *W = rnd_(N * K, 1), *C0 = zeros_(M * N), *C1 = zeros_(M * N);

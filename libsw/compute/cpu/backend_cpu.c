@@ -1260,6 +1260,11 @@ int sw_backend_cpu_simd(int level)
 	return sw_linear_rows_simd(level);
 }
 
+int sw_backend_cpu_row_prefetch(int level)
+{
+	return sw_linear_rows_prefetch(level);
+}
+
 void sw_backend_cpu_threads(int n)
 {
 	if (n <= 0)

@@ -20,7 +20,8 @@
  * finishing 16 elements costs 30 shuffles and 15 adds, not 240 scalar adds.
  * Three kernels, the same arithmetic: one row of A against 16 rows of W
  * (decoding one sequence: bound by reading W, so each W load feeds one
- * FMA, and W is read in memory order, a row at a time); 4 rows of A by 6
+ * FMA, and W is read in memory order, a row at a time, asked for ahead
+ * into L1 or L2 by CPU: two versions of it); 4 rows of A by 6
  * of W (a batch: 10 loads feed 24 FMAs, 28 of the 32 vector registers);
  * and 4 by 4, for what is left over (short tiles, k % 16 tails).  Threads
  * take blocks of 48 rows of W (16 for one sequence), so W is read from
@@ -322,8 +323,29 @@ T512_ static void tile46_(float *C, int ldc, const float *const *a, const float 
 /* How far ahead row16_ asks for W: 1024 floats, 4 KiB. */
 #define PF_AHEAD_ 1024
 
-/* One row of A by 16 consecutive rows of W (W, W + K, ...): one sequence decoding. */
-T512_ static void row16_(float *C, const float *a, const float *W, int K, float beta)
+/*
+ * The cache level row16_ asks for W into: 1 (prefetcht0) or 2 (prefetcht1);
+ * by default 2 on AMD CPUs, 1 on the others; sw_linear_rows_prefetch()
+ * chooses (pf_cap_; -1 the default).  An element's arithmetic is the same
+ * either way.
+ */
+static int pf_cap_ = -1;
+
+static int row_pf_level_(void)
+{
+	static int amd = -1;
+	if (amd < 0) {
+		__builtin_cpu_init();
+		amd = __builtin_cpu_is("amd") ? 1 : 0;
+	}
+	return pf_cap_ > 0 ? pf_cap_ : amd ? 2 : 1;
+}
+
+/* One row of A by 16 consecutive rows of W (W, W + K, ...): one sequence
+ * decoding; hint: _MM_HINT_T0 or _MM_HINT_T1 (a constant: row16_l1_ and
+ * row16_l2_ below are this body with each). */
+T512_ static inline __attribute__((always_inline)) void row16_(float *C, const float *a, const float *W,
+                                                               int K, float beta, const int hint)
 {
 	/* c[4i + j]: W row 4j + i, so that lane n of the sums is row n's. */
 	__m512 c[16];
@@ -335,18 +357,19 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 	 * at the memory's rate on an Intel Xeon (Sapphire Rapids, 2 vCPUs):
 	 * each cache line is asked for PF_AHEAD_ floats ahead (4 KiB, the next
 	 * page, where the hardware's stream stops), which took decoding one
-	 * sequence from 0.8 to 0.9 of the read bandwidth there (bench/RESULTS.md,
-	 * "prefetch").  A prefetch past W's end (its address made as an
-	 * integer, not as a pointer past the array) is dropped by the CPU.  An
-	 * element's arithmetic is the same either way: its 16 sums over k in
-	 * order. */
+	 * sequence from 0.8 to 0.9 of the read bandwidth there, asked into L1
+	 * (bench/RESULTS.md, "prefetch").  On an AMD EPYC (Zen 4) asking into
+	 * L1 made one sequence's step 2-10% slower than asking into L2, the
+	 * fastest of L1, L2 and non-temporal there (section "pfl2").  A prefetch past W's end (its
+	 * address made as an integer, not as a pointer past the array) is
+	 * dropped by the CPU.  An element's arithmetic is the same either way:
+	 * its 16 sums over k in order. */
 #pragma GCC unroll 16
 	for (int n = 0; n < 16; n++) {
 		const float *w = W + n * ld;
 		__m512 acc = _mm512_setzero_ps();
 		for (int k = 0; k < K16; k += 16) {
-			_mm_prefetch((const char *)((uintptr_t)(w + k) + PF_AHEAD_ * sizeof(float)),
-			             _MM_HINT_T0);
+			_mm_prefetch((const char *)((uintptr_t)(w + k) + PF_AHEAD_ * sizeof(float)), hint);
 			acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(w + k), acc);
 		}
 		c[4 * (n % 4) + n / 4] = acc;
@@ -366,6 +389,16 @@ T512_ static void row16_(float *C, const float *a, const float *W, int K, float 
 			v = fmaf(a[k], W[n * ld + k], v);
 		C[n] = beta == 0 ? v : v + beta * C[n];
 	}
+}
+
+T512_ static void row16_l1_(float *C, const float *a, const float *W, int K, float beta)
+{
+	row16_(C, a, W, K, beta, _MM_HINT_T0);
+}
+
+T512_ static void row16_l2_(float *C, const float *a, const float *W, int K, float beta)
+{
+	row16_(C, a, W, K, beta, _MM_HINT_T1);
 }
 
 /* Rows of W a thread's block holds in a batch: 8 groups of 6, 3 runs of 16. */
@@ -435,6 +468,8 @@ static void rows_avx512_(const sw_rows_part *p, int np, const float *A, int M, i
 	/* one sequence: blocks of 16, each one run of row16_ */
 	blocks_ bl;
 	int bs = M == 1 ? 16 : BLOCK_, nblk = blocks_init_(&bl, p, np, bs);
+	void (*row16)(float *, const float *, const float *, int, float) =
+		row_pf_level_() == 2 ? row16_l2_ : row16_l1_;
 #pragma omp parallel for schedule(static) if (big_(&bl, M, K))
 	for (int b = 0; b < nblk; b++) {
 		int n0, nw, i = block_at_(&bl, b, &n0, &nw), N = p[i].N;
@@ -455,7 +490,7 @@ static void rows_avx512_(const sw_rows_part *p, int np, const float *A, int M, i
 			const float *a = A + (size_t)mt * K;
 			int n16 = nw / 16 * 16;
 			for (int r = 0; r < n16; r += 16)
-				row16_(c + n0 + r, a, W + (size_t)(n0 + r) * K, K, beta);
+				row16(c + n0 + r, a, W + (size_t)(n0 + r) * K, K, beta);
 			if (n16 < nw)
 				tiles_(c, N, a, 1, W, n0 + n16, nw - n16, K, beta, NULL, 0);
 		}
@@ -473,6 +508,10 @@ static int simd_level_(void)
 	return simd_cap_ >= 0 && simd_cap_ < v ? simd_cap_ : v;
 }
 #else
+static int row_pf_level_(void)
+{
+	return 0;
+}
 static void linear_tile_avx2_(float *C, int ldc, const float *const *a, int na,
                               const float *const *w, int nw, int K, float beta)
 {
@@ -525,4 +564,14 @@ int sw_linear_rows_simd(int cap)
 {
 	simd_cap_ = cap;
 	return simd_level_();
+}
+
+int sw_linear_rows_prefetch(int level)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	pf_cap_ = level == 1 || level == 2 ? level : -1;
+#else
+	(void)level;
+#endif
+	return row_pf_level_();
 }

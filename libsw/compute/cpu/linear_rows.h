@@ -20,4 +20,9 @@ void sw_linear_rows_parts(const sw_rows_part *p, int n, const float *A, int M, i
  * returns the level used from now on. */
 int sw_linear_rows_simd(int cap);
 
+/* The cache level the AVX-512 kernel of one row asks for W ahead into: 1
+ * or 2, any other value the CPU's default (2 on AMD, 1 on the others);
+ * returns the level used from now on (0: no kernel here asks). */
+int sw_linear_rows_prefetch(int level);
+
 #endif
