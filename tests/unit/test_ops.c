@@ -861,6 +861,10 @@ static void test_row_prefetch_(void)
 		ok(def == (amd ? 2 : 1), "row prefetch: the default is L%d on this %s CPU", def,
 		   amd ? "AMD" : "non-AMD");
 	ok(sw_backend_cpu_row_prefetch(7) == def, "row prefetch: a level not 1 or 2 is the default");
+	sw_backend_cpu_simd(1);
+	ok(sw_backend_cpu_row_prefetch(2) == 0, "row prefetch: none below AVX-512 (its kernels alone ask)");
+	sw_backend_cpu_simd(2);
+	ok(sw_backend_cpu_row_prefetch(-1) == def, "row prefetch: the default again at AVX-512");
 }
 
 int main(void)

@@ -573,5 +573,5 @@ int sw_linear_rows_prefetch(int level)
 #else
 	(void)level;
 #endif
-	return row_pf_level_();
+	return simd_level_() == 2 ? row_pf_level_() : 0;
 }

@@ -22,7 +22,8 @@ int sw_linear_rows_simd(int cap);
 
 /* The cache level the AVX-512 kernel of one row asks for W ahead into: 1
  * or 2, any other value the CPU's default (2 on AMD, 1 on the others);
- * returns the level used from now on (0: no kernel here asks). */
+ * returns the level used from now on (0: no kernel asks, as where the
+ * AVX-512 kernels do not run). */
 int sw_linear_rows_prefetch(int level);
 
 #endif
