@@ -342,10 +342,11 @@ static int row_pf_level_(void)
 }
 
 /* One row of A by 16 consecutive rows of W (W, W + K, ...): one sequence
- * decoding; hint: _MM_HINT_T0 or _MM_HINT_T1 (a constant: row16_l1_ and
- * row16_l2_ below are this body with each). */
+ * decoding; l2: ask for W into L2, else into L1 (a constant: row16_l1_
+ * and row16_l2_ below are this body with each, the test folded away; each
+ * call names its hint, which compilers want as a literal). */
 T512_ static inline __attribute__((always_inline)) void row16_(float *C, const float *a, const float *W,
-                                                               int K, float beta, const int hint)
+                                                               int K, float beta, const int l2)
 {
 	/* c[4i + j]: W row 4j + i, so that lane n of the sums is row n's. */
 	__m512 c[16];
@@ -369,7 +370,11 @@ T512_ static inline __attribute__((always_inline)) void row16_(float *C, const f
 		const float *w = W + n * ld;
 		__m512 acc = _mm512_setzero_ps();
 		for (int k = 0; k < K16; k += 16) {
-			_mm_prefetch((const char *)((uintptr_t)(w + k) + PF_AHEAD_ * sizeof(float)), hint);
+			const char *ahead = (const char *)((uintptr_t)(w + k) + PF_AHEAD_ * sizeof(float));
+			if (l2)
+				_mm_prefetch(ahead, _MM_HINT_T1);
+			else
+				_mm_prefetch(ahead, _MM_HINT_T0);
 			acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(w + k), acc);
 		}
 		c[4 * (n % 4) + n / 4] = acc;
@@ -393,12 +398,12 @@ T512_ static inline __attribute__((always_inline)) void row16_(float *C, const f
 
 T512_ static void row16_l1_(float *C, const float *a, const float *W, int K, float beta)
 {
-	row16_(C, a, W, K, beta, _MM_HINT_T0);
+	row16_(C, a, W, K, beta, 0);
 }
 
 T512_ static void row16_l2_(float *C, const float *a, const float *W, int K, float beta)
 {
-	row16_(C, a, W, K, beta, _MM_HINT_T1);
+	row16_(C, a, W, K, beta, 1);
 }
 
 /* Rows of W a thread's block holds in a batch: 8 groups of 6, 3 runs of 16. */
