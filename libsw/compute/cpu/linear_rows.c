@@ -361,10 +361,10 @@ T512_ static inline __attribute__((always_inline)) void row16_(float *C, const f
 	 * sequence from 0.8 to 0.9 of the read bandwidth there, asked into L1
 	 * (bench/RESULTS.md, "prefetch").  On an AMD EPYC (Zen 4) asking into
 	 * L1 made one sequence's step 2-10% slower than asking into L2, the
-	 * fastest of L1, L2 and non-temporal there (section "pfl2").  A prefetch past W's end (its
-	 * address made as an integer, not as a pointer past the array) is
-	 * dropped by the CPU.  An element's arithmetic is the same either way:
-	 * its 16 sums over k in order. */
+	 * fastest of L1, L2 and non-temporal there (section "pfl2").  A
+	 * prefetch past W's end (its address made as an integer, not as a
+	 * pointer past the array) is dropped by the CPU.  An element's
+	 * arithmetic is the same either way: its 16 sums over k in order. */
 #pragma GCC unroll 16
 	for (int n = 0; n < 16; n++) {
 		const float *w = W + n * ld;
