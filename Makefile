@@ -52,7 +52,7 @@ MANPAGES  := $(wildcard man/*.[157])
 DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libdnnl-dev libpcre2-dev libutf8proc-dev libsodium-dev libseccomp-dev libpng-dev libjpeg62-turbo-dev \
               libopenmpi-dev openmpi-bin
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap python3-msgpack python3-pil \
-              libicu-dev hyperfine
+              libicu-dev hyperfine clang libomp-dev
 DEPS_BENCH := jq zstd hyperfine
 DEPS_DEMO  := jq librsvg2-bin
 DEPS_FUZZ  := clang libomp-dev
