@@ -160,7 +160,7 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(wildcard tests/fuzz/*.h) $(B)/
 	$(CC) $(CFLAGS_SW) -o $@ $< tests/fuzz/replay.c $(B)/lib/libsw.a $(LDFLAGS_SW) $(LDLIBS_SW)
 
 GPU_BIN := $(B)/tests/test_gpu $(B)/tests/test_store_ipc $(B)/tests/test_nccl
-test: all deps-test $(UNIT_BIN) $(GPU_BIN) $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+test: all deps-test $(UNIT_BIN) $(GPU_BIN) $(B)/bin/sw-datagen $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%) $(B)/bench/gpu_bench
 	@B=$(B) SW_SAN="$(SAN)" tests/run
 
 # The GPU tests (tests/gpu/): make test runs them too, as skips where there is no GPU;

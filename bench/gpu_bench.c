@@ -11,9 +11,12 @@
  * q/k/v biases; 494M parameters), random normal(0, 0.02) weights, f32;
  * SW_MATMUL=bf16 takes the training products' operands to bf16
  * (sw_backend_matmul; f32 sums).  Training reports the model FLOPs per
- * second against the H200's datasheet rates, 67 TFLOP/s f32 and 990
- * TFLOP/s dense bf16; decoding reports the weight bytes read per second
- * (every step reads every weight once) against its 4.8 TB/s of HBM.
+ * second against the GPU's datasheet rates, f32 and dense bf16; decoding
+ * reports the weight bytes read per second (every step reads every weight
+ * once) against its HBM bandwidth.  The rates: $SW_GPU_F32_TFLOPS,
+ * $SW_GPU_BF16_TFLOPS and $SW_GPU_HBM_TBS, all three or none
+ * (tests/gpu/device-check.sh sets them from the GPU's name), else the
+ * H200's, 67, 990 and 4.8; the line says which (rates=env or rates=h200).
  */
 #define _DEFAULT_SOURCE
 #include <stdio.h>
@@ -25,9 +28,39 @@
 #include "sw/model.h"
 #include "bench_stats.h"
 
-#define F32_PEAK 67e12
-#define BF16_PEAK 990e12
-#define HBM_BW 4.8e12
+/* The datasheet rates the fractions are against (see the top). */
+typedef struct {
+	double f32, bf16, hbm; /* FLOP/s, FLOP/s, bytes/s */
+	const char *from;
+} rates_;
+
+static rates_ rates_get_(void)
+{
+	rates_ r = { 67e12, 990e12, 4.8e12, "h200" };
+	const char *names[3] = { "SW_GPU_F32_TFLOPS", "SW_GPU_BF16_TFLOPS", "SW_GPU_HBM_TBS" };
+	double *dst[3] = { &r.f32, &r.bf16, &r.hbm };
+	int set = 0;
+	for (int i = 0; i < 3; i++) {
+		const char *v = getenv(names[i]);
+		if (!v || !*v)
+			continue;
+		char *end;
+		double x = strtod(v, &end);
+		if (*end || !(x > 0) || x > 1e6) {
+			fprintf(stderr, "gpu_bench: %s='%s': a positive number (TFLOP/s or TB/s)\n", names[i], v);
+			exit(2);
+		}
+		*dst[i] = x * 1e12;
+		set++;
+	}
+	if (set && set < 3) {
+		fprintf(stderr, "gpu_bench: SW_GPU_F32_TFLOPS, SW_GPU_BF16_TFLOPS and SW_GPU_HBM_TBS: all three or none\n");
+		exit(2);
+	}
+	if (set)
+		r.from = "env";
+	return r;
+}
 
 static double now_(void)
 {
@@ -81,7 +114,7 @@ static sw_model *model_(const sw_backend *be, sw_error *err)
 	return m;
 }
 
-static int train_(const sw_backend *be, int steps, int nseq, int len)
+static int train_(const sw_backend *be, int steps, int nseq, int len, const rates_ *r)
 {
 	sw_error err = { 0 };
 	double t_init = now_();
@@ -126,16 +159,16 @@ static int train_(const sw_backend *be, int steps, int nseq, int len)
 	double flops = 6 * lin * T + 6 * att;
 	double med = bench_median(t + 1, steps);
 	printf("device=%s matmul=%s params=%zu tokens=%d steps=%d step_s=%.4f tokens_per_s=%.1f tflops=%.2f "
-	       "mfu_f32=%.4f mfu_bf16=%.4f loss=%.4f init_s=%.1f\n",
+	       "mfu_f32=%.4f mfu_bf16=%.4f loss=%.4f init_s=%.1f rates=%s f32_tflops=%.0f bf16_tflops=%.0f\n",
 	       sw_backend_name(be), prec, m->nparams, T, steps, med, T / med, flops / med / 1e12,
-	       flops / med / F32_PEAK, flops / med / BF16_PEAK, loss, t_init);
+	       flops / med / r->f32, flops / med / r->bf16, loss, t_init, r->from, r->f32 / 1e12, r->bf16 / 1e12);
 	sw_engine_free(e);
 	sw_model_free(m), sw_model_free(g), sw_model_free(mo), sw_model_free(vo);
 	free(tok), free(cu), free(t);
 	return 0;
 }
 
-static int decode_(const sw_backend *be, int nseq, int new_tokens)
+static int decode_(const sw_backend *be, int nseq, int new_tokens, const rates_ *r)
 {
 	sw_error err = { 0 };
 	sw_model *m = model_(be, &err);
@@ -177,9 +210,9 @@ static int decode_(const sw_backend *be, int nseq, int new_tokens)
 	 * host), without the bench's own greedy pick over the vocabulary. */
 	double meds = bench_median(ts + 1, new_tokens - 1);
 	printf("device=%s params=%zu nseq=%d new=%d step_s=%.5f decoder_step_s=%.5f tokens_per_s=%.1f "
-	       "weight_gb_per_s=%.1f hbm_frac=%.4f prefill_s=%.4f\n",
+	       "weight_gb_per_s=%.1f hbm_frac=%.4f prefill_s=%.4f rates=%s hbm_tbs=%.2f\n",
 	       sw_backend_name(be), m->nparams, nseq, new_tokens, med, meds, nseq / med, wbytes / med / 1e9,
-	       wbytes / med / HBM_BW, t[0]);
+	       wbytes / med / r->hbm, t[0], r->from, r->hbm / 1e12);
 	sw_decoder_free(d);
 	sw_model_free(m);
 	free(t);
@@ -190,13 +223,14 @@ int main(int argc, char **argv)
 {
 	sw_error err = { 0 };
 	const char *dev = getenv("SW_DEVICE") ? getenv("SW_DEVICE") : "cuda";
+	rates_ r = rates_get_(); /* a bad rate is said before minutes of work */
 	const sw_backend *be = sw_backend_get(dev, &err);
 	if (!be)
 		die_("device", &err);
 	if (argc == 5 && !strcmp(argv[1], "train"))
-		return train_(be, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+		return train_(be, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), &r);
 	if (argc == 4 && !strcmp(argv[1], "decode"))
-		return decode_(be, atoi(argv[2]), atoi(argv[3]));
+		return decode_(be, atoi(argv[2]), atoi(argv[3]), &r);
 	fprintf(stderr, "usage: gpu_bench train STEPS NSEQ LEN | decode NSEQ NEW\n");
 	return 2;
 }

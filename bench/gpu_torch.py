@@ -9,10 +9,13 @@ config, random weights), on PyTorch on the same GPU.
 f32: TF32 off (what the CUDA backend computes: plain f32); bf16: bf16
 autocast over f32 weights and AdamW state (mixed precision, llm.c's
 scheme).  SDPA attention.  Prints one line of KEY=VALUE pairs like
-gpu_bench: the median step time, model TFLOP/s and MFU against the H200's
-datasheet 67 TFLOP/s f32 and 990 TFLOP/s dense bf16.
+gpu_bench: the median step time, model TFLOP/s and MFU against the GPU's
+datasheet f32 and dense bf16 rates: $SW_GPU_F32_TFLOPS and
+$SW_GPU_BF16_TFLOPS as gpu_bench takes them (with $SW_GPU_HBM_TBS: all
+three or none), else the H200's 67 and 990; the line says which.
 """
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -26,6 +29,21 @@ ap.add_argument("nseq", type=int)
 ap.add_argument("len", type=int)
 ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
 a = ap.parse_args()
+
+# the datasheet rates, as gpu_bench.c's rates_get_
+_names = ("SW_GPU_F32_TFLOPS", "SW_GPU_BF16_TFLOPS", "SW_GPU_HBM_TBS")
+_set = {n: os.environ[n] for n in _names if os.environ.get(n)}
+if _set and len(_set) < 3:
+    sys.exit("gpu_torch: SW_GPU_F32_TFLOPS, SW_GPU_BF16_TFLOPS and SW_GPU_HBM_TBS: all three or none")
+try:
+    _rates = {n: float(v) for n, v in _set.items()}
+except ValueError:
+    sys.exit(f"gpu_torch: {_set}: positive numbers (TFLOP/s or TB/s)")
+if any(not (0 < x <= 1e6) for x in _rates.values()):
+    sys.exit(f"gpu_torch: {_set}: positive numbers (TFLOP/s or TB/s)")
+F32_PEAK = _rates.get("SW_GPU_F32_TFLOPS", 67.0) * 1e12
+BF16_PEAK = _rates.get("SW_GPU_BF16_TFLOPS", 990.0) * 1e12
+RATES = "env" if _set else "h200"
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -63,5 +81,6 @@ att = L * a.nseq * (a.len * (a.len + 1) / 2) * QD * 2
 flops = 6 * lin * T + 6 * att
 med = statistics.median(times[1:])
 print(f"device=torch-{a.dtype} params={nparams} tokens={T} steps={a.steps} step_s={med:.4f} "
-      f"tokens_per_s={T / med:.1f} tflops={flops / med / 1e12:.2f} mfu_f32={flops / med / 67e12:.4f} "
-      f"mfu_bf16={flops / med / 990e12:.4f} loss={loss.item():.4f} torch={torch.__version__}")
+      f"tokens_per_s={T / med:.1f} tflops={flops / med / 1e12:.2f} mfu_f32={flops / med / F32_PEAK:.4f} "
+      f"mfu_bf16={flops / med / BF16_PEAK:.4f} loss={loss.item():.4f} torch={torch.__version__} "
+      f"rates={RATES} f32_tflops={F32_PEAK / 1e12:.0f} bf16_tflops={BF16_PEAK / 1e12:.0f}")

@@ -56,3 +56,26 @@ load helpers
 	run -0 find "$BATS_TEST_TMPDIR" -maxdepth 1 -name 'sw-bench-cat.*'
 	[ "$output" = "" ]
 }
+
+@test "bench: gpu_bench's rates: the GPU's from SW_GPU_*, all three or none and positive, else the H200's, and the line says which" {
+	# (device-check.sh sets them from the GPU's name; here the CPU backend
+	# stands in for the GPU: the fractions are small, the keys the same)
+	bin="$SW_BIN/../bench/gpu_bench"
+	[ -x "$bin" ] || { echo "gpu_bench was not built"; false; }
+	SW_GPU_HBM_TBS=3.35 run -2 --separate-stderr "$bin" decode 1 3
+	[ -z "$output" ]
+	[ "$stderr" = "gpu_bench: SW_GPU_F32_TFLOPS, SW_GPU_BF16_TFLOPS and SW_GPU_HBM_TBS: all three or none" ]
+	SW_GPU_F32_TFLOPS=67 SW_GPU_BF16_TFLOPS=990 SW_GPU_HBM_TBS=-1 run -2 --separate-stderr "$bin" decode 1 3
+	[ "$stderr" = "gpu_bench: SW_GPU_HBM_TBS='-1': a positive number (TFLOP/s or TB/s)" ]
+	SW_GPU_F32_TFLOPS=67x SW_GPU_BF16_TFLOPS=990 SW_GPU_HBM_TBS=3.35 run -2 --separate-stderr "$bin" decode 1 3
+	[ "$stderr" = "gpu_bench: SW_GPU_F32_TFLOPS='67x': a positive number (TFLOP/s or TB/s)" ]
+	SW_DEVICE=cpu SW_GPU_F32_TFLOPS=67 SW_GPU_BF16_TFLOPS=990 SW_GPU_HBM_TBS=3.35 run -0 --separate-stderr \
+		"$bin" decode 1 3
+	[[ "$output" == "device=cpu params=494032768 nseq=1 new=3 "*" rates=env hbm_tbs=3.35" ]]
+	# hbm_frac is the weights' bytes a step over 3.35 TB/s
+	gbs=$(sed -n 's/.*weight_gb_per_s=\([0-9.]*\).*/\1/p' <<<"$output")
+	frac=$(sed -n 's/.*hbm_frac=\([0-9.]*\).*/\1/p' <<<"$output")
+	awk -v g="$gbs" -v f="$frac" 'BEGIN { d = g / 3350 - f; exit !(d < 0.0002 && d > -0.0002) }'
+	SW_DEVICE=cpu run -0 --separate-stderr "$bin" decode 1 3
+	[[ "$output" == *" rates=h200 hbm_tbs=4.80" ]]
+}

@@ -2,9 +2,11 @@
 # tests/gpu/device-check.sh - the one-shot check on a machine with a GPU (an
 # H200 lent for minutes): it builds where it can, runs the GPU tests, and
 # times (a) a training step of a Qwen2.5-0.5B-shaped model (f32, then with
-# the products' operands in bf16, SW_MATMUL=bf16; MFU against 67 TFLOP/s
-# f32 and 990 TFLOP/s dense bf16), (b) decoding of 1 and of 64 sequences against the 4.8 TB/s HBM
-# bound, (c) the cuda: store hand-off at three sizes (a second process
+# the products' operands in bf16, SW_MATMUL=bf16; MFU against the GPU's
+# datasheet f32 and dense bf16 rates), (b) decoding of 1 and of 64
+# sequences against its HBM bandwidth (the rates by the GPU's name, below:
+# H200 67 and 990 TFLOP/s, 4.8 TB/s; H100 SXM 3.35 TB/s; H100 PCIe and
+# NVL theirs), (c) the cuda: store hand-off at three sizes (a second process
 # mapping the trainer's weights through CUDA IPC, against a device copy of
 # the same bytes), (d) the same training step in PyTorch on the same GPU (f32
 # and bf16).  It also runs the two-process cuda: store test, the NCCL test
@@ -92,6 +94,25 @@ say "# budget ${budget}s"
 	nproc
 } >>"$logs" 2>&1
 say "# gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
+
+# ---- the datasheet rates the fractions are against (gpu_bench, gpu_torch.py), by the GPU's name ----
+# f32 TFLOP/s, dense bf16 TFLOP/s, HBM TB/s; a GPU not named here: the H200's, and the summary says so
+gname=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+case $gname in
+*H200*) rates="67 990 4.8" ;;
+*H100*PCIe*) rates="51 756 2.0" ;;
+*H100*NVL*) rates="60 835 3.9" ;;
+*H100*) rates="67 990 3.35" ;;
+*) rates= ;;
+esac
+if [ -n "$rates" ]; then
+	read -r f32 bf16 hbm <<<"$rates"
+	export SW_GPU_F32_TFLOPS=$f32 SW_GPU_BF16_TFLOPS=$bf16 SW_GPU_HBM_TBS=$hbm
+	say "# rates ($gname's datasheet): f32 $f32 TFLOP/s, bf16 $bf16 TFLOP/s dense, HBM $hbm TB/s"
+else
+	unset SW_GPU_F32_TFLOPS SW_GPU_BF16_TFLOPS SW_GPU_HBM_TBS
+	say "# rates: none known here for '$gname': MFU and HBM fractions are against the H200's (67, 990, 4.8)"
+fi
 say "# nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none)"
 
 # ---- which binaries ----
