@@ -337,8 +337,8 @@ int sw_backend_cpu_simd(int level);
  * sequence, bound by reading W) asks for W ahead into: 1 (L1) or 2 (L2);
  * any other value the CPU's default, 2 on AMD CPUs and 1 on the others
  * (bench/RESULTS.md, "prefetch" and "pfl2").  Returns the level now in
- * use, 0 where no kernel asks (no AVX-512, or sw_backend_cpu_simd below it).  The bits are the same either
- * way; for benchmarks and tests.
+ * use, 0 where no kernel asks (no AVX-512, or sw_backend_cpu_simd below
+ * it).  The bits are the same either way; for benchmarks and tests.
  */
 int sw_backend_cpu_row_prefetch(int level);
 /*

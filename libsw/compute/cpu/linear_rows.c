@@ -513,10 +513,6 @@ static int simd_level_(void)
 	return simd_cap_ >= 0 && simd_cap_ < v ? simd_cap_ : v;
 }
 #else
-static int row_pf_level_(void)
-{
-	return 0;
-}
 static void linear_tile_avx2_(float *C, int ldc, const float *const *a, int na,
                               const float *const *w, int nw, int K, float beta)
 {
@@ -575,8 +571,9 @@ int sw_linear_rows_prefetch(int level)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
 	pf_cap_ = level == 1 || level == 2 ? level : -1;
+	return simd_level_() == 2 ? row_pf_level_() : 0;
 #else
 	(void)level;
+	return 0;
 #endif
-	return simd_level_() == 2 ? row_pf_level_() : 0;
 }
