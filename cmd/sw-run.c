@@ -273,6 +273,9 @@ static void checkpoint_(run_ *r, const char *why)
 	if (sw_checkpoint_save(r->dir, r->x.model, r->s.w, sw_run_stores_opt(&r->s), &st, name, sizeof name, &err))
 		cli_die("%s", err.msg);
 	logged_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, &err), &err);
+	/* the resume point only once the log vouches for it: resuming checks the checkpoint against its record */
+	if (sw_checkpoint_mark(r->dir, name, &err))
+		cli_die("%s", err.msg);
 	if (sw_checkpoint_prune(r->dir, r->x.keep_ckpt, r->log, r->iter, &err))
 		cli_die("%s", err.msg);
 }
@@ -419,10 +422,10 @@ static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
 		cli_die("%s", err.msg);
 }
 
-static void audit_start_(run_ *r, const char *event)
+static void audit_start_(run_ *r, const char *event, const char *ckpt, const char *ckpt_digest)
 {
 	sw_error err = { 0 };
-	sw_run_start st = { r->argc, r->argv, r->x.model, r->s.spec, r->iter, r->mon };
+	sw_run_start st = { r->argc, r->argv, r->x.model, r->s.spec, r->iter, r->mon, ckpt, ckpt_digest };
 	logged_(sw_runlog_start(r->log, event, &st, &err), &err);
 }
 
@@ -439,7 +442,7 @@ static void start_(run_ *r)
 		cli_die("%s", err.msg);
 	create_stores_(r, r->x.model, 0);
 	stop_point_(r, 0);
-	audit_start_(r, "run_start");
+	audit_start_(r, "run_start", NULL, NULL);
 
 	char why[160];
 	if (sw_run_pool(r->dir, "add", r->x.prompts, why, sizeof why) && (stop_point_(r, 0), 1))
@@ -453,11 +456,15 @@ static void start_(run_ *r)
 static void resume_(run_ *r)
 {
 	sw_error err = { 0 };
-	char name[256];
+	char name[256], digest[SW_DIGEST_HEX];
 	sw_ckpt_state st;
 	char *ck = NULL;
-	if (sw_checkpoint_latest(r->dir, name, sizeof name, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
-	    sw_checkpoint_state((ck = path_(r->dir, "%s", name)), &st, &err))
+	if (sw_checkpoint_latest(r->dir, name, sizeof name, &err) || !(r->log = sw_runlog_open(r->dir, &err)))
+		cli_die("%s", err.msg);
+	/* nothing of a checkpoint is used before it matches what the log recorded of it */
+	if (sw_audit_check_checkpoint(r->dir, name, digest, &err))
+		cli_die("cannot resume from %s/%s: %s", r->dir, name, err.msg);
+	if (sw_checkpoint_state((ck = path_(r->dir, "%s", name)), &st, &err))
 		cli_die("%s", err.msg);
 	create_stores_(r, ck, st.weight_version);
 	r->iter = st.iter;
@@ -467,7 +474,7 @@ static void resume_(run_ *r)
 	if (sw_checkpoint_restore(ck, r->dir, &st, r->s.w, &r->s.opt, r->s.opt_spec, &err) ||
 	    sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
-	audit_start_(r, "resume");
+	audit_start_(r, "resume", name, digest);
 	/* killed during the evaluation before the first iteration: it is what comes next */
 	char *metrics = path_(r->dir, "metrics.jsonl");
 	if (!r->iter && !sw_metrics_has_eval(metrics, 0))

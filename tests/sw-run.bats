@@ -140,6 +140,51 @@ unswept() {
 	grep -q '"event":"resume"' run/audit.log
 }
 
+@test "--resume checks its checkpoint against the audit log first: a changed, foreign or unrecorded one is refused, nothing touched" {
+	run -1 sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
+	[ "$(cat run/state)" = "ckpt/iter-0001" ]
+	cp run/audit.log audit.before
+	cp run/ckpt/iter-0001/model.safetensors weights.orig
+	# one byte of the weights changed
+	printf 'Z' | dd of=run/ckpt/iter-0001/model.safetensors bs=1 seek=200 conv=notrunc status=none
+	run -1 --separate-stderr sw-run --resume run --train sw-cat
+	unswept
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: cannot resume from run/ckpt/iter-0001: checkpoint 'ckpt/iter-0001' does not match its digest: file 'model.safetensors' changed" ]
+	cmp run/audit.log audit.before
+	[ "$(cat run/state)" = "ckpt/iter-0001" ]
+	cp weights.orig run/ckpt/iter-0001/model.safetensors
+	# a file added to it
+	echo '{}' >run/ckpt/iter-0001/extra.json
+	run -1 --separate-stderr sw-run --resume run --train sw-cat
+	unswept
+	[ "$stderr" = "sw-run: cannot resume from run/ckpt/iter-0001: checkpoint 'ckpt/iter-0001' does not match its digest: file 'extra.json' was added" ]
+	rm run/ckpt/iter-0001/extra.json
+	# a checkpoint the run never recorded, and a resume point outside the run
+	cp -r run/ckpt/iter-0001 run/ckpt/iter-0009
+	echo ckpt/iter-0009 >run/state
+	run -1 --separate-stderr sw-run --resume run --train sw-cat
+	unswept
+	[ "$stderr" = "sw-run: cannot resume from run/ckpt/iter-0009: checkpoint 'ckpt/iter-0009': no record of the audit log names it: not a checkpoint this run recorded" ]
+	rm -r run/ckpt/iter-0009
+	echo ../elsewhere/ckpt/iter-0001 >run/state
+	run -1 --separate-stderr sw-run --resume run --train sw-cat
+	unswept
+	[ "$stderr" = "sw-run: 'run/state' names '../elsewhere/ckpt/iter-0001', not a checkpoint of the run (ckpt/iter-NNNN)" ]
+	cmp run/audit.log audit.before
+	[ "$(left run)" = 0 ]
+	# put back as it was, it resumes, and the log says from which checkpoint, with its digest
+	echo ckpt/iter-0001 >run/state
+	run -0 sw-run -q --resume run --train sw-cat
+	[ "$(cat run/state)" = "ckpt/iter-0003" ]
+	run -0 jq -r 'select(.event == "checkpoint" and .path == "ckpt/iter-0001") | .digest' audit.before
+	want=$output
+	[ ${#want} = 64 ]
+	run -0 jq -r 'select(.event == "resume") | [.checkpoint, .checkpoint_digest] | join(" ")' run/audit.log
+	[ "$output" = "ckpt/iter-0001 $want" ]
+	run -0 sw-audit verify run
+}
+
 @test "a verifier that goes bad mid-run: degrade, then halt with exit 3 and HALT" {
 	# iteration 2: one prompt of two fails (50%); iteration 3: all of them
 	run -3 --separate-stderr sw-run -c exp -o run --iters 5 \

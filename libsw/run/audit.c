@@ -614,7 +614,8 @@ typedef struct ckpt_ {
 	int removed;
 } ckpt_;
 
-static int check_ckpt_(const char *logdir, const ckpt_ *c, sw_error *err)
+/* Check the checkpoint record c against its directory under logdir; got (may be NULL) gets the directory's digest. */
+static int check_ckpt_(const char *logdir, const ckpt_ *c, char got[SW_DIGEST_HEX], sw_error *err)
 {
 	yyjson_doc *d = yyjson_read(c->line, c->len, 0);
 	yyjson_val *root = yyjson_doc_get_root(d);
@@ -678,6 +679,8 @@ static int check_ckpt_(const char *logdir, const ckpt_ *c, sw_error *err)
 			             rel, which, what);
 		else
 			rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s' does not match its digest", rel);
+	} else if (got) {
+		memcpy(got, hex, SW_DIGEST_HEX);
 	}
 	yyjson_mut_doc_free(md);
 out:
@@ -820,7 +823,7 @@ static int verify_(const char *path, const char *head, const unsigned char *pk, 
 	for (size_t i = 0; !rc && ckpts && i < nck; i++) {
 		if (ck[i].removed)
 			continue;
-		if ((rc = check_ckpt_(logdir, &ck[i], err)) && err) {
+		if ((rc = check_ckpt_(logdir, &ck[i], NULL, err)) && err) {
 			err->record = ck[i].rec;
 			err->offset = ck[i].offset;
 		}
@@ -931,6 +934,71 @@ int sw_audit_verify_signed(const char *path, const char *head, const char *pubke
 		return verify_(path, head, NULL, fn, ud, rep, err, 1, NULL);
 	int rc = read_key_(pubkey, pk, sizeof pk, 0, err);
 	return rc ? rc : verify_(path, head, pk, fn, ud, rep, err, 1, NULL);
+}
+
+/* The last checkpoint record naming want, as the chain is read; a later removal of it forgets it. */
+typedef struct last_ckpt_ {
+	const char *want;
+	char *line;     /* a copy: the entry's line is valid only during the call */
+	size_t len;
+	uint64_t seq;
+} last_ckpt_;
+
+static int last_ckpt_fn_(const sw_audit_entry *e, void *ud)
+{
+	last_ckpt_ *l = ud;
+	if (strcmp(e->event, "checkpoint") && strcmp(e->event, "checkpoint_removed"))
+		return 0;
+	yyjson_doc *d = yyjson_read(e->line, e->len, 0);
+	yyjson_val *path = yyjson_obj_get(yyjson_doc_get_root(d), "path");
+	int same = yyjson_is_str(path) && yyjson_get_len(path) == strlen(l->want) && !strcmp(yyjson_get_str(path), l->want);
+	yyjson_doc_free(d);
+	if (!same)
+		return 0;
+	free(l->line);
+	l->line = NULL;
+	if (!strcmp(e->event, "checkpoint_removed"))
+		return 0;
+	if (!(l->line = malloc(e->len)))
+		return SW_ENOMEM;
+	memcpy(l->line, e->line, e->len);
+	l->len = e->len;
+	l->seq = e->seq;
+	return 0;
+}
+
+int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], sw_error *err)
+{
+	if (!inside_(relpath))
+		return sw_fail(err, SW_EINVAL, "checkpoint '%.200s': not a path inside the run directory",
+		               relpath ? relpath : "");
+	last_ckpt_ l = { relpath, NULL, 0, 0 };
+	sw_audit_report rep;
+	int rc = verify_(path, NULL, NULL, last_ckpt_fn_, &l, &rep, err, 0, NULL);
+	if (rc == SW_ENOMEM)
+		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+	if (rc)
+		goto out;
+	if (!l.line) {
+		rc = sw_fail(err, SW_EFORMAT, "checkpoint '%.200s': no record of the audit log names it: not a "
+		             "checkpoint this run recorded", relpath);
+		goto out;
+	}
+	char logdir[4096];
+	struct stat st;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+		snprintf(logdir, sizeof logdir, "%s", path);
+	} else {
+		const char *slash = strrchr(path, '/');
+		snprintf(logdir, sizeof logdir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+		         slash ? path : ".");
+	}
+	ckpt_ c = { l.seq, 0, l.line, l.len, 0 };
+	if ((rc = check_ckpt_(logdir, &c, digest, err)) && err)
+		err->record = l.seq;
+out:
+	free(l.line);
+	return rc;
 }
 
 /* --- appending --------------------------------------------------------------------- */

@@ -6,9 +6,11 @@
  * `sw-train -m CKPT` continues the optimiser, sw_trainer_state_export),
  * plus what resuming needs: pool (the task pool) and state.json (the
  * loop's own state).  It is made in a temporary
- * directory and renamed into place, so a checkpoint is whole or absent;
- * then the file `state` of the run names it as the resume point.  Its
- * digest is the audit log's (sw_audit_rec_checkpoint).
+ * directory and renamed into place, so a checkpoint is whole or absent.
+ * Its digest is the audit log's (sw_audit_rec_checkpoint); once the log
+ * records it, sw_checkpoint_mark makes the file `state` of the run name it
+ * as the resume point, so that the resume point is always a checkpoint the
+ * log can vouch for (sw-run checks it against its record before resuming).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -113,12 +115,28 @@ int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_st
 		fsync(dfd);
 		close(dfd);
 	}
-	/* the resume point: which checkpoint is the latest whole one */
-	if ((rc = sw_run_path(to, sizeof to, err, "%s/state", rundir)))
+	return 0;
+}
+
+int sw_checkpoint_mark(const char *rundir, const char *name, sw_error *err)
+{
+	char to[SW_RUN_PATH_MAX];
+	sw_error e = { 0 };
+	int rc = sw_run_path(to, sizeof to, err, "%s/state", rundir);
+	if (rc)
 		return rc;
 	if (sw_run_put_file(to, name, strlen(name), &e))
 		return sw_fail(err, SW_EIO, "cannot write '%s': %s", to, strerror(e.sys_errno));
 	return 0;
+}
+
+/* Whether name is what sw_checkpoint_save names: "ckpt/iter-" and four or more digits. */
+static int ckpt_name_ok_(const char *name)
+{
+	if (strncmp(name, "ckpt/iter-", 10))
+		return 0;
+	size_t n = strspn(name + 10, "0123456789");
+	return n >= 4 && n <= 20 && !name[10 + n];
 }
 
 int sw_checkpoint_latest(const char *rundir, char *name, size_t size, sw_error *err)
@@ -135,6 +153,9 @@ int sw_checkpoint_latest(const char *rundir, char *name, size_t size, sw_error *
 	}
 	fclose(f);
 	name[strcspn(name, "\n")] = 0;
+	if (!ckpt_name_ok_(name))
+		return sw_fail(err, SW_EFORMAT, "'%s' names '%.100s', not a checkpoint of the run (ckpt/iter-NNNN)", state,
+		               name);
 	return 0;
 }
 
@@ -144,13 +165,17 @@ int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err)
 	int rc = sw_run_path(path, sizeof path, err, "%s/state.json", ckdir);
 	if (rc)
 		return rc;
-	sw_rec *s = sw_metrics_last(path, NULL);
+	sw_error e = { 0 };
+	sw_rec *s = sw_metrics_last(path, &e);
 	if (!s)
-		return sw_fail(err, SW_EIO, "%s: cannot read the checkpoint's state", path);
+		return e.code ? sw_fail(err, e.code, "cannot read the checkpoint's state: %s", e.msg)
+		              : sw_fail(err, SW_EIO, "%s: cannot read the checkpoint's state", path);
 	if (sw_rec_get_u64(s, "iter", &st->iter) || sw_rec_get_f64(s, "lr_scale", &st->lr_scale) ||
 	    sw_rec_get_u64(s, "weight_version", &st->weight_version) ||
 	    sw_rec_get_u64(s, "opt_version", &st->opt_version) || sw_rec_get_u64(s, "opt_floats", &st->opt_floats))
 		rc = sw_fail(err, SW_EFORMAT, "%s: a field is missing or of the wrong type", path);
+	else if (!(st->lr_scale > 0 && st->lr_scale <= 1)) /* 1, halved by each degrade */
+		rc = sw_fail(err, SW_EFORMAT, "%s: field 'lr_scale' is %g, not in (0, 1]", path, st->lr_scale);
 	st->history.first_len = num_of_(s, "first_len");
 	st->history.eval_reward = num_of_(s, "eval_reward");
 	st->history.eval_accuracy = num_of_(s, "eval_accuracy");

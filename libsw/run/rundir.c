@@ -125,7 +125,9 @@ static int unstarted_(const char *dir)
 		return 0;
 	if (sw_run_path(p, sizeof p, NULL, "%s/audit.log", dir) || access(p, F_OK))
 		return 0;
-	return sw_checkpoint_latest(dir, name, sizeof name, NULL) || !strcmp(name, "ckpt/iter-0000");
+	sw_error e = { 0 };
+	/* no state yet, or the start's; a state that names something else is no run to start over */
+	return sw_checkpoint_latest(dir, name, sizeof name, &e) ? e.code == SW_EIO : !strcmp(name, "ckpt/iter-0000");
 }
 
 int sw_rundir_create(const char *dir, sw_error *err)
@@ -174,7 +176,10 @@ int sw_rundir_check_resume(const char *dir, sw_error *err)
 		return sw_fail(err, SW_EIO, "cannot resume '%s': %s", dir, strerror(errno));
 	if (stat(p, &st))
 		return sw_fail(err, SW_EIO, "cannot resume '%s': it is no run directory (it has no config)", dir);
-	if (sw_checkpoint_latest(dir, name, sizeof name, NULL))
+	sw_error e = { 0 };
+	if (sw_checkpoint_latest(dir, name, sizeof name, &e) && e.code != SW_EIO)
+		return sw_fail(err, e.code, "%s", e.msg);
+	if (e.code)
 		return sw_fail(err, SW_EINVAL, "cannot resume '%s': the run never reached its first checkpoint; "
 		               "start it again with sw-run -c %s/config -o %s", dir, dir, dir);
 	return 0;

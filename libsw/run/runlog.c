@@ -109,6 +109,10 @@ int sw_runlog_start(sw_runlog *l, const char *event, const sw_run_start *s, sw_e
 	rc = rc ? rc : sw_audit_rec_str(a, "model_digest", hex);
 	rc = rc ? rc : sw_audit_rec_str(a, "weights", s->weights);
 	rc = rc ? rc : sw_audit_rec_int(a, "iter", (int64_t)s->iter);
+	if (!rc && s->checkpoint)
+		rc = sw_audit_rec_str(a, "checkpoint", s->checkpoint);
+	if (!rc && s->checkpoint_digest)
+		rc = sw_audit_rec_str(a, "checkpoint_digest", s->checkpoint_digest);
 	if (!rc && s->mon && !sw_monitor_describe(s->mon, desc, sizeof desc))
 		rc = sw_audit_rec_str(a, "monitors", desc);
 	return put_(l, a, rc, err);

@@ -147,6 +147,19 @@ int sw_audit_verify(const char *path, const char *head, sw_audit_fn fn, void *ud
 int sw_audit_verify_signed(const char *path, const char *head, const char *pubkey, sw_audit_fn fn, void *ud,
                            sw_audit_report *rep, sw_error *err);
 
+/*
+ * Check one checkpoint of a run before it is used: the log at path (as
+ * sw_audit_verify takes it) is read and its chain checked (not its other
+ * checkpoints), then the directory relpath (relative to the log's
+ * directory) against the last "checkpoint" record that names it.
+ * SW_EFORMAT when no record names it (or a later "checkpoint_removed"
+ * does), or when the directory does not match that record's digest (the
+ * message names the file changed, removed or added; err->record is the
+ * record); SW_EINVAL for a relpath not inside the directory.  On success
+ * digest gets the directory's digest.
+ */
+int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], sw_error *err);
+
 /* --- signing keys ------------------------------------------------------------------- */
 
 #define SW_AUDIT_KEY_ENV "SW_SIGN_KEY"

@@ -388,14 +388,18 @@ typedef struct sw_ckpt_state {
  * directory with the tokenizer files of model, the optimiser store opt
  * (NULL: none yet), rundir/pool, and st (its versions and size taken from
  * the stores).  Made in a temporary directory and renamed into place, so
- * a checkpoint is whole or absent; then rundir/state names it.  name gets
- * "ckpt/iter-NNNN".
+ * a checkpoint is whole or absent.  name gets "ckpt/iter-NNNN".  It is not
+ * yet the resume point: record it in the audit log (sw_runlog_checkpoint),
+ * then sw_checkpoint_mark it, so that a run killed between the two resumes
+ * from the checkpoint before, which the log vouches for.
  */
 int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_store *opt,
                        const sw_ckpt_state *st, char *name, size_t size, sw_error *err);
-/* The latest whole checkpoint of a run, from rundir/state: "ckpt/iter-NNNN". */
+/* Make checkpoint name the run's resume point: rundir/state names it (written whole, or not at all). */
+int sw_checkpoint_mark(const char *rundir, const char *name, sw_error *err);
+/* The latest whole checkpoint of a run, from rundir/state: "ckpt/iter-NNNN" (SW_EFORMAT for another name). */
 int sw_checkpoint_latest(const char *rundir, char *name, size_t size, sw_error *err);
-/* Read a checkpoint's state.json (ckdir: the checkpoint directory). */
+/* Read a checkpoint's state.json (ckdir: the checkpoint directory); lr_scale must be in (0, 1]. */
 int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err);
 /*
  * Put back what a checkpoint holds besides the weights (which the caller
@@ -435,6 +439,8 @@ typedef struct sw_run_start {
 	const char *weights;            /* the weight store's spec */
 	uint64_t iter;
 	const sw_monitor *mon;          /* the monitors' settings, or NULL */
+	const char *checkpoint;         /* resume: the checkpoint resumed from ("ckpt/iter-NNNN"), else NULL */
+	const char *checkpoint_digest;  /* and its digest, checked against the log (sw_audit_check_checkpoint) */
 } sw_run_start;
 int sw_runlog_start(sw_runlog *l, const char *event, const sw_run_start *s, sw_error *err);
 /* A "stage" record for each stage of the pipeline's last run; of: "iteration" or "eval". */

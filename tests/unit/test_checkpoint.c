@@ -72,8 +72,21 @@ int main(void)
 	snprintf(p, sizeof p, "%s/ckpt/.iter-0002.tmp", run);
 	ok(access(p, F_OK) != 0, "no temporary left");
 	char latest[64] = "";
+	is_int(sw_checkpoint_latest(run, latest, sizeof latest, &e), SW_EIO, "not the resume point before it is marked");
+	is_int(sw_checkpoint_mark(run, name, &e), 0, "marked: %s", e.msg);
 	is_int(sw_checkpoint_latest(run, latest, sizeof latest, &e), 0, "the latest");
 	ok(!strcmp(latest, name), "is it: %s", latest);
+	/* state names a checkpoint of the run and nothing else */
+	static const char *const bad[] = { "../other/ckpt/iter-0002", "ckpt/iter-0002/../../x", "ckpt/iter-02",
+	                                   "ckpt/iter-", "/tmp/ckpt/iter-0002", "ckpt/iter-0002x", "" };
+	snprintf(p, sizeof p, "%s/state", run);
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		tmp_put(p, bad[i], strlen(bad[i]));
+		int rc = sw_checkpoint_latest(run, latest, sizeof latest, &e);
+		ok(rc == SW_EFORMAT || (!*bad[i] && rc == SW_EIO), "state '%s' refused: %d", bad[i], rc);
+		ok(rc == SW_EIO || strstr(e.msg, "not a checkpoint of the run (ckpt/iter-NNNN)"), "%s", e.msg);
+	}
+	is_int(sw_checkpoint_mark(run, name, &e), 0, "marked again");
 
 	/* restore into fresh stores, as a resumed run does */
 	snprintf(ck, sizeof ck, "%s/%s", run, name);
@@ -116,8 +129,17 @@ int main(void)
 	is_int(sw_checkpoint_state(ck, &got, &e), SW_EFORMAT, "a state.json without its versions");
 	ok(strstr(e.msg, q) && strstr(e.msg, "a field is missing"), "names it: %s", e.msg);
 	tmp_put(q, "{\"iter\":", 8);
-	is_int(sw_checkpoint_state(ck, &got, &e), SW_EIO, "a cut state.json");
-	ok(strstr(e.msg, q) != NULL, "names it: %s", e.msg);
+	ok(sw_checkpoint_state(ck, &got, &e) < 0, "a cut state.json");
+	ok(strstr(e.msg, "cannot read the checkpoint's state: ") && strstr(e.msg, q), "names it and why: %s", e.msg);
+	static const char *const scales[] = { "0", "-0.5", "1.5", "1.0000001", "null" };
+	for (size_t i = 0; i < sizeof scales / sizeof *scales; i++) {
+		char js[200];
+		int len = snprintf(js, sizeof js, "{\"iter\":2,\"lr_scale\":%s,\"weight_version\":3,\"opt_version\":5,"
+		                   "\"opt_floats\":1000}\n", scales[i]);
+		tmp_put(q, js, (size_t)len);
+		is_int(sw_checkpoint_state(ck, &got, &e), SW_EFORMAT, "lr_scale %s refused", scales[i]);
+		ok(strstr(e.msg, q) && (strstr(e.msg, "not in (0, 1]") || strstr(e.msg, "wrong type")), "%s", e.msg);
+	}
 
 	/* a checkpoint from before the trainer's first step: no optimiser state, and a later one is removed */
 	st.iter = 0;
@@ -128,6 +150,9 @@ int main(void)
 	ok(!sw_checkpoint_state(ck, &got, &e) && got.opt_floats == 0, "opt_floats 0");
 	is_int(sw_checkpoint_restore(ck, run, &got, w2, &opt2, os2, &e), 0, "restored: %s", e.msg);
 	ok(opt2 == NULL && !sw_store_open(os2, false, NULL), "the optimiser store is gone");
+	ok(!sw_checkpoint_latest(run, latest, sizeof latest, &e) && !strcmp(latest, "ckpt/iter-0002"),
+	   "state names the one marked, not the newest saved");
+	is_int(sw_checkpoint_mark(run, name, &e), 0, "marked");
 	ok(!sw_checkpoint_latest(run, latest, sizeof latest, &e) && !strcmp(latest, "ckpt/iter-0000"),
 	   "state names the newest");
 	snprintf(p, sizeof p, "%s/nowhere", dir_);
