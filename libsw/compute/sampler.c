@@ -259,7 +259,7 @@ SW_VEC static double keep_from_(unsigned char *keep, const double *p, int n, dou
 	int n16 = n / EXP_LANES_ * EXP_LANES_;
 	for (int j = 0; j < n16; j += EXP_LANES_)
 		for (int l = 0; l < EXP_LANES_; l++)
-			s[l] += (p[j + l] > 0) & (p[j + l] >= thr) ? p[j + l] : 0.0;
+			s[l] += ((p[j + l] > 0) & (p[j + l] >= thr)) ? p[j + l] : 0.0;
 	for (int l = 0; l < EXP_LANES_; l++)
 		k += s[l];
 	for (int j = n16; j < n; j++)
