@@ -304,8 +304,12 @@ rechain() {
 	SW_SIGN_KEY=$PWD/other run -1 --separate-stderr sw-audit log copy run_end
 	[[ $stderr == "sw-audit: copy/audit.log: record 1 (byte 0): its signature does not verify"* ]]
 
-	# an unsigned record appended: named
-	SW_SIGN_KEY= sw-audit log run stage x=1
+	# an unsigned record: sw-audit log refuses to write one without the key, so chain one by hand; named
+	run -1 --separate-stderr env SW_SIGN_KEY= sw-audit log run stage x=1
+	[ "$stderr" = "sw-audit: run/audit.log: its records are signed, and one appended without the key would break the log's signatures: give the signing key (\$SW_SIGN_KEY; sw-run --sign-key)" ]
+	tail -1 run/audit.log | sed 's/,"sig":"[0-9a-f]*"}$/}/; s/"seq":5,/"seq":6,/' >>run/audit.log
+	rechain run/audit.log 6 '.event = "stage" | .x = "1"'
+	run -0 sw-audit verify run
 	run -1 --separate-stderr sw-audit verify --pubkey k.pub run
 	[[ $stderr == "sw-audit: run/audit.log: record 6 (byte "*"): it is not signed, and every record must be (a public key was given): written without the signing key" ]]
 	# a secret key others can read is refused; a public key that is no key too
@@ -340,4 +344,22 @@ rechain() {
 	run -1 --separate-stderr sw-run -m m -p p.jsonl -o r3 --sign-key nokey
 	[ "$stderr" = "sw-run: nokey: cannot open: No such file or directory" ]
 	[ ! -e r3 ]
+}
+
+@test "a signed run's log is never extended unsigned: --resume and sw-audit log without the key are refused, with it they go on" {
+	sw-model init --size tiny m >/dev/null
+	for i in 1 2 3 4; do printf '{"id":"q%d","prompt":"%d+1=","label":"%d"}\n' "$i" "$i" $((i + 1)); done >p.jsonl
+	sw-audit keygen k
+	run -0 sw-run -q -m m -p p.jsonl -o r --iters 1 --batch 2 --group 2 --eval-every 5 --sign-key k \
+		--rollout "$TOP/tests/run-stages/rollout.sh" --verify 'sw-verify -r math' --train sw-cat
+	cp r/audit.log before.log
+	run -1 --separate-stderr sw-run --resume r --iters 2
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: r/audit.log: its records are signed, and one appended without the key would break the log's signatures: give the signing key (\$SW_SIGN_KEY; sw-run --sign-key)" ]
+	run -1 --separate-stderr sw-audit log r note by=hand
+	[[ $stderr == "sw-audit: "*"its records are signed, and one appended without the key would break the log's signatures"* ]]
+	cmp r/audit.log before.log
+	run -0 sw-run -q --resume r --iters 2 --sign-key k
+	run -0 sw-audit verify --pubkey k.pub r
+	[[ $output == "r/audit.log: ok: "*" records (every one signed by k.pub), "* ]]
 }

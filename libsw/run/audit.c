@@ -1076,6 +1076,11 @@ sw_audit *sw_audit_open(const char *path, sw_error *err)
 		}
 		int rc = verify_(path, NULL, a->signing ? a->pk : NULL, NULL, NULL, &rep, err, 0, &bytes);
 		flock(a->fd, LOCK_UN);
+		/* an unsigned record after signed ones would leave a log that no public key verifies */
+		if (!rc && !a->signing && rep.signed_records)
+			rc = sw_fail(err, SW_EINVAL, "its records are signed, and one appended without the key would "
+			             "break the log's signatures: give the signing key ($%s; sw-run --sign-key)",
+			             SW_AUDIT_KEY_ENV);
 		if (rc) {
 			sw_audit_close(a);
 			return NULL;

@@ -98,7 +98,8 @@ typedef struct sw_audit sw_audit;
  * resumed run never extends a log that was tampered with.  With
  * $SW_SIGN_KEY set (a secret key file, mode 0600 or stricter), every record
  * appended is signed, and every record already there must carry a valid
- * signature by that key. */
+ * signature by that key; without it, a log that holds signed records is
+ * refused (SW_EINVAL), since an unsigned record would break it. */
 sw_audit *sw_audit_open(const char *path, sw_error *err);
 /* Append r (seq, time and prev are filled in); fsync'd when it returns 0. */
 int sw_audit_append(sw_audit *a, const sw_audit_rec *r, sw_error *err);
