@@ -456,31 +456,23 @@ static void start_(run_ *r)
 static void resume_(run_ *r)
 {
 	sw_error err = { 0 };
-	char name[256], digest[SW_DIGEST_HEX];
-	sw_ckpt_state st;
-	char *ck = NULL;
-	if (sw_checkpoint_latest(r->dir, name, sizeof name, &err) || !(r->log = sw_runlog_open(r->dir, &err)))
+	static sw_ckpt_point ck;
+	if (!(r->log = sw_runlog_open(r->dir, &err)) || sw_checkpoint_resume_point(r->dir, &ck, &err))
 		cli_die("%s", err.msg);
-	/* nothing of a checkpoint is used before it matches what the log recorded of it */
-	if (sw_audit_check_checkpoint(r->dir, name, digest, &err))
-		cli_die("cannot resume from %s/%s: %s", r->dir, name, err.msg);
-	if (sw_checkpoint_state((ck = path_(r->dir, "%s", name)), &st, &err))
-		cli_die("%s", err.msg);
-	create_stores_(r, ck, st.weight_version);
-	r->iter = st.iter;
-	r->lr_scale = st.lr_scale;
-	sw_monitor_set_history(r->mon, &st.history);
+	create_stores_(r, ck.dir, ck.st.weight_version);
+	r->iter = ck.st.iter;
+	r->lr_scale = ck.st.lr_scale;
+	sw_monitor_set_history(r->mon, &ck.st.history);
 	sw_run_stores_opt(&r->s);
-	if (sw_checkpoint_restore(ck, r->dir, &st, r->s.w, &r->s.opt, r->s.opt_spec, &err) ||
+	if (sw_checkpoint_restore(ck.dir, r->dir, &ck.st, r->s.w, &r->s.opt, r->s.opt_spec, &err) ||
 	    sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
-	audit_start_(r, "resume", name, digest);
+	audit_start_(r, "resume", ck.name, ck.digest);
 	/* killed during the evaluation before the first iteration: it is what comes next */
 	char *metrics = path_(r->dir, "metrics.jsonl");
 	if (!r->iter && !sw_metrics_has_eval(metrics, 0))
 		evaluate_(r, 0);
 	free(metrics);
-	free(ck);
 }
 
 int main(int argc, char **argv)

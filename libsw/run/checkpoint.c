@@ -183,6 +183,20 @@ int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err)
 	return rc;
 }
 
+int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *err)
+{
+	memset(p, 0, sizeof *p);
+	int rc = sw_checkpoint_latest(rundir, p->name, sizeof p->name, err);
+	if (!rc)
+		rc = sw_run_path(p->dir, sizeof p->dir, err, "%s/%s", rundir, p->name);
+	if (rc)
+		return rc;
+	sw_error e = { 0 };
+	if ((rc = sw_audit_check_checkpoint(rundir, p->name, p->digest, &e)))
+		return sw_fail(err, rc, "cannot resume from %s: %s", p->dir, e.msg);
+	return sw_checkpoint_state(p->dir, &p->st, err);
+}
+
 int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_state *st, sw_store *w,
                           sw_store **optp, const char *opt_spec, sw_error *err)
 {

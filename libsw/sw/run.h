@@ -401,6 +401,23 @@ int sw_checkpoint_mark(const char *rundir, const char *name, sw_error *err);
 int sw_checkpoint_latest(const char *rundir, char *name, size_t size, sw_error *err);
 /* Read a checkpoint's state.json (ckdir: the checkpoint directory); lr_scale must be in (0, 1]. */
 int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err);
+
+/* The checkpoint a run resumes from. */
+typedef struct sw_ckpt_point {
+	char name[64];                  /* "ckpt/iter-NNNN" */
+	char dir[4160];                 /* rundir/name */
+	char digest[SW_DIGEST_HEX];     /* the directory's digest, as the audit log recorded it */
+	sw_ckpt_state st;               /* its state.json */
+} sw_ckpt_point;
+/*
+ * Find and check the resume point of the run in rundir: the checkpoint
+ * rundir/state names (sw_checkpoint_latest), checked against the audit
+ * log's record of it (sw_audit_check_checkpoint: the chain, then the
+ * directory's digest), then its state.json.  Nothing of a checkpoint is to
+ * be used before this succeeds.  The message of a checkpoint that does not
+ * match says so, naming it and the file.
+ */
+int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *err);
 /*
  * Put back what a checkpoint holds besides the weights (which the caller
  * loaded from ckdir into w): the optimiser state into *opt, created as

@@ -88,6 +88,28 @@ int main(void)
 	}
 	is_int(sw_checkpoint_mark(run, name, &e), 0, "marked again");
 
+	/* the resume point: only once the audit log records the checkpoint, and only as recorded */
+	static sw_ckpt_point pt;
+	is_int(sw_checkpoint_resume_point(run, &pt, &e), SW_EIO, "no audit log: no resume point");
+	sw_runlog *log = sw_runlog_open(run, &e);
+	ok(log != NULL, "a log: %s", e.msg);
+	is_int(sw_checkpoint_resume_point(run, &pt, &e), SW_EEMPTY, "an empty log vouches for nothing");
+	is_int(sw_runlog_event(log, "run_start", 0, NULL, NULL, &e), 0, "a first record");
+	is_int(sw_checkpoint_resume_point(run, &pt, &e), SW_EFORMAT, "a checkpoint the log does not record");
+	ok(strstr(e.msg, "cannot resume from ") && strstr(e.msg, "no record of the audit log names it"), "%s", e.msg);
+	is_int(sw_runlog_checkpoint(log, 2, "test", 3, name, 0.1, &e), 0, "recorded: %s", e.msg);
+	is_int(sw_checkpoint_resume_point(run, &pt, &e), 0, "now it is the resume point: %s", e.msg);
+	snprintf(p, sizeof p, "%s/%s", run, name);
+	char dg[SW_DIGEST_HEX];
+	ok(!strcmp(pt.name, name) && !strcmp(pt.dir, p) && !sw_digest_dir(p, dg, &e) && !strcmp(pt.digest, dg) &&
+	   pt.st.iter == 2 && pt.st.lr_scale == 0.5 && pt.st.weight_version == 3, "its name, path, digest and state");
+	snprintf(p, sizeof p, "%s/%s/pool", run, name);
+	tmp_put(p, "pool bytez", 10);
+	is_int(sw_checkpoint_resume_point(run, &pt, &e), SW_EFORMAT, "a changed file refused");
+	ok(strstr(e.msg, "does not match its digest: file 'pool' changed") != NULL, "%s", e.msg);
+	tmp_put(p, "pool bytes", 10);
+	sw_runlog_close(log);
+
 	/* restore into fresh stores, as a resumed run does */
 	snprintf(ck, sizeof ck, "%s/%s", run, name);
 	sw_ckpt_state got;
