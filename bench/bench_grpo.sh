@@ -17,7 +17,8 @@
 # rounds (default 1) alternating the two so that a change of the machine's load
 # falls on both.  Figures: the median of every iteration's wall time (sw-run:
 # metrics' time_s.iteration, with its stages; TRL: the callback's step time)
-# and their ratio; when sw-run's rollout and train stages end (the stages of an
+# and their ratio; each side's whole command (what a user times: TRL's Python
+# start, imports and loads; sw-run's start, checkpoints and audit log); when sw-run's rollout and train stages end (the stages of an
 # iteration start together as one pipeline, so the train stage's time includes
 # its wait for the samples); the train stage's peak RSS beside TRL's process
 # peak.
@@ -49,22 +50,26 @@ for i in range(8 * int(sys.argv[1])):
     print(json.dumps({"id": f"p{i}", "prompt": f"Question {i}: tell a short story about the number {7 * i}."}))
 EOF
 
-: >sw.iter; : >sw.rollout; : >sw.train; : >sw.rss; : >trl.iter; : >trl.rss
+: >sw.iter; : >sw.rollout; : >sw.train; : >sw.rss; : >sw.whole; : >trl.iter; : >trl.rss; : >trl.whole
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 r=0
 while [ "$r" -lt "$rounds" ]; do
 	r=$((r + 1))
 	rm -rf run
+	t0=$(date +%s.%N)
 	sw-run -q -m m -p p.jsonl -o run --iters "$iters" -b 8 -n 8 --ref --ckpt-every "$iters" \
 		--rollout "sw-rollout -m $tmp/m -n \"\$SW_GROUP\" --seed \"\$SW_SEED\" --max-new-tokens 64 --threads 2" \
 		--verify 'sw-verify -r length,max=120,buffer=60,unit=chars' \
 		--train "sw-train --matmul $matmul --algo grpo --lr 1e-6 --kl-coef 0.04 -j 2 --metrics \"\$SW_TRAIN_METRICS\""
+	awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f\n", b - a }' >>sw.whole
 	jq 'select(.eval | not) | .time_s.iteration' run/metrics.jsonl >>sw.iter
 	jq 'select(.eval | not) | .time_s.rollout' run/metrics.jsonl >>sw.rollout
 	jq 'select(.eval | not) | .time_s.train' run/metrics.jsonl >>sw.train
 	jq 'select(.eval | not) | .rss_mb.train' run/metrics.jsonl >>sw.rss
+	t0=$(date +%s.%N)
 	python3 "$here/grpo_trl.py" run m p.jsonl "$iters" trl.json $trl_arg >trl.log 2>&1 ||
 		{ tail -20 trl.log >&2; exit 1; }
+	awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f\n", b - a }' >>trl.whole
 	jq '.step_s[]' trl.json >>trl.iter
 	jq '.peak_rss / 1048576' trl.json >>trl.rss
 done
@@ -84,3 +89,4 @@ printf '| TRL GRPOTrainer (%s) | %.2f s | | | %.0f (process) |\n' "$trl_prec" "$
 echo
 awk -v a="$(med trl.iter)" -v b="$(med sw.iter)" 'BEGIN { printf "TRL iteration / sw-run iteration: %.2fx (goal >= 3x)\n", a / b }'
 echo "every iteration (s): sw-run $(tr '\n' ' ' <sw.iter); TRL $(tr '\n' ' ' <trl.iter)"
+awk -v a="$(med trl.whole)" -v b="$(med sw.whole)" -v n="$iters" 'BEGIN { printf "whole run of %d iterations, the command'"'"'s wall time (median of the rounds): TRL %.2f s (its start: Python, imports, the models and data loaded; it saves nothing), sw-run %.2f s (its start, its first and last checkpoints: the trained model and its optimiser state written, and the audit log): %.2fx\n", n, a, b, a / b }'
