@@ -101,6 +101,38 @@ static double fraction_(const char *opt, const char *s, double lo, double hi)
 	return x;
 }
 
+/*
+ * Under sw-run ($SW_RUN, a run directory with its audit log): a "verifiers"
+ * record of this iteration's specs and the digests of the files they name
+ * (blocklists, plug-ins, exec scripts), so that the log says which reward
+ * each iteration was trained on.  Signed when $SW_SIGN_KEY is set, as
+ * sw-run hands it to its stages.
+ */
+static void record_(const char **specs, size_t nspecs)
+{
+	const char *run = getenv("SW_RUN"), *it = getenv("SW_ITER");
+	char log[4200];
+	if (!run || !*run || (size_t)snprintf(log, sizeof log, "%s/audit.log", run) >= sizeof log || access(log, F_OK))
+		return;
+	const char *files[512];
+	size_t nf = sw_verify_files(v_, files, 512);
+	if (nf > 512)
+		cli_die("cannot record the verifiers in %s: they name more than 512 files", log);
+	sw_error err = { 0 };
+	sw_audit *a = sw_audit_open(log, &err);
+	sw_audit_rec *r = a ? sw_audit_rec_new("verifiers") : NULL;
+	int rc = !a ? 1 : !r || (it && sw_audit_rec_int(r, "iter", strtoll(it, NULL, 10))) ||
+	                          sw_audit_rec_argv(r, "specs", (int)nspecs, (char *const *)specs);
+	if (rc && a)
+		snprintf(err.msg, sizeof err.msg, "out of memory, or a spec that is not UTF-8 text");
+	rc = rc ? rc : sw_audit_rec_files(r, "files", files, nf, &err);
+	rc = rc ? rc : sw_audit_append(a, r, &err);
+	sw_audit_rec_free(r);
+	sw_audit_close(a);
+	if (rc)
+		cli_die("cannot record the verifiers in %s: %s", log, err.msg);
+}
+
 int main(int argc, char **argv)
 {
 	const char *arg;
@@ -153,6 +185,7 @@ int main(int argc, char **argv)
 		if (rc)
 			cli_die("verifier '%s': %s", specs[i], err.msg);
 	}
+	record_(specs, nspecs);
 
 	int nfiles;
 	char **files = cli_inputs(argc, argv, optind_, &nfiles);

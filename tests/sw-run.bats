@@ -79,7 +79,7 @@ unswept() {
 	run -0 sw-audit verify run
 	[[ $output == "run/audit.log: ok: "*" records, 4 checkpoints, head "* ]]
 	[ "$(jq -r .event run/audit.log | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" = \
-	  "checkpoint=4 eval=3 iteration=3 run_end=1 run_start=1 stage=27 " ]
+	  "checkpoint=4 eval=3 iteration=3 run_end=1 run_start=1 stage=27 verifiers=6 " ]
 	# the config is the resolved experiment, and reads back
 	grep -qx 'group 2' run/config
 	grep -qx 'select sw-pool take "$SW_POOL" -n "$SW_BATCH"' run/config
@@ -182,6 +182,27 @@ unswept() {
 	[ ${#want} = 64 ]
 	run -0 jq -r 'select(.event == "resume") | [.checkpoint, .checkpoint_digest] | join(" ")' run/audit.log
 	[ "$output" = "ckpt/iter-0001 $want" ]
+	run -0 sw-audit verify run
+}
+
+@test "each iteration's verifiers are in the audit log: their specs and the digests of the files they read, a changed blocklist seen" {
+	printf 'badword\n' >rules.txt
+	run -0 sw-run -q -c exp -o run --iters 2 --eval-every 5 \
+		--verify 'if [ "$SW_ITER" = 2 ]; then printf "otherword\n" >rules.txt; fi; sw-verify -r math -r blocklist:rules.txt,hard'
+	# the evaluations before the first iteration and after the last verify too (eval-verify is verify)
+	run -0 jq -c 'select(.event == "verifiers") | [.iter, .specs]' run/audit.log
+	[ "${#lines[@]}" = 4 ]
+	[ "${lines[0]}" = '[0,["math","blocklist:rules.txt,hard"]]' ]
+	[ "${lines[1]}" = '[1,["math","blocklist:rules.txt,hard"]]' ]
+	[ "${lines[2]}" = '[2,["math","blocklist:rules.txt,hard"]]' ]
+	[ "${lines[3]}" = '[2,["math","blocklist:rules.txt,hard"]]' ]
+	run -0 jq -r 'select(.event == "verifiers") | .files["rules.txt"]' run/audit.log
+	[ "${lines[1]}" = "$(printf 'badword\n' | b2sum -l 256 | cut -d' ' -f1)" ]
+	[ "${lines[2]}" = "$(b2sum -l 256 rules.txt | cut -d' ' -f1)" ]
+	[ "${lines[1]}" != "${lines[2]}" ]
+	# each before its iteration's stage records, in the chain
+	run -0 jq -r 'select(.iter == 1) | .event' run/audit.log
+	[ "${lines[0]}" = verifiers ]
 	run -0 sw-audit verify run
 }
 

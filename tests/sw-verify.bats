@@ -702,3 +702,36 @@ for r in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
 	[ "${lines[0]}" = "1 None" ]
 	[[ ${lines[1]} == "2 \"exec: garbage reply '\\ufffd\\ufffd not json \\ufffd': "*" at byte 0\"" ]]
 }
+
+@test "under sw-run (\$SW_RUN with an audit log): a verifiers record of the specs and the digests of the files they read" {
+	printf '%s\n' '{"response":"the answer","label":"x"}' >in.jsonl
+	printf 'badword\n' >rules.txt
+	# no run, or a directory without a log: nothing recorded, nothing made
+	run -0 --separate-stderr v '.reward' -r blocklist:rules.txt in.jsonl
+	[ "$output" = 1 ]
+	mkdir norun
+	SW_RUN=$PWD/norun run -0 --separate-stderr v '.reward' -r blocklist:rules.txt in.jsonl
+	[ "$output" = 1 ]
+	[ ! -e norun/audit.log ]
+	# a run's log: one record, before the samples, with the plug-in, the list and the exec script
+	mkdir r
+	sw-audit log r run_start
+	SW_RUN=$PWD/r SW_ITER=7 run -0 --separate-stderr v '.reward' -r blocklist:rules.txt -r "plugin:$PLUGIN,answer" \
+		-r "exec:python3 $V/echo.py" in.jsonl
+	[ "$stderr" = "" ]
+	run -0 jq -c 'select(.event == "verifiers") | [.seq, .iter, .specs]' r/audit.log
+	[ "$output" = "[2,7,[\"blocklist:rules.txt\",\"plugin:$PLUGIN,answer\",\"exec:python3 $V/echo.py\"]]" ]
+	run -0 jq -r 'select(.event == "verifiers") | .files | to_entries[] | "\(.value)  \(.key)"' r/audit.log
+	[ "$output" = "$(b2sum -l 256 rules.txt "$PLUGIN" "$V/echo.py")" ]
+	run -0 sw-audit verify r
+	# a log signed by a key this process lacks: refused before any sample
+	sw-audit keygen k
+	mkdir s
+	SW_SIGN_KEY=$PWD/k sw-audit log s run_start
+	SW_RUN=$PWD/s run -1 --separate-stderr sw-verify -r blocklist:rules.txt in.jsonl
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-verify: cannot record the verifiers in $PWD/s/audit.log: its records are signed, and one appended without the key would break the log's signatures: give the signing key (\$SW_SIGN_KEY; sw-run --sign-key)" ]
+	SW_RUN=$PWD/s SW_SIGN_KEY=$PWD/k run -0 sw-verify -r blocklist:rules.txt -o /dev/null in.jsonl
+	run -0 sw-audit verify --pubkey k.pub s
+	[[ $output == "s/audit.log: ok: 2 records (every one signed by k.pub), "* ]]
+}

@@ -390,6 +390,30 @@ int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *rel
 	return 0;
 }
 
+int sw_audit_rec_files(sw_audit_rec *r, const char *key, const char *const *paths, size_t n, sw_error *err)
+{
+	if (!key_ok_(r, key))
+		return sw_fail(err, SW_EINVAL, "'%s' is no key a record may take, or it has one already", key ? key : "");
+	yyjson_mut_val *files = yyjson_mut_obj(r->doc);
+	if (!files)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		if (!paths[i] || !utf8_ok_((const unsigned char *)paths[i], strlen(paths[i])))
+			return sw_fail(err, SW_EINVAL, "a file's path is not UTF-8 text");
+		if (yyjson_mut_obj_get(files, paths[i]))
+			continue; /* named twice: once is its digest */
+		unsigned char h[HASH_LEN_];
+		char hex[SW_DIGEST_HEX];
+		int rc = file_hash_(paths[i], h, NULL, err);
+		if (rc)
+			return rc;
+		hex_(h, hex);
+		if (!yyjson_mut_obj_add(files, yyjson_mut_strcpy(r->doc, paths[i]), yyjson_mut_strcpy(r->doc, hex)))
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+	}
+	return add_(r, key, files) ? sw_fail(err, SW_ENOMEM, "out of memory") : 0;
+}
+
 /* --- reading and checking lines ------------------------------------------------------- */
 
 /* Everything about one line that the chain needs. */
@@ -725,7 +749,13 @@ static int run_finished_(const char *dir, uint64_t *iters)
 	return done;
 }
 
-/* The verifier; ckpts 0 checks the chain only.  *bytes: the bytes of the log read.  pk: see check_line_. */
+/*
+ * The verifier; ckpts 0 checks the chain (and with pk the signatures) only,
+ * as an appender needs: not the checkpoints, nor that a finished run's log
+ * has its end record (a run resumed for more iterations than its config
+ * says is running again, and its stages append to it).  *bytes: the bytes
+ * of the log read.  pk: see check_line_.
+ */
 static int verify_(const char *path, const char *head, const unsigned char *pk, sw_audit_fn fn, void *ud,
                    sw_audit_report *rep, sw_error *err, int ckpts, uint64_t *bytes)
 {
@@ -833,7 +863,7 @@ static int verify_(const char *path, const char *head, const unsigned char *pk, 
 		rc = sw_fail(err, SW_EFORMAT,
 		             "no record has the head hash %.64s: the log was cut before it, or rewritten", head);
 	uint64_t iters = 0;
-	if (!rc && pk && !r.ended && run_finished_(logdir, &iters)) {
+	if (!rc && pk && ckpts && !r.ended && run_finished_(logdir, &iters)) {
 		rc = sw_fail(err, SW_EFORMAT, "the run finished (a HALT file, or metrics.jsonl holds iteration %llu of "
 		             "%llu) but its log lacks its signed end record (run_end or halt): the log was cut",
 		             (unsigned long long)iters, (unsigned long long)iters);

@@ -88,6 +88,9 @@ int sw_audit_rec_json(sw_audit_rec *r, const char *key, const char *json);
  * sw_audit_verify() checks the directory against.
  */
 int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, sw_error *err);
+/* key: an object of the n files' digests by their paths as given (a path named twice, once);
+ * SW_EIO (sys_errno set, the message naming it) for a file that cannot be read. */
+int sw_audit_rec_files(sw_audit_rec *r, const char *key, const char *const *paths, size_t n, sw_error *err);
 
 /* --- appending ------------------------------------------------------------------ */
 

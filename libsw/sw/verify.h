@@ -61,6 +61,14 @@ size_t sw_verify_count(const sw_verify *v);
 const char *sw_verify_name(const sw_verify *v, size_t i);
 /* The verifier kinds a spec may name ("math", "regex", ...), NULL-terminated. */
 const char *const *sw_verify_names(void);
+/*
+ * The files the verifiers' specs name, whose bytes decide the rewards: a
+ * blocklist's file, a plug-in's shared object, and each word of an exec
+ * verifier's command that names a regular file by a path (a script); in
+ * the order added, a file as often as it is named.  Up to cap of them into
+ * out (valid while v lives); returns how many there are.
+ */
+size_t sw_verify_files(const sw_verify *v, const char **out, size_t cap);
 
 /*
  * Take a sample (record number index, for messages).  A sample that lacks a

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -76,6 +77,8 @@ typedef struct vf_ {
 	void *dl;              /* plugin */
 	const sw_verifier_plugin *pl;
 	void *pstate;
+	char **files;          /* the files the spec names (blocklist, plug-in, exec's command): sw_verify_files */
+	size_t nfiles;
 } vf_;
 
 typedef struct slot_ {
@@ -183,7 +186,53 @@ static void vf_free_(vf_ *f)
 	if (f->dl)
 		dlclose(f->dl);
 	free(f->command);
+	for (size_t i = 0; i < f->nfiles; i++)
+		free(f->files[i]);
+	free(f->files);
 	free(f);
+}
+
+/* Note a file the verifier reads (its provenance, sw_verify_files). */
+static int add_file_(vf_ *f, const char *path, sw_error *err)
+{
+	char **v = realloc(f->files, (f->nfiles + 1) * sizeof *v);
+	if (!v)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	f->files = v;
+	if (!(v[f->nfiles] = strdup(path)))
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	f->nfiles++;
+	return 0;
+}
+
+/* The words of an exec command that name a regular file by a path (with a '/'): its script, say. */
+static int command_files_(vf_ *f, const char *cmd, sw_error *err)
+{
+	int rc = 0;
+	while (!rc && *cmd) {
+		size_t n = strcspn(cmd, " \t");
+		char w[1024];
+		struct stat st;
+		if (n && n < sizeof w) {
+			memcpy(w, cmd, n);
+			w[n] = 0;
+			if (strchr(w, '/') && !stat(w, &st) && S_ISREG(st.st_mode))
+				rc = add_file_(f, w, err);
+		}
+		cmd += n;
+		cmd += strspn(cmd, " \t");
+	}
+	return rc;
+}
+
+size_t sw_verify_files(const sw_verify *v, const char **out, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < v->nvf; i++)
+		for (size_t j = 0; j < v->vf[i]->nfiles; j++, n++)
+			if (n < cap)
+				out[n] = v->vf[i]->files[j];
+	return n;
 }
 
 static void slots_free_(sw_verify *v)
@@ -578,6 +627,9 @@ static int load_plugin_(vf_ *f, const char *arg, sw_error *err)
 	f->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!f->dl)
 		return sw_fail(err, SW_EIO, "cannot load plugin: %s", dlerror());
+	int frc = add_file_(f, path, err);
+	if (frc)
+		return frc;
 	void *sym = dlsym(f->dl, SW_VERIFIER_ENTRY);
 	if (!sym)
 		return sw_fail(err, SW_EINVAL, "'%s' is no verifier plug-in: it lacks %s()", lib,
@@ -890,6 +942,7 @@ int sw_verify_add(sw_verify *v, const char *spec, sw_error *err)
 	}
 	case K_BLOCKLIST:
 		rc = load_blocklist_(f, arg, err);
+		rc = rc ? rc : add_file_(f, arg, err);
 		break;
 	case K_LENGTH:
 		if (f->buffer > f->max)
@@ -901,6 +954,7 @@ int sw_verify_add(sw_verify *v, const char *spec, sw_error *err)
 	case K_EXEC:
 		if (!(f->command = strdup(arg)))
 			rc = sw_fail(err, SW_ENOMEM, "out of memory");
+		rc = rc ? rc : command_files_(f, arg, err);
 		break;
 	case K_PLUGIN: {
 		char buf[1200];

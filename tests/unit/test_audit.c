@@ -104,6 +104,39 @@ static void test_rec_(void)
 	is_int(sw_audit_rec_json(r, "j", "{\"a\":"), SW_EFORMAT, "JSON that does not parse refused");
 	sw_audit_rec_free(r);
 	sw_audit_rec_free(NULL);
+
+	/* files' digests by their paths: each once, each as sw_digest_file has it; a missing one named */
+	char a[512], b[512], gone[512], da[SW_DIGEST_HEX], db[SW_DIGEST_HEX];
+	snprintf(a, sizeof a, "%s/rules.txt", dir_);
+	snprintf(b, sizeof b, "%s/verifier.py", dir_);
+	snprintf(gone, sizeof gone, "%s/gone.txt", dir_);
+	put_(a, "badword\n");
+	put_(b, "print(1)\n");
+	sw_error e = { 0 };
+	ok(!sw_digest_file(a, da, &e) && !sw_digest_file(b, db, &e), "the files' digests");
+	r = sw_audit_rec_new("verifiers");
+	const char *paths[] = { a, b, a };
+	is_int(sw_audit_rec_files(r, "files", paths, 3, &e), 0, "files recorded: %s", e.msg);
+	is_int(sw_audit_rec_files(r, "files", paths, 1, &e), SW_EINVAL, "the key once");
+	sw_audit_rec_free(r);
+	r = sw_audit_rec_new("verifiers");
+	const char *bad[] = { a, gone };
+	is_int(sw_audit_rec_files(r, "files", bad, 2, &e), SW_EIO, "a file that is not there");
+	ok(strstr(e.msg, gone) && e.sys_errno == ENOENT, "named: %s", e.msg);
+	sw_audit_rec_free(r);
+	/* appended, the object reads back path by path */
+	char log[512];
+	snprintf(log, sizeof log, "%s/files.log", dir_);
+	sw_audit *l = sw_audit_open(log, &e);
+	r = sw_audit_rec_new("verifiers");
+	ok(l && r && !sw_audit_rec_files(r, "files", paths, 3, &e) && !sw_audit_append(l, r, &e), "appended: %s", e.msg);
+	sw_audit_rec_free(r);
+	sw_audit_close(l);
+	size_t n;
+	const char *text = slurp_(log, &n);
+	char want[2048];
+	snprintf(want, sizeof want, "\"files\":{\"%s\":\"%s\",\"%s\":\"%s\"}", a, da, b, db);
+	ok(strstr(text, want) != NULL, "each file once, in order: %s", text);
 }
 
 typedef struct seen_ {
