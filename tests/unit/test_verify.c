@@ -251,8 +251,9 @@ int main(void)
 	sw_verify_free(v);
 
 	/* the files the specs name, whose bytes decide the rewards (sw-verify records their digests) */
-	char dir[] = "/tmp/sw-test-verify-files.XXXXXX", list[128], script[128], spec[300];
+	char dir[256], list[300], script[300], spec[700];
 	const char *files[8];
+	snprintf(dir, sizeof dir, "%s/sw-test-verify-files.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	ok(mkdtemp(dir) != NULL, "a scratch directory");
 	snprintf(list, sizeof list, "%s/rules.txt", dir);
 	snprintf(script, sizeof script, "%s/verifier.py", dir);
