@@ -15,6 +15,9 @@
  *    records 1, 2, ... in order, each its own line of the input, with an
  *    event of a-z, 0-9 and _, a time, a hash and fields free of control
  *    bytes; the report counts them and its head is the last line's hash;
+ *  - the resume check (sw_audit_check_checkpoint) of a checkpoint that is not
+ *    there refuses it, with a message free of control bytes; of a log verify
+ *    accepts, because no record names it or its directory is missing;
  *  - accepted, the log with one byte changed (chosen from the input's
  *    bytes, anywhere but in a signature's hex digits, which nothing checks
  *    without a public key) is refused: the chain makes every edit show.
@@ -101,6 +104,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = verify_(dir, path, data, size, &s, &r, &e);
 	int rc2 = verify_(dir, path, data, size, &s2, &r2, &e2);
 	CHECK(rc == rc2 && !memcmp(&r, &r2, sizeof r) && !strcmp(e.msg, e2.msg), "verified twice, differently");
+	/* the resume check's reading of the same log (sw-run --resume): no checkpoint directory exists here,
+	 * so whatever the log says it is refused, with a message fit for a terminal */
+	char dg[SW_DIGEST_HEX];
+	sw_error e3 = { 0 };
+	int rc3 = sw_audit_check_checkpoint(dir, "ckpt/iter-0001", dg, &e3);
+	CHECK(rc3 < 0 && rc3 == e3.code && e3.msg[0] && no_controls_(e3.msg), "a checkpoint that is not there: %d: %s",
+	      rc3, e3.msg);
+	CHECK(rc || (rc3 == SW_EFORMAT && (strstr(e3.msg, "no record of the audit log names it") ||
+	                                   strstr(e3.msg, "is missing"))),
+	      "a log verify accepts, but the resume check says: %s", e3.msg);
 	if (!rc) {
 		CHECK(size > 0 && data[size - 1] == '\n' && s.next == size, "accepted, but not whole lines");
 		CHECK(r.records == s.n && s.n >= 1, "report of %llu records, %llu seen", (unsigned long long)r.records,
