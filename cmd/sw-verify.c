@@ -120,17 +120,16 @@ static void record_(const char **specs, size_t nspecs)
 		cli_die("cannot record the verifiers in %s: they name more than 512 files", log);
 	sw_error err = { 0 };
 	sw_audit *a = sw_audit_open(log, &err);
-	sw_audit_rec *r = a ? sw_audit_rec_new("verifiers") : NULL;
-	int rc = !a ? 1 : !r || (it && sw_audit_rec_int(r, "iter", strtoll(it, NULL, 10))) ||
-	                          sw_audit_rec_argv(r, "specs", (int)nspecs, (char *const *)specs);
-	if (rc && a)
-		snprintf(err.msg, sizeof err.msg, "out of memory, or a spec that is not UTF-8 text");
-	rc = rc ? rc : sw_audit_rec_files(r, "files", files, nf, &err);
-	rc = rc ? rc : sw_audit_append(a, r, &err);
+	if (!a)
+		cli_die("cannot record the verifiers in %s: %s", log, err.msg);
+	sw_audit_rec *r = sw_audit_rec_new("verifiers");
+	if (!r || (it && sw_audit_rec_int(r, "iter", strtoll(it, NULL, 10))) ||
+	    sw_audit_rec_argv(r, "specs", (int)nspecs, (char *const *)specs))
+		cli_die("cannot record the verifiers in %s: out of memory, or a spec that is not UTF-8 text", log);
+	if (sw_audit_rec_files(r, "files", files, nf, &err) || sw_audit_append(a, r, &err))
+		cli_die("cannot record the verifiers in %s: %s", log, err.msg);
 	sw_audit_rec_free(r);
 	sw_audit_close(a);
-	if (rc)
-		cli_die("cannot record the verifiers in %s: %s", log, err.msg);
 }
 
 int main(int argc, char **argv)

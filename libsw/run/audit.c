@@ -749,6 +749,30 @@ static int run_finished_(const char *dir, uint64_t *iters)
 	return done;
 }
 
+/* The directory the file at path is in: "." for a bare name, "/" for one at the root. */
+static void dir_of_(const char *path, char *dir, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	snprintf(dir, n, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+}
+
+/* path as sw_audit_verify takes it (a run directory, or the log file): the log and the directory its
+ * checkpoints' paths are relative to; -1 (errno set) when path cannot be looked at. */
+static int log_paths_(const char *path, char log[4096], char logdir[4096])
+{
+	struct stat st;
+	if (stat(path, &st))
+		return -1;
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(log, 4096, "%s/audit.log", path);
+		snprintf(logdir, 4096, "%s", path);
+	} else {
+		snprintf(log, 4096, "%s", path);
+		dir_of_(path, logdir, 4096);
+	}
+	return 0;
+}
+
 /*
  * The verifier; ckpts 0 checks the chain (and with pk the signatures) only,
  * as an appender needs: not the checkpoints, nor that a finished run's log
@@ -760,20 +784,9 @@ static int verify_(const char *path, const char *head, const unsigned char *pk, 
                    sw_audit_report *rep, sw_error *err, int ckpts, uint64_t *bytes)
 {
 	char log[4096], logdir[4096];
-	struct stat st;
 	sw_audit_report r = { 0 };
-	if (stat(path, &st))
+	if (log_paths_(path, log, logdir))
 		return sys_(err, errno, path, "cannot open");
-	if (S_ISDIR(st.st_mode)) {
-		snprintf(log, sizeof log, "%s/audit.log", path);
-		snprintf(logdir, sizeof logdir, "%s", path);
-	} else {
-		snprintf(log, sizeof log, "%s", path);
-		const char *slash = strrchr(path, '/');
-		snprintf(logdir, sizeof logdir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-		if (slash == path)
-			strcpy(logdir, "/");
-	}
 	sw_buf b = { 0 };
 	int rc = read_all_(log, &b, err);
 	if (rc)
@@ -1014,14 +1027,10 @@ int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest
 		             "checkpoint this run recorded", relpath);
 		goto out;
 	}
-	char logdir[4096];
-	struct stat st;
-	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-		snprintf(logdir, sizeof logdir, "%s", path);
-	} else {
-		const char *slash = strrchr(path, '/');
-		snprintf(logdir, sizeof logdir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-		         slash ? path : ".");
+	char log[4096], logdir[4096];
+	if (log_paths_(path, log, logdir)) {
+		rc = sys_(err, errno, path, "cannot open");
+		goto out;
 	}
 	ckpt_ c = { l.seq, 0, l.line, l.len, 0 };
 	if ((rc = check_ckpt_(logdir, &c, digest, err)) && err)
@@ -1063,8 +1072,7 @@ sw_audit *sw_audit_open(const char *path, sw_error *err)
 	if (!existed) {
 		/* the new name itself must survive a crash, not only what is appended */
 		char dir[4096];
-		const char *slash = strrchr(path, '/');
-		snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+		dir_of_(path, dir, sizeof dir);
 		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		int bad = dfd < 0 || fsync(dfd);
 		int e = errno;

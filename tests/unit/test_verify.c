@@ -4,10 +4,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "common/internal.h"
 #include "verify/verify_internal.h"
 #include "tap.h"
+#include "tmpfiles.h"
 
 static void answer_(const char *text, const char *want)
 {
@@ -251,30 +251,23 @@ int main(void)
 	sw_verify_free(v);
 
 	/* the files the specs name, whose bytes decide the rewards (sw-verify records their digests) */
-	char dir[256], list[300], script[300], spec[700];
+	char list[300], script[300], spec[700];
 	const char *files[8];
-	snprintf(dir, sizeof dir, "%s/sw-test-verify-files.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	ok(mkdtemp(dir) != NULL, "a scratch directory");
-	snprintf(list, sizeof list, "%s/rules.txt", dir);
-	snprintf(script, sizeof script, "%s/verifier.py", dir);
-	FILE *f = fopen(list, "w");
-	fputs("badword\n", f);
-	fclose(f);
-	f = fopen(script, "w");
-	fputs("print(1)\n", f);
-	fclose(f);
+	ok(tmp_open("verify-files") == 0, "a scratch directory");
+	snprintf(list, sizeof list, "%s/rules.txt", tmp_dir_);
+	snprintf(script, sizeof script, "%s/verifier.py", tmp_dir_);
+	tmp_put(list, "badword\n", 8);
+	tmp_put(script, "print(1)\n", 9);
 	v = sw_verify_new(&(sw_verify_opts){ .worker_stderr = -1 }, &e);
 	is_int(sw_verify_add(v, "math", &e), 0, "math: no file");
 	snprintf(spec, sizeof spec, "blocklist:%s", list);
 	is_int(sw_verify_add(v, spec, &e), 0, "a blocklist: %s", e.msg);
-	snprintf(spec, sizeof spec, "exec:python3 %s --flag %s/not-there x/y,sandbox=none", script, dir);
+	snprintf(spec, sizeof spec, "exec:python3 %s --flag %s/not-there x/y,sandbox=none", script, tmp_dir_);
 	is_int(sw_verify_add(v, spec, &e), 0, "an exec verifier: %s", e.msg);
 	is_int(sw_verify_files(v, files, 8), 2, "the list and the script, not python3 nor a path that is no file");
 	ok(!strcmp(files[0], list) && !strcmp(files[1], script), "in order: %s, %s", files[0], files[1]);
 	is_int(sw_verify_files(v, files, 1), 2, "the count past cap");
 	sw_verify_free(v);
-	unlink(list);
-	unlink(script);
-	rmdir(dir);
+	tmp_close();
 	return tap_done();
 }
