@@ -457,8 +457,16 @@ static void resume_(run_ *r)
 {
 	sw_error err = { 0 };
 	static sw_ckpt_point ck;
-	if (!(r->log = sw_runlog_open(r->dir, &err)) || sw_checkpoint_resume_point(r->dir, &ck, &err))
+	int done; /* the options given with --resume become the run's config first */
+	if (!(r->log = sw_runlog_open(r->dir, &err)) || sw_checkpoint_resume_point(r->dir, &ck, &err) ||
+	    sw_experiment_resume(&r->x, r->dir, &ck, &done, &err))
 		cli_die("%s", err.msg);
+	if (done) { /* nothing touched */
+		if (cli_verbosity >= 0)
+			cli_note("the run in %s has done its %llu iterations and ended: nothing to do (more with --iters)",
+			         r->dir, (unsigned long long)ck.st.iter);
+		cli_exit(0);
+	}
 	create_stores_(r, ck.dir, ck.st.weight_version);
 	r->iter = ck.st.iter;
 	r->lr_scale = ck.st.lr_scale;
@@ -477,12 +485,10 @@ static void resume_(run_ *r)
 
 int main(int argc, char **argv)
 {
-	const char *arg;
-	int c, optind_;
-	const char *config = NULL, *resume = NULL;
+	const char *arg, *config = NULL, *resume = NULL;
+	int c, optind_, ngiven = 0;
 	struct given_ { const char *name, *arg; } given[128];
 	sw_error err = { 0 };
-	int ngiven = 0;
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		const cli_opt *o = opts;
 		while (o->id && o->id != c)
@@ -510,24 +516,20 @@ int main(int argc, char **argv)
 	sw_experiment *x = &r->x;
 	sw_experiment_init(x);
 	r->lr_scale = 1;
-	r->argc = argc;
-	r->argv = argv;
+	r->argc = argc, r->argv = argv;
 	if (resume && sw_rundir_check_resume(resume, &err))
 		cli_die("%s", err.msg);
 	char *cfg = resume ? path_(resume, "config") : config ? cli_strdup(config) : NULL;
 	int rc = cfg ? sw_experiment_read(x, cfg, &err) : 0;
 	for (int i = 0; !rc && i < ngiven; i++)
-		rc = sw_experiment_set(x, given[i].name, given[i].arg, &err);
+		rc = (resume ? sw_experiment_set_resumed : sw_experiment_set)(x, given[i].name, given[i].arg, &err);
 	if (!rc && resume)
 		rc = sw_experiment_set(x, "out", resume, &err);
 	if (!rc && !x->device) /* the config records the device the stages compute on */
 		rc = sw_experiment_set(x, "device", sw_backend_name(cli_device(NULL)), &err);
-	if (!rc)
-		rc = sw_experiment_check(x, &err);
-	if (!rc)
-		rc = sw_experiment_stage_cmds(x, r->cmds, &err);
-	if (!rc) /* where the run started: a resumed one goes there first */
-		rc = sw_experiment_enter(x, &err);
+	rc = rc ? rc : sw_experiment_check(x, &err);
+	rc = rc ? rc : sw_experiment_stage_cmds(x, r->cmds, &err);
+	rc = rc ? rc : sw_experiment_enter(x, &err); /* where the run started: a resumed one goes there first */
 	if (rc == SW_EINVAL)
 		cli_usage("%s", err.msg);
 	if (rc)

@@ -140,6 +140,53 @@ unswept() {
 	grep -q '"event":"resume"' run/audit.log
 }
 
+@test "--resume: the options given become the run's config; model, prompts and directory are the run's own; a finished run has nothing to do" {
+	run -0 sw-run -q -c exp -o run --iters 1
+	run -0 sw-run -q --resume run --iters 2 --monitor violation_rate=0.9,0.95,0.99 --monitor violation_rate=off
+	[ "$output" = "" ]
+	grep -qx 'iters 2' run/config
+	# one line a monitor, the last given
+	[ "$(grep -c "^monitor violation_rate" run/config)" = 1 ]
+	grep -qx 'monitor violation_rate=off' run/config
+	# the resume record's digest is that of the config the resumed run ran under
+	run -0 jq -r 'select(.event == "resume") | .config_digest' run/audit.log
+	[ "$output" = "$(b2sum -l 256 run/config | cut -d" " -f1)" ]
+	run -0 jq -r 'select(.event == "run_start") | .config_digest' run/audit.log
+	[ "$output" != "$(b2sum -l 256 run/config | cut -d" " -f1)" ]
+
+	# done and ended: nothing to do, nothing touched, however often asked (a requeued job)
+	before=$(cat run/audit.log run/config run/state | sha256sum)
+	run -0 --separate-stderr sw-run --resume run
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: the run in run has done its 2 iterations and ended: nothing to do (more with --iters)" ]
+	run -0 --separate-stderr sw-run -q --resume run
+	[ "$stderr" = "" ]
+	[ "$(cat run/audit.log run/config run/state | sha256sum)" = "$before" ]
+	run -1 --separate-stderr sw-run --resume run --iters 1
+	[ "$stderr" = "sw-run: --iters 1: the run in 'run' has done 2 iterations already" ]
+	[ "$(cat run/audit.log run/config run/state | sha256sum)" = "$before" ]
+
+	# what the run started from cannot change: its weights come from the checkpoint, its prompts from the pool
+	cp -r m m2
+	for o in "-m m2" "--model m2" "-p eval.jsonl" "-o elsewhere"; do
+		run -2 --separate-stderr sw-run --resume run --iters 3 $o
+		long=$(case $o in -m*|--model*) echo model ;; -p*) echo prompts ;; *) echo out ;; esac)
+		[ "${stderr_lines[0]}" = "sw-run: --$long cannot be given with --resume: the run goes on from its checkpoint with its own model, prompts and directory" ]
+		[ "$(cat run/audit.log run/config run/state | sha256sum)" = "$before" ]
+	done
+	[ ! -e elsewhere ]
+
+	# a stage replaced on resume stays replaced: a later plain resume runs it too
+	run -1 sw-run -q --resume run --iters 3 --train 'if [ "$SW_ITER" = 3 ]; then exit 4; fi; sw-cat'
+	run -1 --separate-stderr sw-run -q --resume run
+	[[ $stderr == "sw-run: iteration 3: stage 'train' exited with status 4"* ]]
+	run -0 sw-run -q --resume run --train sw-cat
+	grep -qx 'train sw-cat' run/config
+	run -0 jq -c 'select(.eval | not) | .iter' run/metrics.jsonl
+	[ "$(echo $output)" = "1 2 3" ]
+	run -0 sw-audit verify run
+}
+
 @test "--resume checks its checkpoint against the audit log first: a changed, foreign or unrecorded one is refused, nothing touched" {
 	run -1 sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
 	[ "$(cat run/state)" = "ckpt/iter-0001" ]

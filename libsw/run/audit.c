@@ -985,11 +985,13 @@ typedef struct last_ckpt_ {
 	char *line;     /* a copy: the entry's line is valid only during the call */
 	size_t len;
 	uint64_t seq;
+	int ended;      /* the last record seen is "run_end" */
 } last_ckpt_;
 
 static int last_ckpt_fn_(const sw_audit_entry *e, void *ud)
 {
 	last_ckpt_ *l = ud;
+	l->ended = !strcmp(e->event, "run_end");
 	if (strcmp(e->event, "checkpoint") && strcmp(e->event, "checkpoint_removed"))
 		return 0;
 	yyjson_doc *d = yyjson_read(e->line, e->len, 0);
@@ -1010,12 +1012,13 @@ static int last_ckpt_fn_(const sw_audit_entry *e, void *ud)
 	return 0;
 }
 
-int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], sw_error *err)
+int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], int *ended,
+                              sw_error *err)
 {
 	if (!inside_(relpath))
 		return sw_fail(err, SW_EINVAL, "checkpoint '%.200s': not a path inside the run directory",
 		               relpath ? relpath : "");
-	last_ckpt_ l = { relpath, NULL, 0, 0 };
+	last_ckpt_ l = { relpath, NULL, 0, 0, 0 };
 	sw_audit_report rep;
 	int rc = verify_(path, NULL, NULL, last_ckpt_fn_, &l, &rep, err, 0, NULL);
 	if (rc == SW_ENOMEM)
@@ -1035,6 +1038,8 @@ int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest
 	ckpt_ c = { l.seq, 0, l.line, l.len, 0 };
 	if ((rc = check_ckpt_(logdir, &c, digest, err)) && err)
 		err->record = l.seq;
+	if (!rc && ended)
+		*ended = l.ended;
 out:
 	free(l.line);
 	return rc;

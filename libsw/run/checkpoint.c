@@ -192,7 +192,7 @@ int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *e
 	if (rc)
 		return rc;
 	sw_error e = { 0 };
-	if ((rc = sw_audit_check_checkpoint(rundir, p->name, p->digest, &e)))
+	if ((rc = sw_audit_check_checkpoint(rundir, p->name, p->digest, &p->ended, &e)))
 		return sw_fail(err, rc, "cannot resume from %s: %s", p->dir, e.msg);
 	return sw_checkpoint_state(p->dir, &p->st, err);
 }

@@ -172,13 +172,21 @@ static int apply_(sw_experiment *x, const key_ *k, const char *v, const char *wh
 		sw_monitor_free(m);
 		if (rc)
 			return sw_fail(err, SW_EINVAL, "%s%s%s", w, sep, e.msg);
-		char **mv = realloc(x->monitor, (x->nmonitor + 1) * sizeof *mv);
-		if (!mv)
+		/* one entry a monitor, the last given: a config rewritten on resume does not grow */
+		size_t i = 0, nl = strcspn(v, "=");
+		while (i < x->nmonitor && (strncmp(x->monitor[i], v, nl) || x->monitor[i][nl] != '='))
+			i++;
+		char *s = strdup(v), **mv = i < x->nmonitor ? x->monitor : realloc(x->monitor, (i + 1) * sizeof *mv);
+		if (!s || !mv) {
+			free(s);
 			return sw_fail(err, SW_ENOMEM, "out of memory");
+		}
 		x->monitor = mv;
-		if (!(x->monitor[x->nmonitor] = strdup(v)))
-			return sw_fail(err, SW_ENOMEM, "out of memory");
-		x->nmonitor++;
+		if (i < x->nmonitor)
+			free(mv[i]);
+		else
+			x->nmonitor++;
+		mv[i] = s;
 		return 0;
 	}
 	}
@@ -190,6 +198,30 @@ int sw_experiment_set(sw_experiment *x, const char *name, const char *value, sw_
 	if (!k)
 		return sw_fail(err, SW_EINVAL, "unknown setting '%s'", name);
 	return apply_(x, k, value ? value : "", NULL, err);
+}
+
+int sw_experiment_set_resumed(sw_experiment *x, const char *name, const char *value, sw_error *err)
+{
+	if (!strcmp(name, "model") || !strcmp(name, "prompts") || !strcmp(name, "out"))
+		return sw_fail(err, SW_EINVAL, "--%s cannot be given with --resume: the run goes on from its checkpoint "
+		               "with its own model, prompts and directory", name);
+	return sw_experiment_set(x, name, value, err);
+}
+
+int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ckpt_point *p, int *done,
+                         sw_error *err)
+{
+	char cfg[SW_RUN_PATH_MAX];
+	*done = 0;
+	if (x->iters < p->st.iter)
+		return sw_fail(err, SW_EINVAL, "--iters %llu: the run in '%s' has done %llu iterations already",
+		               (unsigned long long)x->iters, rundir, (unsigned long long)p->st.iter);
+	if (x->iters == p->st.iter && p->ended) {
+		*done = 1;
+		return 0;
+	}
+	int rc = sw_run_path(cfg, sizeof cfg, err, "%s/config", rundir);
+	return rc ? rc : sw_experiment_write(x, cfg, err);
 }
 
 int sw_experiment_read(sw_experiment *x, const char *path, sw_error *err)

@@ -160,9 +160,11 @@ int sw_audit_verify_signed(const char *path, const char *head, const char *pubke
  * does), or when the directory does not match that record's digest (the
  * message names the file changed, removed or added; err->record is the
  * record); SW_EINVAL for a relpath not inside the directory.  On success
- * digest gets the directory's digest.
+ * digest gets the directory's digest, and *ended (when not NULL) whether
+ * the log's last record is a run's end ("run_end").
  */
-int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], sw_error *err);
+int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], int *ended,
+                              sw_error *err);
 
 /* --- signing keys ------------------------------------------------------------------- */
 

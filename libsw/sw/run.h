@@ -71,6 +71,12 @@ void sw_experiment_release(sw_experiment *x);
  * empty command or a monitor spec sw_monitor_set refuses.
  */
 int sw_experiment_set(sw_experiment *x, const char *name, const char *value, sw_error *err);
+/*
+ * The same, for an option given with --resume: the model, the prompts and
+ * the run directory are the run's own once it started (its weights come
+ * from its checkpoint, its prompts from its pool), and are SW_EINVAL.
+ */
+int sw_experiment_set_resumed(sw_experiment *x, const char *name, const char *value, sw_error *err);
 
 /*
  * Read an experiment file: "NAME VALUE" a line (NAME with or without its
@@ -408,6 +414,7 @@ typedef struct sw_ckpt_point {
 	char dir[4160];                 /* rundir/name */
 	char digest[SW_DIGEST_HEX];     /* the directory's digest, as the audit log recorded it */
 	sw_ckpt_state st;               /* its state.json */
+	int ended;                      /* the audit log's last record is the run's end ("run_end") */
 } sw_ckpt_point;
 /*
  * Find and check the resume point of the run in rundir: the checkpoint
@@ -418,6 +425,18 @@ typedef struct sw_ckpt_point {
  * match says so, naming it and the file.
  */
 int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *err);
+/*
+ * Settle the experiment x (the run's config with the options given with
+ * --resume over it) of the run in rundir resumed from p, before anything
+ * is touched.  iters below the iterations p has done is SW_EINVAL.  A run
+ * that has done its iters and whose log has its end has nothing to do:
+ * *done is 1 and nothing is written.  Else x is written as rundir/config
+ * (atomically), so the options given with --resume stay the run's for any
+ * later resume, and the config (and the "resume" record's digest of it)
+ * says what the run runs.
+ */
+int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ckpt_point *p, int *done,
+                         sw_error *err);
 /*
  * Put back what a checkpoint holds besides the weights (which the caller
  * loaded from ckdir into w): the optimiser state into *opt, created as

@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * so whatever the log says it is refused, with a message fit for a terminal */
 	char dg[SW_DIGEST_HEX];
 	sw_error e3 = { 0 };
-	int rc3 = sw_audit_check_checkpoint(dir, "ckpt/iter-0001", dg, &e3);
+	int rc3 = sw_audit_check_checkpoint(dir, "ckpt/iter-0001", dg, NULL, &e3);
 	CHECK(rc3 < 0 && rc3 == e3.code && e3.msg[0] && no_controls_(e3.msg), "a checkpoint that is not there: %d: %s",
 	      rc3, e3.msg);
 	CHECK(rc || (rc3 == SW_EFORMAT && (strstr(e3.msg, "no record of the audit log names it") ||

@@ -337,20 +337,22 @@ static void test_checkpoints_(void)
 	char got[SW_DIGEST_HEX] = "", want[SW_DIGEST_HEX];
 	snprintf(p, sizeof p, "%s/ckpt/iter-2", run);
 	is_int(sw_digest_dir(p, want, &e), 0, "the directory's digest");
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &e), 0, "the checkpoint matches: %s", e.msg);
+	int ended = -1;
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "the checkpoint matches: %s", e.msg);
 	ok(!strcmp(got, want), "its digest: %s", got);
-	is_int(sw_audit_check_checkpoint(log, "ckpt/iter-2", got, &e), 0, "given the log file: %s", e.msg);
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-3", got, &e), SW_EFORMAT, "one no record names");
+	is_int(ended, 0, "the log has not ended (its last record is a stage's)");
+	is_int(sw_audit_check_checkpoint(log, "ckpt/iter-2", got, NULL, &e), 0, "given the log file: %s", e.msg);
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-3", got, NULL, &e), SW_EFORMAT, "one no record names");
 	ok(!strcmp(e.msg, "checkpoint 'ckpt/iter-3': no record of the audit log names it: not a checkpoint this "
 	               "run recorded"), "%s", e.msg);
-	is_int(sw_audit_check_checkpoint(run, "../run/ckpt/iter-2", got, &e), SW_EINVAL, "a path outside refused");
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-", got, &e), SW_EFORMAT, "a prefix of the path is not it");
+	is_int(sw_audit_check_checkpoint(run, "../run/ckpt/iter-2", got, NULL, &e), SW_EINVAL, "a path outside refused");
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-", got, NULL, &e), SW_EFORMAT, "a prefix of the path is not it");
 
 	snprintf(p, sizeof p, "%s/ckpt/iter-2/model.safetensors", run);
 	put_(p, "weightz");
 	expect_bad_(run, 2, "file 'model.safetensors' changed", "a checkpoint file changed");
 	e = (sw_error){ 0 };
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &e), SW_EFORMAT, "a changed one refused alone too");
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, NULL, &e), SW_EFORMAT, "a changed one refused alone too");
 	ok(!strcmp(e.msg, "checkpoint 'ckpt/iter-2' does not match its digest: file 'model.safetensors' changed") &&
 	   e.record == 2, "%s (record %llu)", e.msg, (unsigned long long)e.record);
 	put_(p, "weights");
@@ -371,7 +373,7 @@ static void test_checkpoints_(void)
 	sw_audit_append(a, r, &e);
 	sw_audit_rec_free(r);
 	is_int(sw_audit_verify(run, NULL, NULL, NULL, &rep, &e), 0, "a removal the log records is fine: %s", e.msg);
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &e), SW_EFORMAT, "but a removed one is no resume point");
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, NULL, &e), SW_EFORMAT, "but a removed one is no resume point");
 	ok(strstr(e.msg, "no record of the audit log names it") != NULL, "%s", e.msg);
 	/* recorded again (a run that made it anew): the last record is the one that counts */
 	snprintf(p, sizeof p, "%s/ckpt/iter-2", run);
@@ -382,7 +384,14 @@ static void test_checkpoints_(void)
 	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-2", &e), 0, "recorded anew");
 	sw_audit_append(a, r, &e);
 	sw_audit_rec_free(r);
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &e), 0, "checked against its new record: %s", e.msg);
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "checked against its new record: %s", e.msg);
+	is_int(ended, 0, "not ended");
+	append_(a, "run_end", 2);
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "after the run's end: %s", e.msg);
+	is_int(ended, 1, "the log ends with the run's end");
+	append_(a, "resume", 2);
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "resumed: %s", e.msg);
+	is_int(ended, 0, "an end followed by a resume is no end");
 	/* a log whose chain is broken vouches for nothing */
 	sw_audit_close(a);
 	char text[1 << 14];
@@ -399,7 +408,7 @@ static void test_checkpoints_(void)
 		fwrite(text, 1, n, f);
 		fclose(f);
 		e = (sw_error){ 0 };
-		ok(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &e) == SW_EFORMAT && e.record == 1,
+		ok(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, NULL, &e) == SW_EFORMAT && e.record == 1,
 		   "a broken chain refused: record %llu: %s", (unsigned long long)e.record, e.msg);
 	}
 }

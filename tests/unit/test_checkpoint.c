@@ -103,6 +103,10 @@ int main(void)
 	char dg[SW_DIGEST_HEX];
 	ok(!strcmp(pt.name, name) && !strcmp(pt.dir, p) && !sw_digest_dir(p, dg, &e) && !strcmp(pt.digest, dg) &&
 	   pt.st.iter == 2 && pt.st.lr_scale == 0.5 && pt.st.weight_version == 3, "its name, path, digest and state");
+	is_int(pt.ended, 0, "the run has not ended");
+	is_int(sw_runlog_end(log, 2, 3, &e), 0, "its end: %s", e.msg);
+	is_int(sw_checkpoint_resume_point(run, &pt, &e), 0, "still the resume point: %s", e.msg);
+	is_int(pt.ended, 1, "of a run that ended");
 	snprintf(p, sizeof p, "%s/%s/pool", run, name);
 	tmp_put(p, "pool bytez", 10);
 	is_int(sw_checkpoint_resume_point(run, &pt, &e), SW_EFORMAT, "a changed file refused");

@@ -5,6 +5,7 @@
  * and a resolved experiment written and read back unchanged.
  */
 #define _DEFAULT_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -167,6 +168,64 @@ static void test_round_trip_(void)
 	   "stage names");
 }
 
+/* What --resume does with the options over a run's config (sw-run's resume, before anything is touched). */
+static void test_resume_(void)
+{
+	sw_experiment x;
+	sw_error e = { 0 };
+	sw_experiment_init(&x);
+	const char *p = file_("res", "model m\nprompts p\niters 2\nmonitor kl=1,2,3\nmonitor entropy=off\n");
+	is_int(sw_experiment_read(&x, p, &e), 0, "read: %s", e.msg);
+	/* a monitor given again replaces its line, in its place */
+	is_int(sw_experiment_set_resumed(&x, "monitor", "kl=off", &e), 0, "a monitor again: %s", e.msg);
+	is_int(sw_experiment_set_resumed(&x, "monitor", "violation_rate=0.3,0.6,0.9", &e), 0, "a new one");
+	is_int(x.nmonitor, 3, "one entry a monitor");
+	ok(!strcmp(x.monitor[0], "kl=off") && !strcmp(x.monitor[1], "entropy=off") &&
+	   !strcmp(x.monitor[2], "violation_rate=0.3,0.6,0.9"), "in their places: %s %s %s", x.monitor[0],
+	   x.monitor[1], x.monitor[2]);
+	is_int(sw_experiment_set_resumed(&x, "monitor", "kl=9,8,7", &e), SW_EINVAL, "a bad spec refused");
+	ok(!strcmp(x.monitor[0], "kl=off"), "and the entry kept");
+	/* what the run started from is its own */
+	static const char *fixed[] = { "model", "prompts", "out" };
+	for (int i = 0; i < 3; i++) {
+		char want[300];
+		snprintf(want, sizeof want, "--%s cannot be given with --resume: the run goes on from its checkpoint with "
+		         "its own model, prompts and directory", fixed[i]);
+		ok(sw_experiment_set_resumed(&x, fixed[i], "other", &e) == SW_EINVAL && !strcmp(e.msg, want), "%s: %s",
+		   fixed[i], e.msg);
+	}
+	ok(!strcmp(x.model, "m") && !strcmp(x.prompts, "p") && !x.out, "and unchanged");
+	is_int(sw_experiment_set_resumed(&x, "iters", "5", &e), 0, "iters may change");
+	ok(!sw_experiment_set(&x, "out", dir_, &e) && !sw_experiment_check(&x, &e), "checks: %s", e.msg);
+
+	char cfg[600];
+	snprintf(cfg, sizeof cfg, "%s/config", dir_);
+	unlink(cfg);
+	sw_ckpt_point pt;
+	memset(&pt, 0, sizeof pt);
+	pt.st.iter = 6;
+	int done = -1;
+	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), SW_EINVAL, "iters below the iterations done");
+	char want[900];
+	snprintf(want, sizeof want, "--iters 5: the run in '%s' has done 6 iterations already", dir_);
+	ok(!strcmp(e.msg, want), "%s", e.msg);
+	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
+	pt.st.iter = 5, pt.ended = 1;
+	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), 0, "done and ended");
+	is_int(done, 1, "nothing to do");
+	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
+	pt.ended = 0; /* done but killed before its end record: the resume finishes it */
+	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), 0, "done, not ended: %s", e.msg);
+	is_int(done, 0, "goes on");
+	const char *text = slurp_(cfg);
+	ok(strstr(text, "\niters 5\n") && strstr(text, "\nmonitor kl=off\nmonitor entropy=off\nmonitor "
+	   "violation_rate=0.3,0.6,0.9\n") && !strstr(text, "kl=1,2,3"), "the config written with the options");
+	pt.st.iter = 3, pt.ended = 1; /* more iterations than done: an ended run goes on */
+	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), 0, "ended, more to do");
+	is_int(done, 0, "goes on");
+	sw_experiment_release(&x);
+}
+
 int main(void)
 {
 	if (tmp_open("exp"))
@@ -174,6 +233,7 @@ int main(void)
 	test_good_();
 	test_bad_();
 	test_round_trip_();
+	test_resume_();
 	tmp_close();
 	return tap_done();
 }
