@@ -141,7 +141,7 @@ static void log_(char **args, int n, const char *ckpt)
 		snprintf(rundir, sizeof rundir, "%.*s", slash ? (int)(slash - dir) : 1, slash ? dir : ".");
 	}
 	sw_error err = { 0 };
-	if (ckpt && sw_audit_rec_checkpoint(r, rundir, ckpt, &err))
+	if (ckpt && sw_audit_rec_checkpoint(r, rundir, ckpt, NULL, &err))
 		die_(NULL, &err);
 	sw_audit *a = sw_audit_open(log, &err);
 	if (!a || sw_audit_append(a, r, &err))

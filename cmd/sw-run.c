@@ -270,9 +270,11 @@ static void checkpoint_(run_ *r, const char *why)
 	char name[64];
 	sw_ckpt_state st = { .iter = r->iter, .lr_scale = r->lr_scale };
 	sw_monitor_get_history(r->mon, &st.history);
-	if (sw_checkpoint_save(r->dir, r->x.model, r->s.w, sw_run_stores_opt(&r->s), &st, name, sizeof name, &err))
+	sw_digests *dg = NULL; /* the large files' digests as written: the record need not read them back */
+	if (sw_checkpoint_save(r->dir, r->x.model, r->s.w, sw_run_stores_opt(&r->s), &st, name, sizeof name, &dg, &err))
 		cli_die("%s", err.msg);
-	logged_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, &err), &err);
+	logged_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, dg, &err), &err);
+	sw_digests_free(dg);
 	/* the resume point only once the log vouches for it: resuming checks the checkpoint against its record */
 	if (sw_checkpoint_mark(r->dir, name, &err))
 		cli_die("%s", err.msg);
@@ -283,8 +285,7 @@ static void checkpoint_(run_ *r, const char *why)
 static void halt_(run_ *r, uint64_t it, const char *reason)
 {
 	sw_error err = { 0 };
-	if (sw_rundir_halt(r->dir, it, reason, &err))
-		cli_die("%s", err.msg);
+	logged_(sw_rundir_halt(r->dir, it, reason, &err), &err);
 	logged_(sw_runlog_event(r->log, "halt", it, "reason", reason, &err), &err);
 	cli_warn("halted: %s (see %s/HALT; continue with sw-run --resume %s)", reason, r->dir, r->dir);
 }

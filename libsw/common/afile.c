@@ -3,16 +3,25 @@
  * name, fsync'd, renamed over it, and the directory fsync'd, so a reader
  * (or a restart after a crash) sees the old file or the new one, never a
  * part.  Every file libsw commits (models, trainer state, checkpoints,
- * pools, audit heads) goes through here.
+ * pools, audit heads) goes through here.  A large file may also be
+ * digested as it is written and written around the page cache
+ * (sw_afile_set, sw/save.h).
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "common/internal.h"
+
+/* O_DIRECT wants the buffer, the file offset and the length aligned to the device's logical block: 4 KiB covers
+ * 512-byte and 4 KiB devices.  A direct file's buffer holds 8 MiB: each flush is a whole number of blocks. */
+#define ALIGN_ 4096
+#define DIRECT_CAP_ ((size_t)8 << 20)
 
 static int sys_fail_(sw_error *err, const char *path, const char *what)
 {
@@ -61,13 +70,41 @@ int sw_afile_open(sw_afile *f, const char *path, sw_error *err)
 	return 0;
 }
 
-static int write_all_(sw_afile *f, const unsigned char *p, size_t n, sw_error *err);
-
-static int flush_(sw_afile *f, sw_error *err)
+int sw_afile_set(sw_afile *f, const sw_save_opts *o, int hash, sw_error *err)
 {
-	int rc = write_all_(f, f->buf, f->len, err);
-	f->len = 0;
-	return rc;
+	if (!o)
+		return 0;
+	if (o->digests && hash) {
+		if (posix_memalign(&f->hs, 64, sizeof(crypto_generichash_state))) /* the state wants 64-byte alignment */
+			return f->hs = NULL, sw_fail(err, SW_ENOMEM, "%s: out of memory", f->path);
+		crypto_generichash_init(f->hs, NULL, 0, SW_DIGEST_LEN);
+	}
+	f->dg = o->digests;
+	if (o->direct && !f->size && !f->len) {
+		void *b;
+		int fl = fcntl(f->fd, F_GETFL);
+		if (posix_memalign(&b, ALIGN_, DIRECT_CAP_))
+			return sw_fail(err, SW_ENOMEM, "%s: out of memory", f->path);
+		/* where the file system refuses O_DIRECT (tmpfs), the page cache it is */
+		if (fl < 0 || fcntl(f->fd, F_SETFL, fl | O_DIRECT)) {
+			free(b);
+			return 0;
+		}
+		free(f->buf);
+		f->buf = b, f->cap = DIRECT_CAP_, f->direct = 1;
+	}
+	return 0;
+}
+
+/* Back to the page cache: for a tail that is no whole block, or a file system that took O_DIRECT but refuses
+ * the writes. */
+static int undirect_(sw_afile *f, sw_error *err)
+{
+	int fl = fcntl(f->fd, F_GETFL);
+	if (fl < 0 || fcntl(f->fd, F_SETFL, fl & ~O_DIRECT))
+		return sys_fail_(err, f->path, "cannot write it through the page cache");
+	f->direct = 0;
+	return 0;
 }
 
 static int write_all_(sw_afile *f, const unsigned char *p, size_t n, sw_error *err)
@@ -77,6 +114,12 @@ static int write_all_(sw_afile *f, const unsigned char *p, size_t n, sw_error *e
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EINVAL && f->direct) {
+				int rc = undirect_(f, err);
+				if (rc)
+					return rc;
+				continue;
+			}
 			return sys_fail_(err, f->path, "write error");
 		}
 		p += w;
@@ -85,10 +128,20 @@ static int write_all_(sw_afile *f, const unsigned char *p, size_t n, sw_error *e
 	return 0;
 }
 
+static int flush_(sw_afile *f, sw_error *err)
+{
+	int rc = write_all_(f, f->buf, f->len, err);
+	f->len = 0;
+	return rc;
+}
+
 int sw_afile_write(sw_afile *f, const void *p, size_t n, sw_error *err)
 {
 	const unsigned char *s = p;
-	if (n >= f->cap) {
+	if (f->hs)
+		crypto_generichash_update(f->hs, s, n);
+	f->size += n;
+	if (n >= f->cap && !f->direct) {
 		/* a tensor's worth: straight from the caller's memory, no copy through the buffer */
 		int rc = flush_(f, err);
 		return rc ? rc : write_all_(f, s, n, err);
@@ -110,7 +163,17 @@ int sw_afile_write(sw_afile *f, const void *p, size_t n, sw_error *err)
 
 int sw_afile_commit(sw_afile *f, sw_error *err)
 {
-	int rc = flush_(f, err);
+	int rc = 0;
+	if (f->direct) { /* the whole blocks as they are, the tail through the page cache */
+		size_t whole = f->len / ALIGN_ * ALIGN_;
+		if (!(rc = write_all_(f, f->buf, whole, err)) && f->direct)
+			rc = undirect_(f, err);
+		if (!rc)
+			rc = write_all_(f, f->buf + whole, f->len - whole, err);
+		f->len = 0;
+	} else {
+		rc = flush_(f, err);
+	}
 	if (rc)
 		return rc;
 	if (fsync(f->fd))
@@ -136,8 +199,13 @@ int sw_afile_commit(sw_afile *f, sw_error *err)
 		}
 		free(dir);
 	}
+	if (f->hs) {
+		unsigned char h[SW_DIGEST_LEN];
+		crypto_generichash_final(f->hs, h, SW_DIGEST_LEN);
+		rc = sw_digests_note(f->dg, f->path, f->size, h, err);
+	}
 	sw_afile_abort(f); /* frees what is left */
-	return 0;
+	return rc;
 }
 
 void sw_afile_abort(sw_afile *f)
@@ -150,7 +218,9 @@ void sw_afile_abort(sw_afile *f)
 	free(f->tmp);
 	free(f->path);
 	free(f->buf);
+	free(f->hs);
 	f->tmp = f->path = NULL;
 	f->buf = NULL;
+	f->hs = NULL;
 	f->len = f->cap = 0;
 }

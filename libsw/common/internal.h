@@ -139,12 +139,23 @@ typedef struct sw_afile {
 	int fd;
 	char *path;            /* the name it will have */
 	char *tmp;             /* the name it has until committed */
-	unsigned char *buf;    /* output buffer */
+	unsigned char *buf;    /* output buffer (aligned to SW_AFILE_ALIGN when direct) */
 	size_t len, cap;
+	int direct;            /* fd is O_DIRECT: only whole aligned blocks are written to it */
+	uint64_t size;         /* bytes written so far */
+	sw_digests *dg;        /* where the digest of the bytes is noted at commit (NULL: none) */
+	void *hs;              /* the running BLAKE2b-256 of the bytes (with dg) */
 } sw_afile;
 
 /* Create PATH.tmp.XXXXXX beside path; on failure *f is left closed. */
 int sw_afile_open(sw_afile *f, const char *path, sw_error *err);
+/*
+ * Right after open: o->direct writes the file around the page cache where
+ * its file system allows (else through it, silently); o->digests gets the
+ * file's size and the BLAKE2b-256 of its bytes at commit (hash: 1, the
+ * default; 0 when the caller notes the digest itself).  NULL o: neither.
+ */
+int sw_afile_set(sw_afile *f, const sw_save_opts *o, int hash, sw_error *err);
 int sw_afile_write(sw_afile *f, const void *p, size_t n, sw_error *err);
 /* Flush, fsync, close, rename over path, fsync the directory. */
 int sw_afile_commit(sw_afile *f, sw_error *err);

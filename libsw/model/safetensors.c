@@ -779,7 +779,7 @@ static int cmp_tensor_name_(const void *a, const void *b)
 	return strcmp(((const named_ *)a)->name, ((const named_ *)b)->name);
 }
 
-int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_error *err)
+static int save_weights_(const sw_model *m, const char *path, sw_dtype dt, const sw_save_opts *o, sw_error *err)
 {
 	if (dt != SW_DT_F32 && dt != SW_DT_BF16)
 		return sw_fail(err, SW_EINVAL, "%s: weights are written as F32 or BF16, not %s", path, dtype_name_(dt));
@@ -830,7 +830,8 @@ int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_e
 	sw_afile f;
 	if ((rc = sw_afile_open(&f, path, err)))
 		goto out;
-	rc = sw_afile_write(&f, h.p, h.len, err);
+	rc = sw_afile_set(&f, o, 1, err);
+	rc = rc ? rc : sw_afile_write(&f, h.p, h.len, err);
 	uint16_t buf[8192];
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const sw_tensor *t = order[i].t;
@@ -862,7 +863,17 @@ oom:
 	goto out;
 }
 
+int sw_model_save_weights(const sw_model *m, const char *path, sw_dtype dt, sw_error *err)
+{
+	return save_weights_(m, path, dt, NULL, err);
+}
+
 int sw_model_save(const sw_model *m, const char *dir, sw_dtype dt, sw_error *err)
+{
+	return sw_model_save_with(m, dir, dt, NULL, err);
+}
+
+int sw_model_save_with(const sw_model *m, const char *dir, sw_dtype dt, const sw_save_opts *o, sw_error *err)
 {
 	if (mkdir(dir, 0777) && errno != EEXIST) {
 		int e = errno;
@@ -875,7 +886,7 @@ int sw_model_save(const sw_model *m, const char *dir, sw_dtype dt, sw_error *err
 	int rc = !st || !cfg ? sw_fail(err, SW_ENOMEM, "out of memory") : 0;
 	/* the weights first, so that a failure leaves any older config.json beside its own weights */
 	if (!rc)
-		rc = sw_model_save_weights(m, st, dt, err);
+		rc = save_weights_(m, st, dt, o, err);
 	if (!rc)
 		rc = sw_model_config_write(&m->cfg, cfg, dt == SW_DT_F32 ? "float32" : "bfloat16", err);
 	free(st);

@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -737,23 +738,56 @@ static void hex32_(const unsigned char h[32], char hx[65])
 		snprintf(hx + 2 * i, 3, "%02x", h[i]);
 }
 
-/* The directory format's 32-byte header and BLAKE2b of header and moments (mv: 2 * np floats). */
-static void dir_header_(unsigned char hdr[OPT_HEADER], uint64_t np, uint64_t updates, const float *mv, char hx[65])
+/* The directory format's 32-byte header. */
+static void dir_header_bytes_(unsigned char hdr[OPT_HEADER], uint64_t np, uint64_t updates)
 {
-	unsigned char h[32];
-	crypto_generichash_state hs;
 	memset(hdr, 0, OPT_HEADER);
 	memcpy(hdr, OPT_MAGIC, 8);
 	memcpy(hdr + 8, &np, 8);
 	memcpy(hdr + 16, &updates, 8);
-	crypto_generichash_init(&hs, NULL, 0, sizeof h);
+}
+
+/* The BLAKE2b of header and moments (mv: 2 * np floats): optimizer.bin's, in h and as hex. */
+static void dir_hash_(const unsigned char hdr[OPT_HEADER], uint64_t np, const float *mv, unsigned char h[32],
+                      char hx[65])
+{
+	crypto_generichash_state hs;
+	crypto_generichash_init(&hs, NULL, 0, 32);
 	crypto_generichash_update(&hs, hdr, OPT_HEADER);
 	crypto_generichash_update(&hs, (const unsigned char *)mv, 2 * np * sizeof(float));
-	crypto_generichash_final(&hs, h, sizeof h);
+	crypto_generichash_final(&hs, h, 32);
 	hex32_(h, hx);
 }
 
+static void dir_header_(unsigned char hdr[OPT_HEADER], uint64_t np, uint64_t updates, const float *mv,
+                        unsigned char h[32], char hx[65])
+{
+	dir_header_bytes_(hdr, np, updates);
+	dir_hash_(hdr, np, mv, h, hx);
+}
+
+/* optimizer.bin hashed on a thread of its own while it is written: the two take about as long */
+typedef struct hash_job_ {
+	const unsigned char *hdr;
+	uint64_t np;
+	const float *mv;
+	unsigned char h[32];
+	char hx[65];
+} hash_job_;
+
+static void *hash_job_run_(void *p)
+{
+	hash_job_ *j = p;
+	dir_hash_(j->hdr, j->np, j->mv, j->h, j->hx);
+	return NULL;
+}
+
 int sw_trainer_state_export(sw_store *opt, const char *dir, sw_error *err)
+{
+	return sw_trainer_state_export_with(opt, dir, NULL, err);
+}
+
+int sw_trainer_state_export_with(sw_store *opt, const char *dir, const sw_save_opts *o, sw_error *err)
 {
 	size_t n = sw_store_nfloats(opt);
 	const float *a = sw_store_arena(opt);
@@ -782,24 +816,32 @@ int sw_trainer_state_export(sw_store *opt, const char *dir, sw_error *err)
 	memcpy(&j.version, sh + 24, 8);
 	memcpy(j.rng, sh + 32, 32);
 	j.nparams = np;
-	char hx[65];
-	dir_header_(hdr, np, j.updates, a + OPT_STORE_HEADER, hx);
-	memcpy(j.hash, hx, 64);
+	dir_header_bytes_(hdr, np, j.updates);
+	hash_job_ hj = { hdr, np, a + OPT_STORE_HEADER, { 0 }, "" };
+	pthread_t th;
+	int threaded = !pthread_create(&th, NULL, hash_job_run_, &hj);
 	sw_afile f;
-	if ((rc = sw_afile_open(&f, ob, err)))
-		goto out;
-	if ((rc = sw_afile_write(&f, hdr, sizeof hdr, err)) ||
-	    (rc = sw_afile_write(&f, a + OPT_STORE_HEADER, 2 * np * sizeof(float), err))) {
+	/* the file's digest is the one the job takes: noted below, not taken again */
+	if (!(rc = sw_afile_open(&f, ob, err)) &&
+	    ((rc = sw_afile_set(&f, o, 0, err)) || (rc = sw_afile_write(&f, hdr, sizeof hdr, err)) ||
+	     (rc = sw_afile_write(&f, a + OPT_STORE_HEADER, 2 * np * sizeof(float), err))))
 		sw_afile_abort(&f);
+	if (threaded)
+		pthread_join(th, NULL);
+	else if (!rc)
+		hash_job_run_(&hj);
+	if (rc)
 		goto out;
-	}
+	memcpy(j.hash, hj.hx, 64);
 	/* a trainer that published meanwhile: what was hashed and written is not one state */
 	if (sw_store_read_retry(opt, seq)) {
 		sw_afile_abort(&f);
 		rc = sw_fail(err, SW_EIO, "the optimiser store changed while it was saved (a trainer still running?)");
 		goto out;
 	}
-	if ((rc = sw_afile_commit(&f, err)) || (rc = state_json_(&j, NULL, 0, &jb, err)))
+	if ((rc = sw_afile_commit(&f, err)) ||
+	    (o && o->digests && (rc = sw_digests_note(o->digests, ob, OPT_HEADER + 2 * np * sizeof(float), hj.h, err))) ||
+	    (rc = state_json_(&j, NULL, 0, &jb, err)))
 		goto out;
 	rc = afile_put_(js, jb.p, jb.len, NULL, err);
 out:
@@ -856,7 +898,8 @@ int sw_trainer_state_import(const char *dir, const char *spec, sw_store **optp, 
 		rc = sw_fail(err, SW_EFORMAT, "%s: not an optimiser state of %llu parameters", ob, (unsigned long long)j.nparams);
 		goto out;
 	}
-	dir_header_(want, j.nparams, j.updates, a + OPT_STORE_HEADER, hx);
+	unsigned char h[32];
+	dir_header_(want, j.nparams, j.updates, a + OPT_STORE_HEADER, h, hx);
 	if (memcmp(hdr, want, sizeof hdr) || memcmp(hx, j.hash, 64)) {
 		rc = sw_fail(err, SW_EFORMAT, "%s: its BLAKE2b does not match '%s': the trainer state is damaged", ob, js);
 		goto out;

@@ -171,7 +171,7 @@ static int cmp_str_(const void *a, const void *b)
  * NULL) of the mutable doc, in the sorted order the digest uses.
  */
 static int dir_digest_(const char *dir, char hex[SW_DIGEST_HEX], yyjson_mut_doc *doc, yyjson_mut_val *files,
-                       sw_error *err)
+                       const sw_digests *written, sw_error *err)
 {
 	flist_ l = { 0 };
 	int rc = walk_(dir, "", &l, err);
@@ -187,8 +187,20 @@ static int dir_digest_(const char *dir, char hex[SW_DIGEST_HEX], yyjson_mut_doc 
 		unsigned char h[HASH_LEN_], le[8];
 		uint64_t size;
 		snprintf(full, sizeof full, "%s/%s", dir, l.v[i]);
-		if ((rc = file_hash_(full, h, &size, err)))
+		struct stat sb;
+		if (written && !sw_digests_get(written, l.v[i], &size, h)) { /* as written, not read back */
+			if (stat(full, &sb)) {
+				rc = sys_(err, errno, full, "cannot stat");
+				break;
+			}
+			if ((uint64_t)sb.st_size != size) {
+				rc = sw_fail(err, SW_EFORMAT, "%s: %llu bytes, %llu written: it changed since", full,
+				             (unsigned long long)sb.st_size, (unsigned long long)size);
+				break;
+			}
+		} else if ((rc = file_hash_(full, h, &size, err))) {
 			break;
+		}
 		for (int k = 0; k < 8; k++)
 			le[k] = (unsigned char)(size >> (8 * k));
 		crypto_generichash_update(&st, (const unsigned char *)l.v[i], strlen(l.v[i]) + 1);
@@ -212,7 +224,7 @@ static int dir_digest_(const char *dir, char hex[SW_DIGEST_HEX], yyjson_mut_doc 
 
 int sw_digest_dir(const char *dir, char hex[SW_DIGEST_HEX], sw_error *err)
 {
-	return dir_digest_(dir, hex, NULL, NULL, err);
+	return dir_digest_(dir, hex, NULL, NULL, NULL, err);
 }
 
 int sw_digest_path(const char *path, char hex[SW_DIGEST_HEX], sw_error *err)
@@ -369,7 +381,8 @@ static int inside_(const char *relpath)
 	       !strstr(relpath, "/../") && !(strlen(relpath) >= 3 && !strcmp(relpath + strlen(relpath) - 3, "/.."));
 }
 
-int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, sw_error *err)
+int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, const sw_digests *written,
+                            sw_error *err)
 {
 	if (!inside_(relpath))
 		return sw_fail(err, SW_EINVAL, "checkpoint '%.200s': not a path inside the run directory",
@@ -382,7 +395,7 @@ int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *rel
 	yyjson_mut_val *files = yyjson_mut_obj(r->doc);
 	if (!files)
 		return sw_fail(err, SW_ENOMEM, "out of memory");
-	int rc = dir_digest_(dir, hex, r->doc, files, err);
+	int rc = dir_digest_(dir, hex, r->doc, files, written, err);
 	if (rc)
 		return rc;
 	if (sw_audit_rec_str(r, "path", relpath) || sw_audit_rec_str(r, "digest", hex) || add_(r, "files", files))
@@ -672,7 +685,7 @@ static int check_ckpt_(const char *logdir, const ckpt_ *c, char got[SW_DIGEST_HE
 	sw_error e2 = { 0 };
 	if (!now) {
 		rc = sw_fail(err, SW_ENOMEM, "out of memory");
-	} else if (dir_digest_(dir, hex, md, now, &e2)) {
+	} else if (dir_digest_(dir, hex, md, now, NULL, &e2)) {
 		rc = sw_fail(err, e2.code, "checkpoint '%.200s': %s", rel, e2.msg);
 		if (err)
 			err->sys_errno = e2.sys_errno;

@@ -19,8 +19,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "run/run_internal.h"
 
@@ -67,8 +69,25 @@ static int state_json_(const sw_ckpt_state *st, const char *path, sw_error *err)
 	return rc;
 }
 
+/* The optimiser state saved on a thread of its own beside the weights: each is hashed as it is written, and
+ * hashing is what a checkpoint's time goes to. */
+typedef struct opt_job_ {
+	sw_store *opt;
+	const char *dir;
+	const sw_save_opts *so;
+	sw_error e;
+	int rc;
+} opt_job_;
+
+static void *opt_job_run_(void *p)
+{
+	opt_job_ *j = p;
+	j->rc = sw_trainer_state_export_with(j->opt, j->dir, j->so, &j->e);
+	return NULL;
+}
+
 int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_store *opt,
-                       const sw_ckpt_state *st0, char *name, size_t size, sw_error *err)
+                       const sw_ckpt_state *st0, char *name, size_t size, sw_digests **written, sw_error *err)
 {
 	char final[SW_RUN_PATH_MAX], tmp[SW_RUN_PATH_MAX], from[SW_RUN_PATH_MAX], to[SW_RUN_PATH_MAX];
 	sw_error e = { 0 };
@@ -84,8 +103,25 @@ int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_st
 	if (rc)
 		return rc;
 	sw_run_rmtree(tmp);
-	if (sw_store_save_model(w, tmp, SW_DT_F32, &e))
-		return sw_fail(err, e.code, "checkpoint '%s': %s", final, e.msg);
+	/* the large files around the page cache, their digests as written: nothing is read back to record them */
+	sw_save_opts so = { sw_digests_new(tmp), 1 };
+	if (!so.digests)
+		return sw_fail(err, SW_ENOMEM, "out of memory");
+	if (mkdir(tmp, 0777) && errno != EEXIST) {
+		sw_digests_free(so.digests);
+		return sw_fail(err, SW_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+	}
+	opt_job_ oj = { opt, tmp, &so, { 0 }, 0 };
+	pthread_t th;
+	int threaded = opt && !pthread_create(&th, NULL, opt_job_run_, &oj);
+	if (sw_store_save_model_with(w, tmp, SW_DT_F32, &so, &e))
+		rc = sw_fail(err, e.code, "checkpoint '%s': %s", final, e.msg);
+	if (threaded)
+		pthread_join(th, NULL);
+	else if (opt)
+		opt_job_run_(&oj);
+	if (!rc && oj.rc)
+		rc = sw_fail(err, oj.e.code, "checkpoint '%s': %s", final, oj.e.msg);
 	for (int i = 0; !rc && model_extras_[i]; i++) {
 		if ((rc = sw_run_path(from, sizeof from, err, "%s/%s", model, model_extras_[i])) ||
 		    (rc = sw_run_path(to, sizeof to, err, "%s/%s", tmp, model_extras_[i])))
@@ -94,19 +130,23 @@ int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_st
 			rc = sw_fail(err, SW_EIO, "checkpoint '%s': cannot copy '%s': %s", final, from,
 			             strerror(e.sys_errno));
 	}
-	if (!rc && opt && sw_trainer_state_export(opt, tmp, &e))
-		rc = sw_fail(err, e.code, "checkpoint '%s': %s", final, e.msg);
 	if (!rc && !(rc = sw_run_path(from, sizeof from, err, "%s/pool", rundir)) &&
 	    !(rc = sw_run_path(to, sizeof to, err, "%s/pool", tmp)) && !access(from, F_OK) &&
 	    sw_run_copy_file(from, to, &e))
 		rc = sw_fail(err, SW_EIO, "checkpoint '%s': cannot copy the pool: %s", final, strerror(e.sys_errno));
 	if (!rc && !(rc = sw_run_path(to, sizeof to, err, "%s/state.json", tmp)))
 		rc = state_json_(&st, to, err);
+	if (!rc) {
+		sw_run_rmtree(final);
+		if (rename(tmp, final))
+			rc = sw_fail(err, SW_EIO, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
+	}
+	if (rc || !written)
+		sw_digests_free(so.digests);
+	else
+		*written = so.digests;
 	if (rc)
 		return rc;
-	sw_run_rmtree(final);
-	if (rename(tmp, final))
-		return sw_fail(err, SW_EIO, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
 	/* the directory entry itself must survive a crash too */
 	if ((rc = sw_run_path(to, sizeof to, err, "%s/ckpt", rundir)))
 		return rc;

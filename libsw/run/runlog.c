@@ -199,7 +199,7 @@ int sw_runlog_iteration(sw_runlog *l, uint64_t it, const char *samples, uint64_t
 }
 
 int sw_runlog_checkpoint(sw_runlog *l, uint64_t it, const char *why, uint64_t weight_version, const char *name,
-                         double wall_s, sw_error *err)
+                         double wall_s, const sw_digests *written, sw_error *err)
 {
 	sw_error e = { 0 };
 	sw_audit_rec *a = new_("checkpoint", it, err);
@@ -207,7 +207,7 @@ int sw_runlog_checkpoint(sw_runlog *l, uint64_t it, const char *why, uint64_t we
 		return SW_ENOMEM;
 	int f = sw_audit_rec_str(a, "why", why);
 	f = f ? f : sw_audit_rec_int(a, "weight_version", (int64_t)weight_version);
-	if (!f && sw_audit_rec_checkpoint(a, l->dir, name, &e)) {
+	if (!f && sw_audit_rec_checkpoint(a, l->dir, name, written, &e)) {
 		sw_audit_rec_free(a);
 		return sw_fail(err, e.code, "checkpoint '%s/%s': %s", l->dir, name, e.msg);
 	}

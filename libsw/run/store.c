@@ -718,12 +718,17 @@ static int download_(const sw_store *s, float *host, size_t n, const char *what,
 
 int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err)
 {
+	return sw_store_save_model_with(s, dir, dt, NULL, err);
+}
+
+int sw_store_save_model_with(sw_store *s, const char *dir, sw_dtype dt, const sw_save_opts *o, sw_error *err)
+{
 	if (!s->h->has_cfg)
 		return sw_fail(err, SW_EINVAL, "store '%.200s': holds no model configuration", s->spec);
 	if (s->be) { /* device memory: a host copy of one version, saved at leisure */
 		sw_model *h = sw_model_new(&s->h->cfg, err);
 		int rc = !h ? (err ? err->code : SW_ENOMEM) : download_(s, h->arena, h->nparams, "saves", err);
-		rc = rc ? rc : sw_model_save(h, dir, dt, err);
+		rc = rc ? rc : sw_model_save_with(h, dir, dt, o, err);
 		sw_model_free(h);
 		return rc;
 	}
@@ -733,7 +738,7 @@ int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err
 	int rc = 0;
 	for (int attempt = 0;; attempt++) {
 		uint64_t q;
-		if ((rc = sw_store_read_begin(s, &q, err)) || (rc = sw_model_save(m, dir, dt, err)))
+		if ((rc = sw_store_read_begin(s, &q, err)) || (rc = sw_model_save_with(m, dir, dt, o, err)))
 			break;
 		if (!sw_store_read_retry(s, q))
 			break;

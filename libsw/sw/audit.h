@@ -85,9 +85,14 @@ int sw_audit_rec_json(sw_audit_rec *r, const char *key, const char *json);
  * The checkpoint directory rundir/relpath: adds "path" (relpath, which must
  * be relative and stay inside rundir), "digest" (the directory's) and
  * "files" (a map of each file's relative path to its digest), which
- * sw_audit_verify() checks the directory against.
+ * sw_audit_verify() checks the directory against.  A file written (NULL:
+ * none) notes, by its path relative to the checkpoint, is not read: its
+ * digest is the one taken as it was written (sw/save.h), so the record says
+ * what was written; one whose size is no longer the size written is
+ * SW_EFORMAT (changed since).
  */
-int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, sw_error *err);
+int sw_audit_rec_checkpoint(sw_audit_rec *r, const char *rundir, const char *relpath, const sw_digests *written,
+                            sw_error *err);
 /* key: an object of the n files' digests by their paths as given (a path named twice, once);
  * SW_EIO (sys_errno set, the message naming it) for a file that cannot be read. */
 int sw_audit_rec_files(sw_audit_rec *r, const char *key, const char *const *paths, size_t n, sw_error *err);

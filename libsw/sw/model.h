@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include "backend.h"
 #include "error.h"
+#include "save.h"
 
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
@@ -258,6 +259,8 @@ int sw_model_load_weights(sw_model *m, const char *dir, sw_error *err);
  * same bytes.
  */
 int sw_model_save(const sw_model *m, const char *dir, sw_dtype dt, sw_error *err);
+/* The same, the weights' file written as o says (sw/save.h: its digest noted, around the page cache). */
+int sw_model_save_with(const sw_model *m, const char *dir, sw_dtype dt, const sw_save_opts *o, sw_error *err);
 /*
  * Beside a LLaVA model with a CLIP tower in dir, the files a processor
  * needs: image_token (the text, "<image>") added to dir/tokenizer.json at

@@ -375,6 +375,8 @@ int sw_trainer_media_dir(sw_trainer *t, const char *dir, sw_error *err);
  * continues from.  Export fails if a trainer publishes meanwhile.
  */
 int sw_trainer_state_export(sw_store *opt, const char *dir, sw_error *err);
+/* The same, optimizer.bin written as o says (sw/save.h: its digest noted, around the page cache). */
+int sw_trainer_state_export_with(sw_store *opt, const char *dir, const sw_save_opts *o, sw_error *err);
 int sw_trainer_state_import(const char *dir, const char *spec, sw_store **opt, sw_error *err);
 /* Borrowed: model and m, v (model->nparams floats each, memory of the model's backend, which
  * the trainer then computes on); rng4 NULL seeds from c->seed. */

@@ -394,13 +394,17 @@ typedef struct sw_ckpt_state {
  * directory with the tokenizer files of model, the optimiser store opt
  * (NULL: none yet), rundir/pool, and st (its versions and size taken from
  * the stores).  Made in a temporary directory and renamed into place, so
- * a checkpoint is whole or absent.  name gets "ckpt/iter-NNNN".  It is not
- * yet the resume point: record it in the audit log (sw_runlog_checkpoint),
- * then sw_checkpoint_mark it, so that a run killed between the two resumes
- * from the checkpoint before, which the log vouches for.
+ * a checkpoint is whole or absent.  name gets "ckpt/iter-NNNN".  The
+ * weights and the optimiser state are written around the page cache where
+ * the file system allows (sw/save.h), and *written (when not NULL) gets
+ * their digests as written, for sw_runlog_checkpoint (the caller frees it).
+ * It is not yet the resume point: record it in the audit log
+ * (sw_runlog_checkpoint), then sw_checkpoint_mark it, so that a run killed
+ * between the two resumes from the checkpoint before, which the log
+ * vouches for.
  */
 int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_store *opt,
-                       const sw_ckpt_state *st, char *name, size_t size, sw_error *err);
+                       const sw_ckpt_state *st, char *name, size_t size, sw_digests **written, sw_error *err);
 /* Make checkpoint name the run's resume point: rundir/state names it (written whole, or not at all). */
 int sw_checkpoint_mark(const char *rundir, const char *name, sw_error *err);
 /* The latest whole checkpoint of a run, from rundir/state: "ckpt/iter-NNNN" (SW_EFORMAT for another name). */
@@ -486,9 +490,10 @@ int sw_runlog_eval(sw_runlog *l, uint64_t it, const sw_tally *t, const char *sam
 /* The iteration (its samples' and weights' digests), then a "monitor" record per tripped monitor. */
 int sw_runlog_iteration(sw_runlog *l, uint64_t it, const char *samples, uint64_t version_before, sw_store *w,
                         const sw_mon_event *ev, size_t nev, sw_error *err);
-/* name: the checkpoint's path in the run ("ckpt/iter-0003"), its digest and files recorded. */
+/* name: the checkpoint's path in the run ("ckpt/iter-0003"), its digest and files recorded; written:
+ * the digests sw_checkpoint_save took (NULL: every file is read). */
 int sw_runlog_checkpoint(sw_runlog *l, uint64_t it, const char *why, uint64_t weight_version, const char *name,
-                         double wall_s, sw_error *err);
+                         double wall_s, const sw_digests *written, sw_error *err);
 /* A record with one string field (key NULL: none): "halt" with its "reason", ... */
 int sw_runlog_event(sw_runlog *l, const char *event, uint64_t it, const char *key, const char *value,
                     sw_error *err);

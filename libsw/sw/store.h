@@ -150,6 +150,8 @@ bool sw_store_read_retry(const sw_store *s, uint64_t seq);
  */
 sw_store *sw_store_create_from_model(const char *spec, const char *dir, uint64_t version, sw_error *err);
 int sw_store_save_model(sw_store *s, const char *dir, sw_dtype dt, sw_error *err);
+/* The same, the weights' file written as o says (sw/save.h); a save done again notes its digest again. */
+int sw_store_save_model_with(sw_store *s, const char *dir, sw_dtype dt, const sw_save_opts *o, sw_error *err);
 
 /* The BLAKE2b-256 (hex, as sw_digest_mem of sw/audit.h) of the arena's
  * bytes, taken under the seqlock like save_model: one published version. */

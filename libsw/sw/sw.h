@@ -2,6 +2,7 @@
 #ifndef SW_SW_H
 #define SW_SW_H
 #include "error.h"
+#include "save.h"
 #include "record.h"
 #include "stream.h"
 #include "monitor.h"

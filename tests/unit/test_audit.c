@@ -324,8 +324,8 @@ static void test_checkpoints_(void)
 	sw_audit *a = sw_audit_open(log, &e);
 	append_(a, "run_start", 0);
 	sw_audit_rec *r = sw_audit_rec_new("checkpoint");
-	is_int(sw_audit_rec_checkpoint(r, run, "../etc", &e), SW_EINVAL, "a checkpoint outside the run refused");
-	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-2", &e), 0, "a checkpoint record: %s", e.msg);
+	is_int(sw_audit_rec_checkpoint(r, run, "../etc", NULL, &e), SW_EINVAL, "a checkpoint outside the run refused");
+	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-2", NULL, &e), 0, "a checkpoint record: %s", e.msg);
 	is_int(sw_audit_append(a, r, &e), 0, "appended");
 	sw_audit_rec_free(r);
 	append_(a, "stage", 3);
@@ -381,7 +381,7 @@ static void test_checkpoints_(void)
 	snprintf(p, sizeof p, "%s/ckpt/iter-2/model.safetensors", run);
 	put_(p, "new weights");
 	r = sw_audit_rec_new("checkpoint");
-	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-2", &e), 0, "recorded anew");
+	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-2", NULL, &e), 0, "recorded anew");
 	sw_audit_append(a, r, &e);
 	sw_audit_rec_free(r);
 	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "checked against its new record: %s", e.msg);
@@ -411,6 +411,73 @@ static void test_checkpoints_(void)
 		ok(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, NULL, &e) == SW_EFORMAT && e.record == 1,
 		   "a broken chain refused: record %llu: %s", (unsigned long long)e.record, e.msg);
 	}
+}
+
+/* A checkpoint recorded with the digests its files were written with (sw/save.h): those files are not read. */
+static void test_written_(void)
+{
+	char run[512], ck[600], p[700], log[600], hx[SW_DIGEST_HEX];
+	sw_error e = { 0 };
+	snprintf(run, sizeof run, "%s/wrun", dir_);
+	snprintf(ck, sizeof ck, "%s/ckpt/iter-5", run);
+	mkdir(run, 0755);
+	snprintf(p, sizeof p, "%s/ckpt", run);
+	mkdir(p, 0755);
+	mkdir(ck, 0755);
+	snprintf(p, sizeof p, "%s/a", ck);
+	put_(p, "aaa");
+	snprintf(p, sizeof p, "%s/b", ck);
+	put_(p, "bbbb");
+	snprintf(p, sizeof p, "%s/c", ck);
+	put_(p, "cc");
+	sw_digests *d = sw_digests_new(ck);
+	unsigned char h[SW_DIGEST_LEN];
+	crypto_generichash(h, sizeof h, (const unsigned char *)"aaa", 3, NULL, 0);
+	sw_digests_note(d, p, 0, h, &e); /* c: noted below again with its real size */
+	snprintf(p, sizeof p, "%s/a", ck);
+	is_int(sw_digests_note(d, p, 3, h, &e), 0, "a noted as written");
+	/* b noted with the digest of other bytes of its size: the record takes the note, the check then fails */
+	crypto_generichash(h, sizeof h, (const unsigned char *)"zzzz", 4, NULL, 0);
+	snprintf(p, sizeof p, "%s/b", ck);
+	is_int(sw_digests_note(d, p, 4, h, &e), 0, "b noted");
+	snprintf(p, sizeof p, "%s/c", ck);
+	crypto_generichash(h, sizeof h, (const unsigned char *)"cc", 2, NULL, 0);
+	is_int(sw_digests_note(d, p, 3, h, &e), 0, "c noted with a size it does not have");
+	sw_audit_rec *r = sw_audit_rec_new("checkpoint");
+	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-5", d, &e), SW_EFORMAT, "a file whose size is not as written");
+	snprintf(p, sizeof p, "%s/c: 2 bytes, 3 written: it changed since", ck);
+	ok(!strcmp(e.msg, p), "%s", e.msg);
+	sw_audit_rec_free(r);
+	snprintf(p, sizeof p, "%s/c", ck);
+	is_int(sw_digests_note(d, p, 2, h, &e), 0, "c noted as it is");
+	snprintf(p, sizeof p, "%s/new", ck);
+	put_(p, "not written by the saver");
+	r = sw_audit_rec_new("checkpoint");
+	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-5", d, &e), 0, "recorded with the digests as written: %s", e.msg);
+	snprintf(log, sizeof log, "%s/audit.log", run);
+	sw_audit *a = sw_audit_open(log, &e);
+	is_int(a ? sw_audit_append(a, r, &e) : -1, 0, "appended");
+	sw_audit_rec_free(r);
+	sw_audit_close(a);
+	size_t n;
+	const char *text = slurp_(log, &n);
+	char want[200];
+	sw_digest_mem("aaa", 3, hx);
+	snprintf(want, sizeof want, "\"a\":\"%s\"", hx);
+	ok(strstr(text, want) != NULL, "a: its digest");
+	sw_digest_mem("zzzz", 4, hx);
+	snprintf(want, sizeof want, "\"b\":\"%s\"", hx);
+	ok(strstr(text, want) != NULL, "b: the digest noted, not the file's (it was not read)");
+	sw_digest_mem("not written by the saver", 24, hx);
+	snprintf(want, sizeof want, "\"new\":\"%s\"", hx);
+	ok(strstr(text, want) != NULL, "a file not noted: read");
+	sw_audit_report rep;
+	is_int(sw_audit_verify(run, NULL, NULL, NULL, &rep, &e), SW_EFORMAT, "verify reads b and finds it is not what was written");
+	ok(strstr(e.msg, "file 'b' changed") != NULL, "%s", e.msg);
+	snprintf(p, sizeof p, "%s/b", ck);
+	put_(p, "zzzz");
+	is_int(sw_audit_verify(run, NULL, NULL, NULL, &rep, &e), 0, "with the bytes written it verifies: %s", e.msg);
+	sw_digests_free(d);
 }
 
 /*
@@ -562,6 +629,7 @@ int main(void)
 	test_tamper_();
 	test_every_byte_();
 	test_checkpoints_();
+	test_written_();
 	test_signed_();
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);

@@ -61,8 +61,27 @@ int main(void)
 	ok(!sw_store_publish(opt, 5, &e), "published");
 
 	sw_ckpt_state st = { .iter = 2, .lr_scale = 0.5, .history = { 12, NAN, 0.75 } };
-	is_int(sw_checkpoint_save(run, model, w, opt, &st, name, sizeof name, &e), 0, "saved: %s", e.msg);
+	sw_digests *wd = NULL;
+	is_int(sw_checkpoint_save(run, model, w, opt, &st, name, sizeof name, &wd, &e), 0, "saved: %s", e.msg);
 	ok(!strcmp(name, "ckpt/iter-0002"), "named %s", name);
+	/* the weights and the optimiser state with their digests as written: those of the files saved */
+	for (int i = 0; i < 2 && wd; i++) {
+		static const char *const big[] = { "model.safetensors", "optimizer.bin" };
+		unsigned char h[SW_DIGEST_LEN];
+		char hx[SW_DIGEST_HEX], fx[SW_DIGEST_HEX];
+		uint64_t size;
+		struct stat sb;
+		snprintf(p, sizeof p, "%s/%s/%s", run, name, big[i]);
+		ok(!sw_digests_get(wd, big[i], &size, h) && !stat(p, &sb) && size == (uint64_t)sb.st_size,
+		   "%s: noted with its size", big[i]);
+		for (int k = 0; k < SW_DIGEST_LEN; k++)
+			snprintf(hx + 2 * k, 3, "%02x", h[k]);
+		ok(!sw_digest_file(p, fx, &e) && !strcmp(hx, fx), "%s: its digest as written is the file's", big[i]);
+	}
+	uint64_t size0;
+	unsigned char h0[SW_DIGEST_LEN];
+	ok(wd && sw_digests_get(wd, "state.json", &size0, h0) == SW_ENOENT, "the small files are not noted: read");
+	sw_digests_free(wd);
 	static const char *const files[] = { "config.json", "model.safetensors", "generation_config.json",
 	                                     "optimizer.bin", "trainer_state.json", "pool", "state.json" };
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
@@ -97,7 +116,7 @@ int main(void)
 	is_int(sw_runlog_event(log, "run_start", 0, NULL, NULL, &e), 0, "a first record");
 	is_int(sw_checkpoint_resume_point(run, &pt, &e), SW_EFORMAT, "a checkpoint the log does not record");
 	ok(strstr(e.msg, "cannot resume from ") && strstr(e.msg, "no record of the audit log names it"), "%s", e.msg);
-	is_int(sw_runlog_checkpoint(log, 2, "test", 3, name, 0.1, &e), 0, "recorded: %s", e.msg);
+	is_int(sw_runlog_checkpoint(log, 2, "test", 3, name, 0.1, NULL, &e), 0, "recorded: %s", e.msg);
 	is_int(sw_checkpoint_resume_point(run, &pt, &e), 0, "now it is the resume point: %s", e.msg);
 	snprintf(p, sizeof p, "%s/%s", run, name);
 	char dg[SW_DIGEST_HEX];
@@ -169,7 +188,7 @@ int main(void)
 
 	/* a checkpoint from before the trainer's first step: no optimiser state, and a later one is removed */
 	st.iter = 0;
-	is_int(sw_checkpoint_save(run, model, w, NULL, &st, name, sizeof name, &e), 0, "saved without one");
+	is_int(sw_checkpoint_save(run, model, w, NULL, &st, name, sizeof name, NULL, &e), 0, "saved without one");
 	snprintf(ck, sizeof ck, "%s/%s", run, name);
 	snprintf(p, sizeof p, "%s/optimizer.bin", ck);
 	ok(access(p, F_OK) != 0, "no optimizer.bin");

@@ -1,0 +1,74 @@
+# bench/bench_ckpt.sh - what a run's checkpoint costs: sw-run's (the
+# weights, the optimiser state, the pool and the loop's state, fsync'd,
+# renamed into place and digested into the audit log) beside the same run
+# built from BEFORE (a tree built with make: the code before a change), and
+# beside a checkpoint as transformers' Trainer writes one of the same model
+# and optimiser state (bench/ckpt_torch.py: save_pretrained and torch.save,
+# then the same with an fsync of each file).
+#
+# The model is a random one of SmolLM2-135M's shapes (bench/grpo_trl.py
+# make: 134.5M parameters, so a checkpoint with its AdamW moments is 1.6 GB).
+# Each sw-run side runs ITERS (default 3) iterations of a GRPO step on one
+# prompt and 2 responses of 4 tokens, so that the iterations are short and
+# the run is mostly its checkpoints (--ckpt-every 1, the default); the sides
+# take turns, ROUNDS (default 3) rounds.  A checkpoint's figure is the time
+# from the iteration's audit record to the checkpoint's record (saving,
+# syncing, digesting and recording it); the whole run's wall time is given
+# too.  Medians.
+#
+#   BEFORE=/tmp/wt-base sh bench/bench_ckpt.sh
+set -eu
+. "$(dirname "$0")/env.sh"
+here=$top/bench
+rounds=${ROUNDS:-3}
+iters=${ITERS:-3}
+python3 -c 'import torch, transformers' 2>/dev/null ||
+	{ echo "bench_ckpt: needs torch and transformers" >&2; exit 1; }
+tmp=$(bench_tmp ckpt)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+python3 "$here/grpo_trl.py" make m >/dev/null 2>&1
+printf '{"id":"p%d","prompt":"Question %d: tell a short story."}\n' 1 1 2 2 3 3 4 4 5 5 6 6 >p.jsonl
+
+# side NAME BUILD: one run, its checkpoints' times to NAME.ckpt, its wall time to NAME.whole
+side() {
+	rm -rf run
+	t0=$(date +%s.%N)
+	PATH=$2/bin:$PATH sw-run -q -m m -p p.jsonl -o run --iters "$iters" -b 1 -n 2 --ref \
+		--rollout "sw-rollout -m $tmp/m -n \"\$SW_GROUP\" --seed \"\$SW_SEED\" --max-new-tokens 4 --threads 2" \
+		--verify 'sw-verify -r length,max=120,buffer=60,unit=chars' \
+		--train "sw-train --algo grpo --lr 1e-6 --kl-coef 0.04 -j 2 --metrics \"\$SW_TRAIN_METRICS\""
+	awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f\n", b - a }' >>"$1.whole"
+	PATH=$2/bin:$PATH sw-audit verify run >/dev/null
+	# from each iteration's record to its checkpoint's
+	jq -r 'select(.event == "iteration" or .event == "checkpoint") | [.event, .time] | @tsv' run/audit.log |
+		awk -F'\t' '{ split($2, a, "T"); split(a[2], t, ":"); s = t[1] * 3600 + t[2] * 60 + t[3] }
+			$1 == "iteration" { it = s } $1 == "checkpoint" && it { printf "%.3f\n", s - it; it = 0 }' >>"$1.ckpt"
+}
+med() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+: >now.ckpt; : >now.whole; : >before.ckpt; : >before.whole
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+r=0
+while [ "$r" -lt "$rounds" ]; do
+	r=$((r + 1))
+	[ -z "${BEFORE:-}" ] || side before "$BEFORE/build"
+	side now "$B"
+done
+HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error python3 "$here/ckpt_torch.py" m "$tmp" "$rounds" >torch.json
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+echo "Checkpoints of a 134.5M-parameter model with its AdamW state (medians; load $load0 before, $load1 after)"
+echo
+echo "| side | one checkpoint (s) | whole run of $iters iterations (s) |"
+echo "|---|---|---|"
+[ -z "${BEFORE:-}" ] || echo "| sw-run, BEFORE ($(git -C "$BEFORE" rev-parse --short HEAD 2>/dev/null || echo "$BEFORE")) | $(med before.ckpt) | $(med before.whole) |"
+echo "| sw-run, this build ($(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo tree)) | $(med now.ckpt) | $(med now.whole) |"
+jq -r '"| transformers Trainer: save_pretrained + torch.save (no fsync, no digest) | \(.save_s | sort | .[length / 2 | floor] | . * 1000 | round / 1000) | |",
+       "| the same, each file fsync'"'"'d | \(.save_fsync_s | sort | .[length / 2 | floor] | . * 1000 | round / 1000) | |",
+       "| bytes written by the peer | \(.bytes) | |"' torch.json
+echo
+[ -z "${BEFORE:-}" ] || awk -v a="$(med before.ckpt)" -v b="$(med now.ckpt)" 'BEGIN { printf "BEFORE / this build, one checkpoint: %.2fx\n", a / b }'
+awk -v a="$(jq '.save_fsync_s | sort | .[length / 2 | floor]' torch.json)" -v b="$(med now.ckpt)" \
+	'BEGIN { printf "transformers fsync'"'"'d / this build, one checkpoint: %.2fx\n", a / b }'
+echo "every checkpoint, s: this build $(tr '\n' ' ' <now.ckpt)${BEFORE:+; BEFORE $(tr '\n' ' ' <before.ckpt)}"
