@@ -52,6 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "error.h"
+#include "save.h"
 
 /* What this header declares is libsw's public API, exported from libsw.so
  * (the library is compiled with -fvisibility=hidden). */
