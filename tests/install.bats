@@ -48,6 +48,17 @@ C
 	[ "$output" = "0.1.0 2" ]
 }
 
+@test "every public header compiles on its own, as a user's program includes it" {
+	n=0
+	for h in "$TOP"/libsw/sw/*.h; do
+		printf '#include <sw/%s>\nint main(void) { return 0; }\n' "$(basename "$h")" >one.c
+		run -0 --separate-stderr cc -std=c11 -Wall -Wextra -Werror -I"$TOP/libsw" -fsyntax-only one.c
+		[ "$stderr" = "" ] || { echo "sw/$(basename "$h"): $stderr"; false; }
+		n=$((n + 1))
+	done
+	[ "$n" -ge 20 ]
+}
+
 @test "libsw.so exports its public API and nothing else" {
 	so="${SW_BIN%/bin}/lib/libsw.so"
 	run -0 nm -D --defined-only "$so"
