@@ -108,8 +108,9 @@ int sw_checkpoint_save(const char *rundir, const char *model, sw_store *w, sw_st
 	if (!so.digests)
 		return sw_fail(err, SW_ENOMEM, "out of memory");
 	if (mkdir(tmp, 0777) && errno != EEXIST) {
+		int en = errno;
 		sw_digests_free(so.digests);
-		return sw_fail(err, SW_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+		return sw_fail(err, SW_EIO, "cannot create '%s': %s", tmp, strerror(en));
 	}
 	opt_job_ oj = { opt, tmp, &so, { 0 }, 0 };
 	pthread_t th;
