@@ -329,7 +329,7 @@ int cli_binary_ok(int fd, int force)
 	return force || !isatty(fd);
 }
 
-static int progress_on_(void)
+int cli_progress_on(void)
 {
 	static int on = -1;
 	if (on < 0)
@@ -352,7 +352,7 @@ void cli_progress(uint64_t records, uint64_t bytes)
 	static double last;
 	if (!start_)
 		start_ = now_();
-	if ((records & 1023) || !progress_on_() || !isatty(2))
+	if ((records & 1023) || !cli_progress_on() || !isatty(2))
 		return;
 	double t = now_();
 	if (t - last < 0.25)
@@ -364,7 +364,7 @@ void cli_progress(uint64_t records, uint64_t bytes)
 
 void cli_summary(uint64_t records, uint64_t bytes_in, uint64_t bytes_out)
 {
-	if (!progress_on_())
+	if (!cli_progress_on())
 		return;
 	double t = start_ ? now_() - start_ : 0;
 	fprintf(stderr, "%s%s: %llu records, %.1f MB in, %.1f MB out, %.2f s\n", shown_ ? "\r" : "", name_(),

@@ -135,6 +135,9 @@ char *cli_output_nth(const char *pattern, uint64_t i);
 /* A file name as messages show it: "stdout" for "-". */
 const char *cli_output_name(const char *path);
 
+/* Whether progress lines and summaries go to standard error: with -v, or
+ * when it is a terminal and -q was not given. */
+int cli_progress_on(void);
 /* Progress: a line on standard error, refreshed a few times a second, only
  * when it is a terminal (or -v); then a one-line summary. */
 void cli_progress(uint64_t records, uint64_t bytes);

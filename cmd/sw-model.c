@@ -234,7 +234,7 @@ static void init_(const char *dir, const char *size, const char *config, uint64_
 	char *text = doc_text_(d, YYJSON_WRITE_PRETTY_TWO_SPACES | YYJSON_WRITE_NEWLINE_AT_END);
 	write_text_(dir, "generation_config.json", text);
 	free(text);
-	if (cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2)))
+	if (cli_progress_on())
 		cli_note("%s: %s, %zu parameters, %s, seed %llu", dir,
 		         config ? config : size, m->nparams, dt == SW_DT_F32 ? "f32" : "bf16",
 		         (unsigned long long)seed);
@@ -463,7 +463,7 @@ static void convert_(const char *src, const char *dst, sw_dtype dt)
 	copy_others_(src, dst);
 	if (sw_model_save(m, dst, dt, &err))
 		die_(&err);
-	if (cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2)))
+	if (cli_progress_on())
 		cli_note("%s -> %s: %zu parameters, %s", src, dst, m->nparams,
 		         dt == SW_DT_F32 ? "f32" : "bf16");
 	sw_model_free(m);

@@ -33,11 +33,6 @@ static const cli_prog prog = {
 	opts, "add|take|update"
 };
 
-static int summary_on_(void)
-{
-	return cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2));
-}
-
 static sw_pool *open_(const char *path, int mode)
 {
 	sw_error err = { 0 };
@@ -170,7 +165,7 @@ int main(int argc, char **argv)
 		sw_pool *p = open_(path, SW_POOL_CREATE);
 		uint64_t added = 0, n = each_(files, nfiles, add_one_, p, &added);
 		commit_(p, path);
-		if (summary_on_())
+		if (cli_progress_on())
 			cli_note("%s: added %llu of %llu prompts (%llu already there), %zu in all", path,
 			         (unsigned long long)added, (unsigned long long)n, (unsigned long long)(n - added),
 			         sw_pool_count(p));
@@ -184,7 +179,7 @@ int main(int argc, char **argv)
 		if (o.skipped && cli_verbosity >= 0)
 			cli_warn("%s: %llu samples with verifier_error not counted (they have no trustworthy reward)", path,
 			         (unsigned long long)o.skipped);
-		if (summary_on_())
+		if (cli_progress_on())
 			cli_note("%s: round %llu: %llu samples, %zu prompts updated", path,
 			         (unsigned long long)sw_pool_round(p), (unsigned long long)(n - o.skipped), k);
 		sw_pool_free(p);

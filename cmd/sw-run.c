@@ -222,11 +222,6 @@ static noreturn void stage_failed_(run_ *r, const sw_pipeline *pl, const sw_stag
 	        (unsigned long long)it, sw_stage_name(bad->stage), why, bad->cmd, r->dir, r->dir);
 }
 
-static int progress_on_(void)
-{
-	return cli_verbosity > 0 || (cli_verbosity == 0 && isatty(2));
-}
-
 /* An evaluation: greedy generation of the held-out prompts, scored by the verify stage. */
 static void evaluate_(run_ *r, uint64_t it)
 {
@@ -254,7 +249,7 @@ static void evaluate_(run_ *r, uint64_t it)
 	logged_(sw_runlog_eval(r->log, it, &t, samples, &err), &err);
 	free(samples);
 	double acc = sw_tally_accuracy(&t), viol = sw_ratio((double)t.violations, (double)t.n);
-	if (progress_on_())
+	if (cli_progress_on())
 		fprintf(stderr, "sw-run: eval after iteration %llu: accuracy %.1f%%, violation rate %.1f%% (%llu prompts)\n",
 		        (unsigned long long)it, 100 * acc, 100 * viol, (unsigned long long)t.n);
 	/* the monitors see the held-out accuracy with the iteration it follows */
@@ -382,7 +377,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	logged_(sw_runlog_stages(r->log, r->pl, it, "iteration", &err), &err);
 	logged_(sw_runlog_iteration(r->log, it, samples, v0, r->s.w, ev, nev, &err), &err);
 
-	if (progress_on_()) {
+	if (cli_progress_on()) {
 		char line[1024];
 		double el = now_() - r->t0;
 		sw_progress pr = { it, r->x.iters, &t, &o, wall, el, el / (double)(it - r->first + 1) * (double)(r->x.iters - it), ev, nev };
@@ -433,7 +428,8 @@ static void audit_start_(run_ *r, const char *event, const char *ckpt, const cha
 static void start_(run_ *r)
 {
 	sw_error err = { 0 };
-	if (sw_experiment_inputs(&r->x, &err) || sw_rundir_create(r->dir, &err))
+	/* the directory locked before it is looked at: a start beside a live run must not empty it */
+	if (sw_experiment_inputs(&r->x, &err) || sw_rundir_lock(r->dir, 1, &err) || sw_rundir_create(r->dir, &err))
 		cli_die("%s", err.msg);
 	char *cfg = path_(r->dir, "config");
 	if (sw_experiment_write(&r->x, cfg, &err))
@@ -459,8 +455,8 @@ static void resume_(run_ *r)
 	sw_error err = { 0 };
 	static sw_ckpt_point ck;
 	int done; /* the options given with --resume become the run's config first */
-	if (!(r->log = sw_runlog_open(r->dir, &err)) || sw_checkpoint_resume_point(r->dir, &ck, &err) ||
-	    sw_experiment_resume(&r->x, r->dir, &ck, &done, &err))
+	if (sw_rundir_lock(r->dir, 0, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
+	    sw_checkpoint_resume_point(r->dir, &ck, &err) || sw_experiment_resume(&r->x, r->dir, &ck, &done, &err))
 		cli_die("%s", err.msg);
 	if (done) { /* nothing touched */
 		if (cli_verbosity >= 0)

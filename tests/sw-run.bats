@@ -187,6 +187,30 @@ unswept() {
 	run -0 sw-audit verify run
 }
 
+@test "one sw-run at a time in a run directory: a resume or a start beside a live run is refused, nothing touched" {
+	# a run whose train stage waits, in iteration 2, until told to go on (at most 60 s: a failed test leaves nothing)
+	sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then touch "$SW_RUN/../waiting"; i=0; while [ ! -e "$SW_RUN/../go" ] && [ $((i += 1)) -lt 1200 ]; do sleep 0.05; done; fi; sw-cat' &
+	pid=$!
+	for _ in $(seq 400); do [ -e waiting ] && break; sleep 0.05; done
+	[ -e waiting ]
+	before=$(cat run/audit.log run/config run/state | sha256sum)
+	# (a timeout: without the lock they would run, and wait on the same stage)
+	run -1 --separate-stderr timeout 30 sw-run --resume run --iters 4
+	[ "$stderr" = "sw-run: 'run' is in use by another sw-run (one at a time in a run directory)" ]
+	run -1 --separate-stderr timeout 30 sw-run -c exp -o run
+	[ "$stderr" = "sw-run: 'run' is in use by another sw-run (one at a time in a run directory)" ]
+	[ "$(cat run/audit.log run/config run/state | sha256sum)" = "$before" ]
+	touch go
+	wait "$pid"
+	# the run went on undisturbed, and once it ended the directory is free
+	run -0 jq -c 'select(.eval | not) | .iter' run/metrics.jsonl
+	[ "$(echo $output)" = "1 2 3" ]
+	run -0 sw-audit verify run
+	[ "$(jq -r 'select(.event == "resume") | .event' run/audit.log)" = "" ]
+	run -0 sw-run -q --resume run --iters 4 --train sw-cat
+	grep -q '"event":"resume"' run/audit.log
+}
+
 @test "--resume checks its checkpoint against the audit log first: a changed, foreign or unrecorded one is refused, nothing touched" {
 	run -1 sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
 	[ "$(cat run/state)" = "ckpt/iter-0001" ]

@@ -6,9 +6,11 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,6 +130,27 @@ static int unstarted_(const char *dir)
 	sw_error e = { 0 };
 	/* no state yet, or the start's; a state that names something else is no run to start over */
 	return sw_checkpoint_latest(dir, name, sizeof name, &e) ? e.code == SW_EIO : !strcmp(name, "ckpt/iter-0000");
+}
+
+int sw_rundir_lock(const char *dir, int create, sw_error *err)
+{
+	int rc = create ? mkdir_parents_(dir, err) : 0;
+	if ((rc = rc ? rc : create ? mkdir_(dir, err) : 0))
+		return rc;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return sw_fail(err, SW_EIO, "cannot open '%s': %s", dir, strerror(errno));
+	if (!flock(fd, LOCK_EX | LOCK_NB))
+		return 0; /* fd stays open: the lock is ours until we end */
+	int e = errno;
+	close(fd);
+	if (e == EWOULDBLOCK)
+		sw_fail(err, SW_EIO, "'%s' is in use by another sw-run (one at a time in a run directory)", dir);
+	else
+		sw_fail(err, SW_EIO, "cannot lock '%s': %s", dir, strerror(e));
+	if (err)
+		err->sys_errno = e;
+	return SW_EIO;
 }
 
 int sw_rundir_create(const char *dir, sw_error *err)

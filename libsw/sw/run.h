@@ -340,6 +340,17 @@ int sw_metrics_halted(sw_rec *m, uint64_t iter, const sw_tally *t, const sw_mon_
 /* ---- the run directory and its checkpoints ------------------------------------------------------ */
 
 /*
+ * Lock the run directory dir (made first, with its parents, when create)
+ * for the rest of this process's life: an exclusive flock on the directory
+ * itself, on a descriptor closed on exec and never closed, so the kernel
+ * lets it go when the process ends, however it ends.  A directory another
+ * process holds is SW_EIO (sys_errno EWOULDBLOCK) with a message that says
+ * so: one sw-run at a time in a run directory (a resume while the run goes
+ * on, a requeued job beside the one it replaces, two starts at once).  A
+ * second lock of the same directory in one process is refused too.
+ */
+int sw_rundir_lock(const char *dir, int create, sw_error *err);
+/*
  * Make a run directory with samples/, ckpt/ and tmp/.  One that exists must
  * be empty, or hold a run that completed no iteration (a failed or killed
  * start): that one is emptied and started again.

@@ -230,6 +230,47 @@ static void rundir_(void)
 	is_int(sw_rundir_check_resume(run, &e), 0, "and resumes");
 }
 
+/* One process at a time in a run directory: the lock of sw_rundir_lock, against another process and this one. */
+static void lock_(void)
+{
+	char run[600], p[700];
+	sw_error e = { 0 };
+	snprintf(run, sizeof run, "%s/locked/deep/run", dir_);
+	/* another process holds it: refused here, with what the message says; free once it ends */
+	int go[2], ready[2];
+	char c = 0;
+	if (pipe(go) || pipe(ready))
+		abort();
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		close(ready[0]);
+		if (sw_rundir_lock(run, 1, NULL) || write(ready[1], &c, 1) != 1)
+			_exit(1);
+		_exit(read(go[0], &c, 1) < 0); /* holds it until told */
+	}
+	close(go[0]);
+	close(ready[1]);
+	ok(read(ready[0], &c, 1) == 1, "the other process holds it");
+	close(ready[0]);
+	is_int(sw_rundir_lock(run, 0, &e), SW_EIO, "held by another process: refused");
+	snprintf(p, sizeof p, "'%s' is in use by another sw-run (one at a time in a run directory)", run);
+	ok(!strcmp(e.msg, p) && e.sys_errno == EWOULDBLOCK, "%s", e.msg);
+	close(go[1]);
+	int st;
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other process made and locked it (with its parents)");
+	is_int(sw_rundir_lock(run, 0, &e), 0, "free once it ended: %s", e.msg);
+	is_int(sw_rundir_lock(run, 0, &e), SW_EIO, "locked once a process: a second lock is refused too");
+	is_int(sw_rundir_lock(run, 1, &e), SW_EIO, "with create as well");
+	snprintf(p, sizeof p, "%s/nowhere", dir_);
+	is_int(sw_rundir_lock(p, 0, &e), SW_EIO, "a directory that is not there, without create");
+	ok(access(p, F_OK) != 0, "is not made");
+	snprintf(p, sizeof p, "%s/afile", dir_);
+	tmp_put(p, "x", 1);
+	is_int(sw_rundir_lock(p, 1, &e), SW_EIO, "a file is no directory: %s", e.msg);
+}
+
 static void prune_(void)
 {
 	char run[600], p[700], m[4096];
@@ -294,6 +335,7 @@ int main(void)
 	procs_();
 	inputs_();
 	rundir_();
+	lock_();
 	prune_();
 	progress_();
 	tmp_close();
