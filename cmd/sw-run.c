@@ -137,8 +137,8 @@ static char *path_(const char *dir, const char *fmt, ...)
 	return p;
 }
 
-/* An audit record written, or the end of the run. */
-static void logged_(int rc, const sw_error *err)
+/* rc 0 (an audit record written, a file saved, ...), or the end of the run with err's message. */
+static void must_(int rc, const sw_error *err)
 {
 	if (rc)
 		cli_die("%s", err->msg);
@@ -157,8 +157,7 @@ static void metrics_(run_ *r, sw_rec *m, int rc)
 	char *p = path_(r->dir, "metrics.jsonl");
 	if (rc)
 		cli_die("cannot build a metrics record: %s", sw_strerror(rc));
-	if (sw_metrics_append(p, m, &err))
-		cli_die("%s", err.msg);
+	must_(sw_metrics_append(p, m, &err), &err);
 	free(p);
 	sw_rec_free(m);
 }
@@ -170,8 +169,7 @@ static void stage_env_(run_ *r, uint64_t it)
 	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir, it, r->x.seed,
 	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model, r->x.ranks,
 	                   r->s.mpi_dir[0] ? r->s.mpi_dir : NULL };
-	if (sw_stage_env_set(&e, &err))
-		cli_die("%s", err.msg);
+	must_(sw_stage_env_set(&e, &err), &err);
 }
 
 static void cleanup_(void);
@@ -215,8 +213,8 @@ static noreturn void stage_failed_(run_ *r, const sw_pipeline *pl, const sw_stag
 	char why[160];
 	sw_error err = { 0 };
 	sw_status_describe(bad->status, why, sizeof why);
-	logged_(sw_runlog_stages(r->log, pl, it, what, &err), &err);
-	logged_(sw_runlog_failure(r->log, it, bad, why, &err), &err);
+	must_(sw_runlog_stages(r->log, pl, it, what, &err), &err);
+	must_(sw_runlog_failure(r->log, it, bad, why, &err), &err);
 	cli_die("iteration %llu: stage '%s' %s (%s); the samples so far are in %s/samples, the weights are "
 	        "those of the last checkpoint; continue with sw-run --resume %s",
 	        (unsigned long long)it, sw_stage_name(bad->stage), why, bad->cmd, r->dir, r->dir);
@@ -242,11 +240,11 @@ static void evaluate_(run_ *r, uint64_t it)
 	close(fd);
 	if (bad)
 		stage_failed_(r, pl, bad, it, "eval");
-	logged_(sw_runlog_stages(r->log, pl, it, "eval", &err), &err);
+	must_(sw_runlog_stages(r->log, pl, it, "eval", &err), &err);
 	sw_rec *m = rec_new_();
 	metrics_(r, m, sw_metrics_eval(m, it, &t, now_() - t0));
 
-	logged_(sw_runlog_eval(r->log, it, &t, samples, &err), &err);
+	must_(sw_runlog_eval(r->log, it, &t, samples, &err), &err);
 	free(samples);
 	double acc = sw_tally_accuracy(&t), viol = sw_ratio((double)t.violations, (double)t.n);
 	if (cli_progress_on())
@@ -268,20 +266,18 @@ static void checkpoint_(run_ *r, const char *why)
 	sw_digests *dg = NULL; /* the large files' digests as written: the record need not read them back */
 	if (sw_checkpoint_save(r->dir, r->x.model, r->s.w, sw_run_stores_opt(&r->s), &st, name, sizeof name, &dg, &err))
 		cli_die("%s", err.msg);
-	logged_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, dg, &err), &err);
+	must_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, dg, &err), &err);
 	sw_digests_free(dg);
 	/* the resume point only once the log vouches for it: resuming checks the checkpoint against its record */
-	if (sw_checkpoint_mark(r->dir, name, &err))
-		cli_die("%s", err.msg);
-	if (sw_checkpoint_prune(r->dir, r->x.keep_ckpt, r->log, r->iter, &err))
-		cli_die("%s", err.msg);
+	must_(sw_checkpoint_mark(r->dir, name, &err), &err);
+	must_(sw_checkpoint_prune(r->dir, r->x.keep_ckpt, r->log, r->iter, &err), &err);
 }
 
 static void halt_(run_ *r, uint64_t it, const char *reason)
 {
 	sw_error err = { 0 };
-	logged_(sw_rundir_halt(r->dir, it, reason, &err), &err);
-	logged_(sw_runlog_event(r->log, "halt", it, "reason", reason, &err), &err);
+	must_(sw_rundir_halt(r->dir, it, reason, &err), &err);
+	must_(sw_runlog_event(r->log, "halt", it, "reason", reason, &err), &err);
 	cli_warn("halted: %s (see %s/HALT; continue with sw-run --resume %s)", reason, r->dir, r->dir);
 }
 
@@ -299,7 +295,7 @@ static noreturn void iteration_failed_(run_ *r, uint64_t it, const sw_tally *t, 
 		sw_rec *m = rec_new_();
 		metrics_(r, m, sw_metrics_halted(m, it, t, &ob, ev[0].name, stage));
 		sw_error err = { 0 };
-		logged_(sw_runlog_stages(r->log, r->pl, it, "iteration", &err), &err);
+		must_(sw_runlog_stages(r->log, r->pl, it, "iteration", &err), &err);
 		snprintf(why, sizeof why, "monitor '%s' at %.4g, past its hard threshold %.4g (and stage '%s' failed)",
 		         ev[0].name, ev[0].value, ev[0].threshold, stage);
 		halt_(r, it, why);
@@ -318,8 +314,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	sw_tally_init(&t, r->x.accuracy);
 	stage_env_(r, it);
 	char tap[4200], warn[600] = "";
-	if (sw_run_scratch_reset(r->dir, tap, sizeof tap, &err))
-		cli_die("%s", err.msg);
+	must_(sw_run_scratch_reset(r->dir, tap, sizeof tap, &err), &err);
 	uint64_t v0 = sw_store_version(r->s.w);
 	double t0 = now_();
 	char *samples = path_(r->dir, "samples/iter-%04llu.msgpack.zst", (unsigned long long)it);
@@ -329,8 +324,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	const sw_stage_proc *bad = run_stages_(r, r->pl, stages, 7, devnull, trained, NULL, it);
 	close(devnull);
 	double wall = now_() - t0;
-	if (sw_tally_file(&t, tap, samples, bad != NULL, &err))
-		cli_die("%s", err.msg);
+	must_(sw_tally_file(&t, tap, samples, bad != NULL, &err), &err);
 	unlink(tap);
 	if (bad)
 		iteration_failed_(r, it, &t, bad);
@@ -374,8 +368,8 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	metrics_(r, m, sw_metrics_iteration(m, &f));
 
 	/* the audit trail of the iteration */
-	logged_(sw_runlog_stages(r->log, r->pl, it, "iteration", &err), &err);
-	logged_(sw_runlog_iteration(r->log, it, samples, v0, r->s.w, ev, nev, &err), &err);
+	must_(sw_runlog_stages(r->log, r->pl, it, "iteration", &err), &err);
+	must_(sw_runlog_iteration(r->log, it, samples, v0, r->s.w, ev, nev, &err), &err);
 
 	if (cli_progress_on()) {
 		char line[1024];
@@ -414,22 +408,30 @@ static void cleanup_(void)
 static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
 {
 	sw_error err = { 0 };
-	if (sw_run_stores_make(&r->s, r->guard, &r->x, weights_from, version, &err))
-		cli_die("%s", err.msg);
+	must_(sw_run_stores_make(&r->s, r->guard, &r->x, weights_from, version, &err), &err);
 }
 
 static void audit_start_(run_ *r, const char *event, const char *ckpt, const char *ckpt_digest)
 {
 	sw_error err = { 0 };
 	sw_run_start st = { r->argc, r->argv, r->x.model, r->s.spec, r->iter, r->mon, ckpt, ckpt_digest };
-	logged_(sw_runlog_start(r->log, event, &st, &err), &err);
+	must_(sw_runlog_start(r->log, event, &st, &err), &err);
+}
+
+/* The run directory ours alone (sw_rundir_lock); on a file system without locks, said and not refused. */
+static int lock_(run_ *r, int create, sw_error *err)
+{
+	int locked, rc = sw_rundir_lock(r->dir, create, &locked, err);
+	if (!rc && !locked)
+		cli_warn("%s", err->msg);
+	return rc;
 }
 
 static void start_(run_ *r)
 {
 	sw_error err = { 0 };
 	/* the directory locked before it is looked at: a start beside a live run must not empty it */
-	if (sw_experiment_inputs(&r->x, &err) || sw_rundir_lock(r->dir, 1, &err) || sw_rundir_create(r->dir, &err))
+	if (sw_experiment_inputs(&r->x, &err) || lock_(r, 1, &err) || sw_rundir_create(r->dir, &err))
 		cli_die("%s", err.msg);
 	char *cfg = path_(r->dir, "config");
 	if (sw_experiment_write(&r->x, cfg, &err))
@@ -455,7 +457,7 @@ static void resume_(run_ *r)
 	sw_error err = { 0 };
 	static sw_ckpt_point ck;
 	int done; /* the options given with --resume become the run's config first */
-	if (sw_rundir_lock(r->dir, 0, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
+	if (lock_(r, 0, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
 	    sw_checkpoint_resume_point(r->dir, &ck, &err) || sw_experiment_resume(&r->x, r->dir, &ck, &done, &err))
 		cli_die("%s", err.msg);
 	if (done) { /* nothing touched */
@@ -588,7 +590,7 @@ int main(int argc, char **argv)
 		if (it % x->ckpt_every == 0 || it == x->iters)
 			checkpoint_(r, "periodic");
 	}
-	logged_(sw_runlog_end(r->log, r->iter, sw_store_version(r->s.w), &err), &err);
+	must_(sw_runlog_end(r->log, r->iter, sw_store_version(r->s.w), &err), &err);
 	if (cli_verbosity >= 0)
 		cli_note("%llu iterations done; the run is in %s (audit head %s)",
 		         (unsigned long long)r->iter, r->dir, sw_runlog_head(r->log));

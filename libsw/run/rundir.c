@@ -132,25 +132,31 @@ static int unstarted_(const char *dir)
 	return sw_checkpoint_latest(dir, name, sizeof name, &e) ? e.code == SW_EIO : !strcmp(name, "ckpt/iter-0000");
 }
 
-int sw_rundir_lock(const char *dir, int create, sw_error *err)
+int sw_rundir_lock(const char *dir, int create, int *locked, sw_error *err)
 {
+	*locked = 0;
 	int rc = create ? mkdir_parents_(dir, err) : 0;
 	if ((rc = rc ? rc : create ? mkdir_(dir, err) : 0))
 		return rc;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return sw_fail(err, SW_EIO, "cannot open '%s': %s", dir, strerror(errno));
-	if (!flock(fd, LOCK_EX | LOCK_NB))
+	if (!flock(fd, LOCK_EX | LOCK_NB)) {
+		*locked = 1;
 		return 0; /* fd stays open: the lock is ours until we end */
+	}
 	int e = errno;
 	close(fd);
+	rc = e == ENOSYS || e == ENOLCK || e == EOPNOTSUPP || e == EINVAL ? 0 : SW_EIO;
 	if (e == EWOULDBLOCK)
 		sw_fail(err, SW_EIO, "'%s' is in use by another sw-run (one at a time in a run directory)", dir);
+	else if (!rc)
+		sw_fail(err, 0, "cannot lock '%s' (%s): nothing keeps another sw-run out of it", dir, strerror(e));
 	else
 		sw_fail(err, SW_EIO, "cannot lock '%s': %s", dir, strerror(e));
 	if (err)
 		err->sys_errno = e;
-	return SW_EIO;
+	return rc;
 }
 
 int sw_rundir_create(const char *dir, sw_error *err)

@@ -347,9 +347,12 @@ int sw_metrics_halted(sw_rec *m, uint64_t iter, const sw_tally *t, const sw_mon_
  * process holds is SW_EIO (sys_errno EWOULDBLOCK) with a message that says
  * so: one sw-run at a time in a run directory (a resume while the run goes
  * on, a requeued job beside the one it replaces, two starts at once).  A
- * second lock of the same directory in one process is refused too.
+ * second lock of the same directory in one process is refused too.  On a
+ * file system that has no such locks (Lustre mounted without flock, some
+ * FUSE ones) it is 0 with *locked 0 and err saying why, for a warning;
+ * else *locked is 1.
  */
-int sw_rundir_lock(const char *dir, int create, sw_error *err);
+int sw_rundir_lock(const char *dir, int create, int *locked, sw_error *err);
 /*
  * Make a run directory with samples/, ckpt/ and tmp/.  One that exists must
  * be empty, or hold a run that completed no iteration (a failed or killed

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/prctl.h>
+#include <seccomp.h>
 #include "run/run_internal.h"
 #include "sw/sw.h"
 #include "tap.h"
@@ -235,6 +236,7 @@ static void lock_(void)
 {
 	char run[600], p[700];
 	sw_error e = { 0 };
+	int locked = -1;
 	snprintf(run, sizeof run, "%s/locked/deep/run", dir_);
 	/* another process holds it: refused here, with what the message says; free once it ends */
 	int go[2], ready[2];
@@ -245,7 +247,7 @@ static void lock_(void)
 	if (pid == 0) {
 		close(go[1]);
 		close(ready[0]);
-		if (sw_rundir_lock(run, 1, NULL) || write(ready[1], &c, 1) != 1)
+		if (sw_rundir_lock(run, 1, &locked, NULL) || write(ready[1], &c, 1) != 1)
 			_exit(1);
 		_exit(read(go[0], &c, 1) < 0); /* holds it until told */
 	}
@@ -253,22 +255,40 @@ static void lock_(void)
 	close(ready[1]);
 	ok(read(ready[0], &c, 1) == 1, "the other process holds it");
 	close(ready[0]);
-	is_int(sw_rundir_lock(run, 0, &e), SW_EIO, "held by another process: refused");
+	is_int(sw_rundir_lock(run, 0, &locked, &e), SW_EIO, "held by another process: refused");
 	snprintf(p, sizeof p, "'%s' is in use by another sw-run (one at a time in a run directory)", run);
 	ok(!strcmp(e.msg, p) && e.sys_errno == EWOULDBLOCK, "%s", e.msg);
 	close(go[1]);
 	int st;
 	waitpid(pid, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other process made and locked it (with its parents)");
-	is_int(sw_rundir_lock(run, 0, &e), 0, "free once it ended: %s", e.msg);
-	is_int(sw_rundir_lock(run, 0, &e), SW_EIO, "locked once a process: a second lock is refused too");
-	is_int(sw_rundir_lock(run, 1, &e), SW_EIO, "with create as well");
+	is_int(sw_rundir_lock(run, 0, &locked, &e), 0, "free once it ended: %s", e.msg);
+	is_int(locked, 1, "and locked");
+	is_int(sw_rundir_lock(run, 0, &locked, &e), SW_EIO, "locked once a process: a second lock is refused too");
+	is_int(sw_rundir_lock(run, 1, &locked, &e), SW_EIO, "with create as well");
 	snprintf(p, sizeof p, "%s/nowhere", dir_);
-	is_int(sw_rundir_lock(p, 0, &e), SW_EIO, "a directory that is not there, without create");
+	is_int(sw_rundir_lock(p, 0, &locked, &e), SW_EIO, "a directory that is not there, without create");
 	ok(access(p, F_OK) != 0, "is not made");
 	snprintf(p, sizeof p, "%s/afile", dir_);
 	tmp_put(p, "x", 1);
-	is_int(sw_rundir_lock(p, 1, &e), SW_EIO, "a file is no directory: %s", e.msg);
+	is_int(sw_rundir_lock(p, 1, &locked, &e), SW_EIO, "a file is no directory: %s", e.msg);
+
+	/* a file system without locks (flock is ENOSYS on Lustre mounted without it): not refused, said */
+	snprintf(p, sizeof p, "%s/nolocks", dir_);
+	if (!(pid = fork())) {
+		scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+		if (!f || seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(flock), 0) || seccomp_load(f))
+			_exit(2);
+		sw_error e2 = { 0 };
+		char want[800];
+		snprintf(want, sizeof want, "cannot lock '%s' (%s): nothing keeps another sw-run out of it", p,
+		         strerror(ENOSYS));
+		int l = -1, rc = sw_rundir_lock(p, 1, &l, &e2);
+		_exit(rc == 0 && l == 0 && e2.code == 0 && e2.sys_errno == ENOSYS && !strcmp(e2.msg, want) ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "no locks on its file system: 0, not locked, and why (status %d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
 static void prune_(void)
