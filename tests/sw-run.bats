@@ -163,7 +163,7 @@ unswept() {
 	[ "$stderr" = "" ]
 	[ "$(cat run/audit.log run/config run/state | sha256sum)" = "$before" ]
 	run -1 --separate-stderr sw-run --resume run --iters 1
-	[ "$stderr" = "sw-run: --iters 1: the run in 'run' has done 2 iterations already" ]
+	[ "$stderr" = "sw-run: iters 1 is fewer than the 2 iterations the run in 'run' has done: give --iters 2 or more" ]
 	[ "$(cat run/audit.log run/config run/state | sha256sum)" = "$before" ]
 
 	# what the run started from cannot change: its weights come from the checkpoint, its prompts from the pool

@@ -176,12 +176,12 @@ static int apply_(sw_experiment *x, const key_ *k, const char *v, const char *wh
 		size_t i = 0, nl = strcspn(v, "=");
 		while (i < x->nmonitor && (strncmp(x->monitor[i], v, nl) || x->monitor[i][nl] != '='))
 			i++;
-		char *s = strdup(v), **mv = i < x->nmonitor ? x->monitor : realloc(x->monitor, (i + 1) * sizeof *mv);
-		if (!s || !mv) {
-			free(s);
+		char **mv = i < x->nmonitor ? x->monitor : realloc(x->monitor, (i + 1) * sizeof *mv);
+		if (mv)
+			x->monitor = mv;
+		char *s = mv ? strdup(v) : NULL;
+		if (!s)
 			return sw_fail(err, SW_ENOMEM, "out of memory");
-		}
-		x->monitor = mv;
 		if (i < x->nmonitor)
 			free(mv[i]);
 		else
@@ -214,8 +214,9 @@ int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ck
 	char cfg[SW_RUN_PATH_MAX];
 	*done = 0;
 	if (x->iters < p->st.iter)
-		return sw_fail(err, SW_EINVAL, "--iters %llu: the run in '%s' has done %llu iterations already",
-		               (unsigned long long)x->iters, rundir, (unsigned long long)p->st.iter);
+		return sw_fail(err, SW_EINVAL, "iters %llu is fewer than the %llu iterations the run in '%s' has done: "
+		               "give --iters %llu or more", (unsigned long long)x->iters, (unsigned long long)p->st.iter,
+		               rundir, (unsigned long long)p->st.iter);
 	if (x->iters == p->st.iter && p->ended) {
 		*done = 1;
 		return 0;

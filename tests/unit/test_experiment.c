@@ -207,7 +207,8 @@ static void test_resume_(void)
 	int done = -1;
 	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), SW_EINVAL, "iters below the iterations done");
 	char want[900];
-	snprintf(want, sizeof want, "--iters 5: the run in '%s' has done 6 iterations already", dir_);
+	snprintf(want, sizeof want, "iters 5 is fewer than the 6 iterations the run in '%s' has done: give --iters 6 or more",
+	         dir_);
 	ok(!strcmp(e.msg, want), "%s", e.msg);
 	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
 	pt.st.iter = 5, pt.ended = 1;
