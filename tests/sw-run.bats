@@ -176,6 +176,14 @@ unswept() {
 	done
 	[ ! -e elsewhere ]
 
+	# the model it started from must be what it was: it is the reference, the tokenizer, the checkpoints' tokenizer files
+	cp m/config.json m.config.json
+	jq '.rms_norm_eps = 0.001' m.config.json >m/config.json
+	run -1 --separate-stderr sw-run --resume run --iters 3
+	[[ $stderr == "sw-run: the model the run started from, 'm', is not what it was (its digest is "*"..., the run's start record says "*"...): its reference, its tokenizer and its checkpoints' tokenizer files come from it" ]]
+	[ "$(cat run/audit.log run/config run/state | sha256sum)" = "$before" ]
+	cp m.config.json m/config.json
+
 	# a stage replaced on resume stays replaced: a later plain resume runs it too
 	run -1 sw-run -q --resume run --iters 3 --train 'if [ "$SW_ITER" = 3 ]; then exit 4; fi; sw-cat'
 	run -1 --separate-stderr sw-run -q --resume run

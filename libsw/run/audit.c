@@ -1051,13 +1051,20 @@ typedef struct last_ckpt_ {
 	char *line;     /* a copy: the entry's line is valid only during the call */
 	size_t len;
 	uint64_t seq;
-	int ended;      /* the last record seen is "run_end" */
+	sw_audit_run_facts facts;
 } last_ckpt_;
 
 static int last_ckpt_fn_(const sw_audit_entry *e, void *ud)
 {
 	last_ckpt_ *l = ud;
-	l->ended = !strcmp(e->event, "run_end");
+	l->facts.ended = !strcmp(e->event, "run_end");
+	if (!strcmp(e->event, "run_start") && !l->facts.model_digest[0]) {
+		yyjson_doc *d = yyjson_read(e->line, e->len, 0);
+		yyjson_val *md = yyjson_obj_get(yyjson_doc_get_root(d), "model_digest");
+		if (yyjson_is_str(md) && yyjson_get_len(md) == SW_DIGEST_HEX - 1)
+			memcpy(l->facts.model_digest, yyjson_get_str(md), SW_DIGEST_HEX);
+		yyjson_doc_free(d);
+	}
 	if (strcmp(e->event, "checkpoint") && strcmp(e->event, "checkpoint_removed"))
 		return 0;
 	yyjson_doc *d = yyjson_read(e->line, e->len, 0);
@@ -1078,13 +1085,13 @@ static int last_ckpt_fn_(const sw_audit_entry *e, void *ud)
 	return 0;
 }
 
-int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], int *ended,
-                              sw_error *err)
+int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX],
+                              sw_audit_run_facts *facts, sw_error *err)
 {
 	if (!inside_(relpath))
 		return sw_fail(err, SW_EINVAL, "checkpoint '%.200s': not a path inside the run directory",
 		               relpath ? relpath : "");
-	last_ckpt_ l = { relpath, NULL, 0, 0, 0 };
+	last_ckpt_ l = { relpath, NULL, 0, 0, { 0, "" } };
 	sw_audit_report rep;
 	int rc = verify_(path, NULL, NULL, last_ckpt_fn_, &l, &rep, err, 0, NULL);
 	if (rc == SW_ENOMEM)
@@ -1104,8 +1111,8 @@ int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest
 	ckpt_ c = { l.seq, 0, l.line, l.len, 0 };
 	if ((rc = check_ckpt_(logdir, &c, digest, err)) && err)
 		err->record = l.seq;
-	if (!rc && ended)
-		*ended = l.ended;
+	if (!rc && facts)
+		*facts = l.facts;
 out:
 	free(l.line);
 	return rc;

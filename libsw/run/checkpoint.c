@@ -233,8 +233,11 @@ int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *e
 	if (rc)
 		return rc;
 	sw_error e = { 0 };
-	if ((rc = sw_audit_check_checkpoint(rundir, p->name, p->digest, &p->ended, &e)))
+	sw_audit_run_facts f;
+	if ((rc = sw_audit_check_checkpoint(rundir, p->name, p->digest, &f, &e)))
 		return sw_fail(err, rc, "cannot resume from %s: %s", p->dir, e.msg);
+	p->ended = f.ended;
+	memcpy(p->model_digest, f.model_digest, SW_DIGEST_HEX);
 	return sw_checkpoint_state(p->dir, &p->st, err);
 }
 

@@ -221,6 +221,15 @@ int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ck
 		*done = 1;
 		return 0;
 	}
+	/* the model it started from is the KL reference, the stages' tokenizer, the checkpoints' tokenizer files */
+	char hex[SW_DIGEST_HEX];
+	sw_error e = { 0 };
+	if (sw_digest_dir(x->model, hex, &e))
+		return sw_fail(err, e.code, "the model the run started from: %s", e.msg);
+	if (strcmp(hex, p->model_digest))
+		return sw_fail(err, SW_EFORMAT, "the model the run started from, '%s', is not what it was (its digest is %.12s..., "
+		               "the run's start record says %.12s...): its reference, its tokenizer and its checkpoints' "
+		               "tokenizer files come from it", x->model, hex, p->model_digest[0] ? p->model_digest : "none");
 	int rc = sw_run_path(cfg, sizeof cfg, err, "%s/config", rundir);
 	return rc ? rc : sw_experiment_write(x, cfg, err);
 }

@@ -166,11 +166,15 @@ int sw_audit_verify_signed(const char *path, const char *head, const char *pubke
  * does), or when the directory does not match that record's digest (the
  * message names the file changed, removed or added; err->record is the
  * record); SW_EINVAL for a relpath not inside the directory.  On success
- * digest gets the directory's digest, and *ended (when not NULL) whether
- * the log's last record is a run's end ("run_end").
+ * digest gets the directory's digest, and *facts (when not NULL) what the
+ * log says of the run.
  */
-int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX], int *ended,
-                              sw_error *err);
+typedef struct sw_audit_run_facts {
+	int ended;                        /* the log's last record is a run's end ("run_end") */
+	char model_digest[SW_DIGEST_HEX]; /* the first "run_start" record's digest of the model, "" when none */
+} sw_audit_run_facts;
+int sw_audit_check_checkpoint(const char *path, const char *relpath, char digest[SW_DIGEST_HEX],
+                              sw_audit_run_facts *facts, sw_error *err);
 
 /* --- signing keys ------------------------------------------------------------------- */
 

@@ -433,6 +433,7 @@ typedef struct sw_ckpt_point {
 	char digest[SW_DIGEST_HEX];     /* the directory's digest, as the audit log recorded it */
 	sw_ckpt_state st;               /* its state.json */
 	int ended;                      /* the audit log's last record is the run's end ("run_end") */
+	char model_digest[SW_DIGEST_HEX]; /* the run's start record's digest of the model it started from */
 } sw_ckpt_point;
 /*
  * Find and check the resume point of the run in rundir: the checkpoint

@@ -337,10 +337,11 @@ static void test_checkpoints_(void)
 	char got[SW_DIGEST_HEX] = "", want[SW_DIGEST_HEX];
 	snprintf(p, sizeof p, "%s/ckpt/iter-2", run);
 	is_int(sw_digest_dir(p, want, &e), 0, "the directory's digest");
-	int ended = -1;
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "the checkpoint matches: %s", e.msg);
+	sw_audit_run_facts facts = { -1, "x" };
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &facts, &e), 0, "the checkpoint matches: %s", e.msg);
 	ok(!strcmp(got, want), "its digest: %s", got);
-	is_int(ended, 0, "the log has not ended (its last record is a stage's)");
+	is_int(facts.ended, 0, "the log has not ended (its last record is a stage's)");
+	ok(facts.model_digest[0] == 0, "its start record names no model digest: none");
 	is_int(sw_audit_check_checkpoint(log, "ckpt/iter-2", got, NULL, &e), 0, "given the log file: %s", e.msg);
 	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-3", got, NULL, &e), SW_EFORMAT, "one no record names");
 	ok(!strcmp(e.msg, "checkpoint 'ckpt/iter-3': no record of the audit log names it: not a checkpoint this "
@@ -384,14 +385,14 @@ static void test_checkpoints_(void)
 	is_int(sw_audit_rec_checkpoint(r, run, "ckpt/iter-2", NULL, &e), 0, "recorded anew");
 	sw_audit_append(a, r, &e);
 	sw_audit_rec_free(r);
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "checked against its new record: %s", e.msg);
-	is_int(ended, 0, "not ended");
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &facts, &e), 0, "checked against its new record: %s", e.msg);
+	is_int(facts.ended, 0, "not ended");
 	append_(a, "run_end", 2);
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "after the run's end: %s", e.msg);
-	is_int(ended, 1, "the log ends with the run's end");
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &facts, &e), 0, "after the run's end: %s", e.msg);
+	is_int(facts.ended, 1, "the log ends with the run's end");
 	append_(a, "resume", 2);
-	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &ended, &e), 0, "resumed: %s", e.msg);
-	is_int(ended, 0, "an end followed by a resume is no end");
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, &facts, &e), 0, "resumed: %s", e.msg);
+	is_int(facts.ended, 0, "an end followed by a resume is no end");
 	/* a log whose chain is broken vouches for nothing */
 	sw_audit_close(a);
 	char text[1 << 14];
@@ -411,6 +412,42 @@ static void test_checkpoints_(void)
 		ok(sw_audit_check_checkpoint(run, "ckpt/iter-2", got, NULL, &e) == SW_EFORMAT && e.record == 1,
 		   "a broken chain refused: record %llu: %s", (unsigned long long)e.record, e.msg);
 	}
+}
+
+/* What the resume check reads of the run besides the checkpoint: the first start record's model digest. */
+static void test_facts_(void)
+{
+	char run[512], p[700], log[600];
+	sw_error e = { 0 };
+	snprintf(run, sizeof run, "%s/frun", dir_);
+	mkdir(run, 0755);
+	snprintf(p, sizeof p, "%s/ckpt", run);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/ckpt/iter-1", run);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/ckpt/iter-1/w", run);
+	put_(p, "w");
+	snprintf(log, sizeof log, "%s/audit.log", run);
+	sw_audit *a = sw_audit_open(log, &e);
+	static const char *const md[] = { "1111111111111111111111111111111111111111111111111111111111111111",
+	                                  "2222222222222222222222222222222222222222222222222222222222222222" };
+	for (int i = 0; i < 2; i++) { /* a second start record (none is written, but one read) does not count */
+		sw_audit_rec *r = sw_audit_rec_new("run_start");
+		sw_audit_rec_str(r, "model_digest", md[i]);
+		sw_audit_append(a, r, &e);
+		sw_audit_rec_free(r);
+		if (!i) {
+			r = sw_audit_rec_new("checkpoint");
+			sw_audit_rec_checkpoint(r, run, "ckpt/iter-1", NULL, &e);
+			sw_audit_append(a, r, &e);
+			sw_audit_rec_free(r);
+		}
+	}
+	sw_audit_close(a);
+	char got[SW_DIGEST_HEX];
+	sw_audit_run_facts f;
+	is_int(sw_audit_check_checkpoint(run, "ckpt/iter-1", got, &f, &e), 0, "checked: %s", e.msg);
+	ok(!strcmp(f.model_digest, md[0]) && !f.ended, "the first start record's model digest: %s", f.model_digest);
 }
 
 /* A checkpoint recorded with the digests its files were written with (sw/save.h): those files are not read. */
@@ -630,6 +667,7 @@ int main(void)
 	test_every_byte_();
 	test_checkpoints_();
 	test_written_();
+	test_facts_();
 	test_signed_();
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "sw/sw.h"
 #include "tap.h"
@@ -174,7 +175,12 @@ static void test_resume_(void)
 	sw_experiment x;
 	sw_error e = { 0 };
 	sw_experiment_init(&x);
-	const char *p = file_("res", "model m\nprompts p\niters 2\nmonitor kl=1,2,3\nmonitor entropy=off\n");
+	char model[300], text0[600];
+	snprintf(model, sizeof model, "%s/m", dir_);
+	mkdir(model, 0755);
+	file_("m/config.json", "{}\n");
+	snprintf(text0, sizeof text0, "model %s\nprompts p\niters 2\nmonitor kl=1,2,3\nmonitor entropy=off\n", model);
+	const char *p = file_("res", text0);
 	is_int(sw_experiment_read(&x, p, &e), 0, "read: %s", e.msg);
 	/* a monitor given again replaces its line, in its place */
 	is_int(sw_experiment_set_resumed(&x, "monitor", "kl=off", &e), 0, "a monitor again: %s", e.msg);
@@ -194,7 +200,7 @@ static void test_resume_(void)
 		ok(sw_experiment_set_resumed(&x, fixed[i], "other", &e) == SW_EINVAL && !strcmp(e.msg, want), "%s: %s",
 		   fixed[i], e.msg);
 	}
-	ok(!strcmp(x.model, "m") && !strcmp(x.prompts, "p") && !x.out, "and unchanged");
+	ok(!strcmp(x.model, model) && !strcmp(x.prompts, "p") && !x.out, "and unchanged");
 	is_int(sw_experiment_set_resumed(&x, "iters", "5", &e), 0, "iters may change");
 	ok(!sw_experiment_set(&x, "out", dir_, &e) && !sw_experiment_check(&x, &e), "checks: %s", e.msg);
 
@@ -216,6 +222,14 @@ static void test_resume_(void)
 	is_int(done, 1, "nothing to do");
 	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
 	pt.ended = 0; /* done but killed before its end record: the resume finishes it */
+	/* only from the model it started from: its digest as the run's start record has it */
+	is_int(sw_digest_dir(model, pt.model_digest, &e), 0, "the model's digest");
+	file_("m/config.json", "{\"changed\": 1}\n");
+	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), SW_EFORMAT, "a model that changed since the start");
+	ok(strstr(e.msg, "is not what it was (its digest is ") && strstr(e.msg, "the run's start record says "),
+	   "%s", e.msg);
+	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
+	file_("m/config.json", "{}\n");
 	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), 0, "done, not ended: %s", e.msg);
 	is_int(done, 0, "goes on");
 	const char *text = slurp_(cfg);
