@@ -167,6 +167,9 @@ int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *op
 		shorts[ns] = 0;
 		opterr = 0;
 		ready = 1;
+		/* a file size limit (ulimit -f) is a write error the program reports (EFBIG) and
+		 * cleans up after, not a signal that kills it with a file half written */
+		signal(SIGXFSZ, SIG_IGN);
 	}
 	for (;;) {
 		int c = getopt_long(argc, argv, shorts, longs, NULL);

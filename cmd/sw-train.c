@@ -273,19 +273,11 @@ static int read_samples_(sw_trainer *tr, sw_comm *comm, char **files, int nfiles
 static void write_metrics_(const char *path, const sw_trainer *tr, const sw_trainer_stats *st)
 {
 	sw_error err = { 0 };
-	sw_writer_opts wo = { SW_FMT_JSON, 0 };
 	sw_rec *m = sw_rec_new();
 	if (!m || sw_trainer_metrics(tr, st, m, &err))
 		cli_die("cannot format the metrics");
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0)
-		cli_die("cannot append to '%s': %s", path, strerror(errno));
-	sw_writer *w = sw_writer_fdopen(fd, path, &wo, &err);
-	if (!w || sw_writer_put(w, m) || sw_writer_close(w))
-		cli_die("cannot append to '%s': %s", path, w ? sw_writer_error(w)->msg : err.msg);
-	sw_writer_free(w);
-	if (close(fd))
-		cli_die("cannot append to '%s': %s", path, strerror(errno));
+	if (sw_metrics_append(path, m, &err)) /* a failed append leaves no part of the record */
+		cli_die("%s", err.msg);
 	sw_rec_free(m);
 }
 

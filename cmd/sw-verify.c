@@ -126,8 +126,9 @@ static void record_(const char **specs, size_t nspecs)
 	if (!r || (it && sw_audit_rec_int(r, "iter", strtoll(it, NULL, 10))) ||
 	    sw_audit_rec_argv(r, "specs", (int)nspecs, (char *const *)specs))
 		cli_die("cannot record the verifiers in %s: out of memory, or a spec that is not UTF-8 text", log);
-	if (sw_audit_rec_files(r, "files", files, nf, &err) || sw_audit_append(a, r, &err))
-		cli_die("cannot record the verifiers in %s: %s", log, err.msg);
+	if (sw_audit_rec_files(r, "files", files, nf, &err) || sw_audit_append(a, r, &err)) /* I/O messages name their file */
+		cli_die("cannot record the verifiers%s%s: %s", err.code == SW_EIO ? "" : " in ", err.code == SW_EIO ? "" : log,
+		        err.msg);
 	sw_audit_rec_free(r);
 	sw_audit_close(a);
 }

@@ -186,3 +186,20 @@ bash_complete() {
 	all=$(find "$TOP/libsw" "$TOP/cmd" -name '*.[ch]' -exec cat {} + | wc -l)
 	[ $((cmd * 100)) -le $((all * 20)) ] || { echo "cmd/ is $cmd of $all lines"; false; }
 }
+
+@test "a file size limit (ulimit -f) is a write error a program reports, exit 1, not a signal that kills it" {
+	cd "$BATS_TEST_TMPDIR"
+	for i in $(seq 1 2000); do printf '{"id":"p%d","prompt":"%0100d"}\n' "$i" 0; done >big.jsonl
+	run -1 --separate-stderr bash -c 'ulimit -f 64; exec sw-cat -f msgpack big.jsonl >out.msgpack'
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-cat: stdout: write error: File too large" ]
+	# sw-run's stages too: the train stage's optimiser store (the model's twice) is the first file past the limit
+	sw-model init --size tiny m >/dev/null
+	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n' >p.jsonl
+	run -1 --separate-stderr bash -c 'ulimit -f 5000; exec sw-run -q -m m -p p.jsonl -o run --iters 1 -b 1 -n 2'
+	[ "$output" = "" ]
+	[[ ${stderr_lines[0]} =~ ^"sw-train: cannot create the optimiser store: store 'shm:sw-run-"[0-9a-f]+".opt': cannot size: File too large"$ ]]
+	[[ ${stderr_lines[1]} == "sw-run: iteration 1: stage 'train' exited with status 1 ("*"); the samples so far are in run/samples, the weights are those of the last checkpoint; continue with sw-run --resume run" ]]
+	run -0 sw-run -q --resume run
+	run -0 sw-audit verify run
+}

@@ -5,7 +5,9 @@
  * part.  Every file libsw commits (models, trainer state, checkpoints,
  * pools, audit heads) goes through here.  A large file may also be
  * digested as it is written and written around the page cache
- * (sw_afile_set, sw/save.h).
+ * (sw_afile_set, sw/save.h).  Its sibling for files that grow by whole
+ * records (the audit log, metrics.jsonl): sw_fd_cut_back undoes an append
+ * that failed part way.
  */
 #define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
@@ -223,4 +225,13 @@ void sw_afile_abort(sw_afile *f)
 	f->buf = NULL;
 	f->hs = NULL;
 	f->len = f->cap = 0;
+}
+
+int sw_fd_cut_back(int fd, off_t size)
+{
+	int rc;
+	do
+		rc = ftruncate(fd, size);
+	while (rc && errno == EINTR);
+	return rc || fsync(fd) ? errno : 0;
 }

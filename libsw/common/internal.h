@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "sw/sw.h"
 
 typedef struct sw_buf {
@@ -161,6 +162,14 @@ int sw_afile_write(sw_afile *f, const void *p, size_t n, sw_error *err);
 int sw_afile_commit(sw_afile *f, sw_error *err);
 /* Close and remove the temporary file; a no-op on a closed or committed one. */
 void sw_afile_abort(sw_afile *f);
+
+/*
+ * Undo a failed append (a full disk, a quota, a failed fsync): cut the file
+ * back to size, the length it had before, and sync it, so that it ends with
+ * its last whole record.  The caller holds the file's flock, so no other
+ * writer's record is cut.  0, or an errno value.
+ */
+int sw_fd_cut_back(int fd, off_t size);
 
 int sw_fail(sw_error *e, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

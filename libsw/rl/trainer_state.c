@@ -695,7 +695,7 @@ int sw_trainer_store_begin(sw_trainer *t, sw_error *err)
 	if (!t->o) {
 		int rc;
 		if (!(t->o = sw_store_create(t->o_spec, NULL, OPT_STORE_HEADER + 2 * n, &e2)))
-			return sw_fail(err, e2.code, "cannot create the optimiser store '%s': %s", t->o_spec, e2.msg);
+			return sw_fail(err, e2.code, "cannot create the optimiser store: %s", e2.msg) /* e2 names it */;
 		if ((rc = opt_borrow_(t, err)))
 			return rc;
 	} else if (sw_store_write_begin(t->o, &e2)) {
@@ -866,7 +866,7 @@ int sw_trainer_state_import(const char *dir, const char *spec, sw_store **optp, 
 		goto out;
 	size_t n = OPT_STORE_HEADER + 2 * (size_t)j.nparams;
 	if (!*optp && !(*optp = sw_store_create(spec, NULL, n, &e2))) {
-		rc = sw_fail(err, e2.code, "cannot create the optimiser store '%s': %s", spec, e2.msg);
+		rc = sw_fail(err, e2.code, "cannot create the optimiser store: %s", e2.msg) /* e2 names it */;
 		goto out;
 	}
 	sw_store *opt = *optp;

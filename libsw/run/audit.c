@@ -1305,18 +1305,28 @@ int sw_audit_append(sw_audit *a, const sw_audit_rec *r, sw_error *err)
 		rc = sw_fail(err, SW_ENOMEM, "out of memory");
 		goto out;
 	}
-	/* one write: a reader never sees half a line from a live writer */
-	ssize_t w;
-	do
-		w = write(a->fd, b.p, b.len);
-	while (w < 0 && errno == EINTR);
-	if (w != (ssize_t)b.len) {
-		int e = w < 0 ? errno : ENOSPC;
-		rc = sys_(err, e, a->path, "cannot append");
-		goto out;
+	/* one write (a reader never sees half a line from a live writer); one cut short is
+	 * continued, to its end or to the error that stopped it */
+	size_t done = 0;
+	int e = 0;
+	while (done < b.len && !e) {
+		ssize_t w = write(a->fd, b.p + done, b.len - done);
+		if (w > 0)
+			done += (size_t)w;
+		else if (w == 0 || errno != EINTR)
+			e = w ? errno : ENOSPC;
 	}
-	if (fsync(a->fd)) {
-		rc = sys_(err, errno, a->path, "cannot sync");
+	if (!e && fsync(a->fd))
+		e = errno;
+	if (e) {
+		/* a record written in part (a full disk) or not made durable is cut off again: the log
+		 * ends with its last whole record, as its head says, and the run can go on from it */
+		int c = sw_fd_cut_back(a->fd, st.st_size);
+		rc = sw_fail(err, SW_EIO, "%s: cannot %s record %llu: %s%s%s", a->path,
+		             done == b.len ? "sync" : "append", (unsigned long long)(a->seq + 1), strerror(e),
+		             c ? "; nor cut the part written off again: " : "", c ? strerror(c) : "");
+		if (err)
+			err->sys_errno = e;
 		goto out;
 	}
 	a->seq++;

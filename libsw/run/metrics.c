@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "run/run_internal.h"
 
@@ -29,18 +31,31 @@ int sw_metrics_append(const char *path, sw_rec *rec, sw_error *err)
 {
 	sw_error e = { 0 };
 	sw_writer_opts wo = { SW_FMT_JSON, 0 };
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int se = errno;
-		sw_fail(err, SW_EIO, "cannot open '%s': %s", path, strerror(se));
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), se = 0;
+	if (fd < 0 || flock(fd, LOCK_EX) || fstat(fd, &st)) {
+		se = errno;
+		sw_fail(err, SW_EIO, "cannot %s '%s': %s", fd < 0 ? "open" : "lock", path, strerror(se));
 		if (err)
 			err->sys_errno = se;
+		if (fd >= 0)
+			close(fd);
 		return SW_EIO;
 	}
 	sw_writer *w = sw_writer_fdopen(fd, path, &wo, &e);
 	int rc = 0;
-	if (!w || sw_writer_put(w, rec) || sw_writer_close(w) || fsync(fd))
+	if (!w || sw_writer_put(w, rec) || sw_writer_close(w))
 		rc = sw_fail(err, SW_EIO, "cannot write '%s': %s", path, w ? sw_writer_error(w)->msg : e.msg);
+	else if (fsync(fd))
+		se = errno, rc = sw_fail(err, SW_EIO, "cannot write '%s': fsync: %s", path, strerror(se));
+	if (rc) {
+		/* the file ends with its last whole record again: a full disk leaves no part of one */
+		int c = sw_fd_cut_back(fd, st.st_size);
+		if (c && err) {
+			size_t n = strlen(err->msg);
+			snprintf(err->msg + n, sizeof err->msg - n, "; nor cut the part written off again: %s", strerror(c));
+		}
+	}
 	sw_writer_free(w);
 	close(fd);
 	return rc;

@@ -67,8 +67,8 @@ static int put_(sw_runlog *l, sw_audit_rec *a, int rc, sw_error *err)
 	sw_error e = { 0 };
 	if (rc)
 		rc = sw_fail(err, rc, "cannot build an audit record: %s", sw_strerror(rc));
-	else if ((rc = sw_audit_append(l->audit, a, &e)))
-		sw_fail(err, rc, "%s/audit.log: %s", l->dir, e.msg);
+	else if ((rc = sw_audit_append(l->audit, a, &e))) /* libsw's I/O messages name their file */
+		sw_fail(err, rc, "%s%s%s", rc == SW_EIO ? "" : l->dir, rc == SW_EIO ? "" : "/audit.log: ", e.msg);
 	sw_audit_rec_free(a);
 	return rc;
 }

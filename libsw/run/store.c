@@ -275,7 +275,9 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 		e = ENOMEM, what = "cannot allocate";
 	hdr_ *h = map;
 	void *dev = NULL;
-	if (!what && be && !(dev = be->ipc_alloc(nfloats * sizeof(float), h->ticket, err))) {
+	sw_error e2 = { 0 };
+	if (!what && be && !(dev = be->ipc_alloc(nfloats * sizeof(float), h->ticket, &e2))) {
+		sw_fail(err, e2.code, "store '%.200s': %s", spec, e2.msg); /* every message here names the store */
 		free(s);
 		munmap(map, size);
 		shm_unlink(path);

@@ -40,7 +40,9 @@
  *
  * Appends are one write() of the whole line to a file opened O_APPEND,
  * under flock(), then fsync(); a record another process appended meanwhile
- * is read and checked before ours follows it.
+ * is read and checked before ours follows it.  An append that fails (a full
+ * disk: a write cut short, or a failed fsync) is cut off the file again, so
+ * the log still ends with its last whole record, as the handle's head says.
  *
  * Ownership: sw_audit_open returns a handle for sw_audit_close (NULL is a
  * no-op); a record built with sw_audit_rec_new is the caller's to

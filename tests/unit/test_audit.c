@@ -3,13 +3,16 @@
  * documented definition, the record builder's refusals, the hash chain
  * across reopen and a second appender, and every kind of tampering named
  * with its record: an edited byte, a deleted, moved or cut record, a
- * changed, removed or added checkpoint file.
+ * changed, removed or added checkpoint file; an append that fails part way
+ * (a file size limit standing for a full disk) leaves no part of its record.
  */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sodium.h>
@@ -655,6 +658,47 @@ static void test_signed_(void)
 	ok(rep.signed_records == 3, "3 of its 4 records signed");
 }
 
+/* A full disk mid-append, played by a file size limit (the write stops short, as on ENOSPC): the record
+ * written in part is cut off again, the log verifies, and the writer goes on from its last whole record. */
+static void test_full_(void)
+{
+	char log[512];
+	sw_error e = { 0 };
+	struct stat st0, st1;
+	struct rlimit old, lim;
+	snprintf(log, sizeof log, "%s/full.log", dir_);
+	sw_audit *a = sw_audit_open(log, &e);
+	append_(a, "run_start", 0);
+	append_(a, "stage", 1);
+	char head[SW_DIGEST_HEX];
+	snprintf(head, sizeof head, "%s", sw_audit_head(a));
+	if (stat(log, &st0) || getrlimit(RLIMIT_FSIZE, &old))
+		abort();
+	signal(SIGXFSZ, SIG_IGN);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st0.st_size + 40; /* room for 40 bytes of a record of ~200 */
+	ok(!setrlimit(RLIMIT_FSIZE, &lim), "a file size limit 40 bytes past the log's end");
+	sw_audit_rec *r = sw_audit_rec_new("stage");
+	sw_audit_rec_int(r, "iter", 2);
+	int rc = sw_audit_append(a, r, &e);
+	ok(rc == SW_EIO && e.sys_errno == EFBIG && strstr(e.msg, "full.log: cannot append record 3: File too large"),
+	   "the append fails, naming the log, the record and the error that stopped it: %s", e.msg);
+	e = (sw_error){ 0 };
+	ok(!stat(log, &st1) && st1.st_size == st0.st_size, "the 40 bytes written are cut off again (%lld, was %lld)",
+	   (long long)st1.st_size, (long long)st0.st_size);
+	ok(sw_audit_seq(a) == 2 && !strcmp(sw_audit_head(a), head), "the writer is still at record 2");
+	sw_audit_report rep;
+	is_int(sw_audit_verify(log, NULL, NULL, NULL, &rep, &e), 0, "the log verifies: %s", e.msg);
+	ok(!setrlimit(RLIMIT_FSIZE, &old), "the limit lifted");
+	is_int(sw_audit_append(a, r, &e), 0, "the same record appended then: %s", e.msg);
+	e = (sw_error){ 0 };
+	sw_audit_rec_free(r);
+	sw_audit_close(a);
+	is_int(sw_audit_verify(log, NULL, NULL, NULL, &rep, &e), 0, "and the log verifies: %s", e.msg);
+	is_int(rep.records, 3, "three records");
+	signal(SIGXFSZ, SIG_DFL);
+}
+
 int main(void)
 {
 	snprintf(dir_, sizeof dir_, "%s/sw-test-audit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -669,6 +713,7 @@ int main(void)
 	test_written_();
 	test_facts_();
 	test_signed_();
+	test_full_();
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
 	if (system(cmd))

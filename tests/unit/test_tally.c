@@ -2,15 +2,19 @@
  * test_tally.c - what an iteration's samples say: the tally of a few
  * hand-made sample records (means, rates, accuracy, each verifier's share
  * of the spread), the monitors' view of it with the trainer's figures, the
- * metrics records made of it, a tap file tallied and kept, and the
+ * metrics records made of it (an append that fails part way leaves no part
+ * of its record), a tap file tallied and kept, and the
  * pipeline of stage processes that makes the samples.
  */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "sw/sw.h"
@@ -154,6 +158,26 @@ static void test_metrics_(void)
 	is_int(sw_metrics_trim(path, tmp, 1, &e), 0, "trimmed to iteration 1");
 	last = sw_metrics_last(path, &e);
 	ok(last && !sw_rec_get_u64(last, "iter", &it) && it == 1, "the evaluation after it is gone");
+	sw_rec_free(last);
+
+	/* a full disk mid-append, played by a file size limit: the part written is cut off again */
+	struct stat st0, st1;
+	struct rlimit old, lim;
+	if (stat(path, &st0) || getrlimit(RLIMIT_FSIZE, &old))
+		abort();
+	signal(SIGXFSZ, SIG_IGN);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st0.st_size + 100; /* of a record of ~600 bytes */
+	e = (sw_error){ 0 };
+	ok(!setrlimit(RLIMIT_FSIZE, &lim) && sw_metrics_append(path, m, &e) == SW_EIO &&
+	   strstr(e.msg, "metrics.jsonl': write error: File too large"), "an append that cannot finish fails: %s", e.msg);
+	ok(!stat(path, &st1) && st1.st_size == st0.st_size, "and leaves the file as it was (%lld bytes, was %lld)",
+	   (long long)st1.st_size, (long long)st0.st_size);
+	ok(!setrlimit(RLIMIT_FSIZE, &old), "the limit lifted");
+	signal(SIGXFSZ, SIG_DFL);
+	e = (sw_error){ 0 };
+	last = sw_metrics_last(path, &e);
+	ok(last && !sw_rec_get_u64(last, "iter", &it) && it == 1 && !e.code, "its last record is whole: %s", e.msg);
 	sw_rec_free(last);
 	sw_rec_free(m);
 	sw_rec_free(v);
