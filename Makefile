@@ -41,7 +41,7 @@ PROGRAMS  := $(patsubst cmd/%.c,%,$(wildcard cmd/sw-*.c))
 # balance, run, common); every .c under it is part of the library.
 LIB_SRC   := $(sort $(shell find libsw -name '*.c'))
 LIB_OBJ   := $(LIB_SRC:libsw/%.c=$(B)/obj/libsw/%.o)
-CLI_OBJ   := $(B)/obj/cmd/cli.o
+CLI_OBJ   := $(B)/obj/cmd/cli.o $(B)/obj/cmd/cli_output.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)

@@ -277,6 +277,7 @@ void cli_die(const char *fmt, ...)
 /* The reader of our output is gone: end as if SIGPIPE had not been ignored. */
 static noreturn void die_pipe_(void)
 {
+	cli_output_drop_pending();
 	signal(SIGPIPE, SIG_DFL);
 	raise(SIGPIPE);
 	_exit(128 + SIGPIPE);
@@ -403,105 +404,6 @@ const sw_backend *cli_device(const char *arg)
 	if (!be)
 		cli_die("SW_DEVICE: %s", err.msg);
 	return be;
-}
-
-sw_format cli_format(const char *arg)
-{
-	if (!strcmp(arg, "msgpack"))
-		return SW_FMT_MSGPACK;
-	if (!strcmp(arg, "json"))
-		return SW_FMT_JSON;
-	cli_usage("unknown format '%s' (msgpack or json)", arg);
-}
-
-void cli_output_format(const char *out, sw_writer_opts *wo, int fmt_set, int force)
-{
-	int tty = !strcmp(out, "-") && isatty(1);
-	if (tty && !fmt_set && !wo->zstd_level)
-		wo->format = SW_FMT_JSON;
-	if (tty && (wo->format == SW_FMT_MSGPACK || wo->zstd_level) && !force)
-		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
-}
-
-int cli_output_opt(cli_output *o, int c, const char *arg)
-{
-	switch (c) {
-	case 'o':
-		o->path = arg;
-		return 1;
-	case 'f':
-		o->wo.format = cli_format(arg);
-		o->fmt_set = 1;
-		return 1;
-	case 'z':
-		if (!o->wo.zstd_level) /* a level chosen before stays */
-			o->wo.zstd_level = 3;
-		return 1;
-	case CLI_OPT_FORCE:
-		o->force = 1;
-		return 1;
-	}
-	return 0;
-}
-
-void cli_output_settle(cli_output *o)
-{
-	cli_output_format(o->path, &o->wo, o->fmt_set, o->force);
-}
-
-int cli_output_pattern(const char *pattern, const char *what)
-{
-	int d = 0, other = 0;
-	for (const char *p = pattern; *p; p++) {
-		if (*p != '%')
-			continue;
-		if (p[1] == '%')
-			p++;
-		else if (p[1] == 'd')
-			d++, p++;
-		else
-			other++;
-	}
-	if (d > 1 || other)
-		cli_usage("option '-o' wants one %%d for the %s and no other %% conversion, not '%s'", what, pattern);
-	return d;
-}
-
-char *cli_output_nth(const char *pattern, uint64_t i)
-{
-	size_t n = strlen(pattern) + 24;
-	char *s = cli_malloc(n);
-	snprintf(s, n, pattern, (int)i); /* checked by cli_output_pattern: one %d, no other conversion */
-	return s;
-}
-
-const char *cli_output_name(const char *path)
-{
-	return strcmp(path, "-") ? path : "stdout";
-}
-
-sw_writer *cli_output_open(const cli_output *o, const char *path)
-{
-	sw_error err = { 0 };
-	if (!strcmp(path, "-") && !cli_binary_ok(1, o->force) && (o->wo.format == SW_FMT_MSGPACK || o->wo.zstd_level))
-		cli_usage("refusing to write binary to a terminal (use -f json, -o FILE or --force)");
-	sw_writer *w = sw_writer_open(path, &o->wo, &err);
-	if (!w)
-		cli_die("cannot write '%s': %s", path, err.sys_errno ? strerror(err.sys_errno) : err.msg);
-	return w;
-}
-
-void cli_output_put(sw_writer *w, const char *path, sw_rec *rec)
-{
-	if (sw_writer_put(w, rec))
-		cli_die_stream(cli_output_name(path), sw_writer_error(w));
-}
-
-void cli_output_close(sw_writer *w, const char *path)
-{
-	if (sw_writer_close(w))
-		cli_die_stream(cli_output_name(path), sw_writer_error(w));
-	sw_writer_free(w);
 }
 
 void *cli_malloc(size_t n)

@@ -117,13 +117,22 @@ void cli_output_settle(cli_output *o);
 /*
  * Open path (o->path, or a name made from it) with o's encoding; binary to
  * a terminal is a usage error unless forced; "cannot write 'PATH': why"
- * when it cannot be created.
+ * when it cannot be created.  A file is written whole
+ * (sw_writer_open_whole): it changes only when cli_output_end or
+ * cli_output_close has finished it, and a program that dies first (an error,
+ * SIGINT, SIGTERM, SIGHUP) removes the temporary and leaves the file as it was.
  */
 sw_writer *cli_output_open(const cli_output *o, const char *path);
+/* The same with an encoding of the program's own, no terminal check. */
+sw_writer *cli_writer_open(const char *path, const sw_writer_opts *wo);
 /* Put a record to w, named path in messages ("-": stdout), or die. */
 void cli_output_put(sw_writer *w, const char *path, sw_rec *rec);
-/* Finish, check and free w, or die naming path. */
+/* Finish and check w (the file is then in place), or die naming path. */
+void cli_output_end(sw_writer *w, const char *path);
+/* cli_output_end, then free w. */
 void cli_output_close(sw_writer *w, const char *path);
+/* Remove the temporaries of the outputs not finished (cli.c, as a program dies). */
+void cli_output_drop_pending(void);
 /*
  * An output name that makes a file per part (bucket, rank): 1 when pattern
  * holds one %d (and %% only besides), 0 when no %, else a usage error

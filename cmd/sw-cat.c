@@ -79,8 +79,7 @@ int main(int argc, char **argv)
 	const char *out = o.path;
 	if (!count) {
 		cli_output_settle(&o);
-		if (!(w = sw_writer_open(out, &o.wo, &err)))
-			cli_die("cannot write '%s': %s", out, err.msg);
+		w = cli_output_open(&o, out);
 	}
 
 	size_t max_record = cli_max_record();
@@ -92,8 +91,8 @@ int main(int argc, char **argv)
 		sw_reader *r = sw_reader_open(files[i], &err);
 		const char *name = strcmp(files[i], "-") ? files[i] : "stdin";
 		if (!r) {
-			if (w)
-				sw_writer_close(w);
+			if (w) /* the records of the inputs before it are out */
+				cli_output_end(w, out);
 			cli_die("cannot open '%s': %s", files[i], strerror(err.sys_errno));
 		}
 		sw_reader_set_max_record(r, max_record);
@@ -117,8 +116,8 @@ int main(int argc, char **argv)
 		sw_reader_free(r);
 		if (rc < 0) {
 			/* the good records before the bad one still go out */
-			if (w && sw_writer_close(w))
-				cli_die_stream(out, sw_writer_error(w));
+			if (w)
+				cli_output_end(w, out);
 			cli_die_stream(name, &err);
 		}
 	}

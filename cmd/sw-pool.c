@@ -190,13 +190,10 @@ int main(int argc, char **argv)
 		size_t total = sw_pool_count(p), want = have_n && count < total ? (size_t)count : total;
 		size_t *idx = cli_calloc(want, sizeof *idx);
 		sw_rec *rec = sw_rec_new();
-		sw_error err = { 0 };
 		if (!rec)
 			cli_die("out of memory");
 		cli_output_format(out, &wo, fmt_set, force);
-		sw_writer *w = sw_writer_open(out, &wo, &err);
-		if (!w)
-			cli_die("cannot write '%s': %s", out, err.sys_errno ? strerror(err.sys_errno) : err.msg);
+		sw_writer *w = cli_writer_open(out, &wo);
 		size_t got = sw_pool_take(p, want, idx);
 		if (got != want)
 			cli_die("out of memory");
@@ -207,9 +204,7 @@ int main(int argc, char **argv)
 			if (sw_writer_put(w, rec))
 				cli_die_stream(strcmp(out, "-") ? out : "stdout", sw_writer_error(w));
 		}
-		if (sw_writer_close(w))
-			cli_die_stream(strcmp(out, "-") ? out : "stdout", sw_writer_error(w));
-		sw_writer_free(w);
+		cli_output_close(w, out);
 		sw_rec_free(rec);
 		free(idx);
 		sw_pool_free(p);

@@ -229,8 +229,8 @@ static void interrupted_(void)
 	uint64_t nrec, bytes, written_, skipped;
 	int ended;
 	sw_rollout_feed_counts(feed_, &nrec, &bytes, &ended, &written_, &skipped);
-	if (w_ && sw_writer_close(w_))
-		cli_die_stream(out_name_, sw_writer_error(w_));
+	if (w_)
+		cli_output_end(w_, out_name_);
 	if (progress_ == 2)
 		progress_line_(1);
 	if (w_ && cli_verbosity >= 0)
@@ -369,8 +369,8 @@ int main(int argc, char **argv)
 	cli_output_format(out, &wo, fmt_set || launched, force || launched);
 	sw_engine_threads(o_.threads);
 	load_model_();
-	if (rank == 0 && !(w_ = sw_writer_open(out, &wo, &err)))
-		cli_die("cannot write '%s': %s", out, err.msg);
+	if (rank == 0)
+		w_ = cli_writer_open(out, &wo);
 	if (strcmp(out, "-"))
 		out_name_ = out;
 
@@ -407,8 +407,8 @@ int main(int argc, char **argv)
 	sw_rollout_free(ro);
 	sw_backend_trim(o_.be, NULL);
 	/* what came before a bad record is out, the output closed whole, before the message */
-	if (w_ && sw_writer_close(w_))
-		cli_die_stream(out_name_, sw_writer_error(w_));
+	if (w_)
+		cli_output_end(w_, out_name_);
 	sw_comm_close(comm_);
 	if (rc && rank == 0)
 		cli_die("%s", err.msg);

@@ -190,8 +190,7 @@ int main(int argc, char **argv)
 	int nfiles;
 	char **files = cli_inputs(argc, argv, optind_, &nfiles);
 	cli_output_settle(&o);
-	if (!(w_ = sw_writer_open(o.path, &o.wo, &err)))
-		cli_die("cannot write '%s': %s", o.path, err.msg);
+	w_ = cli_output_open(&o, o.path);
 	out_name_ = cli_output_name(o.path);
 
 	size_t max_record = cli_max_record();
@@ -204,7 +203,7 @@ int main(int argc, char **argv)
 		sw_reader *r = sw_reader_open(files[i], &err);
 		if (!r) {
 			drain_();
-			sw_writer_close(w_);
+			cli_output_end(w_, o.path);
 			cli_die("cannot open '%s': %s", files[i], strerror(err.sys_errno));
 		}
 		sw_reader_set_max_record(r, max_record);
@@ -219,8 +218,7 @@ int main(int argc, char **argv)
 			if ((rc = sw_verify_push(v_, rec, sw_reader_records(r), &err))) {
 				/* bad input: what came before it still goes out, properly ended */
 				drain_();
-				if (sw_writer_close(w_))
-					cli_die_stream(out_name_, sw_writer_error(w_));
+				cli_output_end(w_, o.path);
 				cli_die("%s: record %llu: %s", name, (unsigned long long)err.record, err.msg);
 			}
 			while ((rc = sw_verify_pop(v_, &done, 0, &err)) == 1)
@@ -232,16 +230,14 @@ int main(int argc, char **argv)
 		if (rc < 0) {
 			sw_error e = *sw_reader_error(r);
 			drain_();
-			if (sw_writer_close(w_))
-				cli_die_stream(out_name_, sw_writer_error(w_));
+			cli_output_end(w_, o.path);
 			cli_die_stream(name, &e);
 		}
 		bytes_in += sw_reader_bytes_in(r);
 		sw_reader_free(r);
 	}
 	drain_();
-	if (sw_writer_close(w_))
-		cli_die_stream(out_name_, sw_writer_error(w_));
+	cli_output_end(w_, o.path);
 	uint64_t n = sw_verify_done(v_), failed = sw_verify_failed(v_);
 	cli_summary(n, bytes_in, sw_writer_bytes_out(w_));
 	sw_writer_free(w_);

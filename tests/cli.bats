@@ -203,3 +203,45 @@ bash_complete() {
 	run -0 sw-run -q --resume run
 	run -0 sw-audit verify run
 }
+
+@test "-o FILE is written whole: the file changes only when the output is complete (so it may be an input too); an error or a signal leaves it as it was" {
+	mkdir "$BATS_TEST_TMPDIR/d"
+	cd "$BATS_TEST_TMPDIR/d"
+	for i in $(seq 1 400); do
+		printf '{"id":"q%d/0","group":"q%d","prompt":"%d+1=","response":"%0200d","prompt_tokens":[1,2],"response_tokens":[3,4,5],"logprobs":[-1.0,-1.0,-1.0]}\n' "$i" "$i" "$i" 7
+	done | sw-cat -f msgpack -o orig.msgpack
+	for p in "sw-cat" "sw-sort" "sw-balance -n 1" "sw-verify -r json"; do
+		# the output is one of the inputs: every record read before the file is replaced
+		cp orig.msgpack s.msgpack
+		chmod 640 s.msgpack
+		run -0 --separate-stderr $p -o s.msgpack s.msgpack
+		[ "$stderr" = "" ]
+		run -0 sw-cat -c s.msgpack
+		[ "$output" = 400 ] || { echo "$p: $output records"; false; }
+		[ "$(stat -c %a s.msgpack)" = 640 ]
+		# a write that cannot finish: the error, exit 1, the file as it was, no temporary left
+		cp orig.msgpack s.msgpack
+		run -1 --separate-stderr bash -c "ulimit -f 20; exec $p -o s.msgpack orig.msgpack"
+		[ "$output" = "" ]
+		[ "$stderr" = "${p%% *}: s.msgpack: write error: File too large" ]
+		cmp s.msgpack orig.msgpack
+		run -0 ls
+		[ "$output" = "$(printf 'orig.msgpack\ns.msgpack')" ] || { echo "$output"; false; }
+	done
+	# SIGTERM while it writes: the temporary goes, the file stays as it was
+	echo old >kept
+	mkfifo in
+	sw-cat -f msgpack -o kept <in 3>&- &
+	pid=$!
+	exec 5>in
+	head -c 20000 orig.msgpack >&5
+	for i in $(seq 1 100); do [ -n "$(ls kept.tmp.* 2>/dev/null)" ] && break; sleep 0.1; done
+	[ -n "$(ls kept.tmp.* 2>/dev/null)" ]
+	kill -TERM "$pid"
+	st=0
+	wait "$pid" || st=$?
+	exec 5>&-
+	[ "$st" = 143 ]
+	[ "$(cat kept)" = old ]
+	[ -z "$(ls kept.tmp.* 2>/dev/null)" ]
+}

@@ -576,7 +576,8 @@ print(len(recs), sum("\ufffd" in r["response"] for r in recs), sum(len(r["respon
 }
 
 # Start sw-rollout -o FILE in the background with SIGINT as it is on a terminal (a background job of
-# a script has it ignored), wait until FILE holds 4 samples, send the signal, and print the exit status.
+# a script has it ignored), wait until FILE's temporary (FILE.tmp.*: -o writes a file whole) holds 4
+# samples, send the signal, and print the exit status.
 interrupt() {
 	local sig=$1 file=$2
 	shift 2
@@ -585,7 +586,7 @@ interrupt() {
 	local pid=$! i
 	for i in $(seq 1 300); do
 		# (the records before the end a live zstd frame has so far)
-		[ "$(sw-cat "$file" 2>/dev/null | sw-cat -c 2>/dev/null || :)" -ge 4 ] 2>/dev/null && break
+		[ "$(cat "$file".tmp.* 2>/dev/null | sw-cat 2>/dev/null | sw-cat -c 2>/dev/null || :)" -ge 4 ] 2>/dev/null && break
 		sleep 0.1
 	done
 	kill -"$sig" "$pid"
@@ -605,6 +606,8 @@ interrupt() {
 	# the samples are the first ones, in input order, each whole
 	run -0 sh -c 'sw-cat -f json out.msgpack | jq -r .id | head -5 | tr "\n" " "'
 	[ "$output" = "p1/0 p1/1 p1/2 p1/3 p2/0 " ]
+	run -0 ls
+	[[ $output != *.tmp.* ]]
 	run -0 interrupt TERM out.zst -m "$M" -n 4 --max-new-tokens 256 --batch 16 -z in.jsonl
 	[ "$output" = 143 ]
 	[[ $(cat err.txt) == "sw-rollout: interrupted (SIGTERM): "*" written to out.zst" ]]

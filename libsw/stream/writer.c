@@ -6,11 +6,18 @@
  * the descriptor when the buffer fills, on sw_writer_flush() (which also
  * ends a zstd block, so the reader downstream can decode every record
  * written so far), and on close.  Records are never split across a flush.
+ * sw_writer_open_whole writes a file through a temporary beside it, renamed
+ * over it at close: the file is its old self until the output is whole.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 #include "common/internal.h"
@@ -20,6 +27,7 @@
 struct sw_writer {
 	char *name;
 	int fd, own_fd;
+	char *tmp, *dest;  /* sw_writer_open_whole: the temporary until renamed over dest at close */
 	sw_format fmt;
 	ZSTD_CCtx *cctx;
 	sw_buf buf;   /* encoded records not yet written */
@@ -55,19 +63,23 @@ sw_writer *sw_writer_fdopen(int fd, const char *name, const sw_writer_opts *o, s
 	return w;
 }
 
+static sw_writer *cannot_create_(sw_error *err, int e)
+{
+	if (err) {
+		memset(err, 0, sizeof *err);
+		err->sys_errno = e;
+	}
+	sw_fail(err, SW_EIO, "cannot create: %s", strerror(e));
+	return NULL;
+}
+
 sw_writer *sw_writer_open(const char *path, const sw_writer_opts *o, sw_error *err)
 {
 	if (!strcmp(path, "-"))
 		return sw_writer_fdopen(1, "stdout", o, err);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-	if (fd < 0) {
-		if (err) {
-			memset(err, 0, sizeof *err);
-			err->sys_errno = errno;
-		}
-		sw_fail(err, SW_EIO, "cannot create: %s", strerror(errno));
-		return NULL;
-	}
+	if (fd < 0)
+		return cannot_create_(err, errno);
 	sw_writer *w = sw_writer_fdopen(fd, path, o, err);
 	if (!w)
 		close(fd);
@@ -76,12 +88,81 @@ sw_writer *sw_writer_open(const char *path, const sw_writer_opts *o, sw_error *e
 	return w;
 }
 
+/* fd: a new file beside dest, named dest.tmp.XXXXXX, with the umask's mode (O_EXCL: never one that exists). */
+static int tmp_beside_(const char *dest, char *tmp, size_t n)
+{
+	static const char az[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	for (int tries = 0; tries < 100; tries++) {
+		unsigned char r[6];
+		char x[7];
+		randombytes_buf(r, sizeof r);
+		for (int i = 0; i < 6; i++)
+			x[i] = az[r[i] % (sizeof az - 1)];
+		x[6] = 0;
+		if ((size_t)snprintf(tmp, n, "%s.tmp.%s", dest, x) >= n) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+sw_writer *sw_writer_open_whole(const char *path, const sw_writer_opts *o, sw_error *err)
+{
+	struct stat st, lst;
+	int exists = !stat(path, &st);
+	/* standard output, a FIFO, a terminal, /dev/null: written as they are */
+	if (!strcmp(path, "-") || (exists && !S_ISREG(st.st_mode)) || (!exists && !lstat(path, &lst)))
+		return sw_writer_open(path, o, err);
+	char dest[PATH_MAX], tmp[PATH_MAX + 16];
+	/* a symbolic link: its target is replaced, and the link stays (a dangling one was written through above) */
+	int link = exists && !lstat(path, &lst) && S_ISLNK(lst.st_mode);
+	if (link ? !realpath(path, dest) : (size_t)snprintf(dest, sizeof dest, "%s", path) >= sizeof dest)
+		return sw_writer_open(path, o, err);
+	int fd = tmp_beside_(dest, tmp, sizeof tmp);
+	if (fd < 0 && exists && (errno == EACCES || errno == EROFS || errno == EPERM))
+		return sw_writer_open(path, o, err); /* a file we may write in a directory we may not */
+	if (fd < 0 || (exists && fchmod(fd, st.st_mode & 07777))) {
+		int e = errno;
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
+		return cannot_create_(err, e);
+	}
+	sw_writer *w = sw_writer_fdopen(fd, path, o, err);
+	if (!w || !(w->tmp = strdup(tmp)) || !(w->dest = strdup(dest))) {
+		if (w)
+			sw_writer_free(w); /* removes the temporary */
+		else {
+			close(fd);
+			unlink(tmp);
+		}
+		sw_fail(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	w->own_fd = 1;
+	return w;
+}
+
+const char *sw_writer_pending(const sw_writer *w)
+{
+	return w->tmp;
+}
+
 void sw_writer_free(sw_writer *w)
 {
 	if (!w)
 		return;
 	if (w->own_fd)
 		close(w->fd);
+	if (w->tmp)
+		unlink(w->tmp); /* never closed whole: dest is as it was */
+	free(w->tmp);
+	free(w->dest);
 	ZSTD_freeCCtx(w->cctx);
 	sw_buf_release(&w->buf);
 	sw_buf_release(&w->zout);
@@ -172,12 +253,26 @@ int sw_writer_flush(sw_writer *w)
 int sw_writer_close(sw_writer *w)
 {
 	int rc = w->err.code ? w->err.code : drain_(w, ZSTD_e_end);
+	if (!rc && w->tmp && fsync(w->fd)) {
+		w->err.sys_errno = errno;
+		rc = sw_fail(&w->err, SW_EIO, "fsync: %s", strerror(errno));
+	}
 	if (w->own_fd) {
 		w->own_fd = 0;
 		if (close(w->fd) && !rc) {
 			w->err.sys_errno = errno;
 			rc = sw_fail(&w->err, SW_EIO, "close: %s", strerror(errno));
 		}
+	}
+	if (w->tmp && !rc && rename(w->tmp, w->dest)) {
+		w->err.sys_errno = errno;
+		rc = sw_fail(&w->err, SW_EIO, "cannot rename %s over it: %s", w->tmp, strerror(errno));
+	}
+	if (w->tmp) {
+		if (rc)
+			unlink(w->tmp);
+		free(w->tmp);
+		w->tmp = NULL;
 	}
 	return rc;
 }

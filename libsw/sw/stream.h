@@ -75,6 +75,19 @@ typedef struct sw_writer_opts {
 
 sw_writer *sw_writer_open(const char *path, const sw_writer_opts *o, sw_error *err);
 sw_writer *sw_writer_fdopen(int fd, const char *name, const sw_writer_opts *o, sw_error *err);
+/*
+ * A file written whole: the records go to a new file beside path,
+ * PATH.tmp.XXXXXX (the umask's mode, or the mode of the file it replaces),
+ * which sw_writer_close syncs and renames over path; until then path is as
+ * it was (so it may also be one of the inputs), and a writer freed without a
+ * successful close removes its temporary.  A symbolic link's target is
+ * replaced.  "-", and a path that is not a regular file (a FIFO, a
+ * terminal, /dev/null), are written directly as sw_writer_open does; so is
+ * an existing file in a directory where no file can be made.
+ */
+sw_writer *sw_writer_open_whole(const char *path, const sw_writer_opts *o, sw_error *err);
+/* The temporary file of a sw_writer_open_whole not yet closed (for a signal handler to remove), else NULL. */
+const char *sw_writer_pending(const sw_writer *w);
 /* Frees without finishing; use sw_writer_close() to end cleanly. */
 void sw_writer_free(sw_writer *w);
 
@@ -83,7 +96,7 @@ int sw_writer_put(sw_writer *w, sw_rec *rec);
 int sw_writer_put_raw(sw_writer *w, const void *mp, size_t n);
 /* Hand everything written so far to the descriptor, ending a zstd block. */
 int sw_writer_flush(sw_writer *w);
-/* Finish the zstd frame, flush, and (for sw_writer_open) close the file. */
+/* Finish the zstd frame, flush, and (for sw_writer_open) close the file; for sw_writer_open_whole, sync and rename it over its path. */
 int sw_writer_close(sw_writer *w);
 const sw_error *sw_writer_error(const sw_writer *w);
 uint64_t sw_writer_records(const sw_writer *w);

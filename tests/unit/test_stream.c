@@ -1,11 +1,16 @@
-/* test_stream.c - the reader's detection and errors, the writer, the JSON mapping. */
+/* test_stream.c - the reader's detection and errors, the writer (and a file written whole), the JSON mapping. */
+#define _DEFAULT_SOURCE
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 #include "common/internal.h"
 #include "tap.h"
+#include "tmpfiles.h"
 
 /* All records of a memory stream: count, and the error code at the end. */
 static int read_all_(const void *p, size_t n, uint64_t *count, sw_error *err)
@@ -536,6 +541,97 @@ static void test_show_text(void)
 	ok(one[0] == 0, "a 1-byte buffer gets its NUL");
 }
 
+/* The entries of the scratch directory, sorted, as "a b c". */
+static const char *ls_(void)
+{
+	static char out[512];
+	struct dirent **e;
+	int n = scandir(tmp_dir_, &e, NULL, alphasort);
+	out[0] = 0;
+	for (int i = 0; i < n; i++) {
+		if (e[i]->d_name[0] != '.') {
+			size_t k = strlen(out);
+			snprintf(out + k, sizeof out - k, "%s%s", k ? " " : "", e[i]->d_name);
+		}
+		free(e[i]);
+	}
+	free(e);
+	return out;
+}
+
+static sw_writer *whole_(const char *path, int nrec)
+{
+	sw_error e = { 0 };
+	sw_writer_opts o = { SW_FMT_JSON, 0 };
+	sw_writer *w = sw_writer_open_whole(path, &o, &e);
+	sw_rec *rec = sw_rec_new();
+	for (int i = 0; w && i < nrec; i++) {
+		sw_rec_clear(rec);
+		sw_rec_set_i64(rec, "i", i);
+		sw_writer_put(w, rec);
+	}
+	sw_rec_free(rec);
+	return w;
+}
+
+/* sw_writer_open_whole: the file changes at close, all at once; until then it is as it was. */
+static void test_whole(void)
+{
+	char path[512], link[512], buf[256];
+	struct stat st;
+	if (tmp_open("stream"))
+		abort();
+	snprintf(path, sizeof path, "%s/out", tmp_dir_);
+	tmp_put(path, "old\n", 4);
+	chmod(path, 0640);
+	sw_writer *w = whole_(path, 2);
+	ok(w && sw_writer_pending(w) && !strncmp(sw_writer_pending(w), path, strlen(path)) &&
+	   !strncmp(sw_writer_pending(w) + strlen(path), ".tmp.", 5), "records go to a temporary beside it: %s",
+	   w ? sw_writer_pending(w) : "");
+	ok(!strcmp(tmp_get(path, buf, sizeof buf, NULL), "old\n"), "the file is as it was while it is written");
+	is_int(sw_writer_close(w), 0, "closed");
+	ok(!sw_writer_pending(w), "nothing pending after");
+	sw_writer_free(w);
+	ok(!strcmp(tmp_get(path, buf, sizeof buf, NULL), "{\"i\":0}\n{\"i\":1}\n"), "then it is the new one");
+	ok(!stat(path, &st) && (st.st_mode & 07777) == 0640, "with the mode it had (%o)", st.st_mode & 07777);
+	ok(!strcmp(ls_(), "out"), "and no temporary is left: %s", ls_());
+
+	w = whole_(path, 3);
+	sw_writer_free(w); /* never closed: an error, a program that stopped */
+	ok(!strcmp(tmp_get(path, buf, sizeof buf, NULL), "{\"i\":0}\n{\"i\":1}\n"), "a writer freed unclosed changes nothing");
+	ok(!strcmp(ls_(), "out"), "and removes its temporary: %s", ls_());
+
+	/* a new file gets the umask's mode; a symbolic link's target is replaced, the link kept */
+	snprintf(path, sizeof path, "%s/new", tmp_dir_);
+	mode_t um = umask(027);
+	w = whole_(path, 1);
+	ok(w && !sw_writer_close(w) && !stat(path, &st) && (st.st_mode & 07777) == 0640, "a new file: 0666 less the umask (%o)",
+	   st.st_mode & 07777);
+	umask(um);
+	sw_writer_free(w);
+	snprintf(link, sizeof link, "%s/link", tmp_dir_);
+	if (symlink("new", link))
+		abort();
+	w = whole_(link, 3);
+	ok(w && !sw_writer_close(w), "written through a link");
+	sw_writer_free(w);
+	ok(!lstat(link, &st) && S_ISLNK(st.st_mode), "the link is still a link");
+	size_t n = 0;
+	tmp_get(path, buf, sizeof buf, &n);
+	is_int(n, 24, "its target holds the three records");
+	ok(!strcmp(ls_(), "link new out"), "no temporary left: %s", ls_());
+
+	/* not a regular file: written directly, nothing pending */
+	w = whole_("/dev/null", 1);
+	ok(w && !sw_writer_pending(w) && !sw_writer_close(w), "/dev/null is written directly");
+	sw_writer_free(w);
+	sw_error e = { 0 };
+	snprintf(path, sizeof path, "%s/no/such/dir/f", tmp_dir_);
+	sw_writer_opts o = { SW_FMT_JSON, 0 };
+	ok(!sw_writer_open_whole(path, &o, &e) && e.code == SW_EIO && e.sys_errno == ENOENT, "no directory: %s", e.msg);
+	tmp_close();
+}
+
 int main(void)
 {
 	test_show_text();
@@ -544,6 +640,7 @@ int main(void)
 	test_zstd();
 	test_json_mapping();
 	test_writer();
+	test_whole();
 	test_utf8();
 	test_refill();
 	return tap_done();
