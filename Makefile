@@ -53,7 +53,7 @@ DEPS_BUILD := gcc make libc6-dev libmsgpack-dev libzstd-dev libopenblas-dev libd
               libopenmpi-dev openmpi-bin
 DEPS_TEST  := bats bash-completion mandoc jq zstd pkg-config libxml2-utils librsvg2-bin uidmap python3-msgpack python3-pil \
               libicu-dev hyperfine clang libomp-dev
-DEPS_BENCH := jq zstd hyperfine
+DEPS_BENCH := jq zstd hyperfine strace
 DEPS_DEMO  := jq librsvg2-bin
 DEPS_FUZZ  := clang libomp-dev
 

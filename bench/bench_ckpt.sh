@@ -16,6 +16,12 @@
 # syncing, digesting and recording it); the whole run's wall time is given
 # too.  Medians.
 #
+# Then sw-train used on its own, `sw-train -m m -o out` (one GRPO step on the
+# samples of the first sw-run side's last iteration, KL to m): the model
+# directory it writes (weights, AdamW state, trainer_state.json, fsync'd and
+# renamed into place), timed from the mkdir of its temporary directory to its
+# rename (`strace -tt`), BEFORE and this build taking turns, ROUNDS rounds.
+#
 #   BEFORE=/tmp/wt-base sh bench/bench_ckpt.sh
 set -eu
 . "$(dirname "$0")/env.sh"
@@ -47,13 +53,26 @@ side() {
 }
 med() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-: >now.ckpt; : >now.whole; : >before.ckpt; : >before.whole
+# save NAME BUILD: sw-train -o once under strace, the seconds from the temporary directory's mkdir to its rename
+save() {
+	rm -rf out out.tmp-*
+	PATH=$2/bin:$PATH strace -f -tt -e trace=mkdir,rename -o st.txt sw-train -q -m m -o out --algo grpo \
+		--lr 1e-6 --kl-coef 0.04 --ref m -j 2 train.msgpack >/dev/null
+	awk '/mkdir\("out\.tmp-/ && !a { a = $2 } /rename\("out\.tmp-[0-9]*", "out"\)/ { b = $2 }
+		function s(t, x) { split(t, x, ":"); return x[1] * 3600 + x[2] * 60 + x[3] }
+		END { printf "%.3f\n", s(b) - s(a) }' st.txt >>"$1.save"
+}
+: >now.ckpt; : >now.whole; : >before.ckpt; : >before.whole; : >now.save; : >before.save
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 r=0
 while [ "$r" -lt "$rounds" ]; do
 	r=$((r + 1))
 	[ -z "${BEFORE:-}" ] || side before "$BEFORE/build"
 	side now "$B"
+	# sw-train on its own trains on the samples of the run's last iteration
+	[ -s train.msgpack ] || sw-cat "$(ls run/samples/iter-*.train.msgpack.zst | tail -n 1)" >train.msgpack
+	[ -z "${BEFORE:-}" ] || save before "$BEFORE/build"
+	save now "$B"
 done
 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error python3 "$here/ckpt_torch.py" m "$tmp" "$rounds" >torch.json
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -72,3 +91,7 @@ echo
 awk -v a="$(jq '.save_fsync_s | sort | .[length / 2 | floor]' torch.json)" -v b="$(med now.ckpt)" \
 	'BEGIN { printf "transformers fsync'"'"'d / this build, one checkpoint: %.2fx\n", a / b }'
 echo "every checkpoint, s: this build $(tr '\n' ' ' <now.ckpt)${BEFORE:+; BEFORE $(tr '\n' ' ' <before.ckpt)}"
+echo
+echo "sw-train -m m -o out alone, the model directory written (mkdir of its temporary to its rename, strace -tt):"
+echo "this build $(med now.save) s (every one: $(tr '\n' ' ' <now.save))${BEFORE:+; BEFORE $(med before.save) s (every one: $(tr '\n' ' ' <before.save))}"
+[ -z "${BEFORE:-}" ] || awk -v a="$(med before.save)" -v b="$(med now.save)" 'BEGIN { printf "BEFORE / this build, sw-train -o: %.2fx\n", a / b }'

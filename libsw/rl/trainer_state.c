@@ -126,6 +126,41 @@ static int opt_hash_(const sw_trainer *t, const unsigned char *hdr, char *hx, sw
 	return 0;
 }
 
+static void hex32_(const unsigned char h[32], char hx[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(hx + 2 * i, 3, "%02x", h[i]);
+}
+
+/* The BLAKE2b of header and moments (m, v: np floats each): optimizer.bin's, in h and as hex. */
+static void dir_hash_(const unsigned char hdr[OPT_HEADER], uint64_t np, const float *m, const float *v,
+                      unsigned char h[32], char hx[65])
+{
+	crypto_generichash_state hs;
+	crypto_generichash_init(&hs, NULL, 0, 32);
+	crypto_generichash_update(&hs, hdr, OPT_HEADER);
+	crypto_generichash_update(&hs, (const unsigned char *)m, np * sizeof(float));
+	crypto_generichash_update(&hs, (const unsigned char *)v, np * sizeof(float));
+	crypto_generichash_final(&hs, h, 32);
+	hex32_(h, hx);
+}
+
+/* optimizer.bin hashed on a thread of its own while it is written: the two take about as long */
+typedef struct hash_job_ {
+	const unsigned char *hdr;
+	uint64_t np;
+	const float *m, *v;
+	unsigned char h[32];
+	char hx[65];
+} hash_job_;
+
+static void *hash_job_run_(void *p)
+{
+	hash_job_ *j = p;
+	dir_hash_(j->hdr, j->np, j->m, j->v, j->h, j->hx);
+	return NULL;
+}
+
 /* ---- a model directory ------------------------------------------------------------------ */
 
 /* What trainer_state.json says. */
@@ -313,7 +348,20 @@ static int state_save_(const sw_trainer *t, const char *dir, sw_error *err)
 	memcpy(hdr, OPT_MAGIC, 8);
 	memcpy(hdr + 8, &np, 8);
 	memcpy(hdr + 16, &t->updates, 8);
-	if ((rc = opt_hash_(t, hdr, hx, err)) || (rc = afile_put_(ob, hdr, sizeof hdr, t, err)))
+	/* hashed on a thread beside the write where the moments are host memory (the CPU's), else before it;
+	 * written through the page cache (not around it as a checkpoint is: the directory is the model the
+	 * next step reads, and reading it back from the disk cost more than writing around the cache saved) */
+	hash_job_ hj = { hdr, np, t->be->host_view(t->m), t->be->host_view(t->v), { 0 }, "" };
+	pthread_t th;
+	int threaded = hj.m && hj.v && !pthread_create(&th, NULL, hash_job_run_, &hj);
+	if (!threaded && (rc = opt_hash_(t, hdr, hx, err)))
+		goto out;
+	rc = afile_put_(ob, hdr, sizeof hdr, t, err);
+	if (threaded) {
+		pthread_join(th, NULL);
+		memcpy(hx, hj.hx, sizeof hx);
+	}
+	if (rc)
 		goto out;
 	jstate_ js_ = { t->version, t->updates, nparams, { 0 }, { 0 } };
 	memcpy(js_.rng, t->rng.s, sizeof js_.rng);
@@ -732,12 +780,6 @@ int sw_trainer_commit_store(sw_trainer *t, sw_error *err)
 
 /* ---- a store's state as a directory's, and back (sw-run's checkpoints) --------------------------- */
 
-static void hex32_(const unsigned char h[32], char hx[65])
-{
-	for (int i = 0; i < 32; i++)
-		snprintf(hx + 2 * i, 3, "%02x", h[i]);
-}
-
 /* The directory format's 32-byte header. */
 static void dir_header_bytes_(unsigned char hdr[OPT_HEADER], uint64_t np, uint64_t updates)
 {
@@ -747,39 +789,11 @@ static void dir_header_bytes_(unsigned char hdr[OPT_HEADER], uint64_t np, uint64
 	memcpy(hdr + 16, &updates, 8);
 }
 
-/* The BLAKE2b of header and moments (mv: 2 * np floats): optimizer.bin's, in h and as hex. */
-static void dir_hash_(const unsigned char hdr[OPT_HEADER], uint64_t np, const float *mv, unsigned char h[32],
-                      char hx[65])
-{
-	crypto_generichash_state hs;
-	crypto_generichash_init(&hs, NULL, 0, 32);
-	crypto_generichash_update(&hs, hdr, OPT_HEADER);
-	crypto_generichash_update(&hs, (const unsigned char *)mv, 2 * np * sizeof(float));
-	crypto_generichash_final(&hs, h, 32);
-	hex32_(h, hx);
-}
-
 static void dir_header_(unsigned char hdr[OPT_HEADER], uint64_t np, uint64_t updates, const float *mv,
                         unsigned char h[32], char hx[65])
 {
 	dir_header_bytes_(hdr, np, updates);
-	dir_hash_(hdr, np, mv, h, hx);
-}
-
-/* optimizer.bin hashed on a thread of its own while it is written: the two take about as long */
-typedef struct hash_job_ {
-	const unsigned char *hdr;
-	uint64_t np;
-	const float *mv;
-	unsigned char h[32];
-	char hx[65];
-} hash_job_;
-
-static void *hash_job_run_(void *p)
-{
-	hash_job_ *j = p;
-	dir_hash_(j->hdr, j->np, j->mv, j->h, j->hx);
-	return NULL;
+	dir_hash_(hdr, np, mv, mv + np, h, hx);
 }
 
 int sw_trainer_state_export(sw_store *opt, const char *dir, sw_error *err)
@@ -817,7 +831,7 @@ int sw_trainer_state_export_with(sw_store *opt, const char *dir, const sw_save_o
 	memcpy(j.rng, sh + 32, 32);
 	j.nparams = np;
 	dir_header_bytes_(hdr, np, j.updates);
-	hash_job_ hj = { hdr, np, a + OPT_STORE_HEADER, { 0 }, "" };
+	hash_job_ hj = { hdr, np, a + OPT_STORE_HEADER, a + OPT_STORE_HEADER + np, { 0 }, "" };
 	pthread_t th;
 	int threaded = !pthread_create(&th, NULL, hash_job_run_, &hj);
 	sw_afile f;
