@@ -196,8 +196,10 @@ unswept() {
 }
 
 @test "one sw-run at a time in a run directory: a resume or a start beside a live run is refused, nothing touched" {
-	# a run whose train stage waits, in iteration 2, until told to go on (at most 60 s: a failed test leaves nothing)
-	sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then touch "$SW_RUN/../waiting"; i=0; while [ ! -e "$SW_RUN/../go" ] && [ $((i += 1)) -lt 1200 ]; do sleep 0.05; done; fi; sw-cat' &
+	# a run whose train stage waits, in iteration 2, until told to go on (at most 60 s: a failed test leaves
+	# nothing); it says so once it has read its input, so the stages before it are done (the verify stage
+	# appends its record to the audit log as it starts)
+	sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then cat >"$SW_RUN/../in2"; touch "$SW_RUN/../waiting"; i=0; while [ ! -e "$SW_RUN/../go" ] && [ $((i += 1)) -lt 1200 ]; do sleep 0.05; done; sw-cat "$SW_RUN/../in2"; else sw-cat; fi' &
 	pid=$!
 	for _ in $(seq 400); do [ -e waiting ] && break; sleep 0.05; done
 	[ -e waiting ]
