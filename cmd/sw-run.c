@@ -163,12 +163,12 @@ static void metrics_(run_ *r, sw_rec *m, int rc)
 }
 
 /* What every stage finds in its environment for iteration it. */
-static void stage_env_(run_ *r, uint64_t it)
+static void stage_env_(run_ *r, uint64_t it, int eval)
 {
 	sw_error err = { 0 };
 	sw_stage_env e = { r->s.spec, r->s.opt_spec, r->s.ref ? r->s.ref_spec : NULL, r->dir, it, r->x.seed,
 	                   r->x.group, r->x.batch, r->lr_scale, r->x.device, r->x.model, r->x.ranks,
-	                   r->s.mpi_dir[0] ? r->s.mpi_dir : NULL };
+	                   r->s.mpi_dir[0] ? r->s.mpi_dir : NULL, eval };
 	must_(sw_stage_env_set(&e, &err), &err);
 }
 
@@ -232,7 +232,7 @@ static void evaluate_(run_ *r, uint64_t it)
 	int fd = open(r->x.eval, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		cli_die("cannot open '%s': %s", r->x.eval, strerror(errno));
-	stage_env_(r, it);
+	stage_env_(r, it, 1);
 	double t0 = now_();
 	char *samples = path_(r->dir, "samples/eval-%04llu.msgpack.zst", (unsigned long long)it);
 	sw_pipeline *pl = r->eval_pl;
@@ -312,7 +312,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	sw_tally t;
 	sw_error err = { 0 };
 	sw_tally_init(&t, r->x.accuracy);
-	stage_env_(r, it);
+	stage_env_(r, it, 0);
 	char tap[4200], warn[600] = "";
 	must_(sw_run_scratch_reset(r->dir, tap, sizeof tap, &err), &err);
 	uint64_t v0 = sw_store_version(r->s.w);

@@ -105,7 +105,8 @@ static double fraction_(const char *opt, const char *s, double lo, double hi)
  * Under sw-run ($SW_RUN, a run directory with its audit log): a "verifiers"
  * record of this iteration's specs and the digests of the files they name
  * (blocklists, plug-ins, exec scripts), so that the log says which reward
- * each iteration was trained on.  Signed when $SW_SIGN_KEY is set, as
+ * each iteration was trained on; "of" says whether the stage is an
+ * iteration's or an evaluation's ($SW_EVAL=1), as sw-run's stage records do.  Signed when $SW_SIGN_KEY is set, as
  * sw-run hands it to its stages.
  */
 static void record_(const char **specs, size_t nspecs)
@@ -123,7 +124,9 @@ static void record_(const char **specs, size_t nspecs)
 	if (!a)
 		cli_die("cannot record the verifiers in %s: %s", log, err.msg);
 	sw_audit_rec *r = sw_audit_rec_new("verifiers");
+	const char *ev = getenv("SW_EVAL"); /* an evaluation's verify stage, as its stage records say */
 	if (!r || (it && sw_audit_rec_int(r, "iter", strtoll(it, NULL, 10))) ||
+	    sw_audit_rec_str(r, "of", ev && !strcmp(ev, "1") ? "eval" : "iteration") ||
 	    sw_audit_rec_argv(r, "specs", (int)nspecs, (char *const *)specs))
 		cli_die("cannot record the verifiers in %s: out of memory, or a spec that is not UTF-8 text", log);
 	if (sw_audit_rec_files(r, "files", files, nf, &err) || sw_audit_append(a, r, &err)) /* I/O messages name their file */

@@ -95,6 +95,8 @@ unswept() {
 	EOF2
 	run -0 env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT sw-run -q -c exp -o run --iters 1 --seed 7
 	grep -qx 'SW_ITER=1' run/env-1
+	# an iteration's stages: no SW_EVAL (an evaluation's stages get SW_EVAL=1: the verifiers records test)
+	run ! grep -q '^SW_EVAL=' run/env-1
 	# OpenMP's threads spin briefly before they sleep, unless the user says otherwise
 	grep -qx 'GOMP_SPINCOUNT=2000' run/env-1
 	run ! grep -q '^OMP_WAIT_POLICY=' run/env-1
@@ -270,13 +272,16 @@ unswept() {
 	printf 'badword\n' >rules.txt
 	run -0 sw-run -q -c exp -o run --iters 2 --eval-every 5 \
 		--verify 'if [ "$SW_ITER" = 2 ]; then printf "otherword\n" >rules.txt; fi; sw-verify -r math -r blocklist:rules.txt,hard'
-	# the evaluations before the first iteration and after the last verify too (eval-verify is verify)
-	run -0 jq -c 'select(.event == "verifiers") | [.iter, .specs]' run/audit.log
+	# the evaluations before the first iteration and after the last verify too (eval-verify is verify),
+	# their records marked as the evaluation's stage records are ("of")
+	run -0 jq -c 'select(.event == "verifiers") | [.iter, .of, .specs]' run/audit.log
 	[ "${#lines[@]}" = 4 ]
-	[ "${lines[0]}" = '[0,["math","blocklist:rules.txt,hard"]]' ]
-	[ "${lines[1]}" = '[1,["math","blocklist:rules.txt,hard"]]' ]
-	[ "${lines[2]}" = '[2,["math","blocklist:rules.txt,hard"]]' ]
-	[ "${lines[3]}" = '[2,["math","blocklist:rules.txt,hard"]]' ]
+	[ "${lines[0]}" = '[0,"eval",["math","blocklist:rules.txt,hard"]]' ]
+	[ "${lines[1]}" = '[1,"iteration",["math","blocklist:rules.txt,hard"]]' ]
+	[ "${lines[2]}" = '[2,"iteration",["math","blocklist:rules.txt,hard"]]' ]
+	[ "${lines[3]}" = '[2,"eval",["math","blocklist:rules.txt,hard"]]' ]
+	run -0 sh -c "jq -c 'select(.event == \"stage\" and .stage == \"verify\") | [.iter, .of]' run/audit.log | sort"
+	[ "$(echo $output)" = '[0,"eval"] [1,"iteration"] [2,"eval"] [2,"iteration"]' ]
 	run -0 jq -r 'select(.event == "verifiers") | .files["rules.txt"]' run/audit.log
 	[ "${lines[1]}" = "$(printf 'badword\n' | b2sum -l 256 | cut -d' ' -f1)" ]
 	[ "${lines[2]}" = "$(b2sum -l 256 rules.txt | cut -d' ' -f1)" ]

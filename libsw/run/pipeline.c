@@ -467,6 +467,10 @@ int sw_stage_env_set(const sw_stage_env *e, sw_error *err)
 		rc = setenv_("SW_DEVICE", e->device, err);
 	snprintf(buf, sizeof buf, "%llu", (unsigned long long)(e->ranks ? e->ranks : 1));
 	rc = rc ? rc : setenv_("SW_RANKS", buf, err);
+	if (!rc && e->eval)
+		rc = setenv_("SW_EVAL", "1", err);
+	else if (!rc)
+		unsetenv("SW_EVAL");
 	/*
 	 * Stages share the cores: a thread that spins long waiting for its
 	 * team burns the time another stage (or its own team-mate) needs.

@@ -243,6 +243,7 @@ typedef struct sw_stage_env {
 	const char *model;              /* SW_MODEL: the run's model directory, for its tokenizer */
 	uint64_t ranks;                 /* SW_RANKS: data-parallel ranks of the rollout */
 	const char *mpi_dir;            /* where Open MPI's ranks keep their shared memory; NULL: its own */
+	int eval;                       /* SW_EVAL=1: the stages of an evaluation (unset for an iteration's) */
 } sw_stage_env;
 /* Set it in this process's environment, which the stages inherit (and
  * GOMP_SPINCOUNT=2000 where neither it nor OMP_WAIT_POLICY is set; mpi_dir as

@@ -290,7 +290,7 @@ static void test_stage_env_(void)
 	ok(!strcmp(tmp_get(args, got, sizeof got, NULL), want), "on the run's pool: %s", got);
 	unlink(fake);
 
-	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m", 3, NULL };
+	sw_stage_env e = { "shm:w", "shm:w.opt", NULL, dir_, 2, 1, 4, 8, 1, "guard", "m", 3, NULL, 0 };
 	unsetenv("OMPI_MCA_btl_vader_backing_directory");
 	unsetenv("OMPI_MCA_btl_sm_backing_directory");
 	unsetenv("SW_DEVICE");
@@ -298,6 +298,11 @@ static void test_stage_env_(void)
 	   "the stages' SW_DEVICE (%s)", err.msg);
 	ok(getenv("SW_RANKS") && !strcmp(getenv("SW_RANKS"), "3"), "the stages' SW_RANKS");
 	ok(getenv("SW_RANK_TIMES") && strstr(getenv("SW_RANK_TIMES"), "/tmp/rank-times.jsonl"), "where ranks say how long they worked");
+	ok(!getenv("SW_EVAL"), "an iteration's stages: no SW_EVAL");
+	e.eval = 1;
+	ok(!sw_stage_env_set(&e, &err) && getenv("SW_EVAL") && !strcmp(getenv("SW_EVAL"), "1"), "an evaluation's: SW_EVAL=1");
+	e.eval = 0;
+	ok(!sw_stage_env_set(&e, &err) && !getenv("SW_EVAL"), "and the next iteration's none again");
 	ok(!getenv("OMPI_MCA_btl_vader_backing_directory") && !getenv("OMPI_MCA_btl_sm_backing_directory"),
 	   "no MPI directory: Open MPI's backing directory as inherited");
 	e.device = NULL;
