@@ -228,6 +228,19 @@ bash_complete() {
 		run -0 ls
 		[ "$output" = "$(printf 'orig.msgpack\ns.msgpack')" ] || { echo "$output"; false; }
 	done
+	# a file one may write in a directory where one may make no file (a non-root user's case; root may
+	# make the temporary anyway): written either way, nothing left beside it
+	mkdir ro
+	cp orig.msgpack ro/s.msgpack
+	chmod 555 ro
+	run -0 --separate-stderr sw-cat -f json -o ro/s.msgpack orig.msgpack
+	chmod 755 ro
+	[ "$stderr" = "" ]
+	run -0 ls ro
+	[ "$output" = s.msgpack ]
+	[ "$(head -c 1 ro/s.msgpack)" = "{" ]
+	run -0 sw-cat -c ro/s.msgpack
+	[ "$output" = 400 ]
 	# SIGTERM while it writes: the temporary goes, the file stays as it was
 	echo old >kept
 	mkfifo in
