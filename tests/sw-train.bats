@@ -57,6 +57,10 @@ near() {
 	[ "$(accuracy m1 sft.jsonl)" = 1 ]
 	# the pass-through of SFT adds nothing
 	sw-cat sft.jsonl | cmp - <(printf '%s' "$output")
+	# the metrics to a pipe (neither locked nor synced, as a file is): the same record
+	run -0 --separate-stderr bash -o pipefail -c "sw-train -a sft --lr 3e-3 --epochs 40 -m '$TINY' -o m2 --metrics /dev/fd/3 sft.jsonl 3>&1 >/dev/null | cat"
+	[ "$stderr" = "" ]
+	[ "$(printf '%s\n' "$output" | jq -c 'del(.time_s, .tokens_per_s)')" = "$(jq -c 'del(.time_s, .tokens_per_s)' m.jsonl)" ]
 }
 
 @test "SFT on text: prompts, chat messages and responses tokenised as sw-rollout does" {

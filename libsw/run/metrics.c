@@ -32,8 +32,10 @@ int sw_metrics_append(const char *path, sw_rec *rec, sw_error *err)
 	sw_error e = { 0 };
 	sw_writer_opts wo = { SW_FMT_JSON, 0 };
 	struct stat st;
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), se = 0;
-	if (fd < 0 || flock(fd, LOCK_EX) || fstat(fd, &st)) {
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), se = 0, reg = 0;
+	/* a file: appended under its lock, synced, and cut back when the append fails; a pipe or a
+	 * terminal (--metrics /dev/stderr) is only written */
+	if (fd < 0 || fstat(fd, &st) || ((reg = S_ISREG(st.st_mode)) && flock(fd, LOCK_EX))) {
 		se = errno;
 		sw_fail(err, SW_EIO, "cannot %s '%s': %s", fd < 0 ? "open" : "lock", path, strerror(se));
 		if (err)
@@ -46,9 +48,9 @@ int sw_metrics_append(const char *path, sw_rec *rec, sw_error *err)
 	int rc = 0;
 	if (!w || sw_writer_put(w, rec) || sw_writer_close(w))
 		rc = sw_fail(err, SW_EIO, "cannot write '%s': %s", path, w ? sw_writer_error(w)->msg : e.msg);
-	else if (fsync(fd))
+	else if (reg && fsync(fd))
 		se = errno, rc = sw_fail(err, SW_EIO, "cannot write '%s': fsync: %s", path, strerror(se));
-	if (rc) {
+	if (rc && reg) {
 		/* the file ends with its last whole record again: a full disk leaves no part of one */
 		int c = sw_fd_cut_back(fd, st.st_size);
 		if (c && err) {

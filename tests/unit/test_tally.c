@@ -179,6 +179,17 @@ static void test_metrics_(void)
 	last = sw_metrics_last(path, &e);
 	ok(last && !sw_rec_get_u64(last, "iter", &it) && it == 1 && !e.code, "its last record is whole: %s", e.msg);
 	sw_rec_free(last);
+	/* a pipe (sw-train --metrics /dev/stderr, a process substitution): written, neither locked nor synced */
+	int pfd[2];
+	char pp[64], line[16] = "";
+	if (pipe(pfd))
+		abort();
+	snprintf(pp, sizeof pp, "/dev/fd/%d", pfd[1]);
+	e = (sw_error){ 0 };
+	ok(!sw_metrics_append(pp, m, &e), "appended to a pipe: %s", e.msg);
+	close(pfd[1]);
+	ok(read(pfd[0], line, 10) == 10 && !strncmp(line, "{\"iter\":1,", 10), "the record came through it: %.10s", line);
+	close(pfd[0]);
 	sw_rec_free(m);
 	sw_rec_free(v);
 }
