@@ -321,7 +321,9 @@ resumes() {
 	[ -d "$d" ]
 	kill -KILL $pid
 	wait $pid || true
-	for i in $(seq 100); do [ "$(left run)" = 0 ] && [ ! -e "$d" ] && break; sleep 0.05; done
+	# (the guard waits up to 10 s for the stages' group to be gone before it removes anything: under a
+	# loaded make test 5 s of polling was once too few)
+	for i in $(seq 300); do [ "$(left run)" = 0 ] && [ ! -e "$d" ] && break; sleep 0.05; done
 	[ "$(left run)" = 0 ]
 	# the launchers died by SIGKILL: their ranks' shared-memory files and their session directories
 	# were in the run's directory, gone with it
