@@ -110,6 +110,12 @@ static int hash_piece_(void *hs, const void *p, size_t bytes, sw_error *err)
 	return 0;
 }
 
+static void hex32_(const unsigned char h[32], char hx[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(hx + 2 * i, 3, "%02x", h[i]);
+}
+
 static int opt_hash_(const sw_trainer *t, const unsigned char *hdr, char *hx, sw_error *err)
 {
 	unsigned char h[32];
@@ -121,15 +127,8 @@ static int opt_hash_(const sw_trainer *t, const unsigned char *hdr, char *hx, sw
 	if ((rc = dev_read_(t->be, t->m, n, hash_piece_, &hs, err)) || (rc = dev_read_(t->be, t->v, n, hash_piece_, &hs, err)))
 		return rc;
 	crypto_generichash_final(&hs, h, sizeof h);
-	for (size_t i = 0; i < sizeof h; i++)
-		snprintf(hx + 2 * i, 3, "%02x", h[i]);
+	hex32_(h, hx);
 	return 0;
-}
-
-static void hex32_(const unsigned char h[32], char hx[65])
-{
-	for (int i = 0; i < 32; i++)
-		snprintf(hx + 2 * i, 3, "%02x", h[i]);
 }
 
 /* The BLAKE2b of header and moments (m, v: np floats each): optimizer.bin's, in h and as hex. */

@@ -8,12 +8,13 @@
  * written so far), and on close.  Records are never split across a flush.
  * sw_writer_open_whole writes a file through a temporary beside it, renamed
  * over it at close: the file is its old self until the output is whole.
+ * The temporary is an sw_afile's (common/afile.c: made, synced, renamed and
+ * removed as every file libsw commits); the writer writes its descriptor.
  */
 #define _DEFAULT_SOURCE /* realpath */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,8 @@
 struct sw_writer {
 	char *name;
 	int fd, own_fd;
-	char *tmp, *dest;  /* sw_writer_open_whole: the temporary until renamed over dest at close */
+	int whole;         /* sw_writer_open_whole: fd is af's temporary until af is committed at close */
+	sw_afile af;
 	sw_format fmt;
 	ZSTD_CCtx *cctx;
 	sw_buf buf;   /* encoded records not yet written */
@@ -88,28 +90,6 @@ sw_writer *sw_writer_open(const char *path, const sw_writer_opts *o, sw_error *e
 	return w;
 }
 
-/* fd: a new file beside dest, named dest.tmp.XXXXXX, with the umask's mode (O_EXCL: never one that exists). */
-static int tmp_beside_(const char *dest, char *tmp, size_t n)
-{
-	static const char az[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-	for (int tries = 0; tries < 100; tries++) {
-		unsigned char r[6];
-		char x[7];
-		randombytes_buf(r, sizeof r);
-		for (int i = 0; i < 6; i++)
-			x[i] = az[r[i] % (sizeof az - 1)];
-		x[6] = 0;
-		if ((size_t)snprintf(tmp, n, "%s.tmp.%s", dest, x) >= n) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd >= 0 || errno != EEXIST)
-			return fd;
-	}
-	return -1;
-}
-
 sw_writer *sw_writer_open_whole(const char *path, const sw_writer_opts *o, sw_error *err)
 {
 	struct stat st, lst;
@@ -117,40 +97,36 @@ sw_writer *sw_writer_open_whole(const char *path, const sw_writer_opts *o, sw_er
 	/* standard output, a FIFO, a terminal, /dev/null: written as they are */
 	if (!strcmp(path, "-") || (exists && !S_ISREG(st.st_mode)) || (!exists && !lstat(path, &lst)))
 		return sw_writer_open(path, o, err);
-	char dest[PATH_MAX], tmp[PATH_MAX + 16];
+	char dest[PATH_MAX];
 	/* a symbolic link: its target is replaced, and the link stays (a dangling one was written through above) */
 	int link = exists && !lstat(path, &lst) && S_ISLNK(lst.st_mode);
 	if (link ? !realpath(path, dest) : (size_t)snprintf(dest, sizeof dest, "%s", path) >= sizeof dest)
 		return sw_writer_open(path, o, err);
-	int fd = tmp_beside_(dest, tmp, sizeof tmp);
-	if (fd < 0 && exists && (errno == EACCES || errno == EROFS || errno == EPERM))
-		return sw_writer_open(path, o, err); /* a file we may write in a directory we may not */
-	if (fd < 0 || (exists && fchmod(fd, st.st_mode & 07777))) {
-		int e = errno;
-		if (fd >= 0) {
-			close(fd);
-			unlink(tmp);
-		}
-		return cannot_create_(err, e);
+	sw_afile af;
+	sw_error e = { 0 };
+	if (sw_afile_open(&af, dest, &e)) {
+		if (exists && (e.sys_errno == EACCES || e.sys_errno == EROFS || e.sys_errno == EPERM))
+			return sw_writer_open(path, o, err); /* a file we may write in a directory we may not */
+		return cannot_create_(err, e.sys_errno ? e.sys_errno : ENOMEM);
 	}
-	sw_writer *w = sw_writer_fdopen(fd, path, o, err);
-	if (!w || !(w->tmp = strdup(tmp)) || !(w->dest = strdup(dest))) {
-		if (w)
-			sw_writer_free(w); /* removes the temporary */
-		else {
-			close(fd);
-			unlink(tmp);
-		}
-		sw_fail(err, SW_ENOMEM, "out of memory");
+	if (exists && fchmod(af.fd, st.st_mode & 07777)) {
+		int se = errno;
+		sw_afile_abort(&af);
+		return cannot_create_(err, se);
+	}
+	sw_writer *w = sw_writer_fdopen(af.fd, path, o, err);
+	if (!w) {
+		sw_afile_abort(&af);
 		return NULL;
 	}
-	w->own_fd = 1;
+	w->whole = 1;
+	w->af = af;
 	return w;
 }
 
 const char *sw_writer_pending(const sw_writer *w)
 {
-	return w->tmp;
+	return w->whole ? w->af.tmp : NULL;
 }
 
 void sw_writer_free(sw_writer *w)
@@ -159,10 +135,8 @@ void sw_writer_free(sw_writer *w)
 		return;
 	if (w->own_fd)
 		close(w->fd);
-	if (w->tmp)
-		unlink(w->tmp); /* never closed whole: dest is as it was */
-	free(w->tmp);
-	free(w->dest);
+	if (w->whole)
+		sw_afile_abort(&w->af); /* never closed whole: the file is as it was */
 	ZSTD_freeCCtx(w->cctx);
 	sw_buf_release(&w->buf);
 	sw_buf_release(&w->zout);
@@ -253,9 +227,17 @@ int sw_writer_flush(sw_writer *w)
 int sw_writer_close(sw_writer *w)
 {
 	int rc = w->err.code ? w->err.code : drain_(w, ZSTD_e_end);
-	if (!rc && w->tmp && fsync(w->fd)) {
-		w->err.sys_errno = errno;
-		rc = sw_fail(&w->err, SW_EIO, "fsync: %s", strerror(errno));
+	if (w->whole) {
+		/* synced, closed, renamed over the file (the afile's buffer is empty: we wrote its descriptor) */
+		sw_error e = { 0 };
+		if (!rc && sw_afile_commit(&w->af, &e)) {
+			size_t n = strlen(w->af.path); /* its messages name the file, as the caller's do */
+			const char *m = !strncmp(e.msg, w->af.path, n) && e.msg[n] == ':' ? e.msg + n + 2 : e.msg;
+			rc = sw_fail(&w->err, SW_EIO, "%s", m);
+			w->err.sys_errno = e.sys_errno;
+		}
+		sw_afile_abort(&w->af); /* removes the temporary of a failed one; frees what is left */
+		w->whole = 0;
 	}
 	if (w->own_fd) {
 		w->own_fd = 0;
@@ -263,16 +245,6 @@ int sw_writer_close(sw_writer *w)
 			w->err.sys_errno = errno;
 			rc = sw_fail(&w->err, SW_EIO, "close: %s", strerror(errno));
 		}
-	}
-	if (w->tmp && !rc && rename(w->tmp, w->dest)) {
-		w->err.sys_errno = errno;
-		rc = sw_fail(&w->err, SW_EIO, "cannot rename %s over it: %s", w->tmp, strerror(errno));
-	}
-	if (w->tmp) {
-		if (rc)
-			unlink(w->tmp);
-		free(w->tmp);
-		w->tmp = NULL;
 	}
 	return rc;
 }

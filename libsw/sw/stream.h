@@ -76,9 +76,9 @@ typedef struct sw_writer_opts {
 sw_writer *sw_writer_open(const char *path, const sw_writer_opts *o, sw_error *err);
 sw_writer *sw_writer_fdopen(int fd, const char *name, const sw_writer_opts *o, sw_error *err);
 /*
- * A file written whole: the records go to a new file beside path,
- * PATH.tmp.XXXXXX (the umask's mode, or the mode of the file it replaces),
- * which sw_writer_close syncs and renames over path; until then path is as
+ * A file written whole: the records go to a new file beside path (named
+ * path, ".tmp." and six random characters; the umask's mode, or the mode of
+ * the file it replaces), which sw_writer_close syncs and renames over path; until then path is as
  * it was (so it may also be one of the inputs), and a writer freed without a
  * successful close removes its temporary.  A symbolic link's target is
  * replaced.  "-", and a path that is not a regular file (a FIFO, a

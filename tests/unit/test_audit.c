@@ -309,16 +309,23 @@ static void test_tamper_(void)
 	   (unsigned long long)e.record, e.msg);
 }
 
+/* A run directory dir_/NAME with an empty checkpoint directory ckpt/CKPT in it; its path in run. */
+static void run_dir_(char *run, size_t n, const char *name, const char *ckpt)
+{
+	char p[700];
+	snprintf(run, n, "%s/%s", dir_, name);
+	mkdir(run, 0755);
+	snprintf(p, sizeof p, "%s/ckpt", run);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/ckpt/%s", run, ckpt);
+	mkdir(p, 0755);
+}
+
 static void test_checkpoints_(void)
 {
 	char run[512], p[700], log[600];
 	sw_error e = { 0 };
-	snprintf(run, sizeof run, "%s/run", dir_);
-	mkdir(run, 0755);
-	snprintf(p, sizeof p, "%s/ckpt", run);
-	mkdir(p, 0755);
-	snprintf(p, sizeof p, "%s/ckpt/iter-2", run);
-	mkdir(p, 0755);
+	run_dir_(run, sizeof run, "run", "iter-2");
 	snprintf(p, sizeof p, "%s/ckpt/iter-2/config.json", run);
 	put_(p, "{\"hidden_size\":64}\n");
 	snprintf(p, sizeof p, "%s/ckpt/iter-2/model.safetensors", run);
@@ -422,12 +429,7 @@ static void test_facts_(void)
 {
 	char run[512], p[700], log[600];
 	sw_error e = { 0 };
-	snprintf(run, sizeof run, "%s/frun", dir_);
-	mkdir(run, 0755);
-	snprintf(p, sizeof p, "%s/ckpt", run);
-	mkdir(p, 0755);
-	snprintf(p, sizeof p, "%s/ckpt/iter-1", run);
-	mkdir(p, 0755);
+	run_dir_(run, sizeof run, "frun", "iter-1");
 	snprintf(p, sizeof p, "%s/ckpt/iter-1/w", run);
 	put_(p, "w");
 	snprintf(log, sizeof log, "%s/audit.log", run);
