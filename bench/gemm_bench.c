@@ -234,9 +234,13 @@ static double once_(const prov_ *p, const shape_ *s, const float *A, const float
 		if (p->kept) {
 			dnnl_ok_(dnnl_primitive_execute(p->k.p, p->k.st, 3, args), "matmul");
 			dnnl_ok_(dnnl_stream_wait(p->k.st), "stream");
-		} else if (!p->own)
-			sw_gemm_run(&p->g, s->ta, s->tb, M, N, K, 1, A, lda, B, ldb, 0, C, N);
-		else
+		} else if (!p->own) {
+			sw_error e;
+			if (sw_gemm_run(&p->g, s->ta, s->tb, M, N, K, 1, A, lda, B, ldb, 0, C, N, &e)) {
+				fprintf(stderr, "gemm_bench: %s: %s\n", p->name, e.msg);
+				exit(1);
+			}
+		} else
 			cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
 			            s->tb ? CblasTrans : CblasNoTrans, M, N, K, 1, A, lda, B, ldb, 0, C, N);
 	}

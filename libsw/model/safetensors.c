@@ -747,9 +747,12 @@ sw_model *sw_model_load_on(const sw_backend *be, const char *dir, sw_error *err)
 	if (rc)
 		return NULL;
 	/* every float will be written or the model freed: no need to zero the arena first */
-	sw_model *m = sw_model_new_uninit(be, &c, err);
-	if (!m)
+	sw_error e2 = { 0 };
+	sw_model *m = sw_model_new_uninit(be, &c, &e2);
+	if (!m) {
+		sw_fail(err, e2.code, "%s: %s", dir, e2.msg);
 		return NULL;
+	}
 	if (sw_model_load_weights(m, dir, err)) {
 		sw_model_free(m);
 		return NULL;

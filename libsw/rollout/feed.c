@@ -640,9 +640,10 @@ sw_rollout_feed *sw_rollout_feed_new(sw_comm *comm, char *const *files, int nfil
 		return NULL;
 	}
 	if (f->rank == 0) {
-		if (pthread_create(&f->reader, NULL, reader_main_, f)) {
+		int e = pthread_create(&f->reader, NULL, reader_main_, f);
+		if (e) {
 			sw_rollout_feed_free(f);
-			sw_fail(err, SW_EIO, "cannot start the input thread");
+			sw_fail(err, SW_EIO, "cannot start the input thread: %s", strerror(e));
 			return NULL;
 		}
 		f->reading = true;

@@ -184,15 +184,17 @@ static int spawn_group_(sw_pipeline *pl, const int *stages, int n, char *const c
 		prev = fds[0];
 	}
 	note_pgid_(pl, pgid);
-	pl->out = prev;
 	if (pl->err_w >= 0) {
+		/* without the relay the stages' first message would kill them (SIGPIPE) */
+		int e = pthread_create(&pl->relayer, NULL, relay_, pl);
+		if (e)
+			return unwind_(pl, pgid, prev, in_fd,
+			               sw_fail(err, SW_EIO, "cannot start the thread that relays the stages' messages: %s",
+			                       strerror(e)));
 		close(pl->err_w);
 		pl->err_w = -1;
-		if (pthread_create(&pl->relayer, NULL, relay_, pl)) {
-			close(pl->err_r);
-			pl->err_r = -1;
-		}
 	}
+	pl->out = prev;
 	return 0;
 }
 
@@ -338,10 +340,10 @@ int sw_pipeline_run(sw_pipeline *pl, const int *stages, int n, char *const cmds[
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int started = rd && !pthread_create(&reaper, NULL, reap_, pl);
+	int te = rd ? pthread_create(&reaper, NULL, reap_, pl) : 0, started = rd && !te;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!started) {
-		rc = rd ? sw_fail(err, SW_EIO, "cannot start a thread: %s", strerror(errno))
+		rc = rd ? sw_fail(err, SW_EIO, "cannot start a thread: %s", strerror(te))
 		        : sw_fail(err, SW_EIO, "cannot read the pipeline: %s", e.msg);
 		sw_reader_free(rd);
 		unwind_(pl, (pid_t)pl->p[0].pid, pl->out, -1, 0);

@@ -4,7 +4,8 @@
  * strided on purpose when asked (GEMM_CASE_AB: lda and ldb past the rows'
  * ends; GEMM_CASE_C: ldc),
  * C = alpha op(A) op(B) + beta C by sw_gemm_run, on the calling thread or
- * inside a parallel region, with C's first values kept for the reference.
+ * inside a parallel region, with C's first values kept for the reference
+ * and what the call returned (rc).
  */
 #ifndef SW_TEST_GEMM_CASE_H
 #define SW_TEST_GEMM_CASE_H
@@ -16,7 +17,7 @@
 #define GEMM_CASE_C 2
 
 typedef struct gemm_case {
-	int ta, tb, M, N, K, lda, ldb, ldc;
+	int ta, tb, M, N, K, lda, ldb, ldc, rc;
 	float *A, *B, *C, *C0;
 } gemm_case;
 
@@ -25,7 +26,7 @@ static inline gemm_case gemm_case_run(const sw_gemm *g, int ta, int tb, int M, i
                                       float *(*gen)(size_t n, unsigned seed))
 {
 	int ab = (strided & GEMM_CASE_AB) != 0, sc = (strided & GEMM_CASE_C) != 0;
-	gemm_case c = { ta, tb, M, N, K, (ta ? M : K) + 3 * ab, (tb ? K : N) + 5 * ab, N + 7 * sc,
+	gemm_case c = { ta, tb, M, N, K, (ta ? M : K) + 3 * ab, (tb ? K : N) + 5 * ab, N + 7 * sc, 0,
 		        NULL, NULL, NULL, NULL };
 	size_t nc = (size_t)M * c.ldc;
 	c.A = gen((size_t)(ta ? K : M) * c.lda, 1), c.B = gen((size_t)(tb ? N : K) * c.ldb, 2);
@@ -34,9 +35,9 @@ static inline gemm_case gemm_case_run(const sw_gemm *g, int ta, int tb, int M, i
 	if (in_parallel) {
 #pragma omp parallel num_threads(2)
 #pragma omp single
-		sw_gemm_run(g, ta, tb, M, N, K, alpha, c.A, c.lda, c.B, c.ldb, beta, c.C, c.ldc);
+		c.rc = sw_gemm_run(g, ta, tb, M, N, K, alpha, c.A, c.lda, c.B, c.ldb, beta, c.C, c.ldc, NULL);
 	} else {
-		sw_gemm_run(g, ta, tb, M, N, K, alpha, c.A, c.lda, c.B, c.ldb, beta, c.C, c.ldc);
+		c.rc = sw_gemm_run(g, ta, tb, M, N, K, alpha, c.A, c.lda, c.B, c.ldb, beta, c.C, c.ldc, NULL);
 	}
 	return c;
 }

@@ -4,7 +4,9 @@
  * takes (one row, few rows in blocks, many rows, inside a parallel region,
  * K = 0, beta) against a double-precision reference, and the OpenBLAS
  * kernel fix-up, seen from a child process started with OpenBLAS forced
- * onto its SSE3 kernels.
+ * onto its SSE3 kernels; a product oneDNN cannot allocate for (a child
+ * under an address-space limit) is an error the backend's sync reports,
+ * not a result.
  */
 #define _DEFAULT_SOURCE
 #include <math.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <cblas.h>
 #include "compute/backend.h"
@@ -45,7 +48,7 @@ static double errs_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float
 			double e = fabs(c.C[(size_t)i * c.ldc + j] - want) / (fabs(want) + 1);
 			worst = e > worst ? e : worst;
 		}
-	if (!gemm_case_tail_ok(&c))
+	if (!gemm_case_tail_ok(&c) || c.rc)
 		worst = INFINITY;
 	gemm_case_free(&c);
 	return worst;
@@ -79,9 +82,9 @@ static void products_(const char *name)
 	/* The same call twice: the same bits. */
 	float *A = rand_(128 * 96, 4), *B = rand_(96 * 200, 5), *C1 = malloc(sizeof(float) * 128 * 200),
 	      *C2 = malloc(sizeof(float) * 128 * 200);
-	sw_gemm_run(&g, 0, 0, 128, 200, 96, 1, A, 96, B, 200, 0, C1, 200);
-	sw_gemm_run(&g, 0, 0, 128, 200, 96, 1, A, 96, B, 200, 0, C2, 200);
-	ok(!memcmp(C1, C2, sizeof(float) * 128 * 200), "%s: deterministic", name);
+	int rc = sw_gemm_run(&g, 0, 0, 128, 200, 96, 1, A, 96, B, 200, 0, C1, 200, NULL);
+	rc |= sw_gemm_run(&g, 0, 0, 128, 200, 96, 1, A, 96, B, 200, 0, C2, 200, NULL);
+	ok(rc == SW_OK && !memcmp(C1, C2, sizeof(float) * 128 * 200), "%s: deterministic", name);
 	free(A), free(B), free(C1), free(C2);
 	sw_gemm_release(&g);
 }
@@ -131,11 +134,12 @@ static void nt_prim_(void)
 	/* many shapes, past the cache's 64 primitives, then the first again: the same bits */
 	float *A = rand_(200 * 96, 4), *B = rand_(96 * 120, 5), *C1 = malloc(sizeof(float) * 200 * 120),
 	      *C2 = malloc(sizeof(float) * 200 * 120);
-	sw_gemm_run(&g, 0, 1, 200, 120, 96, 1, A, 96, B, 96, 0, C1, 120);
+	int rc = sw_gemm_run(&g, 0, 1, 200, 120, 96, 1, A, 96, B, 96, 0, C1, 120, NULL);
 	for (int m = 64; m < 200; m += 2)
-		sw_gemm_run(&g, 0, 1, m, 120, 96, 1, A, 96, B, 96, 0, C2, 120);
-	sw_gemm_run(&g, 0, 1, 200, 120, 96, 1, A, 96, B, 96, 0, C2, 120);
-	ok(!memcmp(C1, C2, sizeof(float) * 200 * 120), "after 68 other shapes, the same product gives the same bits");
+		rc |= sw_gemm_run(&g, 0, 1, m, 120, 96, 1, A, 96, B, 96, 0, C2, 120, NULL);
+	rc |= sw_gemm_run(&g, 0, 1, 200, 120, 96, 1, A, 96, B, 96, 0, C2, 120, NULL);
+	ok(rc == SW_OK && !memcmp(C1, C2, sizeof(float) * 200 * 120),
+	   "after 68 other shapes, the same product gives the same bits");
 	free(A), free(B), free(C1), free(C2);
 	ok(sw_gemm_error(&g) == NULL, "no failure recorded");
 	ok(sw_gemm_provider(&g, "openblas", &err) == SW_OK && !g.nt, "OpenBLAS has none");
@@ -186,6 +190,53 @@ static int backend_child_(void)
 	return 0;
 }
 
+/* This process's address space, bytes (VmSize). */
+static size_t vm_size_(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	size_t kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %zu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb << 10;
+}
+
+/* The child's side: the backend's product of n x n x n (A B^T where tb,
+ * else A B) with the address space limited to what the process has and
+ * room MiB more, then the limit lifted. */
+static int oom_child_(int room, int tb, int n)
+{
+#ifdef __SANITIZE_ADDRESS__
+	printf("skip: ASan's allocator does not run under an address-space limit\n");
+	return 0;
+#else
+	const sw_backend *be = sw_backend_cpu();
+	float *A = rand_((size_t)n * n, 1), *B = rand_((size_t)n * n, 2), *C = calloc((size_t)n * n, sizeof *C);
+	be->gemm(0, 0, 64, 64, 64, 1, A, n, B, n, 0, C, n); /* oneDNN's kernels made, its threads started */
+	sw_error e = { 0 };
+	int rc0 = be->sync(&e);
+	struct rlimit was, r;
+	getrlimit(RLIMIT_AS, &was);
+	r = was;
+	r.rlim_cur = vm_size_() + ((size_t)room << 20);
+	setrlimit(RLIMIT_AS, &r);
+	usleep(30000); /* past the 10 ms for which the products take the last look at the limit as still good */
+	C[0] = 12345;
+	be->gemm(0, tb, n, n, n, 1, A, n, B, n, 0, C, n);
+	setrlimit(RLIMIT_AS, &was);
+	int rc1 = be->sync(&e);
+	/* the failure stays: a later product that runs does not make it done */
+	be->gemm(0, 0, 64, 64, 64, 1, A, n, B, n, 0, C + 1, n);
+	sw_error e2 = { 0 };
+	int rc2 = be->sync(&e2);
+	printf("rc0=%d rc1=%d c0=%g rc2=%d same=%d msg=%s\n", rc0, rc1, C[0], rc2, !strcmp(e.msg, e2.msg), e.msg);
+	return 0;
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "fixup"))
@@ -194,6 +245,8 @@ int main(int argc, char **argv)
 		return fixup_child_(1);
 	if (argc > 1 && !strcmp(argv[1], "backend"))
 		return backend_child_();
+	if (argc > 4 && !strcmp(argv[1], "oom"))
+		return oom_child_(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	omp_set_num_threads(2);
 	openblas_set_num_threads(1);
 
@@ -224,6 +277,23 @@ int main(int argc, char **argv)
 	   "SW_GEMM=bogus: sw_backend_get and sync fail with the reason (%s)", line);
 	child_("SW_GEMM=openblas", "backend", line, sizeof line);
 	ok(strstr(line, "get=ok rc=0"), "SW_GEMM=openblas is taken (%s)", line);
+	/* Under an address-space limit: with 1 MiB left a product is SW_ENOMEM
+	 * (oneDNN would crash making a kernel's code for the new shape), C as it
+	 * was, and the failure stays for every later sync; with 64 MiB it runs. */
+	for (int tb = 0; tb < 2; tb++) {
+		child_("OMP_NUM_THREADS=2", tb ? "oom 1 1 1500" : "oom 1 0 1500", line, sizeof line);
+		if (!strncmp(line, "skip: ", 6)) {
+			printf("ok %d - a product under an address-space limit # skip %s\n", ++tap_n_, line + 6);
+			continue;
+		}
+		ok(strstr(line, "rc0=0 rc1=-2 c0=12345 rc2=-2 same=1 msg=cpu: a 1500x1500x1500 matrix product: "
+		                "out of memory: ") && strstr(line, "(ulimit -v) in use, and oneDNN needs 32 MiB more"),
+		   "A B%s with 1 MiB of address space left: C untouched, SW_ENOMEM from sync and every sync after (%s)",
+		   tb ? "^T" : "", line);
+		child_("OMP_NUM_THREADS=2", tb ? "oom 64 1 1500" : "oom 64 0 1500", line, sizeof line);
+		ok(strstr(line, "rc0=0 rc1=0 ") && !strstr(line, "c0=12345") && strstr(line, "rc2=0"),
+		   "A B%s with 64 MiB left: done (%s)", tb ? "^T" : "", line);
+	}
 
 	/* The fix-up: OpenBLAS loaded on its SSE3 kernels gets the CPU's. */
 	__builtin_cpu_init();

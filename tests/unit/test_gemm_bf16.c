@@ -126,7 +126,7 @@ static void err_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
 			*e16 = fmax(*e16, fabs(v - w16) / (fabs(w16) + 1));
 			*e32 = fmax(*e32, fabs(v - w32) / (fabs(w32) + 1));
 		}
-	if (!gemm_case_tail_ok(&c))
+	if (!gemm_case_tail_ok(&c) || c.rc)
 		*e16 = *e32 = INFINITY;
 	gemm_case_free(&c);
 }

@@ -40,20 +40,30 @@
  * handle, backend.h), set up once by sw_backend_cpu().  gemm is the
  * provider of the products (gemm.h), from $SW_GEMM; a name it does not know
  * leaves the default in place, so no op runs on garbage, and gemm_err,
- * which every sync reports, so no computation is taken for done.  The
+ * which every sync reports, so no computation is taken for done.  The first
+ * product that failed (oneDNN out of memory: its result was never written)
+ * is kept in run_err, under mu (products run on several threads inside
+ * attention's parallel regions), and every sync after it reports it.  The
  * precision of the products is f32 unless sw_backend_matmul asks for bf16
  * (a bf16 product's failure is also reported by every sync).
  */
 static struct {
 	pthread_once_t once;
+	pthread_mutex_t mu;
 	sw_gemm gemm;
-	sw_error gemm_err;
-} st_ = { .once = PTHREAD_ONCE_INIT };
+	sw_error gemm_err, run_err;
+} st_ = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static void gemm_(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
-	sw_gemm_run(&st_.gemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	sw_error e;
+	if (!sw_gemm_run(&st_.gemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &e))
+		return;
+	pthread_mutex_lock(&st_.mu);
+	if (!st_.run_err.code)
+		sw_fail(&st_.run_err, e.code, "cpu: %s", e.msg);
+	pthread_mutex_unlock(&st_.mu);
 }
 
 /* ---- memory: host memory ---- */
@@ -151,7 +161,12 @@ static int sync_(sw_error *err)
 			*err = st_.gemm_err;
 		return st_.gemm_err.code;
 	}
-	return SW_OK;
+	pthread_mutex_lock(&st_.mu);
+	int rc = st_.run_err.code;
+	if (rc && err)
+		*err = st_.run_err;
+	pthread_mutex_unlock(&st_.mu);
+	return rc;
 }
 
 /*

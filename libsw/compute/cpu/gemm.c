@@ -19,13 +19,19 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <dnnl.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 #include "common/internal.h"
 #include "compute/cpu/gemm.h"
 
@@ -221,16 +227,17 @@ static void openblas1_(int ta, int tb, int M, int N, int K, float alpha, const f
 }
 
 /* One thread's product with the provider (called inside a parallel region,
- * oneDNN keeps to the calling thread). */
-static void one_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
-                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+ * oneDNN keeps to the calling thread): 0, or oneDNN's failure (its packing
+ * buffers are allocated in the call: out of memory there, C is untouched). */
+static int one_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-	if (g->kind == SW_GEMM_OPENBLAS)
+	if (g->kind == SW_GEMM_OPENBLAS) {
 		openblas1_(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	else
-		/* Its only failures are bad arguments, which the callers' shapes rule out. */
-		(void)dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta,
-		                 C, ldc);
+		return 0;
+	}
+	return (int)dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta,
+	                       C, ldc);
 }
 
 /*
@@ -242,45 +249,45 @@ static void one_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float al
  * one of few rows badly (16 x 2048 x 768 ran at half of what two blocks
  * do), so those go this way too.
  */
-static void blocks_(const sw_gemm *g, int nt, int ta, int tb, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                    int ldc)
+static int blocks_(const sw_gemm *g, int nt, int ta, int tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc)
 {
 	bool by_cols = N >= 16 * nt;
 	int span = by_cols ? N : M;
 	/* Blocks a multiple of 16 wide, so each starts on a cache line. */
 	int blk = ((span + nt - 1) / nt + 15) / 16 * 16;
-	int nb = (span + blk - 1) / blk;
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
+	int nb = (span + blk - 1) / blk, st = 0;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) reduction(max : st)
 	for (int b = 0; b < nb; b++) {
-		int o = b * blk, w = span - o < blk ? span - o : blk;
+		int o = b * blk, w = span - o < blk ? span - o : blk, s;
 		if (by_cols)
-			one_(g, ta, tb, M, w, K, alpha, A, lda, tb ? B + (size_t)o * ldb : B + o, ldb, beta,
-			     C + o, ldc);
+			s = one_(g, ta, tb, M, w, K, alpha, A, lda, tb ? B + (size_t)o * ldb : B + o, ldb,
+			         beta, C + o, ldc);
 		else
-			one_(g, ta, tb, w, N, K, alpha, ta ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
-			     C + (size_t)o * ldc, ldc);
+			s = one_(g, ta, tb, w, N, K, alpha, ta ? A + o : A + (size_t)o * lda, lda, B, ldb,
+			         beta, C + (size_t)o * ldc, ldc);
+		st = s > st ? s : st;
 	}
+	return st;
 }
 
-/* The product in f32 on the provider, over OpenMP's threads unless inside a parallel region. */
-static void f32_(const sw_gemm *g, bool inside, int ta, int tb, int M, int N, int K, float alpha,
+/* The product in f32 on the provider, over OpenMP's threads unless inside a
+ * parallel region: 0, or oneDNN's failure. */
+static int f32_(const sw_gemm *g, bool inside, int ta, int tb, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
 	bool big = M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64;
 	/* oneDNN's A B^T by primitive from 64 rows, where it outran dnnl_sgemm and its blocks */
 	if (g->nt && !ta && tb && !inside && big && M >= 64 &&
 	    sw_gemm_prim_run(g->nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-		return;
+		return 0;
 	int nt = inside ? 1 : omp_get_max_threads();
 	if (nt > 1 && (double)M * N * K < 64.0 * 64 * 64)
 		nt = 1;
-	if (nt == 1)
-		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	else if (g->kind == SW_GEMM_OPENBLAS || M < 64)
-		blocks_(g, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	else
-		one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	if (nt > 1 && (g->kind == SW_GEMM_OPENBLAS || M < 64))
+		return blocks_(g, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	return one_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* The length along span of a chunk of B holding at most chunk elements
@@ -306,8 +313,8 @@ static int chunk_len_(int span, int other, size_t chunk)
  * A chunk the bf16 products cannot run (after a failure, which the
  * backend's sync reports) runs in f32: it is the same product either way.
  */
-static void bf16_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
-                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+static int bf16_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
 	size_t chunk = g->bf16_chunk ? g->bf16_chunk : SW_GEMM_BF16_CHUNK;
 	bool by_k = K >= N;
@@ -326,30 +333,86 @@ static void bf16_(const sw_gemm *g, int ta, int tb, int M, int N, int K, float a
 			c = C + o;
 		}
 		int m = M, n = by_k ? N : w, k = by_k ? w : K;
+		int s = 0;
 		if (!sw_gemm_prim_run(g->bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, be, c, ldc))
-			f32_(g, false, ta, tb, m, n, k, alpha, a, lda, b, ldb, be, c, ldc);
+			s = f32_(g, false, ta, tb, m, n, k, alpha, a, lda, b, ldb, be, c, ldc);
+		if (s)
+			return s;
 	}
+	return 0;
 }
 
-void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
-                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+/*
+ * Room for what oneDNN maps in a call, under a limit on the address space
+ * (RLIMIT_AS: `ulimit -v`, a batch system's virtual memory limit): there
+ * its buffers' allocations fail cleanly (a status, C untouched), but the
+ * code of a kernel it makes for a new shape cannot be had and oneDNN 2.6
+ * does not check: it crashes.  So under a limit a product runs only with
+ * AS_ROOM_ of it left, and is SW_ENOMEM otherwise.  Without one (the usual
+ * case) the limit is asked again at most every 10 ms: attention's tiles make
+ * hundreds of thousands of products a training step, and getrlimit costs
+ * about 0.4 us.  The process's limit is the one thing cached here.
+ */
+#define AS_ROOM_ ((size_t)32 << 20)
+#define AS_RECHECK_NS_ 10000000LL
+static _Atomic long long as_unlimited_until_;
+
+static int as_room_(int M, int N, int K, sw_error *err)
+{
+	struct timespec ts;
+	long long now = clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) ? 0 : ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	if (now && now < atomic_load_explicit(&as_unlimited_until_, memory_order_relaxed))
+		return SW_OK;
+	struct rlimit r;
+	if (getrlimit(RLIMIT_AS, &r) || r.rlim_cur == RLIM_INFINITY) {
+		if (now)
+			atomic_store_explicit(&as_unlimited_until_, now + AS_RECHECK_NS_, memory_order_relaxed);
+		return SW_OK;
+	}
+	/* the process's size in pages, statm's first field (read without malloc: there may be none);
+	 * without /proc it cannot be known, and the product runs as it would have */
+	char buf[64];
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno != ENOMEM)
+		return SW_OK;
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	size_t used = n > 0 ? (buf[n] = 0, (size_t)strtoull(buf, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE)) : 0;
+	if (n > 0 && used + AS_ROOM_ <= (size_t)r.rlim_cur)
+		return SW_OK;
+	return sw_fail(err, SW_ENOMEM,
+	               "a %dx%dx%d matrix product: out of memory: %zu MiB of the address space's limit of "
+	               "%zu MiB (ulimit -v) in use, and oneDNN needs %zu MiB more for its code and buffers",
+	               M, N, K, used >> 20, (size_t)r.rlim_cur >> 20, AS_ROOM_ >> 20);
+}
+
+int sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                sw_error *err)
 {
 	if (M <= 0 || N <= 0)
-		return;
+		return SW_OK;
 	if (K <= 0) {
 		for (int i = 0; i < M; i++)
 			for (int j = 0; j < N; j++)
 				C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
-		return;
+		return SW_OK;
 	}
+	int rc = g->kind == SW_GEMM_ONEDNN || g->bf16 ? as_room_(M, N, K, err) : SW_OK;
+	if (rc)
+		return rc;
 	bool inside = omp_in_parallel();
 	bool big = M >= 32 && N >= 32 && (double)M * N * K >= 64.0 * 64 * 64;
 	/* bf16 where the conversion, O(MK + KN), is small beside the product, O(MNK):
 	 * a result of fewer than 32 rows or columns ran slower than f32 (bench/RESULTS.md). */
-	if (g->bf16 && !inside && big)
-		bf16_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	else
-		f32_(g, inside, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	int s = g->bf16 && !inside && big ? bf16_(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+	                                  : f32_(g, inside, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	if (!s)
+		return SW_OK;
+	if (s == dnnl_out_of_memory)
+		return sw_fail(err, SW_ENOMEM, "a %dx%dx%d matrix product: oneDNN's sgemm: out of memory", M, N, K);
+	return sw_fail(err, SW_EINVAL, "a %dx%dx%d matrix product: oneDNN's sgemm failed (status %d)", M, N, K, s);
 }
 
 int sw_gemm_matmul(sw_gemm *g, const char *prec, sw_error *err)

@@ -93,9 +93,13 @@ void sw_gemm_release(sw_gemm *g);
  * result, K inner.  On OpenMP's threads; called inside a parallel region
  * (attention's tiles), on the calling thread alone.  Products by
  * primitive (g's nt and bf16) take turns: one at a time a primitive.
+ * SW_ENOMEM (or SW_EINVAL with oneDNN's status) and err where oneDNN's
+ * sgemm refused: it allocates its packing buffers in the call, and out of
+ * memory it returns with C as it was, which is then no result.
  */
-void sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
-                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+int sw_gemm_run(const sw_gemm *g, int ta, int tb, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                sw_error *err);
 
 /* oneDNN's name for an ISA ("avx512_core_bf16"). */
 const char *sw_dnnl_isa_name(int isa);
