@@ -264,8 +264,8 @@ commands() {
 	[ "$output" = "" ]
 }
 
-@test "sw-pool(1): the examples run as written (the first with its ellipses filled)" {
-	[ "$(man_blocks sw-pool.1 ex.)" = 3 ]
+@test "sw-pool(1): the examples run as written (the first two with their ellipses filled)" {
+	[ "$(man_blocks sw-pool.1 ex.)" = 4 ]
 	sw-model init -s tiny m
 	cp "$TOP/examples/prompts.jsonl" .
 	# ex.1: its first and last lines as written, the middle one a real rollout and verifier
@@ -274,10 +274,16 @@ commands() {
 	run -0 --separate-stderr bash -eo pipefail ex.1f
 	[ "$output$stderr" = "" ]
 	[ "$(sw-cat -c scored.msgpack)" = $((2 * $(wc -l <prompts.jsonl))) ]
-	example 2
+	# ex.2: the same as one pipeline, ending in the update of the pool it took from: a second round
+	[ "$(sed -n 2p ex.2)" = '    sw-pool update pool.msgpack' ]
+	sed -e 's/sw-rollout \.\.\./sw-rollout -m m -n 2 --max-new-tokens 4/' -e 's/sw-verify \.\.\./sw-verify -r math/' ex.2 >ex.2f
+	run -0 --separate-stderr timeout 60 bash -eo pipefail ex.2f
+	[ "$output$stderr" = "" ]
+	[ "$(sw-cat -f json pool.msgpack | jq -s -c 'map(.pool.last_seen) | unique')" = "[2]" ]
+	example 3
 	[ "${#lines[@]}" = "$(wc -l <prompts.jsonl)" ]
 	[ "$(printf '%s\n' "${lines[@]}" | jq -c '.pool | has("streak")' | sort -u)" = true ]
-	example 3
+	example 4
 	[ "$output" -ge 0 ]
 	[ "$output" -le "$(wc -l <prompts.jsonl)" ]
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
-# sw-pool: add (dedup), take by the priority rule, update from scored
-# samples, the pool untouched by bad input, concurrent calls losing nothing.
+# sw-pool: add (once each prompt; an id's clash an error), take by the
+# priority rule, update from scored samples, the pool untouched by bad
+# input, concurrent calls losing nothing, take | ... | update not waiting on
+# itself.
 load helpers
 
 prompts() {
@@ -12,14 +14,29 @@ ids() {
 	sw-pool take "$@" -f json | jq -r .id | tr '\n' ' '
 }
 
-@test "add: creates the pool, keeps fields, dedups by id (the first stays)" {
+@test "add: creates the pool, keeps fields, adds a prompt once; another prompt of an id already there is an error" {
 	prompts
 	run -0 --separate-stderr sw-pool -v add pool.mp prompts.jsonl
 	[ "$output" = "" ]
 	[ "$stderr" = "sw-pool: pool.mp: added 4 of 4 prompts (0 already there), 4 in all" ]
-	printf '%s\n' '{"id":"p1","prompt":"again"}' '{"id":"p4","prompt":"four","mine":[1,2]}' '{"id":"p4","prompt":"dup"}' >more.jsonl
+	printf '%s\n' '{"id":"p1","prompt":"one"}' '{"id":"p4","prompt":"four","mine":[1,2]}' '{"id":"p4","prompt":"four","mine":[1,2]}' >more.jsonl
 	run -0 --separate-stderr sw-pool -v add pool.mp more.jsonl
 	[ "$stderr" = "sw-pool: pool.mp: added 1 of 3 prompts (2 already there), 5 in all" ]
+	# the pool's own records (with their pool maps) added again: all there already
+	sw-pool take pool.mp >taken.mp
+	run -0 --separate-stderr sw-pool -v add pool.mp taken.mp
+	[ "$stderr" = "sw-pool: pool.mp: added 0 of 5 prompts (5 already there), 5 in all" ]
+	# another prompt under an id the pool has, or one earlier in the input has: an error, nothing added
+	cp pool.mp before.mp
+	printf '%s\n' '{"id":"p9","prompt":"nine"}' '{"id":"p1","prompt":"again"}' >clash.jsonl
+	run -1 --separate-stderr sw-pool add pool.mp clash.jsonl
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-pool: clash.jsonl: record 2: id 'p1' is the pool's already, for another prompt (an id names one prompt: give this one an id of its own)" ]
+	cmp pool.mp before.mp
+	printf '%s\n' '{"id":"p9","prompt":"nine"}' '{"id":"p9","prompt":"nine","label":"9"}' >clash2.jsonl
+	run -1 --separate-stderr sw-pool add pool.mp clash2.jsonl
+	[ "$stderr" = "sw-pool: clash2.jsonl: record 2: id 'p9' is the pool's already, for another prompt (an id names one prompt: give this one an id of its own)" ]
+	cmp pool.mp before.mp
 	run -0 sw-pool take pool.mp -f json
 	[ "${#lines[@]}" -eq 5 ]
 	[ "$(echo "$output" | jq -r 'select(.id == "p1") | .prompt')" = "one" ]
@@ -135,9 +152,11 @@ EOF
 	[ "$stderr" = "sw-pool: cannot open pool 'missing.mp': No such file or directory" ]
 	[ ! -e missing.mp ]
 	[ ! -e missing.mp.lock ]
-	# a pool that exists gets its lock from a take, as from an add
+	# a pool that exists gets its lock from an update, as from an add; a take takes none
 	cp before.mp kept.mp
 	sw-pool take kept.mp >/dev/null
+	[ ! -e kept.mp.lock ]
+	run -0 --separate-stderr sw-pool update kept.mp u.jsonl
 	[ -e kept.mp.lock ]
 }
 
@@ -168,6 +187,18 @@ EOF
 	sw-cat -f json pool.mp | jq -s -e 'map(.pool.seen) | all(. == 1)'
 	sw-cat -f json pool.mp | jq -s -e 'map(.pool.last_seen) | unique | length == 8'
 	[ -z "$(ls | grep tmp)" ]
+}
+
+@test "take | rollout | verify | update of one pool never waits on itself, whichever locks first" {
+	prompts
+	sw-pool add pool.mp prompts.jsonl
+	sw-model init -s tiny m >/dev/null
+	# the update starts first and holds its lock while it reads; the take comes after it
+	run -0 --separate-stderr timeout 60 bash -eo pipefail -c '(sleep 0.5; sw-pool take pool.mp) |
+		sw-rollout -m m -n 2 --max-new-tokens 4 | sw-verify -r length,max=8,buffer=2 | sw-pool -v update pool.mp'
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-pool: pool.mp: round 1: 8 samples, 4 prompts updated" ]
+	sw-cat -f json pool.mp | jq -s -e 'map(.pool.seen) | all(. == 1)'
 }
 
 @test "usage errors" {

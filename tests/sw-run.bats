@@ -372,7 +372,7 @@ await() {
 	[ "$(left run3)" = 0 ]
 }
 
-@test "the prompts are checked before the run starts: each error names the file and the line; nothing is made" {
+@test "the prompts are checked before the run starts (a prompt each, an id each): each error names the file and the line; nothing is made" {
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","promt":"2+1=","label":"3"}\n' >typo.jsonl
 	run -1 --separate-stderr sw-run -c exp -o run -p typo.jsonl
 	unswept
@@ -391,6 +391,19 @@ await() {
 	run -1 --separate-stderr sw-run -c exp -o run --eval typo.jsonl
 	unswept
 	[ "$stderr" = "sw-run: typo.jsonl: line 2: no prompt: a record needs 'prompt' (a string) or 'messages' (an array)" ]
+	[ ! -e run ]
+	# each training prompt has an id of its own (the pool's key; a GRPO group's name)
+	printf '{"id":"q1","prompt":"1+1="}\n{"id":"q2","prompt":"2+1="}\n{"id":"q1","prompt":"3+1="}\n' >twice.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p twice.jsonl
+	unswept
+	[ "$stderr" = "sw-run: twice.jsonl: line 3: id 'q1' is line 1's too: an id names one prompt" ]
+	[ ! -e run ]
+	printf '{"id":"q1","prompt":"1+1="}\n{"prompt":"2+1="}\n' >noid.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p noid.jsonl
+	[ "$stderr" = "sw-run: noid.jsonl: line 2: no id: each prompt needs one of its own (a string)" ]
+	printf '{"id":7,"prompt":"1+1="}\n' >numid.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p numid.jsonl
+	[ "$stderr" = "sw-run: numid.jsonl: line 1: its id is no string: each prompt needs one of its own (a string)" ]
 	[ ! -e run ]
 }
 

@@ -492,6 +492,24 @@ have_bf16() {
 		"{\"group\":\"g\",\"prompt_tokens\":[1],\"response_tokens\":[$long],\"reward\":0.0}"
 }
 
+@test "a group holding two prompts (two prompts given one id) is an error naming the sample, not one GRPO group" {
+	printf '%s\n' '{"id":"p1","prompt":"hello"}' '{"id":"p2","prompt":"x"}' '{"id":"p1","prompt":"world"}' |
+		sw-rollout -m "$TINY" -n 2 --max-new-tokens 4 | sw-verify -r length,max=8,buffer=2 >s.msgpack
+	[ "$(sw-cat -f json s.msgpack | jq -r .group | tr '\n' ' ')" = "p1 p1 p2 p2 p1 p1 " ]
+	run -1 --separate-stderr sw-train -m "$TINY" -o out s.msgpack
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-train: s.msgpack: record 5: group 'p1' holds another prompt than record 1 (a group is one prompt's responses: give each prompt an id of its own)" ]
+	[ ! -e out ]
+	# across files the other record's file is named
+	sw-cat -f json s.msgpack | head -4 >a.jsonl
+	sw-cat -f json s.msgpack | tail -2 >b.jsonl
+	run -1 --separate-stderr sw-train -m "$TINY" -o out a.jsonl b.jsonl
+	[ "$stderr" = "sw-train: b.jsonl: record 1: group 'p1' holds another prompt than record 1 of a.jsonl (a group is one prompt's responses: give each prompt an id of its own)" ]
+	# the same prompt in two files is one group
+	sw-cat -f json s.msgpack | sed -n 2p >c.jsonl
+	run -0 --separate-stderr sw-train -q -m "$TINY" -o out a.jsonl c.jsonl
+}
+
 @test "bad input: empty, all masked, broken streams" {
 	: >empty.msgpack
 	run -1 --separate-stderr sw-train -m "$TINY" -o out empty.msgpack

@@ -39,7 +39,7 @@ struct sw_pool {
 	size_t n, cap;
 	sw_groups *ids;
 	uint64_t round;
-	sw_rec *tmp, *sub;
+	sw_rec *tmp, *sub, *cmp;
 };
 
 static int grow_(sw_pool *p)
@@ -179,7 +179,7 @@ sw_pool *sw_pool_open(const char *path, int mode, sw_error *err)
 	size_t n = strlen(path);
 	char *lock = malloc(n + 6);
 	if (!p || !lock || !(p->path = strdup(path)) || !(p->ids = sw_groups_new()) || !(p->tmp = sw_rec_new()) ||
-	    !(p->sub = sw_rec_new())) {
+	    !(p->sub = sw_rec_new()) || !(p->cmp = sw_rec_new())) {
 		free(lock);
 		sw_pool_free(p);
 		sw_fail(err, SW_ENOMEM, "out of memory");
@@ -189,27 +189,23 @@ sw_pool *sw_pool_open(const char *path, int mode, sw_error *err)
 	p->lockfd = -1;
 	memcpy(lock, path, n);
 	memcpy(lock + n, ".lock", 6);
-	/* the lock lives in its own file: the pool file itself is replaced by rename */
-	p->lockfd = open(lock, (mode == SW_POOL_CREATE ? O_RDWR | O_CREAT : write ? O_RDWR : O_RDONLY) | O_CLOEXEC,
-	                 0644);
-	/* Only _CREATE makes a missing lock unasked: a take or an update of a
-	 * pool that does not exist leaves nothing behind, and a pool that is
-	 * there without its lock (copied alone) gets one here.  (The lock is never removed once made: one removed while
-	 * another process waits on it would let a third lock a new file beside
-	 * the waiter.) */
-	if (p->lockfd < 0 && mode != SW_POOL_CREATE && errno == ENOENT) {
-		if (access(path, F_OK) && errno == ENOENT) {
-			err->sys_errno = ENOENT;
-			sw_fail(err, SW_EIO, "cannot open pool '%s': %s", path, strerror(ENOENT));
-			free(lock);
-			sw_pool_free(p);
-			return NULL;
-		}
-		p->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* Only _CREATE makes a pool: a take or an update of one that does not
+	 * exist leaves nothing behind, not even a lock. */
+	if (mode != SW_POOL_CREATE && access(path, F_OK) && errno == ENOENT) {
+		err->sys_errno = ENOENT;
+		sw_fail(err, SW_EIO, "cannot open pool '%s': %s", path, strerror(ENOENT));
+		free(lock);
+		sw_pool_free(p);
+		return NULL;
 	}
-	if (p->lockfd < 0 && !write && access(path, F_OK) == 0) {
-		/* a pool we may read but not lock (a read-only directory): read it unlocked */
-	} else if (p->lockfd < 0 || flock(p->lockfd, write ? LOCK_EX : LOCK_SH)) {
+	/* A reader takes no lock: a writer replaces the file whole (rename), so a
+	 * read sees one pool or the next.  Waiting for a writer's lock would wait
+	 * on itself in `take | ... | update` of one pool whenever the update,
+	 * which holds its lock while it reads, started first.  The lock lives in
+	 * its own file, made where it is missing (a pool copied alone), and never
+	 * removed: one removed while another process waits on it would let a
+	 * third lock a new file beside the waiter. */
+	if (write && ((p->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 || flock(p->lockfd, LOCK_EX))) {
 		err->sys_errno = errno;
 		sw_fail(err, SW_EIO, "cannot lock '%s': %s", lock, strerror(errno));
 		free(lock);
@@ -236,6 +232,7 @@ void sw_pool_free(sw_pool *p)
 	sw_groups_free(p->ids);
 	sw_rec_free(p->tmp);
 	sw_rec_free(p->sub);
+	sw_rec_free(p->cmp);
 	free(p);
 }
 
@@ -249,11 +246,26 @@ uint64_t sw_pool_round(const sw_pool *p)
 	return p->round;
 }
 
+/* 1 where rec (which has no pool map) is prompt e of the pool but for e's
+ * pool map, 0 where they differ, < 0 out of memory. */
+static int same_prompt_(sw_pool *p, const ent_ *e, sw_rec *rec, sw_error *err)
+{
+	const uint8_t *a, *b;
+	size_t na, nb;
+	int rc = sw_rec_load(p->cmp, p->bytes.p + e->off, e->len);
+	if (!rc)
+		(void)sw_rec_del(p->cmp, "pool"); /* a prompt added since the pool was read has none */
+	if (rc || (rc = sw_rec_bytes(p->cmp, &a, &na)) || (rc = sw_rec_bytes(rec, &b, &nb)))
+		return sw_fail(err, rc, "out of memory");
+	return na == nb && !memcmp(a, b, na);
+}
+
 int sw_pool_add(sw_pool *p, sw_rec *prompt, sw_error *err)
 {
 	sw_pool_stats st = { .added = p->n ? p->e[p->n - 1].st.added + 1 : 0 };
 	/* the record is stored without a pool map of its own: the pool writes it */
 	sw_val v;
+	sw_rec *rec = prompt;
 	if (sw_rec_get(prompt, "pool", &v) == 0) {
 		const uint8_t *b;
 		size_t n;
@@ -261,9 +273,24 @@ int sw_pool_add(sw_pool *p, sw_rec *prompt, sw_error *err)
 		if (rc || (rc = sw_rec_load(p->tmp, b, n)) || (rc = sw_rec_own(p->tmp)))
 			return sw_fail(err, rc, "out of memory");
 		sw_rec_del(p->tmp, "pool");
-		return append_(p, p->tmp, &st, 0, err);
+		rec = p->tmp;
 	}
-	return append_(p, prompt, &st, 0, err);
+	/* a prompt the pool holds already is not added again, and one of the same id
+	 * that is another prompt is an error: dropping it would lose it unsaid */
+	const char *id;
+	size_t idlen;
+	uint32_t idx;
+	if (sw_rec_get_str(rec, "id", &id, &idlen) == 0 && sw_groups_find(p->ids, id, idlen, &idx)) {
+		int same = same_prompt_(p, &p->e[idx], rec, err);
+		if (same < 0)
+			return same;
+		if (!same)
+			return sw_fail(err, SW_EFORMAT,
+			               "id '%.*s' is the pool's already, for another prompt (an id names one prompt: "
+			               "give this one an id of its own)",
+			               (int)(idlen > 100 ? 100 : idlen), id);
+	}
+	return append_(p, rec, &st, 0, err);
 }
 
 int sw_pool_observe(sw_pool *p, sw_rec *sample, double pass, sw_error *err)

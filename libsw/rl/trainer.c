@@ -493,13 +493,27 @@ long long sw_trainer_sample_owner(const sw_trainer *t, size_t i)
 	return i < t->n ? t->s[i].owner : -1;
 }
 
-/* Number the groups: equal strings, equal ids, whatever their order in the stream. */
+/* Number the groups: equal strings, equal ids, whatever their order in the
+ * stream (within a group, in the stream's order). */
 static int cmp_group_(const void *a, const void *b)
 {
 	const tsample *const *x = a, *const *y = b;
-	return strcmp((*x)->group, (*y)->group);
+	int c = strcmp((*x)->group, (*y)->group);
+	return c ? c : *x < *y ? -1 : *x > *y;
 }
 
+/* Whether samples a and b were given the same prompt: its tokens, and its images' pixels. */
+static int same_prompt_of_(const tsample *a, const tsample *b)
+{
+	if (a->np != b->np || a->phash != b->phash || memcmp(a->tok, b->tok, a->np * sizeof *a->tok) ||
+	    a->px.n != b->px.n || a->px.size != b->px.size)
+		return 0;
+	return !a->px.n || !memcmp(a->px.pixels, b->px.pixels, sizeof(float) * 3 * (size_t)a->px.n * a->px.size * a->px.size);
+}
+
+/* A group is one prompt's responses: one holding two prompts (two prompts of
+ * one id, say) would take each one's advantage against the other's rewards,
+ * and is an error naming the first sample that differs. */
 static int number_groups_(sw_trainer *t, sw_error *err)
 {
 	tsample **v = calloc(t->n ? t->n : 1, sizeof *v);
@@ -511,9 +525,20 @@ static int number_groups_(sw_trainer *t, sw_error *err)
 			v[n++] = &t->s[i];
 	qsort(v, n, sizeof *v, cmp_group_);
 	uint64_t id = 0;
+	size_t lead = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i && strcmp(v[i]->group, v[i - 1]->group))
-			id++;
+			id++, lead = i;
+		else if (i && !same_prompt_of_(v[i], v[lead])) {
+			int rc = rec_fail_(err, v[i], SW_EINVAL,
+			                   "group '%.100s' holds another prompt than record %llu%s%s (a group is one "
+			                   "prompt's responses: give each prompt an id of its own)",
+			                   v[i]->group, (unsigned long long)v[lead]->recno,
+			                   strcmp(v[lead]->file, v[i]->file) ? " of " : "",
+			                   strcmp(v[lead]->file, v[i]->file) ? v[lead]->file : "");
+			free(v);
+			return rc;
+		}
 		v[i]->gid = id;
 	}
 	free(v);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "run/run_internal.h"
+#include "sw/balance.h"
 
 static const char *const stage_name_[SW_NSTAGE] = {
 	"select", "sort", "rollout", "verify", "balance", "train", "eval-rollout", "tap"
@@ -366,24 +367,55 @@ int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err)
 	return rc;
 }
 
-/* One prompt file: readable, some records, each with a prompt; what is wrong names the file and the line. */
-static int prompts_ok_(const char *path, sw_error *err)
+/* One prompt file: readable, some records, each with a prompt; what is wrong
+ * names the file and the line.  The training prompts (pooled) go into the
+ * run's pool, so each needs an id of its own: a string (sw-pool's key), and
+ * no two prompts one id (their responses would be one GRPO group). */
+static int prompts_ok_(const char *path, int pooled, sw_error *err)
 {
 	sw_error e = { 0 };
 	sw_reader *rd = sw_reader_open(path, &e);
 	if (!rd)
 		return sw_fail(err, SW_EIO, "cannot open '%s': %s", path, e.sys_errno ? strerror(e.sys_errno) : e.msg);
 	sw_rec *rec = sw_rec_new();
-	int rc = rec ? 0 : sw_fail(err, SW_ENOMEM, "out of memory"), got = 0;
+	sw_groups *ids = pooled ? sw_groups_new() : NULL;
+	uint64_t *first = NULL; /* where each id came first */
+	size_t cap = 0;
+	int rc = rec && (!pooled || ids) ? 0 : sw_fail(err, SW_ENOMEM, "out of memory"), got = 0;
 	while (!rc && (got = sw_reader_next(rd, rec)) == 1) {
 		sw_val v;
 		int json = sw_reader_format(rd) == SW_FMT_JSON;
+		const char *unit = json ? "line" : "record";
 		uint64_t n = sw_reader_records(rd);
 		if ((sw_rec_get(rec, "prompt", &v) || v.type != SW_T_STR) &&
 		    (sw_rec_get(rec, "messages", &v) || v.type != SW_T_ARRAY) &&
-		    (sw_rec_get(rec, "prompt_tokens", &v) || v.type != SW_T_ARRAY))
+		    (sw_rec_get(rec, "prompt_tokens", &v) || v.type != SW_T_ARRAY)) {
 			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: no prompt: a record needs 'prompt' (a string) or "
-			             "'messages' (an array)", path, json ? "line" : "record", (unsigned long long)n);
+			             "'messages' (an array)", path, unit, (unsigned long long)n);
+			break;
+		}
+		if (!pooled)
+			continue;
+		uint32_t at;
+		int added;
+		if (sw_rec_get(rec, "id", &v) || v.type != SW_T_STR) {
+			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: %s: each prompt needs one of its own (a string)", path,
+			             unit, (unsigned long long)n, sw_rec_get(rec, "id", &v) ? "no id" : "its id is no string");
+		} else if ((added = sw_groups_add(ids, v.v.str.ptr, v.v.str.len, &at)) < 0) {
+			rc = sw_fail(err, SW_ENOMEM, "out of memory");
+		} else if (!added) {
+			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: id '%.*s' is %s %llu's too: an id names one prompt", path,
+			             unit, (unsigned long long)n, (int)(v.v.str.len > 100 ? 100 : v.v.str.len), v.v.str.ptr,
+			             unit, (unsigned long long)first[at]);
+		} else if (at >= cap) {
+			uint64_t *f = realloc(first, sizeof *f * (cap = cap ? 2 * cap : 256));
+			if (!f)
+				rc = sw_fail(err, SW_ENOMEM, "out of memory");
+			else
+				first = f, first[at] = n;
+		} else {
+			first[at] = n;
+		}
 	}
 	if (!rc && got < 0 && sw_reader_error(rd)->code != SW_EEMPTY) {
 		char where[300];
@@ -391,6 +423,8 @@ static int prompts_ok_(const char *path, sw_error *err)
 	}
 	if (!rc && !sw_reader_records(rd))
 		rc = sw_fail(err, SW_EEMPTY, "%s: no prompts in it", path);
+	free(first);
+	sw_groups_free(ids);
 	sw_rec_free(rec);
 	sw_reader_free(rd);
 	return rc;
@@ -402,8 +436,8 @@ int sw_experiment_inputs(const sw_experiment *x, sw_error *err)
 	int rc = sw_run_path(cfg, sizeof cfg, err, "%s/config.json", x->model);
 	if (!rc && access(cfg, R_OK))
 		rc = sw_fail(err, SW_EIO, "'%s' is no model directory: cannot read '%s': %s", x->model, cfg, strerror(errno));
-	rc = rc ? rc : prompts_ok_(x->prompts, err);
-	return rc || !x->eval ? rc : prompts_ok_(x->eval, err);
+	rc = rc ? rc : prompts_ok_(x->prompts, 1, err);
+	return rc || !x->eval ? rc : prompts_ok_(x->eval, 0, err);
 }
 
 int sw_experiment_enter(sw_experiment *x, sw_error *err)

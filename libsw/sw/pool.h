@@ -48,7 +48,7 @@ typedef struct sw_pool sw_pool;
 
 /* How sw_pool_open takes a pool. */
 enum {
-	SW_POOL_READ = 0,   /* a shared lock, to take from it; the pool must exist */
+	SW_POOL_READ = 0,   /* no lock (writers replace the file whole), to take from it; the pool must exist */
 	SW_POOL_CREATE = 1, /* an exclusive lock, to add to it; a missing file is an empty pool */
 	SW_POOL_UPDATE = 2  /* an exclusive lock, to update it from scores; the pool must exist */
 };
@@ -67,7 +67,9 @@ size_t sw_pool_count(const sw_pool *p);
 /* The round of the latest update (0 before any). */
 uint64_t sw_pool_round(const sw_pool *p);
 
-/* Add a prompt (it must have an `id` string): 1 added, 0 already there, < 0 error. */
+/* Add a prompt (it must have an `id` string): 1 added, 0 already there (the
+ * same fields, but for a `pool` map), < 0 error, SW_EFORMAT where the id is
+ * another prompt's already (none is dropped unsaid). */
 int sw_pool_add(sw_pool *p, sw_rec *prompt, sw_error *err);
 
 /*

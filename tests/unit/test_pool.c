@@ -72,7 +72,13 @@ static void test_flow(void)
 	ok(add_(p, "{\"id\":\"a\",\"prompt\":\"x\"}", &e) == 1, "add a");
 	ok(add_(p, "{\"id\":\"b\",\"prompt\":\"y\",\"pool\":{\"seen\":99}}", &e) == 1, "add b (its own pool map is ignored)");
 	ok(add_(p, "{\"id\":\"c\"}", &e) == 1, "add c");
-	ok(add_(p, "{\"id\":\"a\",\"prompt\":\"other\"}", &e) == 0, "a again: not added");
+	ok(add_(p, "{\"id\":\"a\",\"prompt\":\"x\"}", &e) == 0, "a again: not added");
+	ok(add_(p, "{\"id\":\"b\",\"prompt\":\"y\",\"pool\":{\"seen\":3}}", &e) == 0,
+	   "b again, another pool map: the same prompt, not added");
+	ok(add_(p, "{\"id\":\"a\",\"prompt\":\"other\"}", &e) == SW_EFORMAT &&
+	   strstr(e.msg, "id 'a' is the pool's already, for another prompt"),
+	   "another prompt with a's id: SW_EFORMAT (%s)", e.msg);
+	ok(sw_pool_count(p) == 3, "nothing added for it");
 	ok(add_(p, "{\"prompt\":\"no id\"}", &e) < 0 && strstr(e.msg, "no 'id' field"), "no id: %s", e.msg);
 	ok(add_(p, "{\"id\":5}", &e) < 0 && strstr(e.msg, "field 'id' is not a str"), "id not a str: %s", e.msg);
 	ok(sw_pool_commit(p, &e) == 0, "commit");

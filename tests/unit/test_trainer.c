@@ -41,7 +41,7 @@ static sw_rec *sample_(int i, int bad)
 {
 	sw_rec *r = sw_rec_new();
 	uint32_t p[5], q[8];
-	size_t np = 2 + (size_t)i % 3, nq = 2 + (size_t)(i * 7) % 6;
+	size_t np = 2 + (size_t)(i / 4) % 3, nq = 2 + (size_t)(i * 7) % 6; /* a group shares its prompt */
 	char g[16];
 	for (size_t j = 0; j < np; j++)
 		p[j] = (uint32_t)(1 + (i / 4 * 5 + j * 3) % 36);
