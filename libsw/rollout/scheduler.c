@@ -655,13 +655,12 @@ static int start_sample_(sw_rollout *r, const sw_rollout_io *io, group_ *g, sw_e
 	return rc ? rc : last ? 2 : 1;
 }
 
-/* The group id: the record's id (a string, or an integer written in decimal), else its number. */
-static char *group_id_(sw_rollout *r, uint64_t place, const char **bad)
+char *sw_rollout_group_id(sw_rec *rec, uint64_t place, const char **bad)
 {
 	sw_val v;
 	char buf[32];
 	*bad = NULL;
-	if (sw_rec_get(r->in, "id", &v))
+	if (sw_rec_get(rec, "id", &v))
 		snprintf(buf, sizeof buf, "%llu", (unsigned long long)place + 1);
 	else if (v.type == SW_T_STR)
 		return strndup(v.v.str.ptr, v.v.str.len);
@@ -682,7 +681,7 @@ static group_ *group_of_(sw_rollout *r, const sw_rollout_io *io, char *msg, size
 	const char *badtype;
 	/* where the input is shared out among ranks, its place in the whole input */
 	uint64_t place = io->place ? io->place(io->ctx) : r->nread - 1;
-	char *gid = group_id_(r, place, &badtype);
+	char *gid = sw_rollout_group_id(r->in, place, &badtype);
 	if (!gid) {
 		if (badtype)
 			snprintf(msg, size, "field 'id' is a %s, not a string or an integer", badtype);
