@@ -507,6 +507,12 @@ store_of_m() {
 	run -1 --separate-stderr env SW_PROFILE=/nonexistent-sw-dir/p sw-rollout -m "$M" in.jsonl
 	[ "$output" = "" ]
 	[ "$stderr" = "sw-rollout: SW_PROFILE: /nonexistent-sw-dir/p: No such file or directory" ]
+	# a table that cannot be written whole (a file size limit, a full disk) leaves no part of it
+	cp prof.txt before.txt
+	run -0 --separate-stderr bash -c "ulimit -f $(( ($(stat -c %s prof.txt) + 1024) / 1024 )); SW_PROFILE=prof.txt exec sw-rollout -m \"$M\" -n 2 --max-new-tokens 8 --seed 5 -o lim.gen in.jsonl"
+	[ "$stderr" = "sw-rollout: SW_PROFILE: prof.txt: File too large" ]
+	cmp prof.txt before.txt
+	cmp plain.gen lim.gen
 }
 
 @test "a closed pipe ends quietly; -z and -o write compressed and to a file" {

@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "common/internal.h"
@@ -678,7 +680,35 @@ static char *table_(size_t *len)
 	return (char *)o.b.p;
 }
 
-/* At exit: append the table to the file in one write. */
+/* The table appended whole: a file under its lock (the processes of a run
+ * share one SW_PROFILE file), a write cut short continued, and a table that
+ * could not be written whole cut off again (a full disk leaves no part of
+ * one); a pipe or a terminal only written.  0, or the errno. */
+static int append_whole_(int fd, const char *t, size_t len)
+{
+	struct stat st;
+	int reg = !fstat(fd, &st) && S_ISREG(st.st_mode), e = 0;
+	if (reg && flock(fd, LOCK_EX))
+		return errno;
+	if (reg && fstat(fd, &st)) /* its size under the lock */
+		e = errno;
+	for (size_t at = 0; !e && at < len;) {
+		ssize_t w = write(fd, t + at, len - at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			e = w < 0 ? errno : EIO;
+		else
+			at += (size_t)w;
+	}
+	if (e && reg)
+		sw_fd_cut_back(fd, st.st_size);
+	if (reg)
+		flock(fd, LOCK_UN);
+	return e;
+}
+
+/* At exit: append the table to the file. */
 static void report_(void)
 {
 	pthread_mutex_lock(&p_.lock);
@@ -694,12 +724,11 @@ static void report_(void)
 	}
 	size_t len = 0;
 	char *t = table_(&len);
-	ssize_t w = t ? write(p_.fd, t, len) : -1;
+	int e = t ? append_whole_(p_.fd, t, len) : 0;
 	if (!t)
 		fprintf(stderr, "%s: SW_PROFILE: out of memory for the table\n", program_invocation_short_name);
-	else if (w < 0 || (size_t)w != len)
-		fprintf(stderr, "%s: SW_PROFILE: %s: %s\n", program_invocation_short_name, p_.path,
-		        w < 0 ? strerror(errno) : "short write");
+	else if (e)
+		fprintf(stderr, "%s: SW_PROFILE: %s: %s\n", program_invocation_short_name, p_.path, strerror(e));
 	free(t);
 	close(p_.fd);
 	p_.fd = -1;
