@@ -405,6 +405,11 @@ await() {
 	run -1 --separate-stderr sw-run -c exp -o run -p numid.jsonl
 	[ "$stderr" = "sw-run: numid.jsonl: line 1: its id is no string: each prompt needs one of its own (a string)" ]
 	[ ! -e run ]
+	# held-out prompts need no id (sw-rollout numbers them), but two may not have one
+	printf '{"id":"e1","prompt":"1+1="}\n{"prompt":"2+1="}\n{"id":2,"prompt":"3+1="}\n' >evtwice.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run --eval evtwice.jsonl
+	[ "$stderr" = "sw-run: evtwice.jsonl: line 3: id '2' is line 2's too: an id names one prompt" ]
+	[ ! -e run ]
 }
 
 @test "a start that failed leaves nothing in the way: the same command starts again; --resume says what it can do" {

@@ -202,7 +202,7 @@ static int seen_id_(seen_ *s, const sw_rollout_feed *f, sw_rec *rec, uint32_t fi
                     size_t size)
 {
 	const char *bad;
-	char *gid = sw_rollout_group_id(rec, s->place++, &bad);
+	char *gid = sw_sample_group_id(rec, s->place++, &bad);
 	uint32_t at;
 	int added = gid ? sw_groups_add(s->ids, gid, strlen(gid), &at) : bad ? 1 : SW_ENOMEM;
 	if (added == 1 && gid && at >= s->cap) {

@@ -25,11 +25,6 @@ uint64_t sw_rollout_order_out(const sw_rollout_order *o);
 int sw_rollout_order_drain(sw_rollout_order *o, const sw_rollout_io *io, sw_error *err);
 
 /* ---- the scheduler ---- */
-/* A prompt's group id, which its samples' ids start with: its record's id (a
- * string, or an integer written in decimal), else its place in the whole
- * input plus 1.  NULL with *bad the id's type name where the id is neither,
- * NULL alone out of memory; the caller frees it. */
-char *sw_rollout_group_id(sw_rec *rec, uint64_t place, const char **bad);
 
 typedef struct sw_rollout_group sw_rollout_group;
 typedef struct sw_rollout_sample sw_rollout_sample;

@@ -655,25 +655,6 @@ static int start_sample_(sw_rollout *r, const sw_rollout_io *io, group_ *g, sw_e
 	return rc ? rc : last ? 2 : 1;
 }
 
-char *sw_rollout_group_id(sw_rec *rec, uint64_t place, const char **bad)
-{
-	sw_val v;
-	char buf[32];
-	*bad = NULL;
-	if (sw_rec_get(rec, "id", &v))
-		snprintf(buf, sizeof buf, "%llu", (unsigned long long)place + 1);
-	else if (v.type == SW_T_STR)
-		return strndup(v.v.str.ptr, v.v.str.len);
-	else if (v.type == SW_T_UINT)
-		snprintf(buf, sizeof buf, "%llu", (unsigned long long)v.v.u);
-	else if (v.type == SW_T_INT)
-		snprintf(buf, sizeof buf, "%lld", (long long)v.v.i);
-	else {
-		*bad = sw_type_name(v.type);
-		return NULL;
-	}
-	return strdup(buf);
-}
 
 /* The prompt record pulled last, when valid: a new group (NULL with *msg set when not). */
 static group_ *group_of_(sw_rollout *r, const sw_rollout_io *io, char *msg, size_t size, sw_error *err)
@@ -681,7 +662,7 @@ static group_ *group_of_(sw_rollout *r, const sw_rollout_io *io, char *msg, size
 	const char *badtype;
 	/* where the input is shared out among ranks, its place in the whole input */
 	uint64_t place = io->place ? io->place(io->ctx) : r->nread - 1;
-	char *gid = sw_rollout_group_id(r->in, place, &badtype);
+	char *gid = sw_sample_group_id(r->in, place, &badtype);
 	if (!gid) {
 		if (badtype)
 			snprintf(msg, size, "field 'id' is a %s, not a string or an integer", badtype);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "run/run_internal.h"
 #include "sw/balance.h"
+#include "sw/sample.h"
 
 static const char *const stage_name_[SW_NSTAGE] = {
 	"select", "sort", "rollout", "verify", "balance", "train", "eval-rollout", "tap"
@@ -368,9 +369,10 @@ int sw_experiment_write(const sw_experiment *x, const char *path, sw_error *err)
 }
 
 /* One prompt file: readable, some records, each with a prompt; what is wrong
- * names the file and the line.  The training prompts (pooled) go into the
- * run's pool, so each needs an id of its own: a string (sw-pool's key), and
- * no two prompts one id (their responses would be one GRPO group). */
+ * names the file and the line.  No two prompts may have one id (sw-rollout's
+ * rule: a number where there is none): their responses would be one group.
+ * The training prompts (pooled) go into the run's pool, so each needs an id
+ * of its own that is a string (sw-pool's key). */
 static int prompts_ok_(const char *path, int pooled, sw_error *err)
 {
 	sw_error e = { 0 };
@@ -378,10 +380,10 @@ static int prompts_ok_(const char *path, int pooled, sw_error *err)
 	if (!rd)
 		return sw_fail(err, SW_EIO, "cannot open '%s': %s", path, e.sys_errno ? strerror(e.sys_errno) : e.msg);
 	sw_rec *rec = sw_rec_new();
-	sw_groups *ids = pooled ? sw_groups_new() : NULL;
+	sw_groups *ids = sw_groups_new();
 	uint64_t *first = NULL; /* where each id came first */
 	size_t cap = 0;
-	int rc = rec && (!pooled || ids) ? 0 : sw_fail(err, SW_ENOMEM, "out of memory"), got = 0;
+	int rc = rec && ids ? 0 : sw_fail(err, SW_ENOMEM, "out of memory"), got = 0;
 	while (!rc && (got = sw_reader_next(rd, rec)) == 1) {
 		sw_val v;
 		int json = sw_reader_format(rd) == SW_FMT_JSON;
@@ -394,19 +396,22 @@ static int prompts_ok_(const char *path, int pooled, sw_error *err)
 			             "'messages' (an array)", path, unit, (unsigned long long)n);
 			break;
 		}
-		if (!pooled)
-			continue;
 		uint32_t at;
-		int added;
-		if (sw_rec_get(rec, "id", &v) || v.type != SW_T_STR) {
+		int added = 0;
+		const char *bad;
+		char *id = NULL;
+		if (pooled && (sw_rec_get(rec, "id", &v) || v.type != SW_T_STR)) {
 			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: %s: each prompt needs one of its own (a string)", path,
 			             unit, (unsigned long long)n, sw_rec_get(rec, "id", &v) ? "no id" : "its id is no string");
-		} else if ((added = sw_groups_add(ids, v.v.str.ptr, v.v.str.len, &at)) < 0) {
+		} else if (!(id = sw_sample_group_id(rec, n - 1, &bad))) {
+			rc = bad ? sw_fail(err, SW_EFORMAT, "%s: %s %llu: field 'id' is a %s, not a string or an integer", path,
+			                   unit, (unsigned long long)n, bad)
+			         : sw_fail(err, SW_ENOMEM, "out of memory");
+		} else if ((added = sw_groups_add(ids, id, strlen(id), &at)) < 0) {
 			rc = sw_fail(err, SW_ENOMEM, "out of memory");
 		} else if (!added) {
-			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: id '%.*s' is %s %llu's too: an id names one prompt", path,
-			             unit, (unsigned long long)n, (int)(v.v.str.len > 100 ? 100 : v.v.str.len), v.v.str.ptr,
-			             unit, (unsigned long long)first[at]);
+			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: id '%.100s' is %s %llu's too: an id names one prompt", path,
+			             unit, (unsigned long long)n, id, unit, (unsigned long long)first[at]);
 		} else if (at >= cap) {
 			uint64_t *f = realloc(first, sizeof *f * (cap = cap ? 2 * cap : 256));
 			if (!f)
@@ -416,6 +421,7 @@ static int prompts_ok_(const char *path, int pooled, sw_error *err)
 		} else {
 			first[at] = n;
 		}
+		free(id);
 	}
 	if (!rc && got < 0 && sw_reader_error(rd)->code != SW_EEMPTY) {
 		char where[300];

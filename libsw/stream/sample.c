@@ -3,6 +3,7 @@
  * prompt, chat messages or a response become token ids, for every program.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/internal.h"
@@ -236,4 +237,24 @@ int sw_sample_response(sw_rec *r, const sw_tokenizer *tok, int vocab, int32_t **
 	}
 	return sw_fail(err, SW_ENOENT,
 	               "no response: the record has no 'response_tokens' or 'response' field");
+}
+
+char *sw_sample_group_id(sw_rec *rec, uint64_t place, const char **bad)
+{
+	sw_val v;
+	char buf[32];
+	*bad = NULL;
+	if (sw_rec_get(rec, "id", &v))
+		snprintf(buf, sizeof buf, "%llu", (unsigned long long)place + 1);
+	else if (v.type == SW_T_STR)
+		return strndup(v.v.str.ptr, v.v.str.len);
+	else if (v.type == SW_T_UINT)
+		snprintf(buf, sizeof buf, "%llu", (unsigned long long)v.v.u);
+	else if (v.type == SW_T_INT)
+		snprintf(buf, sizeof buf, "%lld", (long long)v.v.i);
+	else {
+		*bad = sw_type_name(v.type);
+		return NULL;
+	}
+	return strdup(buf);
 }

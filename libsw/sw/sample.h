@@ -59,6 +59,15 @@ int sw_sample_response_is_text(sw_rec *r);
 int sw_sample_prompt(sw_rec *r, const sw_tokenizer *tok, int vocab, int32_t **ids, size_t *n,
                      sw_error *err);
 
+/*
+ * A prompt's group id, which sw-rollout's samples of it carry as `group` and
+ * start their ids with: the record's id (a string, or an integer written in
+ * decimal), else its place in the whole input (from 0) plus 1.  NULL with
+ * *bad the id's type name where the id is neither, NULL alone out of
+ * memory; the caller frees it.
+ */
+char *sw_sample_group_id(sw_rec *r, uint64_t place, const char **bad);
+
 /* The response's tokens: response_tokens if present, else response text encoded. */
 int sw_sample_response(sw_rec *r, const sw_tokenizer *tok, int vocab, int32_t **ids, size_t *n,
                        sw_error *err);
