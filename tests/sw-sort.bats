@@ -71,6 +71,23 @@ EOF
 	sw-sort -S 64K -T tmp -z d.zst | sw-cat | cmp - mem.msgpack
 }
 
+@test "many runs (more spills than open files allowed) are merged as they come: the same bytes under ulimit -n 96" {
+	# ~150 spills of 64K: a descriptor a spill ran out of them (sw-sort: cannot create a temporary
+	# file: Too many open files); now at most 63 runs a level are open
+	sw-datagen -n 6000 -t 50 -s 3 >d.msgpack
+	[ "$(stat -c %s d.msgpack)" -gt $((140 * 65536)) ]
+	mkdir tmp
+	sw-sort d.msgpack >mem.msgpack
+	sw-sort --no-group -k reward d.msgpack >mem2.msgpack
+	run -0 --separate-stderr bash -c 'ulimit -n 96; exec sw-sort -S 64K -T tmp d.msgpack >disk.msgpack'
+	[ "$stderr" = "" ]
+	cmp mem.msgpack disk.msgpack
+	run -0 --separate-stderr bash -c 'ulimit -n 96; exec sw-sort --no-group -k reward -S 64K -T tmp d.msgpack >disk2.msgpack'
+	[ "$stderr" = "" ]
+	cmp mem2.msgpack disk2.msgpack
+	[ -z "$(ls tmp)" ]
+}
+
 @test "--bucket: equal counts, whole groups, one file each with %d" {
 	sw-datagen -n 200 -s 2 >d.msgpack
 	run -0 sw-sort --bucket 3 -o 'b-%d.msgpack' d.msgpack

@@ -11,12 +11,20 @@
  * number, and runs are cut from the input in order), so the output is the
  * same whatever the buffer's size.
  *
+ * A run is an open descriptor (its file has no name), so the runs are kept
+ * few as they come: whenever the last MERGE_FAN_IN runs are of one level,
+ * they are merged into one run of the next (settle_), as a log-structured
+ * merge does.  At most MERGE_FAN_IN - 1 runs a level are open, and every
+ * record is written once a level: a few dozen descriptors however large the
+ * input, where a descriptor a spill ran into the open file limit (1024 by
+ * default: 16 GB at -S 16M).
+ *
  * Groups complicate this: a record's place depends on its group's total,
- * known only at the end.  So with groups the spilled chunks are written in
- * input order, and once the input is read and every group's total known,
- * each chunk is read back, sorted by its groups' final order and written as
- * a run; a small array per run (4 bytes a record) carries each record's
- * group order into the merge.
+ * known only at the end.  So with groups the input is spilled as it comes,
+ * in input order, to one file, and once the input is read and every group's
+ * total known, it is read back a buffer at a time, each sorted by its
+ * groups' final order and written as a run; a small array per run (4 bytes
+ * a record) carries each record's group order into the merge.
  */
 #define _GNU_SOURCE /* qsort_r: the comparisons need the sorter */
 #include <errno.h>
@@ -45,6 +53,7 @@ typedef struct run_ {
 	int fd;
 	uint64_t n;
 	uint32_t *ord; /* grouped: each record's group place, in run order */
+	unsigned level; /* 0 a spill; L + 1 a merge of MERGE_FAN_IN runs of level L */
 } run_;
 
 /* A run being merged: its reader and its current record. */
@@ -94,6 +103,8 @@ struct sw_sorter {
 	run_ *runs;
 	size_t nruns, runs_cap;
 	uint64_t seq;
+	int spill_fd;       /* grouped: the input spilled in its order, or -1 */
+	sw_writer *spill_w; /* its writer while the input comes */
 
 	int finished;
 	size_t pos;         /* in memory: the next entry out */
@@ -371,18 +382,70 @@ static run_ *run_new_(sw_sorter *s, sw_error *err)
 	return r;
 }
 
-/* Write the buffer's records as a run: sorted, or (a chunk) as they are. */
+static int merge_to_(sw_sorter *s, size_t lo, size_t hi, run_ *to, sw_error *err);
+
+/* The last MERGE_FAN_IN runs merged into one, of the level after the first's;
+ * settle_: while the last MERGE_FAN_IN runs are of one level, merge them into one of
+ * the next.  The levels never rise along the runs (a merge replaces the
+ * last ones), so the first and the last of them being of one level is
+ * enough.  The merged run holds the latest input: it goes last, keeping
+ * ties in order. */
+static int merge_last_(sw_sorter *s, sw_error *err)
+{
+	size_t first = s->nruns - MERGE_FAN_IN;
+	run_ merged = { .fd = -1, .level = s->runs[first].level + 1 };
+	int rc = tmpfile_(s, &merged.fd, err);
+	if (rc)
+		return rc;
+	rc = merge_to_(s, first, s->nruns, &merged, err);
+	s->nruns = first;
+	s->runs[s->nruns++] = merged;
+	return rc;
+}
+
+static int settle_(sw_sorter *s, sw_error *err)
+{
+	int rc = 0;
+	while (!rc && s->nruns >= MERGE_FAN_IN && s->runs[s->nruns - MERGE_FAN_IN].level == s->runs[s->nruns - 1].level)
+		rc = merge_last_(s, err);
+	return rc;
+}
+
+/* Whether a record of len bytes more would take the buffer past its size
+ * (the buffer holds the bytes and an entry a record; one record always fits). */
+static int full_(const sw_sorter *s, size_t len)
+{
+	return s->n && s->b.len + len + (s->n + 1) * sizeof(ent_) > s->memory;
+}
+
+/* The buffer's records appended, as they are, to the grouped input's spill. */
+static int spill_input_(sw_sorter *s, sw_error *err)
+{
+	if (s->spill_fd < 0 && tmpfile_(s, &s->spill_fd, err))
+		return err->code;
+	if (!s->spill_w && !(s->spill_w = run_writer_(s->spill_fd, err)))
+		return err->code;
+	for (size_t i = 0; i < s->n; i++)
+		if (sw_writer_put_raw(s->spill_w, s->b.p + s->e[i].off, s->e[i].len))
+			return run_write_fail_(s, s->spill_w, err);
+	s->b.len = s->n = 0;
+	return 0;
+}
+
+/* Write the buffer's records as a run, sorted (then settle the runs); or,
+ * grouped while the input comes, append them to the input's spill. */
 static int spill_(sw_sorter *s, int sorted, sw_error *err)
 {
-	if (sorted)
-		qsort_r(s->e, s->n, sizeof *s->e, cmp_ent_, s);
+	if (!sorted)
+		return spill_input_(s, err);
+	qsort_r(s->e, s->n, sizeof *s->e, cmp_ent_, s);
 	run_ *r = run_new_(s, err);
 	if (!r)
 		return err->code;
 	sw_writer *w = run_writer_(r->fd, err);
 	if (!w)
 		return err->code;
-	if (sorted && s->grouped && !(r->ord = malloc((s->n ? s->n : 1) * sizeof *r->ord))) {
+	if (s->grouped && !(r->ord = malloc((s->n ? s->n : 1) * sizeof *r->ord))) {
 		sw_writer_free(w);
 		return oom_(err);
 	}
@@ -397,7 +460,8 @@ static int spill_(sw_sorter *s, int sorted, sw_error *err)
 	}
 	r->n = s->n;
 	s->b.len = s->n = 0;
-	return run_close_(s, w, err);
+	int rc = run_close_(s, w, err);
+	return rc ? rc : settle_(s, err);
 }
 
 static sw_reader *run_reader_(const sw_sorter *s, int fd, sw_error *err)
@@ -572,6 +636,7 @@ sw_sorter *sw_sorter_new(const sw_sort_opts *o, sw_error *err)
 		oom_(err);
 		return NULL;
 	}
+	s->spill_fd = -1;
 	s->reverse = o->reverse;
 	s->grouped = !o->no_group;
 	s->key_string = o->key ? -1 : 0;
@@ -609,6 +674,9 @@ void sw_sorter_free(sw_sorter *s)
 		free(s->runs[i].ord);
 	}
 	free(s->runs);
+	sw_writer_free(s->spill_w);
+	if (s->spill_fd >= 0)
+		close(s->spill_fd);
 	size_t ng = s->groups ? sw_groups_count(s->groups) : 0;
 	for (size_t g = 0; s->gstr && g < ng; g++)
 		free(s->gstr[g]);
@@ -654,8 +722,7 @@ int sw_sorter_add(sw_sorter *s, sw_rec *rec, sw_error *err)
 	size_t skey_off = str ? (size_t)((const uint8_t *)str - p) : 0;
 	if (str && skey_off + sn > len)
 		return sw_fail(err, SW_EINVAL, "internal error: key outside its record");
-	/* the buffer holds the bytes and an entry a record */
-	if (s->n && s->b.len + len + (s->n + 1) * sizeof(ent_) > s->memory && (rc = spill_(s, !s->grouped, err)))
+	if (full_(s, len) && (rc = spill_(s, !s->grouped, err)))
 		return rc;
 	if ((rc = buffer_(s, p, len, s->seq, s->grouped ? s->gidx[s->seq] : 0, err)))
 		return rc;
@@ -667,41 +734,34 @@ int sw_sorter_add(sw_sorter *s, sw_rec *rec, sw_error *err)
 	return 0;
 }
 
-/* With groups: each chunk, in input order, read back and sorted into a run. */
-static int chunks_to_runs_(sw_sorter *s, sw_error *err)
+/* With groups: the input's spill read back a buffer at a time, each sorted into a run. */
+static int input_to_runs_(sw_sorter *s, sw_error *err)
 {
-	size_t nchunks = s->nruns;
-	run_ *chunks = s->runs;
 	uint64_t base = 0;
-	int rc = 0;
-	sw_rec *cr = sw_rec_new();
-	s->runs = NULL;
-	s->nruns = s->runs_cap = 0;
-	if (!cr)
+	int rc = run_close_(s, s->spill_w, err), got = 0;
+	s->spill_w = NULL;
+	sw_rec *cr = rc ? NULL : sw_rec_new();
+	sw_reader *r = NULL;
+	if (!rc && !cr)
 		rc = oom_(err);
-	for (size_t i = 0; i < nchunks; i++) {
-		sw_reader *r = rc ? NULL : run_reader_(s, chunks[i].fd, err);
-		if (r) {
-			int got = 0;
-			const uint8_t *p;
-			size_t len;
-			while (!rc && (got = sw_reader_next(r, cr)) == 1)
-				if (sw_rec_bytes(cr, &p, &len) || buffer_(s, p, len, base, s->gidx[base], err))
-					rc = oom_(err);
-				else
-					base++;
-			if (!rc && got < 0)
-				rc = sw_fail(err, sw_reader_error(r)->code, "cannot read a run back: %s", sw_reader_error(r)->msg);
-			sw_reader_free(r);
-		} else if (!rc) {
-			rc = err->code;
-		}
-		close(chunks[i].fd);
-		if (!rc)
-			rc = spill_(s, 1, err);
+	if (!rc && !(r = run_reader_(s, s->spill_fd, err)))
+		rc = err->code;
+	while (!rc && (got = sw_reader_next(r, cr)) == 1) {
+		const uint8_t *p;
+		size_t len;
+		if (sw_rec_bytes(cr, &p, &len))
+			rc = oom_(err);
+		else if (!(rc = full_(s, len) ? spill_(s, 1, err) : 0) && !(rc = buffer_(s, p, len, base, s->gidx[base], err)))
+			base++;
 	}
+	if (!rc && got < 0)
+		rc = sw_fail(err, sw_reader_error(r)->code, "cannot read a run back: %s", sw_reader_error(r)->msg);
+	if (!rc && s->n)
+		rc = spill_(s, 1, err);
+	sw_reader_free(r);
 	sw_rec_free(cr);
-	free(chunks);
+	close(s->spill_fd);
+	s->spill_fd = -1;
 	return rc;
 }
 
@@ -716,32 +776,23 @@ int sw_sorter_finish(sw_sorter *s, sw_error *err)
 	s->finished = 1;
 	if (s->grouped && order_groups_(s))
 		return oom_(err);
-	if (!s->nruns) {
+	if (!s->nruns && s->spill_fd < 0) {
 		/* it all fit: sort in memory */
 		qsort_r(s->e, s->n, sizeof *s->e, cmp_ent_, s);
 		return 0;
 	}
 	if ((rc = spill_(s, !s->grouped, err)))
 		return rc;
-	if (s->grouped && (rc = chunks_to_runs_(s, err)))
+	if (s->grouped && (rc = input_to_runs_(s, err)))
 		return rc;
 	sw_buf_release(&s->b);
 	free(s->e);
 	s->e = NULL;
 	s->n = s->ecap = 0;
 	/* merge down to MERGE_FAN_IN runs */
-	while (s->nruns > MERGE_FAN_IN) {
-		size_t first = s->nruns - MERGE_FAN_IN;
-		run_ merged = { .fd = -1 };
-		if ((rc = tmpfile_(s, &merged.fd, err)))
+	while (s->nruns > MERGE_FAN_IN)
+		if ((rc = merge_last_(s, err)))
 			return rc;
-		rc = merge_to_(s, first, s->nruns, &merged, err);
-		s->nruns = first;
-		/* the merged run holds the latest input: it goes last, keeping ties in order */
-		s->runs[s->nruns++] = merged;
-		if (rc)
-			return rc;
-	}
 	return merge_open_(s, &s->m, 0, s->nruns, err);
 }
 
