@@ -242,3 +242,28 @@ time.sleep(30)' "$sock" "sw-test-$$" &
 	[ "$output" = "" ]
 	[ -e keep ]
 }
+
+@test "an open file limit: a lower one than the box's stays; too low for the workers, fewer run, said once; too low for one, an error saying so" {
+	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
+	cat >judge.py <<-'EOF2'
+	import sys
+	for line in sys.stdin:
+	    print('{"score": 1}', flush=True)
+	EOF2
+	for i in $(seq 1 18); do echo "{\"id\":\"s$i\",\"response\":\"x\"}"; done >in.jsonl
+	# the box's own limit (256) cannot be had under a hard limit of 64: 64 stays (it was "cannot limit open files")
+	run -0 --separate-stderr bash -c "ulimit -n 64; exec sw-verify -f json -r 'exec:/usr/bin/python3 $PWD/judge.py,workers=2' in.jsonl"
+	[ "${#lines[@]}" = 18 ]
+	[ "$(printf '%s\n' "${lines[@]}" | jq -c .rewards | sort -u)" = '{"exec":1}' ]
+	# eight workers where the limit lets some start: every sample scored, by fewer workers, said once
+	run -0 --separate-stderr bash -c "ulimit -n 20; exec sw-verify -f json -r 'exec:/usr/bin/python3 $PWD/judge.py,workers=8' in.jsonl"
+	[ "$(printf '%s\n' "${lines[@]}" | jq -c .rewards | sort -u)" = '{"exec":1}' ]
+	[ "${#lines[@]}" = 18 ]
+	[[ ${stderr_lines[0]} =~ ^"sw-verify: warning: exec: "[1-7]" of its 8 workers run: the next cannot start (".*"Too many open files (the open file limit, ulimit -n, is too low for the workers))"$ ]] ||
+		{ echo "$stderr"; false; }
+	[ "${#stderr_lines[@]}" = 1 ]
+	# a limit no worker can start under: the error says which limit, not that the sandbox cannot be had
+	run -1 --separate-stderr bash -c "ulimit -n 10; exec sw-verify -f json -r 'exec:/usr/bin/python3 $PWD/judge.py' in.jsonl"
+	[[ $stderr == "sw-verify: verifier 'exec:/usr/bin/python3 $PWD/judge.py': "*"Too many open files"* ]] || { echo "$stderr"; false; }
+	[[ $stderr != *"sandbox=strict cannot be had"* ]]
+}

@@ -421,6 +421,9 @@ static _Noreturn void child_fail_(const spawn_ *s, char kind, const char *what)
 {
 	char buf[512];
 	int e = errno;
+	/* out of a resource ('R'), not of a sandbox's means: a weaker box would fail the same */
+	if (e == EMFILE || e == ENFILE || e == ENOMEM)
+		kind = 'R';
 	int n = snprintf(buf, sizeof buf, "%c%s: %s", kind, what, strerror(e));
 	if (n > 0 && write(s->status_w, buf, (size_t)n) < 0)
 		_exit(127);
@@ -537,13 +540,21 @@ static int seccomp_(int nproc_ok, struct sock_fprog *prog)
 	return rc;
 }
 
+/* The limit v on res, both soft and hard; where the process's own hard limit
+ * is lower already (ulimit -n 64 under sw-verify), that one stays: it is
+ * stricter, and only a privileged process could raise it. */
 static void limit_(const spawn_ *s, int res, uint64_t v, const char *what)
 {
 	if (!v)
 		return;
-	struct rlimit r = { (rlim_t)v, (rlim_t)v };
+	struct rlimit cur, r = { (rlim_t)v, (rlim_t)v };
 	if (res == RLIMIT_CPU)
 		r.rlim_max = (rlim_t)v + 1; /* SIGXCPU first, SIGKILL a second later */
+	if (!getrlimit(res, &cur) && cur.rlim_max != RLIM_INFINITY && r.rlim_max > cur.rlim_max) {
+		r.rlim_max = cur.rlim_max;
+		if (r.rlim_cur > r.rlim_max)
+			r.rlim_cur = r.rlim_max;
+	}
 	if (setrlimit(res, &r))
 		child_fail_(s, 'S', what);
 }
@@ -805,8 +816,11 @@ static int child_(void *arg)
 	int hi[3];
 	for (int i = 0; i < 3; i++) {
 		int f = s->fd[i];
-		if (f < 0 || (hi[i] = fcntl(f, F_DUPFD, 10)) < 0)
+		if (f < 0 || (hi[i] = fcntl(f, F_DUPFD, 10)) < 0) {
+			if (errno == EINVAL) /* F_DUPFD at 10 under an open file limit of 10 or less */
+				errno = EMFILE;
 			child_fail_(s, 'S', "cannot set up standard input and output");
+		}
 	}
 	for (int i = 0; i < 3; i++)
 		if (dup2(hi[i], i) < 0)
@@ -1028,8 +1042,10 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 	 * own, or a user namespace (whose processes the kernel counts apart) */
 	int nproc_ok = level == SW_SANDBOX_OFF || level == SW_SANDBOX_USERNS || d->own_uid;
 	pid_t p = -1;
+	errno = 0;
 	if (level != SW_SANDBOX_OFF && seccomp_(nproc_ok, &s->prog)) {
-		rc = sw_fail(err, SW_EIO, "cannot compile the seccomp filter");
+		int e = errno; /* memfd_create's, say, out of open files */
+		rc = sw_fail(err, SW_EIO, "cannot compile the seccomp filter%s%s", e ? ": " : "", e ? strerror(e) : "");
 		goto out;
 	}
 	if (!(s->envp = env_(s->sb, level <= SW_SANDBOX_ROOTNS ? "/box" : d->path))) {
@@ -1114,6 +1130,11 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 		} else if (got > 0 && msg[0] == 'S') {
 			snprintf(why, whylen, "%s", msg + 1);
 			rc = 1;
+		} else if (got > 0 && msg[0] == 'R') {
+			rc = sw_fail(err, SW_EIO, "cannot start %s%s%s: %s%s", s->argv ? "'" : "the box", s->argv ? s->argv[0] : "",
+			             s->argv ? "'" : "", msg + 1,
+			             strstr(msg, strerror(EMFILE)) ? " (the open file limit, ulimit -n, is too low for the workers)"
+			                                           : "");
 		} else {
 			rc = sw_fail(err, SW_EIO, "cannot start '%s' in the sandbox: %s",
 			             s->argv ? s->argv[0] : "the probe", got ? msg + 1 : "it died");

@@ -84,6 +84,7 @@ struct sw_vpool {
 	uint64_t err_dropped;
 	worker_ *w;
 	unsigned nw;
+	unsigned usable;        /* the workers that may start: nw, fewer once one could not for want of open files */
 	unsigned dead_in_row;
 	int broken;
 	char broken_why[400];
@@ -181,7 +182,7 @@ sw_vpool *sw_vpool_new(struct sw_verify *v, size_t vi, const char *name, const c
 	p->timeout = timeout;
 	p->window = window;
 	p->errfd = errfd;
-	p->nw = workers;
+	p->nw = p->usable = workers;
 	p->w = calloc(workers, sizeof *p->w);
 	if (!p->argv[2] || !p->w)
 		goto oom;
@@ -448,12 +449,25 @@ int sw_vpool_submit(sw_vpool *p, uint64_t seq, struct sw_rec *rec, sw_error *err
 		return 0;
 	}
 	worker_ *w = &p->w[0];
-	for (unsigned i = 1; i < p->nw; i++)
+	for (unsigned i = 1; i < p->usable; i++)
 		if (p->w[i].qlen < w->qlen)
 			w = &p->w[i];
 	if (w->fd < 0) {
 		sw_error e2 = { 0 };
-		if (worker_start_(p, w, &e2)) {
+		int rc = worker_start_(p, w, &e2);
+		unsigned k = (unsigned)(w - p->w);
+		if (rc && k > 0 && strstr(e2.msg, strerror(EMFILE))) {
+			/* the workers before it run: the pool goes on with them, said once */
+			p->usable = k;
+			sw_verify_warn(p->v, "%s: %u of its %u workers run: the next cannot start (%s)", p->name, k, p->nw,
+			               e2.msg);
+			w = &p->w[0];
+			for (unsigned i = 1; i < p->usable; i++)
+				if (p->w[i].qlen < w->qlen)
+					w = &p->w[i];
+			rc = w->fd < 0 ? worker_start_(p, w, &e2) : 0;
+		}
+		if (rc) {
 			p->dead_in_row++;
 			if (p->dead_in_row >= BROKEN_AFTER) {
 				p->broken = 1;
