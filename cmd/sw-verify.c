@@ -246,12 +246,15 @@ int main(int argc, char **argv)
 	sw_writer_free(w_);
 	sw_rec_free(rec);
 	free(specs);
+	uint64_t first = 0;
+	const char *why = sw_verify_first_failure(v_, &first);
 	if (failed && (double)failed > max_errors * (double)n)
-		cli_die("%llu of %llu samples (%.1f%%) have verifier_error, more than --max-errors %g allows",
+		cli_die("%llu of %llu samples (%.1f%%) have verifier_error, more than --max-errors %g allows "
+		        "(the first, sample %llu: %s)",
 		        (unsigned long long)failed, (unsigned long long)n, 100.0 * (double)failed / (double)n,
-		        max_errors);
+		        max_errors, (unsigned long long)first + 1, why);
 	if (failed && cli_verbosity >= 0)
-		cli_warn("warning: %llu of %llu samples have verifier_error", (unsigned long long)failed,
-		         (unsigned long long)n);
+		cli_warn("warning: %llu of %llu samples have verifier_error (the first, sample %llu: %s)",
+		         (unsigned long long)failed, (unsigned long long)n, (unsigned long long)first + 1, why);
 	cli_exit(0);
 }

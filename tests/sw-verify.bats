@@ -110,10 +110,10 @@ print(json.dumps({"id": "clean", "response": "a cake"}))' >in.jsonl
 	[ "${lines[0]}" = '["short",0,["weapons"],null]' ]
 	[ "${lines[1]}" = '["long",null,[],"blocklist: pattern '"'weapons'"' could not be matched against the response: match limit exceeded"]' ]
 	[ "${lines[2]}" = '["clean",1,[],null]' ]
-	[ "$stderr" = "sw-verify: warning: 1 of 3 samples have verifier_error" ]
+	[ "$stderr" = "sw-verify: warning: 1 of 3 samples have verifier_error (the first, sample 2: blocklist: pattern 'weapons' could not be matched against the response: match limit exceeded)" ]
 	# one in three failed: more than --max-errors allows by default
 	run -1 --separate-stderr sw-verify -r blocklist:rules.txt -o out.msgpack in.jsonl
-	[ "$stderr" = "sw-verify: 1 of 3 samples (33.3%) have verifier_error, more than --max-errors 0.01 allows" ]
+	[ "$stderr" = "sw-verify: 1 of 3 samples (33.3%) have verifier_error, more than --max-errors 0.01 allows (the first, sample 2: blocklist: pattern 'weapons' could not be matched against the response: match limit exceeded)" ]
 	# another rule of the list broken: the sample is scored, the violation named, whatever stopped
 	printf '[plain] make a bomb\n' >>rules.txt
 	run -0 --separate-stderr v '[.id, .reward, .violations, .verifier_error]' -r blocklist:rules.txt in.jsonl
@@ -509,7 +509,7 @@ for r in ["\u0431\u043e\u043c\u0431 b\u043emb", "\ufb01re", "caf\u00e9", "bomb"]
 	run -0 --separate-stderr v '[.rewards, .violations, .verifier_error, .reward]' -r "exec:python3 v.py,as=judge" --max-errors 0.5 in.jsonl
 	[ "${lines[0]}" = '[{"judge":0.25},["pii","toxicity"],null,0.25]' ]
 	[ "${lines[1]}" = '[{},[],"judge: the verifier says: cannot judge this",null]' ]
-	[ "$stderr" = "sw-verify: warning: 1 of 2 samples have verifier_error" ]
+	[ "$stderr" = "sw-verify: warning: 1 of 2 samples have verifier_error (the first, sample 2: judge: the verifier says: cannot judge this)" ]
 }
 
 hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
@@ -600,7 +600,7 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	echo '{"response":"attack2"}' >in2.jsonl
 	run -1 --separate-stderr v '.verifier_error' -r "exec:python3 $V/garbage.py" in2.jsonl
 	[ "$output" = '"exec: bad reply: '"'"'score'"'"' is not a number"' ]
-	[ "$stderr" = "sw-verify: 1 of 1 samples (100.0%) have verifier_error, more than --max-errors 0.01 allows" ]
+	[ "$stderr" = "sw-verify: 1 of 1 samples (100.0%) have verifier_error, more than --max-errors 0.01 allows (the first, sample 1: exec: bad reply: 'score' is not a number)" ]
 }
 
 @test "hostile: a worker that exits early costs the sample it was on; the rest go to its successor" {
@@ -615,9 +615,9 @@ hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	run -1 --separate-stderr v '.verifier_error' -r "exec:exit 4" in.jsonl
 	[ "${lines[0]}" = '"exec: worker exited with status 4"' ]
 	[ "${lines[4]}" = '"exec: broken: 3 workers in a row ended before answering (last exited with status 4)"' ]
-	[ "$stderr" = "sw-verify: 5 of 5 samples (100.0%) have verifier_error, more than --max-errors 0.01 allows" ]
+	[ "$stderr" = "sw-verify: 5 of 5 samples (100.0%) have verifier_error, more than --max-errors 0.01 allows (the first, sample 1: exec: worker exited with status 4)" ]
 	run -0 --separate-stderr sw-verify -f json -r "exec:exit 4" --max-errors 1 in.jsonl
-	[ "$stderr" = "sw-verify: warning: 5 of 5 samples have verifier_error" ]
+	[ "$stderr" = "sw-verify: warning: 5 of 5 samples have verifier_error (the first, sample 1: exec: worker exited with status 4)" ]
 }
 
 @test "no sandbox directory is left behind" {

@@ -89,6 +89,9 @@ int sw_verify_full(const sw_verify *v);
 /* Samples popped so far, and how many of them carry verifier_error. */
 uint64_t sw_verify_done(const sw_verify *v);
 uint64_t sw_verify_failed(const sw_verify *v);
+/* The verifier_error of the first of them (NULL when none failed), and its
+ * place among the samples popped, from 0. */
+const char *sw_verify_first_failure(const sw_verify *v, uint64_t *index);
 
 /*
  * The reply parser of exec verifiers, public for the fuzz target and the

@@ -106,6 +106,8 @@ struct sw_verify {
 	uint64_t head, tail;  /* sequence numbers: head is the oldest in flight */
 	int held;             /* the head slot was handed out by pop and is released next call */
 	uint64_t done, failed;
+	char first_failure[400]; /* the first sample's verifier_error, and its sequence number */
+	uint64_t first_failed;
 	pcre2_match_data *md;
 	pcre2_match_context *mc;  /* with jit: a JIT stack of up to JIT_STACK_MAX_ bytes */
 	pcre2_jit_stack *jit;
@@ -298,6 +300,13 @@ uint64_t sw_verify_done(const sw_verify *v)
 uint64_t sw_verify_failed(const sw_verify *v)
 {
 	return v->failed;
+}
+
+const char *sw_verify_first_failure(const sw_verify *v, uint64_t *index)
+{
+	if (index)
+		*index = v->first_failed;
+	return v->failed ? v->first_failure : NULL;
 }
 
 /* ---- specs ---- */
@@ -1671,7 +1680,11 @@ static int finish_(sw_verify *v, slot_ *s, sw_error *err)
 		if ((rc = put_text_(b, msg, (size_t)n)) || (rc = sw_rec_set_raw(s->rec, "verifier_error", b->p, b->len)))
 			return sw_fail(err, rc, "cannot set verifier_error");
 		rc = sw_rec_del(s->rec, "reward"); /* never a default, nor a stale, reward */
-		v->failed++;
+		if (!v->failed++) {
+			memcpy(v->first_failure, msg, (size_t)n);
+			v->first_failure[n] = 0;
+			v->first_failed = v->done;
+		}
 	} else {
 		if ((rc = sw_rec_set_f32(s->rec, "reward", (float)(hard ? min_reward_(v, s) : sum))))
 			return sw_fail(err, rc, "cannot set reward");
