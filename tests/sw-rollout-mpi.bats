@@ -72,17 +72,6 @@ prompts() {
 	[ "$(sw-cat -c two.msgpack)" = 18 ]
 }
 
-@test "two prompts of one id: the samples before the second, then rank 0's message as one process says it" {
-	need_mpirun
-	{ prompts; echo '{"id":"p3","prompt":"again"}'; prompts | head -2; } >twice.jsonl
-	run -1 --separate-stderr sw-rollout -m "$M" -n 2 --max-new-tokens 6 -o one.msgpack twice.jsonl
-	[ "$stderr" = "sw-rollout: twice.jsonl: record 10: id 'p3' is record 3's too: an id names one prompt, whose responses are one group" ]
-	run -1 --separate-stderr sw_mpirun -np 2 sw-rollout -m "$M" -n 2 --max-new-tokens 6 -o two.msgpack twice.jsonl
-	[ "${stderr_lines[0]}" = "sw-rollout: twice.jsonl: record 10: id 'p3' is record 3's too: an id names one prompt, whose responses are one group" ]
-	cmp one.msgpack two.msgpack
-	[ "$(sw-cat -c two.msgpack)" = 18 ]
-}
-
 @test "ranks above 0 write nothing: standard output is rank 0's alone, -o is written once" {
 	need_mpirun
 	prompts >in.jsonl

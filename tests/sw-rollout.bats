@@ -384,21 +384,6 @@ store_of_m() {
 	bad '{"prompt":"a","max_new_tokens":"2"}' "field 'max_new_tokens' is str, not a whole number"
 	bad "{\"prompt\":\"$(printf 'x%.0s' $(seq 300))\"}" "prompt has 300 tokens, the model's context is 256"
 	bad "{\"prompt\":\"$(printf 'x%.0s' $(seq 256))\"}" "prompt has 256 tokens, the model's context is 256 (no room for a response)"
-	bad '{"id":"ok","prompt":"other"}' "id 'ok' is record 1's too: an id names one prompt, whose responses are one group"
-	bad '{"id":"ok","prompt":"fine"}' "id 'ok' is record 1's too: an id names one prompt, whose responses are one group"
-	# a prompt without an id is named by its number, which another's id may not take
-	printf '%s\n' '{"prompt":"fine"}' '{"id":1,"prompt":"b"}' >in.jsonl
-	run -1 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 3 in.jsonl
-	[ "$stderr" = "sw-rollout: in.jsonl: record 2: id '1' is record 1's too: an id names one prompt, whose responses are one group" ]
-	# across files, the other file named; --skip-invalid does not skip it (the input is wrong as a whole)
-	printf '%s\n' '{"id":"ok","prompt":"fine"}' >a.jsonl
-	run -1 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 3 --skip-invalid a.jsonl a.jsonl
-	[ "$stderr" = "sw-rollout: a.jsonl: record 1: id 'ok' is record 1's of a.jsonl too: an id names one prompt, whose responses are one group" ]
-	[ "$(jq -r .id <<<"$output" | tr '\n' ' ')" = "ok/0 " ]
-	# scoring takes samples, whose ids are theirs to choose
-	printf '%s\n' '{"id":"s","prompt":"a","response_tokens":[1]}' '{"id":"s","prompt":"a","response_tokens":[2]}' >in.jsonl
-	run -0 --separate-stderr sw-rollout -m "$M" -f json --score in.jsonl
-	[ "${#lines[@]}" = 2 ]
 }
 
 @test "NaN in prompt_tokens (msgpack float) is an error" {

@@ -493,8 +493,11 @@ have_bf16() {
 }
 
 @test "a group holding two prompts (two prompts given one id) is an error naming the sample, not one GRPO group" {
-	printf '%s\n' '{"id":"p1","prompt":"hello"}' '{"id":"p2","prompt":"x"}' '{"id":"p1","prompt":"world"}' |
-		sw-rollout -m "$TINY" -n 2 --max-new-tokens 4 | sw-verify -r length,max=8,buffer=2 >s.msgpack
+	# two rollouts of different prompts that were given one id
+	{
+		printf '%s\n' '{"id":"p1","prompt":"hello"}' '{"id":"p2","prompt":"x"}' | sw-rollout -m "$TINY" -n 2 --max-new-tokens 4
+		printf '%s\n' '{"id":"p1","prompt":"world"}' | sw-rollout -m "$TINY" -n 2 --max-new-tokens 4
+	} | sw-verify -r length,max=8,buffer=2 >s.msgpack
 	[ "$(sw-cat -f json s.msgpack | jq -r .group | tr '\n' ' ')" = "p1 p1 p2 p2 p1 p1 " ]
 	run -1 --separate-stderr sw-train -m "$TINY" -o out s.msgpack
 	[ "$output" = "" ]

@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "sw/balance.h"
 #include "sw/dist.h"
 #include "sw/stream.h"
 #include "rollout_internal.h"
@@ -65,7 +64,6 @@ struct sw_rollout_feed {
 	int rank, size;
 	sw_rollout_feed_io io;
 	uint64_t per;              /* samples a valid record gives: G, or 1 in score mode */
-	bool prompts;              /* the records are prompts (not samples to score): one id each */
 	bool skip_invalid;
 	char **files;              /* the feed's own copy: its reading thread may outlive the caller's */
 	int nfiles;
@@ -186,54 +184,13 @@ static bool orphaned_(sw_rollout_feed *f)
 
 static void release_(sw_rollout_feed *f);
 
-/* Where each prompt id came first: its file and record. */
-typedef struct seen_ {
-	sw_groups *ids;
-	struct { uint32_t file; uint64_t recno; } *at;
-	size_t cap;
-	uint64_t place;            /* records read so far, over every file */
-} seen_;
-
-/* Note rec's group id (the prompts of a generation): 0, or an input error in
- * msg where another prompt had it (their responses would be one group, and
- * their samples' ids the same).  An id of the wrong type is left to the
- * scheduler, which names it as an invalid record. */
-static int seen_id_(seen_ *s, const sw_rollout_feed *f, sw_rec *rec, uint32_t file, uint64_t recno, char *msg,
-                    size_t size)
-{
-	const char *bad;
-	char *gid = sw_sample_group_id(rec, s->place++, &bad);
-	uint32_t at;
-	int added = gid ? sw_groups_add(s->ids, gid, strlen(gid), &at) : bad ? 1 : SW_ENOMEM;
-	if (added == 1 && gid && at >= s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 256;
-		void *a = realloc(s->at, cap * sizeof *s->at);
-		if (a)
-			s->at = a, s->cap = cap;
-		else
-			added = SW_ENOMEM;
-	}
-	if (added < 0)
-		snprintf(msg, size, "out of memory");
-	else if (added == 0)
-		snprintf(msg, size, "%s: record %llu: id '%.100s' is record %llu's%s%s too: an id names one prompt, "
-		         "whose responses are one group", name_(f, file), (unsigned long long)recno, gid,
-		         (unsigned long long)s->at[at].recno, s->at[at].file != file ? " of " : "",
-		         s->at[at].file != file ? name_(f, s->at[at].file) : "");
-	else if (gid)
-		s->at[at].file = file, s->at[at].recno = recno;
-	free(gid);
-	return added < 1 ? -1 : 0;
-}
-
 static void *reader_main_(void *arg)
 {
 	sw_rollout_feed *f = arg;
 	sw_error err = { 0 };
 	sw_rec *rec = sw_rec_new();
 	char buf[512], msg[sizeof f->qerr] = "";
-	seen_ seen = { f->prompts ? sw_groups_new() : NULL, NULL, 0, 0 };
-	if (!rec || (f->prompts && !seen.ids))
+	if (!rec)
 		snprintf(msg, sizeof msg, "out of memory");
 	for (int i = 0; rec && i < f->nfiles && !msg[0] && !orphaned_(f); i++) {
 		sw_reader *r = sw_reader_open(f->files[i], &err);
@@ -255,10 +212,6 @@ static void *reader_main_(void *arg)
 				snprintf(msg, sizeof msg, "out of memory");
 				break;
 			}
-			if (seen.ids && seen_id_(&seen, f, rec, (uint32_t)i, sw_reader_records(r), msg, sizeof msg)) {
-				free(copy);
-				break;
-			}
 			if (f->nstage == QCAP_)
 				hand_on_(f);
 			f->stage[f->nstage++] = (item_){ copy, n, (uint32_t)i, sw_reader_records(r) };
@@ -269,8 +222,6 @@ static void *reader_main_(void *arg)
 		sw_reader_free(r);
 	}
 	sw_rec_free(rec);
-	sw_groups_free(seen.ids);
-	free(seen.at);
 	if (end_input_(f, msg[0] ? msg : NULL)) {
 		pthread_detach(pthread_self());
 		release_(f);
@@ -662,7 +613,6 @@ sw_rollout_feed *sw_rollout_feed_new(sw_comm *comm, char *const *files, int nfil
 	f->size = sw_comm_size(comm);
 	f->io = *io;
 	f->per = c->score ? 1 : (uint64_t)c->G;
-	f->prompts = !c->score;
 	f->skip_invalid = c->skip_invalid;
 	f->nfiles = nfiles;
 	f->max_record = max_record;
