@@ -190,6 +190,7 @@ static int backend_child_(void)
 	return 0;
 }
 
+#ifndef __SANITIZE_ADDRESS__
 /* This process's address space, bytes (VmSize). */
 static size_t vm_size_(void)
 {
@@ -203,6 +204,7 @@ static size_t vm_size_(void)
 		fclose(f);
 	return kb << 10;
 }
+#endif
 
 /* The child's side: the backend's product of n x n x n (A B^T where tb,
  * else A B) with the address space limited to what the process has and
@@ -210,6 +212,7 @@ static size_t vm_size_(void)
 static int oom_child_(int room, int tb, int n)
 {
 #ifdef __SANITIZE_ADDRESS__
+	(void)room, (void)tb, (void)n;
 	printf("skip: ASan's allocator does not run under an address-space limit\n");
 	return 0;
 #else
