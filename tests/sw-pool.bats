@@ -22,10 +22,14 @@ ids() {
 	printf '%s\n' '{"id":"p1","prompt":"one"}' '{"id":"p4","prompt":"four","mine":[1,2]}' '{"id":"p4","prompt":"four","mine":[1,2]}' >more.jsonl
 	run -0 --separate-stderr sw-pool -v add pool.mp more.jsonl
 	[ "$stderr" = "sw-pool: pool.mp: added 1 of 3 prompts (2 already there), 5 in all" ]
-	# the pool's own records (with their pool maps) added again: all there already
+	# the pool's own records (with their pool maps) added again: all there already; so is a file
+	# written again with its fields in another order
 	sw-pool take pool.mp >taken.mp
 	run -0 --separate-stderr sw-pool -v add pool.mp taken.mp
 	[ "$stderr" = "sw-pool: pool.mp: added 0 of 5 prompts (5 already there), 5 in all" ]
+	jq -c '{prompt, id}' prompts.jsonl >reordered.jsonl
+	run -0 --separate-stderr sw-pool -v add pool.mp reordered.jsonl
+	[ "$stderr" = "sw-pool: pool.mp: added 0 of 4 prompts (4 already there), 5 in all" ]
 	# another prompt under an id the pool has, or one earlier in the input has: an error, nothing added
 	cp pool.mp before.mp
 	printf '%s\n' '{"id":"p9","prompt":"nine"}' '{"id":"p1","prompt":"again"}' >clash.jsonl

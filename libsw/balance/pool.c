@@ -247,17 +247,30 @@ uint64_t sw_pool_round(const sw_pool *p)
 }
 
 /* 1 where rec (which has no pool map) is prompt e of the pool but for e's
- * pool map, 0 where they differ, < 0 out of memory. */
+ * pool map: the same fields with the same values' bytes, in whatever order
+ * (a file written again by another tool may order them otherwise); 0 where
+ * they differ, < 0 where e cannot be read. */
 static int same_prompt_(sw_pool *p, const ent_ *e, sw_rec *rec, sw_error *err)
 {
-	const uint8_t *a, *b;
-	size_t na, nb;
 	int rc = sw_rec_load(p->cmp, p->bytes.p + e->off, e->len);
-	if (!rc)
-		(void)sw_rec_del(p->cmp, "pool"); /* a prompt added since the pool was read has none */
-	if (rc || (rc = sw_rec_bytes(p->cmp, &a, &na)) || (rc = sw_rec_bytes(rec, &b, &nb)))
-		return sw_fail(err, rc, "out of memory");
-	return na == nb && !memcmp(a, b, na);
+	if (rc)
+		return sw_fail(err, rc, "the pool's prompt %zu cannot be read", (size_t)(e - p->e) + 1);
+	sw_val v, w;
+	size_t n = sw_rec_count(p->cmp) - (sw_rec_get(p->cmp, "pool", &v) == 0);
+	if (sw_rec_count(rec) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *key;
+		size_t klen;
+		char name[256];
+		if (sw_rec_field(rec, i, &key, &klen, &v) || !key || klen >= sizeof name)
+			return 0; /* a key sw_rec_get could not look up: compared as different */
+		memcpy(name, key, klen);
+		name[klen] = 0;
+		if (sw_rec_get(p->cmp, name, &w) || w.rawlen != v.rawlen || memcmp(w.raw, v.raw, v.rawlen))
+			return 0;
+	}
+	return 1;
 }
 
 int sw_pool_add(sw_pool *p, sw_rec *prompt, sw_error *err)

@@ -75,6 +75,9 @@ static void test_flow(void)
 	ok(add_(p, "{\"id\":\"a\",\"prompt\":\"x\"}", &e) == 0, "a again: not added");
 	ok(add_(p, "{\"id\":\"b\",\"prompt\":\"y\",\"pool\":{\"seen\":3}}", &e) == 0,
 	   "b again, another pool map: the same prompt, not added");
+	ok(add_(p, "{\"prompt\":\"y\",\"id\":\"b\"}", &e) == 0, "b again, its fields in another order: not added");
+	ok(add_(p, "{\"id\":\"b\",\"prompt\":\"y\",\"label\":1}", &e) == SW_EFORMAT, "b with a field more: another prompt");
+	ok(add_(p, "{\"id\":\"b\"}", &e) == SW_EFORMAT, "b with a field less: another prompt");
 	ok(add_(p, "{\"id\":\"a\",\"prompt\":\"other\"}", &e) == SW_EFORMAT &&
 	   strstr(e.msg, "id 'a' is the pool's already, for another prompt"),
 	   "another prompt with a's id: SW_EFORMAT (%s)", e.msg);
