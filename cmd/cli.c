@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* program_invocation_short_name */
 /* cli.c - the shared discipline of the sw-* programs (see cli.h). */
 #include <errno.h>
 #include <getopt.h>
@@ -6,9 +7,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+
+/* The least stack (RLIMIT_STACK) the programs run with: twice what the
+ * largest of them took (sw-rollout, sw-train and sw-verify ran at 128 KiB
+ * and crashed at 64). */
+#define MIN_STACK_ ((rlim_t)256 << 10)
+
+/* A stack limit too small for the programs' frames (64 KiB read buffers, a
+ * product's 33 KiB tile on each thread, whose stacks take the limit's size;
+ * some mains' own frames) is said before main, where it would be a SIGSEGV
+ * on the first of them. */
+__attribute__((constructor)) static void stack_check_(void)
+{
+	struct rlimit st;
+	if (!getrlimit(RLIMIT_STACK, &st) && st.rlim_cur != RLIM_INFINITY && st.rlim_cur < MIN_STACK_) {
+		fprintf(stderr, "%s: the stack limit (ulimit -s) is %llu KiB: the programs need %llu KiB at least\n",
+		        program_invocation_short_name, (unsigned long long)st.rlim_cur >> 10,
+		        (unsigned long long)MIN_STACK_ >> 10);
+		exit(1);
+	}
+}
 
 int cli_verbosity;
 static const cli_prog *prog_;

@@ -21,6 +21,22 @@ load helpers
 	done
 }
 
+@test "every program: a stack limit below 256 KiB (ulimit -s) is an error saying so, exit 1, not a crash" {
+	[ -z "$SW_SAN" ] || skip "the sanitizers need stacks of their own size"
+	for p in $(programs); do
+		run -1 --separate-stderr bash -c "ulimit -s 128; exec $p --version"
+		[ "$output" = "" ]
+		[ "$stderr" = "$p: the stack limit (ulimit -s) is 128 KiB: the programs need 256 KiB at least" ]
+		run -0 --separate-stderr bash -c "ulimit -s 256; exec $p --version"
+		[[ $output =~ ^$p\ [0-9] ]]
+	done
+	# and at 256 KiB the work runs: a rollout, a step, a verification
+	sw-model init --size tiny m >/dev/null
+	run -0 --separate-stderr bash -c 'ulimit -s 256; printf "{\"id\":\"q\",\"prompt\":\"hello\"}\n" |
+		sw-rollout -m m -n 2 --max-new-tokens 4 | sw-verify -r length,max=8,buffer=2 | sw-train -m m -o out >/dev/null'
+	[ -e out/model.safetensors ]
+}
+
 @test "every program: an unknown option is a usage error, exit 2" {
 	for p in $(programs); do
 		run -2 --separate-stderr "$p" --no-such-option
