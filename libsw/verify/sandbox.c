@@ -424,7 +424,9 @@ static _Noreturn void child_fail_(const spawn_ *s, char kind, const char *what)
 	/* out of a resource ('R'), not of a sandbox's means: a weaker box would fail the same */
 	if (e == EMFILE || e == ENFILE || e == ENOMEM)
 		kind = 'R';
-	int n = snprintf(buf, sizeof buf, "%c%s: %s", kind, what, strerror(e));
+	/* 'R' carries the errno itself, for the caller's sys_errno: "R24 what: why" */
+	int n = kind == 'R' ? snprintf(buf, sizeof buf, "R%d %s: %s", e, what, strerror(e))
+	                    : snprintf(buf, sizeof buf, "%c%s: %s", kind, what, strerror(e));
 	if (n > 0 && write(s->status_w, buf, (size_t)n) < 0)
 		_exit(127);
 	_exit(127);
@@ -1026,12 +1028,17 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 {
 	int sync[2], status[2], rc = 0;
 	const sw_sandbox_dir *d = s->d;
-	if (pipe2(sync, O_CLOEXEC))
-		return sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(errno)), -1;
-	if (pipe2(status, O_CLOEXEC)) {
+	int pe = pipe2(sync, O_CLOEXEC) ? errno : 0;
+	if (!pe && pipe2(status, O_CLOEXEC)) {
+		pe = errno;
 		close(sync[0]);
 		close(sync[1]);
-		return sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(errno)), -1;
+	}
+	if (pe) {
+		sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(pe));
+		if (err)
+			err->sys_errno = pe; /* EMFILE: an exec pool goes on with fewer workers */
+		return -1;
 	}
 	s->level = level;
 	s->sync_r = sync[0];
@@ -1046,6 +1053,8 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 	if (level != SW_SANDBOX_OFF && seccomp_(nproc_ok, &s->prog)) {
 		int e = errno; /* memfd_create's, say, out of open files */
 		rc = sw_fail(err, SW_EIO, "cannot compile the seccomp filter%s%s", e ? ": " : "", e ? strerror(e) : "");
+		if (err)
+			err->sys_errno = e;
 		goto out;
 	}
 	if (!(s->envp = env_(s->sb, level <= SW_SANDBOX_ROOTNS ? "/box" : d->path))) {
@@ -1131,10 +1140,13 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 			snprintf(why, whylen, "%s", msg + 1);
 			rc = 1;
 		} else if (got > 0 && msg[0] == 'R') {
+			char *why_r;
+			int e = (int)strtol(msg + 1, &why_r, 10);
 			rc = sw_fail(err, SW_EIO, "cannot start %s%s%s: %s%s", s->argv ? "'" : "the box", s->argv ? s->argv[0] : "",
-			             s->argv ? "'" : "", msg + 1,
-			             strstr(msg, strerror(EMFILE)) ? " (the open file limit, ulimit -n, is too low for the workers)"
-			                                           : "");
+			             s->argv ? "'" : "", why_r + (*why_r == ' '),
+			             e == EMFILE ? " (the open file limit, ulimit -n, is too low for the workers)" : "");
+			if (err)
+				err->sys_errno = e;
 		} else {
 			rc = sw_fail(err, SW_EIO, "cannot start '%s' in the sandbox: %s",
 			             s->argv ? s->argv[0] : "the probe", got ? msg + 1 : "it died");

@@ -126,15 +126,23 @@ static int worker_start_(sw_vpool *p, worker_ *w, sw_error *err)
 {
 	int sv[2], ep[2] = { -1, -1 };
 	char warn[300]; /* said once, when the verifier was added (sw_sandbox_check) */
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		return sw_fail(err, SW_EIO, "cannot make a socket pair: %s", strerror(errno));
-	if (p->errfd >= 0 && pipe2(ep, O_CLOEXEC)) {
+	int e = 0, rc;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		e = errno;
+		rc = sw_fail(err, SW_EIO, "cannot make a socket pair: %s", strerror(e));
+	} else if (p->errfd >= 0 && pipe2(ep, O_CLOEXEC)) {
+		e = errno;
 		close(sv[0]);
 		close(sv[1]);
-		return sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(errno));
+		rc = sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(e));
+	}
+	if (e) {
+		if (err)
+			err->sys_errno = e; /* EMFILE: the pool goes on with fewer workers */
+		return rc;
 	}
 	sw_sandbox_cgroup(&p->sb, &w->dir); /* none where cgroup v2 is not ours: the rlimits hold */
-	int rc = sw_sandbox_spawn(&p->sb, &w->dir, p->cwd[0] ? p->cwd : NULL, p->binds, p->nfiles,
+	rc = sw_sandbox_spawn(&p->sb, &w->dir, p->cwd[0] ? p->cwd : NULL, p->binds, p->nfiles,
 	                          p->argv, sv[1], sv[1], ep[1], &w->pid, warn, sizeof warn, err);
 	close(sv[1]);
 	if (ep[1] >= 0)
@@ -442,29 +450,33 @@ static int restart_(sw_vpool *p, worker_ *w, const char *why, int blame_status, 
 	return rc;
 }
 
+/* The worker that may start with the fewest samples outstanding (the first of equals). */
+static worker_ *least_busy_(sw_vpool *p)
+{
+	worker_ *w = &p->w[0];
+	for (unsigned i = 1; i < p->usable; i++)
+		if (p->w[i].qlen < w->qlen)
+			w = &p->w[i];
+	return w;
+}
+
 int sw_vpool_submit(sw_vpool *p, uint64_t seq, struct sw_rec *rec, sw_error *err)
 {
 	if (p->broken) {
 		fail_(p, seq, "%s", p->broken_why);
 		return 0;
 	}
-	worker_ *w = &p->w[0];
-	for (unsigned i = 1; i < p->usable; i++)
-		if (p->w[i].qlen < w->qlen)
-			w = &p->w[i];
+	worker_ *w = least_busy_(p);
 	if (w->fd < 0) {
 		sw_error e2 = { 0 };
 		int rc = worker_start_(p, w, &e2);
 		unsigned k = (unsigned)(w - p->w);
-		if (rc && k > 0 && strstr(e2.msg, strerror(EMFILE))) {
+		if (rc && k > 0 && e2.sys_errno == EMFILE) {
 			/* the workers before it run: the pool goes on with them, said once */
 			p->usable = k;
 			sw_verify_warn(p->v, "%s: %u of its %u workers run: the next cannot start (%s)", p->name, k, p->nw,
 			               e2.msg);
-			w = &p->w[0];
-			for (unsigned i = 1; i < p->usable; i++)
-				if (p->w[i].qlen < w->qlen)
-					w = &p->w[i];
+			w = least_busy_(p);
 			rc = w->fd < 0 ? worker_start_(p, w, &e2) : 0;
 		}
 		if (rc) {
