@@ -264,6 +264,15 @@ time.sleep(30)' "$sock" "sw-test-$$" &
 	[ "$(grep -c '^sw-verify: ' <<<"$stderr")" = 1 ]
 	[[ $ours =~ ^"sw-verify: warning: exec: "[1-7]" of its 8 workers run: the next cannot start (".*"Too many open files (the open file limit, ulimit -n, is too low for the workers))"$ ]] ||
 		{ echo "$stderr"; false; }
+	# whichever of the box's steps runs out first (its pipes, the seccomp filter's memfd, the child's
+	# standard streams), the warning names the limit: CI's runner met the filter's where this machine met the streams'
+	for n in 20 21 22 23 24 25 26 27; do
+		run -0 --separate-stderr bash -c "ulimit -n $n; exec sw-verify -f json -r 'exec:/usr/bin/python3 $PWD/judge.py,workers=8' in.jsonl"
+		[ "${#lines[@]}" = 18 ]
+		ours=$(grep '^sw-verify: ' <<<"$stderr" || true)
+		[[ -z $ours || $ours =~ ^"sw-verify: warning: exec: "[1-7]" of its 8 workers run: the next cannot start (".*"Too many open files (the open file limit, ulimit -n, is too low for the workers))"$ ]] ||
+			{ echo "$n: $stderr"; false; }
+	done
 	# a limit no worker can start under: the error says which limit, not that the sandbox cannot be had
 	run -1 --separate-stderr bash -c "ulimit -n 10; exec sw-verify -f json -r 'exec:/usr/bin/python3 $PWD/judge.py' in.jsonl"
 	ours=$(grep '^sw-verify: ' <<<"$stderr")

@@ -416,6 +416,12 @@ typedef struct spawn_ {
 	struct sock_fprog prog;     /* the seccomp filter, compiled by the parent */
 } spawn_;
 
+/* What an exec pool's worker that failed for want of open files adds to its reason */
+static const char *fd_hint_(int e)
+{
+	return e == EMFILE ? " (the open file limit, ulimit -n, is too low for the workers)" : "";
+}
+
 /* 'S' what: the box could not be built (another level may do); 'X': the command failed to start. */
 static _Noreturn void child_fail_(const spawn_ *s, char kind, const char *what)
 {
@@ -1035,7 +1041,7 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 		close(sync[1]);
 	}
 	if (pe) {
-		sw_fail(err, SW_EIO, "cannot make a pipe: %s", strerror(pe));
+		sw_fail(err, SW_EIO, "cannot make a pipe: %s%s", strerror(pe), fd_hint_(pe));
 		if (err)
 			err->sys_errno = pe; /* EMFILE: an exec pool goes on with fewer workers */
 		return -1;
@@ -1052,7 +1058,8 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 	errno = 0;
 	if (level != SW_SANDBOX_OFF && seccomp_(nproc_ok, &s->prog)) {
 		int e = errno; /* memfd_create's, say, out of open files */
-		rc = sw_fail(err, SW_EIO, "cannot compile the seccomp filter%s%s", e ? ": " : "", e ? strerror(e) : "");
+		rc = sw_fail(err, SW_EIO, "cannot compile the seccomp filter%s%s%s", e ? ": " : "", e ? strerror(e) : "",
+		             fd_hint_(e));
 		if (err)
 			err->sys_errno = e;
 		goto out;
@@ -1144,7 +1151,7 @@ static int try_(spawn_ *s, int level, char *stack, pid_t *pid, char *why, size_t
 			int e = (int)strtol(msg + 1, &why_r, 10);
 			rc = sw_fail(err, SW_EIO, "cannot start %s%s%s: %s%s", s->argv ? "'" : "the box", s->argv ? s->argv[0] : "",
 			             s->argv ? "'" : "", why_r + (*why_r == ' '),
-			             e == EMFILE ? " (the open file limit, ulimit -n, is too low for the workers)" : "");
+			             fd_hint_(e));
 			if (err)
 				err->sys_errno = e;
 		} else {
