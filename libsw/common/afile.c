@@ -227,6 +227,24 @@ void sw_afile_abort(sw_afile *f)
 	f->len = f->cap = 0;
 }
 
+int sw_fd_write_all(int fd, const void *p, size_t n, size_t *done)
+{
+	size_t at = 0;
+	int e = 0;
+	while (at < n && !e) {
+		ssize_t w = write(fd, (const char *)p + at, n - at);
+		if (w > 0)
+			at += (size_t)w;
+		else if (w == 0)
+			e = EIO;
+		else if (errno != EINTR)
+			e = errno;
+	}
+	if (done)
+		*done = at;
+	return e;
+}
+
 int sw_fd_cut_back(int fd, off_t size)
 {
 	int rc;

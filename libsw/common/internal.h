@@ -164,6 +164,13 @@ int sw_afile_commit(sw_afile *f, sw_error *err);
 void sw_afile_abort(sw_afile *f);
 
 /*
+ * Write n bytes of p to fd, a write cut short or interrupted continued: 0, or
+ * the errno that stopped it (EIO for a write of nothing).  done, if not NULL,
+ * gets how many bytes were written, all of them or those before the error.
+ */
+int sw_fd_write_all(int fd, const void *p, size_t n, size_t *done);
+
+/*
  * Undo a failed append (a full disk, a quota, a failed fsync): cut the file
  * back to size, the length it had before, and sync it, so that it ends with
  * its last whole record.  The caller holds the file's flock, so no other

@@ -1308,14 +1308,7 @@ int sw_audit_append(sw_audit *a, const sw_audit_rec *r, sw_error *err)
 	/* one write (a reader never sees half a line from a live writer); one cut short is
 	 * continued, to its end or to the error that stopped it */
 	size_t done = 0;
-	int e = 0;
-	while (done < b.len && !e) {
-		ssize_t w = write(a->fd, b.p + done, b.len - done);
-		if (w > 0)
-			done += (size_t)w;
-		else if (w == 0 || errno != EINTR)
-			e = w ? errno : ENOSPC;
-	}
+	int e = sw_fd_write_all(a->fd, b.p, b.len, &done);
 	if (!e && fsync(a->fd))
 		e = errno;
 	if (e) {

@@ -54,14 +54,7 @@ static void *relay_(void *arg)
 			continue;
 		if (k <= 0)
 			break;
-		for (ssize_t off = 0; off < k;) {
-			ssize_t w = write(2, buf + off, (size_t)(k - off));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				break;
-			off += w;
-		}
+		(void)sw_fd_write_all(2, buf, (size_t)k, NULL); /* a stderr that fails drops the message, not the relay */
 	}
 	return NULL;
 }

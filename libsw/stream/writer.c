@@ -150,18 +150,12 @@ uint64_t sw_writer_bytes_out(const sw_writer *w) { return w->bytes_out; }
 
 static int write_all_(sw_writer *w, const uint8_t *p, size_t n)
 {
-	while (n) {
-		ssize_t k = write(w->fd, p, n);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			w->err.sys_errno = errno;
-			return sw_fail(&w->err, errno == EPIPE ? SW_EPIPE : SW_EIO, "write error: %s",
-			               strerror(errno));
-		}
-		p += k;
-		n -= (size_t)k;
-		w->bytes_out += (uint64_t)k;
+	size_t done = 0;
+	int e = sw_fd_write_all(w->fd, p, n, &done);
+	w->bytes_out += done;
+	if (e) {
+		w->err.sys_errno = e;
+		return sw_fail(&w->err, e == EPIPE ? SW_EPIPE : SW_EIO, "write error: %s", strerror(e));
 	}
 	return 0;
 }

@@ -626,16 +626,11 @@ static int write_file_(const char *dir, const char *name, const char *s, size_t 
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
-	size_t off = 0;
-	while (off < n) {
-		ssize_t w = write(fd, s + off, n - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			close(fd);
-			return -1;
-		}
-		off += (size_t)w;
+	int e = sw_fd_write_all(fd, s, n, NULL);
+	if (e) {
+		close(fd);
+		errno = e;
+		return -1;
 	}
 	if (geteuid() == 0 && fchown(fd, uid, uid)) {
 		/* the sandbox can still read it: 0644 */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "common/internal.h"
 #include "tap.h"
@@ -177,11 +178,54 @@ static int direct_ok_(const char *dir)
 	return ok;
 }
 
+/* sw_fd_write_all: every byte through a pipe read 4 KiB at a time, the errno of a
+ * full device or a closed descriptor, and how many bytes went before it */
+static void test_write_all_(void)
+{
+	int pf[2];
+	if (pipe(pf))
+		abort();
+	size_t n = 1 << 20; /* 16 pipe buffers */
+	unsigned char *p = bytes_(n, 7), *q = malloc(n);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pf[1]);
+		size_t got = 0;
+		while (got < n) {
+			ssize_t r = read(pf[0], q + got, n - got < 4096 ? n - got : 4096);
+			if (r <= 0)
+				_exit(2);
+			got += (size_t)r;
+		}
+		_exit(memcmp(p, q, n) != 0 || read(pf[0], q, 1) != 0);
+	}
+	close(pf[0]);
+	size_t done = 0;
+	is_int(sw_fd_write_all(pf[1], p, n, &done), 0, "write_all: 1 MiB through a pipe");
+	ok(done == n, "write_all: every byte counted (%zu)", done);
+	close(pf[1]);
+	int st = -1;
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "write_all: the reader got the bytes in order, and no more");
+	int full = open("/dev/full", O_WRONLY);
+	if (full >= 0) {
+		done = 99;
+		is_int(sw_fd_write_all(full, p, 10, &done), ENOSPC, "write_all: a full device's ENOSPC");
+		ok(done == 0, "write_all: nothing written to a full device (%zu)", done);
+		close(full);
+	}
+	is_int(sw_fd_write_all(full, p, 10, NULL), EBADF, "write_all: a closed descriptor's EBADF");
+	is_int(sw_fd_write_all(-1, p, 0, &done), 0, "write_all: nothing to write is done");
+	free(p);
+	free(q);
+}
+
 int main(void)
 {
 	if (tmp_open("afile") || sodium_init() < 0)
 		return 1;
 	test_digests_();
+	test_write_all_();
 	/* this test's directory: O_DIRECT where its file system takes it (ext4, xfs; tmpfs since Linux 6.6) */
 	test_sizes_(dir_, direct_ok_(dir_));
 	/* /dev/shm is tmpfs: O_DIRECT refused before Linux 6.6 (the page cache it is), taken since */

@@ -692,15 +692,8 @@ static int append_whole_(int fd, const char *t, size_t len)
 		return errno;
 	if (reg && fstat(fd, &st)) /* its size under the lock */
 		e = errno;
-	for (size_t at = 0; !e && at < len;) {
-		ssize_t w = write(fd, t + at, len - at);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			e = w < 0 ? errno : EIO;
-		else
-			at += (size_t)w;
-	}
+	if (!e)
+		e = sw_fd_write_all(fd, t, len, NULL);
 	if (e && reg)
 		sw_fd_cut_back(fd, st.st_size);
 	if (reg)
