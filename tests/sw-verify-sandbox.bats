@@ -126,6 +126,15 @@ time.sleep(30)' "$sock" "sw-test-$$" &
 	[ "${lines[1]}" = "groups=" ]
 }
 
+@test "the box's host name is its own, not the machine's" {
+	echo '{"response":"x","host":true}' >in.jsonl
+	run -0 facts ""
+	[ "$output" = "host=sandbox" ]
+	# without the box the verifier sees the machine's
+	run -0 --separate-stderr facts "sandbox=none" -q
+	[ "$output" = "host=$(uname -n)" ]
+}
+
 @test "seccomp is an allow-list: calls outside it fail with ENOSYS" {
 	[ "$(uname -m)" = x86_64 ] || skip "system call numbers of x86_64 only"
 	# pidfd_getfd 438, kcmp 312, process_madvise 440, listmount 458; getpid 39 is allowed

@@ -512,6 +512,24 @@ for r in ["\u0431\u043e\u043c\u0431 b\u043emb", "\ufb01re", "caf\u00e9", "bomb"]
 	[ "$stderr" = "sw-verify: warning: 1 of 2 samples have verifier_error (the first, sample 2: judge: the verifier says: cannot judge this)" ]
 }
 
+@test "exec: a command the shell cannot find or run says so, with its own message on stderr" {
+	printf '%s\n' '{"id":"1","response":"x"}' '{"id":"2","response":"y"}' >in.jsonl
+	run -1 --separate-stderr v '.verifier_error' -r "exec:$PWD/no-such-judge" in.jsonl
+	[ "${lines[0]}" = '"exec: worker exited with status 127 (the shell'"'"'s status for a command not found)"' ]
+	[ "${#lines[@]}" = 2 ]
+	[[ $stderr == *"[exec] "*"no-such-judge: not found"* ]]
+	[[ $stderr == *"sw-verify: 2 of 2 samples (100.0%) have verifier_error, more than --max-errors 0.01 allows (the first, sample 1: exec: worker exited with status 127 (the shell's status for a command not found))" ]]
+	printf '#!/bin/sh\nwhile read -r l; do echo "{\\"score\\": 1}"; done\n' >judge.sh
+	chmod 644 judge.sh
+	run -1 --separate-stderr v '.verifier_error' -r "exec:$PWD/judge.sh" in.jsonl
+	[ "${lines[0]}" = '"exec: worker exited with status 126 (the shell'"'"'s status for a command it cannot run)"' ]
+	[[ $stderr == *"[exec] "*"judge.sh: Permission denied"* ]]
+	# the same script, executable: it answers
+	chmod 755 judge.sh
+	run -0 --separate-stderr v '.rewards.exec' -r "exec:$PWD/judge.sh" in.jsonl
+	[ "$output" = "$(printf '1\n1')" ]
+}
+
 hostile() { # hostile NAME [KEYS]: the attack sample fails, the others score
 	printf '%s\n' '{"id":"1","response":"ok"}' "{\"id\":\"2\",\"response\":\"attack\",\"target\":\"$PWD/escaped\"}" \
 		'{"id":"3","response":"ok"}' >in.jsonl

@@ -14,7 +14,7 @@
  *          command names, a /proc of its own pid namespace, and /box, a
  *          size-limited tmpfs that is its one writable directory (HOME,
  *          TMPDIR, and /tmp points there).  Nothing of /home, /root, /tmp,
- *          /run or /dev/shm is in it.  It runs as user 1000 of its
+ *          /run or /dev/shm is in it, nor the machine's host name.  It runs as user 1000 of its
  *          namespace: mapped, when we are root, to a user id no one else
  *          has; else to a subordinate id of ours (newuidmap, /etc/subuid)
  *          where there is one, else to our own id, which the namespaces
@@ -770,6 +770,9 @@ static void build_root_(const spawn_ *s)
 		child_fail_(s, 'S', "cannot change the root (pivot_root)");
 	if (umount2(".", MNT_DETACH) || chdir("/"))
 		child_fail_(s, 'S', "cannot let go of the host's root");
+	/* its own UTS namespace, named for what it is: not the host's name */
+	if (sethostname("sandbox", 7))
+		child_fail_(s, 'S', "cannot name the box's host");
 }
 
 static int child_(void *arg)
@@ -1278,7 +1281,10 @@ int sw_sandbox_cgroup(const sw_sandbox *sb, sw_sandbox_dir *d)
 void sw_sandbox_status_str(int status, char *buf, size_t size)
 {
 	if (WIFEXITED(status))
-		snprintf(buf, size, "exited with status %d", WEXITSTATUS(status));
+		snprintf(buf, size, "exited with status %d%s", WEXITSTATUS(status),
+		         WEXITSTATUS(status) == 127   ? " (the shell's status for a command not found)"
+		         : WEXITSTATUS(status) == 126 ? " (the shell's status for a command it cannot run)"
+		                                      : "");
 	else if (WIFSIGNALED(status))
 		snprintf(buf, size, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else

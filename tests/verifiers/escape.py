@@ -4,7 +4,7 @@
 # paths), "abstract" (abstract Unix socket names), "ls" (directories to
 # list), "syscalls" (system calls by number, on x86_64: each is called with
 # zero arguments and answers its errno name), "env" (variables to look up),
-# "ids" (its user, groups and id maps), "write" (MiB to write in $TMPDIR),
+# "ids" (its user, groups and id maps), "host" (its host name), "write" (MiB to write in $TMPDIR),
 # "children" (processes to fork that each touch "child_mib" MiB), "stderr"
 # (lines to write on standard error, and one of "long" bytes), "raw" (a line of
 # these bytes, as Latin-1 code points, to write on standard error).
@@ -87,6 +87,8 @@ for line in sys.stdin:
         facts.append("uid=%d" % os.getuid())
         facts.append("groups=%s" % ",".join(str(g) for g in os.getgroups()))
         facts.append("uid_map=%s" % attempt(lambda: " ".join(open("/proc/self/uid_map").read().split())))
+    if s.get("host"):
+        facts.append("host=%s" % socket.gethostname())
     if "write" in s:
         facts.append("write=%s" % attempt(lambda: write_mib(s["write"])))
     if "children" in s:
