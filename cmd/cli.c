@@ -42,6 +42,7 @@ static const cli_prog *prog_;
  * sanitizer nothing calls it.
  */
 static volatile int dying_;
+static char *die_hint_; /* cli_die_hint's */
 int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void)
 {
@@ -236,7 +237,7 @@ int cli_next(const cli_prog *p, int argc, char **argv, const char **arg, int *op
 
 /* One line on stderr: what the message quotes (a file's name, a field, a
  * spec) may hold anything, so its control characters are shown escaped. */
-static void vmsg_(const char *fmt, va_list ap)
+static void vmsg_(const char *fmt, va_list ap, const char *hint)
 {
 	char small[1024], *msg = small, *shown = NULL;
 	va_list again;
@@ -248,6 +249,13 @@ static void vmsg_(const char *fmt, va_list ap)
 	va_end(again);
 	if (!msg) /* no memory for the whole of it: what fitted */
 		msg = small, len = sizeof small - 1;
+	char *whole = hint ? malloc(len + strlen(hint) + 3) : NULL;
+	if (whole) { /* the message, then how to go on */
+		len = (size_t)sprintf(whole, "%.*s; %s", (int)len, msg, hint);
+		if (msg != small)
+			free(msg);
+		msg = whole;
+	}
 	fflush(stdout);
 	if (!(shown = malloc(4 * len + 8)))
 		fprintf(stderr, "%s: (a message, with no memory left to show it)\n", name_());
@@ -262,7 +270,7 @@ void cli_usage(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg_(fmt, ap);
+	vmsg_(fmt, ap, NULL);
 	va_end(ap);
 	if (prog_)
 		usage_line_(prog_, stderr);
@@ -274,7 +282,7 @@ void cli_warn(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg_(fmt, ap);
+	vmsg_(fmt, ap, NULL);
 	va_end(ap);
 }
 
@@ -282,15 +290,21 @@ void cli_note(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg_(fmt, ap);
+	vmsg_(fmt, ap, NULL);
 	va_end(ap);
+}
+
+void cli_die_hint(const char *hint)
+{
+	free(die_hint_);
+	die_hint_ = hint ? strdup(hint) : NULL; /* no memory: no hint, the message alone */
 }
 
 void cli_die(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg_(fmt, ap);
+	vmsg_(fmt, ap, die_hint_);
 	va_end(ap);
 	dying_ = 1;
 	exit(EXIT_DATA);
@@ -466,4 +480,16 @@ char *cli_strndup(const char *s, size_t n)
 char *cli_strdup(const char *s)
 {
 	return cli_strndup(s, strlen(s));
+}
+
+char *cli_path(const char *dir, const char *fmt, ...)
+{
+	char rel[512], *p;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rel, sizeof rel, fmt, ap);
+	va_end(ap);
+	if (asprintf(&p, "%s/%s", dir, rel) < 0)
+		cli_die("out of memory");
+	return p;
 }

@@ -48,6 +48,9 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * messages: one line, what it quotes (a path, a name) shown escaped. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* From now on cli_die ends its messages with "; " and hint (a copy): a program's
+ * word on how to go on after any failure (sw-run's resume); NULL, none. */
+void cli_die_hint(const char *hint);
 /* "PROG: FILE: record 17 (byte 3456): MSG", exit 1; quietly die of SIGPIPE for a closed pipe. */
 /* Allocation that dies with "PROG: out of memory" (exit 1); a size of 0 still gives a pointer. */
 void *cli_malloc(size_t n);
@@ -55,6 +58,8 @@ void *cli_calloc(size_t n, size_t size);
 void *cli_realloc(void *p, size_t n, size_t size);  /* n * size bytes, overflow checked */
 char *cli_strndup(const char *s, size_t n);
 char *cli_strdup(const char *s);
+/* "DIR/" and fmt's text, a new string (no memory: "PROG: out of memory", exit 1). */
+char *cli_path(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 noreturn void cli_die_stream(const char *file, const sw_error *e);
 
 /* The operands from argv[first] (*n of them), or "-" alone (standard input) when there are none. */

@@ -124,19 +124,6 @@ static double now_(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static char *path_(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *path_(const char *dir, const char *fmt, ...)
-{
-	char rel[512], *p;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rel, sizeof rel, fmt, ap);
-	va_end(ap);
-	if (asprintf(&p, "%s/%s", dir, rel) < 0)
-		cli_die("out of memory");
-	return p;
-}
-
 /* rc 0 (an audit record written, a file saved, ...), or the end of the run with err's message. */
 static void must_(int rc, const sw_error *err)
 {
@@ -154,7 +141,7 @@ static sw_rec *rec_new_(void)
 static void metrics_(run_ *r, sw_rec *m, int rc)
 {
 	sw_error err = { 0 };
-	char *p = path_(r->dir, "metrics.jsonl");
+	char *p = cli_path(r->dir, "metrics.jsonl");
 	if (rc)
 		cli_die("cannot build a metrics record: %s", sw_strerror(rc));
 	must_(sw_metrics_append(p, m, &err), &err);
@@ -216,8 +203,7 @@ static noreturn void stage_failed_(run_ *r, const sw_pipeline *pl, const sw_stag
 	must_(sw_runlog_stages(r->log, pl, it, what, &err), &err);
 	must_(sw_runlog_failure(r->log, it, bad, why, &err), &err);
 	cli_die("iteration %llu: stage '%s' %s (%s); the samples so far are in %s/samples, the weights are "
-	        "those of the last checkpoint; continue with sw-run --resume %s",
-	        (unsigned long long)it, sw_stage_name(bad->stage), why, bad->cmd, r->dir, r->dir);
+	        "those of the last checkpoint", (unsigned long long)it, sw_stage_name(bad->stage), why, bad->cmd, r->dir);
 }
 
 /* An evaluation: greedy generation of the held-out prompts, scored by the verify stage. */
@@ -234,7 +220,7 @@ static void evaluate_(run_ *r, uint64_t it)
 		cli_die("cannot open '%s': %s", r->x.eval, strerror(errno));
 	stage_env_(r, it, 1);
 	double t0 = now_();
-	char *samples = path_(r->dir, "samples/eval-%04llu.msgpack.zst", (unsigned long long)it);
+	char *samples = cli_path(r->dir, "samples/eval-%04llu.msgpack.zst", (unsigned long long)it);
 	sw_pipeline *pl = r->eval_pl;
 	const sw_stage_proc *bad = run_stages_(r, pl, stages, 2, fd, samples, &t, it);
 	close(fd);
@@ -317,8 +303,8 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	must_(sw_run_scratch_reset(r->dir, tap, sizeof tap, &err), &err);
 	uint64_t v0 = sw_store_version(r->s.w);
 	double t0 = now_();
-	char *samples = path_(r->dir, "samples/iter-%04llu.msgpack.zst", (unsigned long long)it);
-	char *trained = path_(r->dir, "samples/iter-%04llu.train.msgpack.zst", (unsigned long long)it);
+	char *samples = cli_path(r->dir, "samples/iter-%04llu.msgpack.zst", (unsigned long long)it);
+	char *trained = cli_path(r->dir, "samples/iter-%04llu.train.msgpack.zst", (unsigned long long)it);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* the figures come from the tap; the trainer's pass-through is only kept */
 	const sw_stage_proc *bad = run_stages_(r, r->pl, stages, 7, devnull, trained, NULL, it);
@@ -427,18 +413,27 @@ static int lock_(run_ *r, int create, sw_error *err)
 	return rc;
 }
 
+/* The run has a checkpoint to go on from: every failure from now on says how (cli_die_hint). */
+static void going_(run_ *r)
+{
+	char *hint = NULL;
+	cli_die_hint(asprintf(&hint, "continue with sw-run --resume %s", r->dir) < 0 ? NULL : hint);
+	free(hint);
+}
+
 static void start_(run_ *r)
 {
 	sw_error err = { 0 };
 	/* the directory locked before it is looked at: a start beside a live run must not empty it */
 	if (sw_experiment_inputs(&r->x, &err) || lock_(r, 1, &err) || sw_rundir_create(r->dir, &err))
 		cli_die("%s", err.msg);
-	char *cfg = path_(r->dir, "config");
+	char *cfg = cli_path(r->dir, "config");
 	if (sw_experiment_write(&r->x, cfg, &err))
 		cli_die("cannot write '%s': %s", cfg, err.sys_errno ? strerror(err.sys_errno) : err.msg);
 	free(cfg);
 	if (!(r->log = sw_runlog_open(r->dir, &err)))
 		cli_die("%s", err.msg);
+	cli_die_hint("the run has not started: the same command starts it again");
 	create_stores_(r, r->x.model, 0);
 	stop_point_(r, 0);
 	audit_start_(r, "run_start", NULL, NULL);
@@ -448,6 +443,7 @@ static void start_(run_ *r)
 		cli_die("sw-pool add %s/pool %s %s", r->dir, r->x.prompts, why);
 	r->iter = 0;
 	checkpoint_(r, "start");
+	going_(r);
 	evaluate_(r, 0);
 }
 
@@ -475,8 +471,9 @@ static void resume_(run_ *r)
 	    sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
 	audit_start_(r, "resume", ck.name, ck.digest);
+	going_(r);
 	/* killed during the evaluation before the first iteration: it is what comes next */
-	char *metrics = path_(r->dir, "metrics.jsonl");
+	char *metrics = cli_path(r->dir, "metrics.jsonl");
 	if (!r->iter && !sw_metrics_has_eval(metrics, 0))
 		evaluate_(r, 0);
 	free(metrics);
@@ -518,7 +515,7 @@ int main(int argc, char **argv)
 	r->argc = argc, r->argv = argv;
 	if (resume && sw_rundir_check_resume(resume, &err))
 		cli_die("%s", err.msg);
-	char *cfg = resume ? path_(resume, "config") : config ? cli_strdup(config) : NULL;
+	char *cfg = resume ? cli_path(resume, "config") : config ? cli_strdup(config) : NULL;
 	int rc = cfg ? sw_experiment_read(x, cfg, &err) : 0;
 	for (int i = 0; !rc && i < ngiven; i++)
 		rc = (resume ? sw_experiment_set_resumed : sw_experiment_set)(x, given[i].name, given[i].arg, &err);

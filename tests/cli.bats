@@ -218,6 +218,17 @@ bash_complete() {
 	[[ ${stderr_lines[1]} == "sw-run: iteration 1: stage 'train' exited with status 1 ("*"); the samples so far are in run/samples, the weights are those of the last checkpoint; continue with sw-run --resume run" ]]
 	run -0 sw-run -q --resume run
 	run -0 sw-audit verify run
+	# sw-run's own failures say how to go on: after its first checkpoint, with --resume (its second
+	# checkpoint's optimiser state is past a soft limit the train stage lifts for itself) ...
+	run -1 --separate-stderr bash -c 'ulimit -S -f 5000; exec sw-run -q -m m -p p.jsonl -o run2 --iters 2 -b 1 -n 2 --train "ulimit -S -f unlimited; exec sw-train --algo grpo --metrics \"\$SW_TRAIN_METRICS\""'
+	[ "$stderr" = "sw-run: checkpoint 'run2/ckpt/iter-0001': run2/ckpt/.iter-0001.tmp/optimizer.bin: write error: File too large; continue with sw-run --resume run2" ]
+	run -0 sw-run -q --resume run2
+	run -0 sw-audit verify run2
+	# ... and before it, with the same command (the weight store is past the limit)
+	run -1 --separate-stderr bash -c 'ulimit -S -f 1000; exec sw-run -q -m m -p p.jsonl -o run3 --iters 1 -b 1 -n 2'
+	[[ $stderr =~ ^"sw-run: cannot load 'm' into a weight store: store 'shm:sw-run-"[0-9a-f]+"': cannot size: File too large; the run has not started: the same command starts it again"$ ]]
+	run -0 sw-run -q -m m -p p.jsonl -o run3 --iters 1 -b 1 -n 2
+	run -0 sw-audit verify run3
 }
 
 @test "an address-space limit (ulimit -v) is an out-of-memory error a program reports, exit 1, at every size: never a crash" {
