@@ -509,6 +509,9 @@ int main(int argc, char **argv)
 	if (sw_trainer_step(tr, &st, &err)) /* agreed by every rank inside */
 		die_ranks_(comm, 1, err.msg);
 	rank_times_(comm, now_() - t0 - (sw_comm_seconds(comm) - c0));
+	if (rank == 0 && st.adv.groups && st.adv.singleton_groups == st.adv.groups && cli_verbosity >= 0)
+		cli_warn("warning: every group holds one response: %s compares a prompt's responses, so every "
+		         "advantage is 0 and the rewards teach nothing (sw-rollout -n 2 or more)", sw_rl_algo_name(tc.algo));
 	agree_or_die_(comm, rank == 0 ? sw_trainer_commit(tr, &st, &err) : SW_OK, &err);
 	/* the ranks are done: rank 0 writes the rest as one process does */
 	sw_comm_close(comm);

@@ -437,6 +437,24 @@ have_bf16() {
 	[ "$(jq -s '.[0].advantage > 0 and .[1].advantage < 0' rpp.jsonl)" = true ]
 }
 
+@test "groups of one response each: the group-relative algorithms say their advantages are all 0" {
+	# one response of each prompt (sw-rollout -n 1)
+	grpo_set | jq -c 'select(.id | endswith("/0"))' >one.jsonl
+	for a in grpo dr_grpo dapo rloo; do
+		run -0 --separate-stderr sw-train -a "$a" -m "$TINY" -o "o-$a" --metrics "m-$a.jsonl" one.jsonl
+		[ "$stderr" = "sw-train: warning: every group holds one response: $a compares a prompt's responses, so every advantage is 0 and the rewards teach nothing (sw-rollout -n 2 or more)" ]
+		[ "$(jq -c '[.groups, .singleton_groups]' "m-$a.jsonl")" = "[4,4]" ]
+	done
+	# -q keeps it quiet; REINFORCE++ (advantages over the batch) and groups of two say nothing
+	run -0 --separate-stderr sw-train -q -m "$TINY" -o o-q one.jsonl
+	[ "$stderr" = "" ]
+	run -0 --separate-stderr sw-train -a reinforce++ -m "$TINY" -o o-rpp one.jsonl
+	[ "$stderr" = "" ]
+	grpo_set | jq -c 'select(.id | test("/[01]$"))' >two.jsonl
+	run -0 --separate-stderr sw-train -m "$TINY" -o o-two two.jsonl
+	[ "$stderr" = "" ]
+}
+
 @test "every algorithm and option combination runs a step" {
 	grpo_set | jq -c '.logprobs = [.response_tokens[] | -2.0] | .policy_version = 0' >s.jsonl
 	for a in grpo dr_grpo dapo rloo reinforce++; do
