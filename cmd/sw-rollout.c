@@ -381,6 +381,10 @@ int main(int argc, char **argv)
 	o_.rc.store_name = o_.store_spec;
 	if (!o_.rc.score && sw_sampling_check(&o_.rc.sampling, &err))
 		cli_usage("%s", err.msg);
+	int greedy = o_.rc.sampling.temperature == 0 || o_.rc.sampling.top_k == 1;
+	if (!o_.rc.score && greedy && o_.rc.G > 1 && rank == 0 && cli_verbosity >= 0)
+		cli_warn("warning: -n %d with greedy decoding (%s): a prompt's %d responses are the same", o_.rc.G,
+		         o_.rc.sampling.temperature == 0 ? "--temperature 0" : "--top-k 1", o_.rc.G);
 	sw_rollout *ro = ro_ = sw_rollout_new(m_, tok_, &o_.rc, &err);
 	if (!ro)
 		cli_die("%s", err.msg);

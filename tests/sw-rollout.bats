@@ -124,8 +124,10 @@ prompts() {
 
 @test "--max-new-tokens and a record's max_new_tokens end responses with finish length" {
 	prompts 4 >in.jsonl
-	run -0 r '[(.response_tokens | length), .finish]' -m "$M" -n 2 --max-new-tokens 1 --temperature 0 in.jsonl
+	run -0 --separate-stderr r '[(.response_tokens | length), .finish]' -m "$M" -n 2 --max-new-tokens 1 --temperature 0 in.jsonl
 	for l in "${lines[@]}"; do [[ $l == '[1,"length"]' || $l == '[1,"stop"]' ]]; done
+	# (greedy decoding gives a prompt's responses alike: said)
+	[ "$stderr" = "sw-rollout: warning: -n 2 with greedy decoding (--temperature 0): a prompt's 2 responses are the same" ]
 	run -0 r 'select(.finish == "length") | .response_tokens | length' -m "$M" -n 4 --max-new-tokens 5 in.jsonl
 	for l in "${lines[@]}"; do [ "$l" = 5 ]; done
 	printf '%s\n' '{"id":"a","prompt":"x","max_new_tokens":3}' '{"id":"b","prompt":"y"}' >in2.jsonl
@@ -206,6 +208,19 @@ prompts() {
 	printf '%s\n' '{"prompt":"ab","response_tokens":[]}' >e.jsonl
 	run -0 r '.logprobs' -m "$M" --score e.jsonl
 	[ "$output" = '[]' ]
+}
+
+@test "greedy decoding with -n above 1 says the responses are alike (not under -q, not for one, not scoring)" {
+	prompts 2 >in.jsonl
+	run -0 --separate-stderr sw-rollout -m "$M" -n 3 --top-k 1 --max-new-tokens 6 -f json in.jsonl
+	[ "$stderr" = "sw-rollout: warning: -n 3 with greedy decoding (--top-k 1): a prompt's 3 responses are the same" ]
+	[ "$(printf '%s\n' "${lines[@]}" | jq -c '[.group, .response_tokens]' | sort -u | wc -l)" = 2 ]
+	run -0 --separate-stderr sw-rollout -q -m "$M" -n 3 --temperature 0 --max-new-tokens 6 -o g.msgpack in.jsonl
+	[ "$stderr" = "" ]
+	run -0 --separate-stderr sw-rollout -m "$M" --temperature 0 --max-new-tokens 6 -o one.msgpack in.jsonl
+	[ "$stderr" = "" ]
+	run -0 --separate-stderr sw-rollout -m "$M" --score --temperature 0 -o s.msgpack g.msgpack
+	[ "$stderr" = "" ]
 }
 
 @test "greedy decoding equals --score's argmax path: temperature 0 log-probs at T 1" {
