@@ -14,11 +14,12 @@
  *          command names, a /proc of its own pid namespace, and /box, a
  *          size-limited tmpfs that is its one writable directory (HOME,
  *          TMPDIR, and /tmp points there).  Nothing of /home, /root, /tmp,
- *          /run or /dev/shm is in it, nor the machine's host name.  It runs as user 1000 of its
- *          namespace: mapped, when we are root, to a user id no one else
- *          has; else to a subordinate id of ours (newuidmap, /etc/subuid)
- *          where there is one, else to our own id, which the namespaces
- *          keep from everything of ours.  No supplementary groups.
+ *          /run or /dev/shm is in it, nor the machine's host name (it is
+ *          "sandbox").  It runs as user 1000 of its namespace: mapped,
+ *          when we are root, to a user id no one else has; else to a
+ *          subordinate id of ours (newuidmap, /etc/subuid) where there is
+ *          one, else to our own id, which the namespaces keep from
+ *          everything of ours.  No supplementary groups.
  *  ROOTNS  the same without a user namespace (root only, where user
  *          namespaces are refused): root builds the box, then drops to the
  *          directory's own user id.
