@@ -397,10 +397,10 @@ static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
 	must_(sw_run_stores_make(&r->s, r->guard, &r->x, weights_from, version, &err), &err);
 }
 
-static void audit_start_(run_ *r, const char *event, const char *ckpt, const char *ckpt_digest)
+static void audit_start_(run_ *r, const char *event, const char *ckpt, const char *ckpt_digest, const char *model_digest)
 {
 	sw_error err = { 0 };
-	sw_run_start st = { r->argc, r->argv, r->x.model, r->s.spec, r->iter, r->mon, ckpt, ckpt_digest };
+	sw_run_start st = { r->argc, r->argv, r->x.model, r->s.spec, r->iter, r->mon, ckpt, ckpt_digest, model_digest };
 	must_(sw_runlog_start(r->log, event, &st, &err), &err);
 }
 
@@ -436,7 +436,7 @@ static void start_(run_ *r)
 	cli_die_hint("the run has not started: the same command starts it again");
 	create_stores_(r, r->x.model, 0);
 	stop_point_(r, 0);
-	audit_start_(r, "run_start", NULL, NULL);
+	audit_start_(r, "run_start", NULL, NULL, NULL);
 
 	char why[160];
 	if (sw_run_pool(r->dir, "add", r->x.prompts, why, sizeof why) && (stop_point_(r, 0), 1))
@@ -470,7 +470,7 @@ static void resume_(run_ *r)
 	if (sw_checkpoint_restore(ck.dir, r->dir, &ck.st, r->s.w, &r->s.opt, r->s.opt_spec, &err) ||
 	    sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
-	audit_start_(r, "resume", ck.name, ck.digest);
+	audit_start_(r, "resume", ck.name, ck.digest, ck.model_digest);
 	going_(r);
 	/* killed during the evaluation before the first iteration: it is what comes next */
 	char *metrics = cli_path(r->dir, "metrics.jsonl");

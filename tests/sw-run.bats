@@ -140,6 +140,10 @@ unswept() {
 	[ "$(echo $output)" = "1 2 3" ]
 	run -0 sw-audit verify run
 	grep -q '"event":"resume"' run/audit.log
+	# the resume record names the start model by the digest it was checked against: the start record's
+	start=$(jq -r 'select(.event == "run_start") | .model_digest' run/audit.log)
+	[[ $start =~ ^[0-9a-f]{64}$ ]]
+	[ "$(jq -r 'select(.event == "resume") | .model_digest' run/audit.log)" = "$start" ]
 }
 
 @test "--resume: the options given become the run's config; model, prompts and directory are the run's own; a finished run has nothing to do" {
