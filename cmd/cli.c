@@ -294,10 +294,14 @@ void cli_note(const char *fmt, ...)
 	va_end(ap);
 }
 
-void cli_die_hint(const char *hint)
+void cli_die_hint(const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
 	free(die_hint_);
-	die_hint_ = hint ? strdup(hint) : NULL; /* no memory: no hint, the message alone */
+	if (vasprintf(&die_hint_, fmt, ap) < 0)
+		die_hint_ = NULL; /* no memory: no hint, the message alone */
+	va_end(ap);
 }
 
 void cli_die(const char *fmt, ...)

@@ -48,9 +48,9 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * messages: one line, what it quotes (a path, a name) shown escaped. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* From now on cli_die ends its messages with "; " and hint (a copy): a program's
- * word on how to go on after any failure (sw-run's resume); NULL, none. */
-void cli_die_hint(const char *hint);
+/* From now on cli_die ends its messages with "; " and fmt's text: a program's
+ * word on how to go on after any failure (sw-run's resume). */
+void cli_die_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "PROG: FILE: record 17 (byte 3456): MSG", exit 1; quietly die of SIGPIPE for a closed pipe. */
 /* Allocation that dies with "PROG: out of memory" (exit 1); a size of 0 still gives a pointer. */
 void *cli_malloc(size_t n);

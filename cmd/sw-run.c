@@ -413,14 +413,6 @@ static int lock_(run_ *r, int create, sw_error *err)
 	return rc;
 }
 
-/* The run has a checkpoint to go on from: every failure from now on says how (cli_die_hint). */
-static void going_(run_ *r)
-{
-	char *hint = NULL;
-	cli_die_hint(asprintf(&hint, "continue with sw-run --resume %s", r->dir) < 0 ? NULL : hint);
-	free(hint);
-}
-
 static void start_(run_ *r)
 {
 	sw_error err = { 0 };
@@ -443,7 +435,7 @@ static void start_(run_ *r)
 		cli_die("sw-pool add %s/pool %s %s", r->dir, r->x.prompts, why);
 	r->iter = 0;
 	checkpoint_(r, "start");
-	going_(r);
+	cli_die_hint("continue with sw-run --resume %s", r->dir); /* a checkpoint to go on from */
 	evaluate_(r, 0);
 }
 
@@ -471,7 +463,7 @@ static void resume_(run_ *r)
 	    sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
 	audit_start_(r, "resume", ck.name, ck.digest, ck.model_digest);
-	going_(r);
+	cli_die_hint("continue with sw-run --resume %s", r->dir); /* a checkpoint to go on from */
 	/* killed during the evaluation before the first iteration: it is what comes next */
 	char *metrics = cli_path(r->dir, "metrics.jsonl");
 	if (!r->iter && !sw_metrics_has_eval(metrics, 0))

@@ -109,25 +109,23 @@ static int undirect_(sw_afile *f, sw_error *err)
 	return 0;
 }
 
+/* sw_fd_write_all's, where a direct file whose writes are refused (EINVAL) goes on through the page cache. */
 static int write_all_(sw_afile *f, const unsigned char *p, size_t n, sw_error *err)
 {
-	while (n) {
-		ssize_t w = write(f->fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EINVAL && f->direct) {
-				int rc = undirect_(f, err);
-				if (rc)
-					return rc;
-				continue;
-			}
+	for (;;) {
+		size_t done = 0;
+		int e = sw_fd_write_all(f->fd, p, n, &done);
+		if (!e)
+			return 0;
+		p += done, n -= done;
+		if (e != EINVAL || !f->direct) {
+			errno = e;
 			return sys_fail_(err, f->path, "write error");
 		}
-		p += w;
-		n -= (size_t)w;
+		int rc = undirect_(f, err);
+		if (rc)
+			return rc;
 	}
-	return 0;
 }
 
 static int flush_(sw_afile *f, sw_error *err)
