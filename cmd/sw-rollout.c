@@ -251,6 +251,29 @@ static double real_(const char *opt, const char *s, double lo, double hi)
 	return x;
 }
 
+/*
+ * Whether sampling p keeps one token whatever the logits (the responses of a
+ * prompt are then alike), and the option that makes it so in why.  The most
+ * probable of n candidates holds at least 1/n of their mass, so top-p below
+ * 1/n keeps it alone; min-p 1 keeps the tokens as probable as it (only
+ * exact ties besides).
+ */
+static int greedy_(const sw_sampling *p, char *why, size_t n)
+{
+	long cand = p->top_k > 0 && p->top_k < m_->cfg.vocab_size ? p->top_k : m_->cfg.vocab_size;
+	if (p->temperature == 0)
+		snprintf(why, n, "--temperature 0");
+	else if (p->top_k == 1)
+		snprintf(why, n, "--top-k 1");
+	else if (p->min_p == 1)
+		snprintf(why, n, "--min-p 1");
+	else if (p->top_p * (double)cand < 1)
+		snprintf(why, n, "--top-p %g, below 1/%ld, keeps the most probable token alone", p->top_p, cand);
+	else
+		return 0;
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *arg, *out = "-", *gen_only = NULL, **stops = NULL;
@@ -381,10 +404,10 @@ int main(int argc, char **argv)
 	o_.rc.store_name = o_.store_spec;
 	if (!o_.rc.score && sw_sampling_check(&o_.rc.sampling, &err))
 		cli_usage("%s", err.msg);
-	int greedy = o_.rc.sampling.temperature == 0 || o_.rc.sampling.top_k == 1;
-	if (!o_.rc.score && greedy && o_.rc.G > 1 && rank == 0 && cli_verbosity >= 0)
-		cli_warn("warning: -n %d with greedy decoding (%s): a prompt's %d responses are the same", o_.rc.G,
-		         o_.rc.sampling.temperature == 0 ? "--temperature 0" : "--top-k 1", o_.rc.G);
+	char why[96];
+	if (!o_.rc.score && o_.rc.G > 1 && rank == 0 && cli_verbosity >= 0 && greedy_(&o_.rc.sampling, why, sizeof why))
+		cli_warn("warning: -n %d with greedy decoding (%s): a prompt's %d responses are the same", o_.rc.G, why,
+		         o_.rc.G);
 	sw_rollout *ro = ro_ = sw_rollout_new(m_, tok_, &o_.rc, &err);
 	if (!ro)
 		cli_die("%s", err.msg);

@@ -221,6 +221,16 @@ prompts() {
 	[ "$stderr" = "" ]
 	run -0 --separate-stderr sw-rollout -m "$M" --score --temperature 0 -o s.msgpack g.msgpack
 	[ "$stderr" = "" ]
+	# min-p 1 and a top-p below 1/k keep the most probable token alone: greedy too
+	run -0 --separate-stderr sw-rollout -m "$M" -n 2 --min-p 1 --max-new-tokens 6 -o mp.msgpack in.jsonl
+	[ "$stderr" = "sw-rollout: warning: -n 2 with greedy decoding (--min-p 1): a prompt's 2 responses are the same" ]
+	[ "$(sw-cat -f json mp.msgpack | jq -c '[.group, .response_tokens]' | sort -u | wc -l)" = 2 ]
+	run -0 --separate-stderr sw-rollout -m "$M" -n 2 --top-k 40 --top-p 0.02 --max-new-tokens 6 -o tp.msgpack in.jsonl
+	[ "$stderr" = "sw-rollout: warning: -n 2 with greedy decoding (--top-p 0.02, below 1/40, keeps the most probable token alone): a prompt's 2 responses are the same" ]
+	[ "$(sw-cat -f json tp.msgpack | jq -c '[.group, .response_tokens]' | sort -u | wc -l)" = 2 ]
+	# at 1/k and above, or min-p below 1, sampling can differ: nothing said
+	run -0 --separate-stderr sw-rollout -m "$M" -n 2 --top-k 40 --top-p 0.025 --min-p 0.99 --max-new-tokens 6 -o s2.msgpack in.jsonl
+	[ "$stderr" = "" ]
 }
 
 @test "greedy decoding equals --score's argmax path: temperature 0 log-probs at T 1" {
