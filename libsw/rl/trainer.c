@@ -972,6 +972,7 @@ typedef struct step_ {
 	packed pk;
 	micro_list ml;
 	sw_model *grad;
+	bool grad_zero;         /* grad holds zeros (as allocated): the next update need not zero it */
 	size_t cap;
 	float *m_lp, *m_old, *m_beh, *m_ref, *m_ent, *m_adv;
 	unsigned char *m_bold;  /* per token: the behaviour's log-probs are the old ones */
@@ -1311,8 +1312,9 @@ static int update_(step_ *k, tsample **M, size_t nm, long ep, const sw_rl_loss_o
 		return sw_fail(err, e2.code, "loss weights: %s", e2.msg);
 	for (size_t i = 0; i < nm; i++)
 		k->wpos[M[i] - t->s] = k->moff[i];
-	if (sw_model_zero(k->grad, &e2))
+	if (!k->grad_zero && sw_model_zero(k->grad, &e2))
 		return sw_fail(err, e2.code, "cannot zero the gradients: %s", e2.msg);
+	k->grad_zero = false;
 	sw_rl_stats rs = { 0 };
 	micro_list mm = { 0 };
 	rc = micro_split_(t, M, nm, k->by_micro, micro_budget_(t), &mm, err);
@@ -1386,6 +1388,7 @@ static int train_(step_ *k, sw_trainer_stats *st, sw_error *err)
 		               t->c.max_len);
 	if (!(k->grad = sw_model_new_on(t->be, &t->model->cfg, &e2)))
 		return sw_fail(err, e2.code, "cannot allocate the gradients: %s", e2.msg);
+	k->grad_zero = true; /* allocated zeroed: the first update's zeroing would touch 4 B a parameter again */
 	if (!(k->moff = calloc(k->nT + 1, sizeof *k->moff)) || !(k->wpos = calloc(t->n, sizeof *k->wpos)))
 		return oom_(err);
 	if (t->c.comm && (!(k->own = calloc(k->nT, sizeof *k->own)) ||
