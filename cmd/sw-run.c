@@ -426,9 +426,16 @@ static void start_(run_ *r)
 	if (!(r->log = sw_runlog_open(r->dir, &err)))
 		cli_die("%s", err.msg);
 	cli_die_hint("the run has not started: the same command starts it again");
+	/* the start model's digest for the start record, taken while the stores load it */
+	sw_digest_job *dj = sw_digest_dir_begin(r->x.model, &err);
+	char model_digest[SW_DIGEST_HEX];
+	if (!dj)
+		cli_die("%s", err.msg);
 	create_stores_(r, r->x.model, 0);
+	if (sw_digest_dir_end(dj, model_digest, &err))
+		cli_die("%s: %s", r->x.model, err.msg);
 	stop_point_(r, 0);
-	audit_start_(r, "run_start", NULL, NULL, NULL);
+	audit_start_(r, "run_start", NULL, NULL, model_digest);
 
 	char why[160];
 	if (sw_run_pool(r->dir, "add", r->x.prompts, why, sizeof why) && (stop_point_(r, 0), 1))

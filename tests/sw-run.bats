@@ -140,10 +140,40 @@ unswept() {
 	[ "$(echo $output)" = "1 2 3" ]
 	run -0 sw-audit verify run
 	grep -q '"event":"resume"' run/audit.log
-	# the resume record names the start model by the digest it was checked against: the start record's
+	# the start record names the start model's digest (taken while the stores loaded it), and the
+	# resume record the digest it was checked against: the start record's
 	start=$(jq -r 'select(.event == "run_start") | .model_digest' run/audit.log)
-	[[ $start =~ ^[0-9a-f]{64}$ ]]
+	[ "$start" = "$(sw-audit digest m | cut -d' ' -f1)" ]
 	[ "$(jq -r 'select(.event == "resume") | .model_digest' run/audit.log)" = "$start" ]
+}
+
+@test "a model directory of links to its files (a Hugging Face cache's snapshot) starts a run, which resumes" {
+	mkdir -p hub/blobs hub/snap
+	for f in m/*; do
+		cp "$f" hub/blobs/
+		ln -s "../blobs/${f##*/}" "hub/snap/${f##*/}"
+	done
+	run -0 --separate-stderr sw-run -q -c exp -o run -m hub/snap --iters 1
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	# the start record's digest is that of the files the links name
+	[ "$(jq -r 'select(.event == "run_start") | .model_digest' run/audit.log)" = "$(sw-audit digest m | cut -d' ' -f1)" ]
+	run -0 sw-audit verify run
+	run -0 --separate-stderr sw-run -q --resume run --iters 2
+	[ "$stderr" = "" ]
+	run -0 jq -c 'select(.eval | not) | .iter' run/metrics.jsonl
+	[ "$(echo $output)" = "1 2" ]
+	run -0 sw-audit verify run
+	# a link to a directory in it is not a model file: refused before the run starts
+	ln -s ../blobs hub/snap/more
+	run -1 --separate-stderr sw-run -q -c exp -o run2 -m hub/snap --iters 1
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: hub/snap: hub/snap/more: not a regular file, a directory or a symbolic link to a regular file, so not digested; the run has not started: the same command starts it again" ]
+	# as it says: without the link, the same command starts it
+	rm hub/snap/more
+	run -0 --separate-stderr sw-run -q -c exp -o run2 -m hub/snap --iters 1
+	[ "$stderr" = "" ]
+	run -0 sw-audit verify run2
 }
 
 @test "--resume: the options given become the run's config; model, prompts and directory are the run's own; a finished run has nothing to do" {

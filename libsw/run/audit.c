@@ -139,8 +139,11 @@ static int walk_(const char *root, const char *rel, flist_ *l, sw_error *err)
 			rc = sys_(err, errno, full, "cannot stat");
 		} else if (S_ISDIR(st.st_mode)) {
 			rc = walk_(root, r, l, err);
+		} else if (S_ISLNK(st.st_mode) && stat(full, &st)) {
+			rc = sys_(err, errno, full, "a symbolic link whose target cannot be read");
 		} else if (!S_ISREG(st.st_mode)) {
-			rc = sw_fail(err, SW_EFORMAT, "%s: not a regular file or directory, so not digested", full);
+			rc = sw_fail(err, SW_EFORMAT, "%s: not a regular file, a directory or a symbolic link to a regular file, "
+			             "so not digested", full);
 		} else {
 			if (l->n == l->cap) {
 				size_t cap = l->cap ? l->cap * 2 : 16;
@@ -278,6 +281,52 @@ out:
 int sw_digest_dir(const char *dir, char hex[SW_DIGEST_HEX], sw_error *err)
 {
 	return dir_digest_(dir, hex, NULL, NULL, NULL, err);
+}
+
+struct sw_digest_job {
+	char *dir;
+	pthread_t th;
+	int threaded;
+	int rc;
+	char hex[SW_DIGEST_HEX];
+	sw_error err;
+};
+
+static void *digest_job_run_(void *p)
+{
+	sw_digest_job *j = p;
+	j->rc = sw_digest_dir(j->dir, j->hex, &j->err);
+	return NULL;
+}
+
+sw_digest_job *sw_digest_dir_begin(const char *dir, sw_error *err)
+{
+	sw_digest_job *j = calloc(1, sizeof *j);
+	if (!j || !(j->dir = strdup(dir))) {
+		free(j);
+		sw_fail(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	j->threaded = !pthread_create(&j->th, NULL, digest_job_run_, j);
+	return j;
+}
+
+int sw_digest_dir_end(sw_digest_job *j, char hex[SW_DIGEST_HEX], sw_error *err)
+{
+	if (!j)
+		return sw_fail(err, SW_EINVAL, "no digest job");
+	if (j->threaded)
+		pthread_join(j->th, NULL);
+	else
+		digest_job_run_(j);
+	int rc = j->rc;
+	if (rc && err)
+		*err = j->err;
+	else if (!rc)
+		memcpy(hex, j->hex, SW_DIGEST_HEX);
+	free(j->dir);
+	free(j);
+	return rc;
 }
 
 int sw_digest_path(const char *path, char hex[SW_DIGEST_HEX], sw_error *err)

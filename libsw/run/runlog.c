@@ -102,7 +102,7 @@ int sw_runlog_start(sw_runlog *l, const char *event, const sw_run_start *s, sw_e
 	}
 	rc = rc ? rc : sw_audit_rec_str(a, "config_digest", hex);
 	rc = rc ? rc : sw_audit_rec_str(a, "model", s->model);
-	if (!rc && s->model_digest) /* a resume's, just checked: the model is not read a second time */
+	if (!rc && s->model_digest) /* taken already: the model is not read a second time */
 		snprintf(hex, sizeof hex, "%s", s->model_digest);
 	else if (!rc && sw_digest_dir(s->model, hex, &e)) {
 		rc = sw_fail(err, e.code, "%s: %s", s->model, e.msg);

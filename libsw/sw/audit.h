@@ -36,7 +36,10 @@
  * (a checkpoint) is over its regular files, found recursively and sorted by
  * relative path (bytewise, '/' between levels): for each, the path, a NUL,
  * the size as 8 bytes little-endian, and the 32-byte digest of the file.
- * A symbolic link or any other kind of file in it is an error.
+ * A symbolic link to a regular file counts as that file under the link's
+ * name (a Hugging Face cache's snapshot is a directory of links to its
+ * blobs); any other link (to a directory, or dangling) or kind of file in it
+ * is an error.
  *
  * Appends are one write() of the whole line to a file opened O_APPEND,
  * under flock(), then fsync(); a record another process appended meanwhile
@@ -67,6 +70,18 @@ int sw_digest_file(const char *path, char hex[SW_DIGEST_HEX], sw_error *err);
 int sw_digest_dir(const char *dir, char hex[SW_DIGEST_HEX], sw_error *err);
 /* A file's or a directory's digest, whichever path is. */
 int sw_digest_path(const char *path, char hex[SW_DIGEST_HEX], sw_error *err);
+
+/*
+ * A directory's digest taken on a thread of its own while the caller does
+ * other work (sw-run digests the start model while it loads the weights
+ * stores): begin starts it (NULL only out of memory; where no thread can
+ * start, end takes the digest itself), end waits for it, gives what
+ * sw_digest_dir would have and frees the job.  Every begun job must be
+ * ended once.
+ */
+typedef struct sw_digest_job sw_digest_job;
+sw_digest_job *sw_digest_dir_begin(const char *dir, sw_error *err);
+int sw_digest_dir_end(sw_digest_job *j, char hex[SW_DIGEST_HEX], sw_error *err);
 
 /* --- building a record ------------------------------------------------------ */
 

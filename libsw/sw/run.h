@@ -497,8 +497,9 @@ typedef struct sw_run_start {
 	const sw_monitor *mon;          /* the monitors' settings, or NULL */
 	const char *checkpoint;         /* resume: the checkpoint resumed from ("ckpt/iter-NNNN"), else NULL */
 	const char *checkpoint_digest;  /* and its digest, checked against the log (sw_audit_check_checkpoint) */
-	const char *model_digest;       /* resume: the start model's digest, checked against the run's start
-	                                 * record already (sw_experiment_resume); NULL: taken here */
+	const char *model_digest;       /* the start model's digest, taken already (a start: while the stores
+	                                 * loaded; a resume: checked against the run's start record,
+	                                 * sw_experiment_resume); NULL: taken here */
 } sw_run_start;
 int sw_runlog_start(sw_runlog *l, const char *event, const sw_run_start *s, sw_error *err);
 /* A "stage" record for each stage of the pipeline's last run; of: "iteration" or "eval". */

@@ -40,6 +40,19 @@ static char *slurp_(const char *path, size_t *n)
 	return buf;
 }
 
+/* A directory d holding b ("abc") and sub/z ("zz"). */
+static void tree_(const char *d)
+{
+	char p[600];
+	mkdir(d, 0755);
+	snprintf(p, sizeof p, "%s/sub", d);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/sub/z", d);
+	put_(p, "zz");
+	snprintf(p, sizeof p, "%s/b", d);
+	put_(p, "abc");
+}
+
 static void test_digests_(void)
 {
 	char hex[SW_DIGEST_HEX], path[512];
@@ -58,13 +71,7 @@ static void test_digests_(void)
 	/* a directory, computed here from the documented definition */
 	char d[512], p2[600];
 	snprintf(d, sizeof d, "%s/dd", dir_);
-	mkdir(d, 0755);
-	snprintf(p2, sizeof p2, "%s/sub", d);
-	mkdir(p2, 0755);
-	snprintf(p2, sizeof p2, "%s/sub/z", d);
-	put_(p2, "zz");
-	snprintf(p2, sizeof p2, "%s/b", d);
-	put_(p2, "abc");
+	tree_(d);
 	crypto_generichash_state st;
 	crypto_generichash_init(&st, NULL, 0, 32);
 	const char *names[] = { "b", "sub/z" }, *data[] = { "abc", "zz" };
@@ -82,11 +89,37 @@ static void test_digests_(void)
 	sodium_bin2hex(want, sizeof want, h, 32);
 	is_int(sw_digest_path(d, hex, &e), 0, "digest a directory");
 	ok(!strcmp(hex, want), "a directory's digest is the documented one");
+	/* taken on a thread of its own: the same digest, or the same error */
+	sw_digest_job *j = sw_digest_dir_begin(d, &e);
+	memset(hex, 0, sizeof hex);
+	ok(j && sw_digest_dir_end(j, hex, &e) == 0 && !strcmp(hex, want), "a digest job gives the same digest");
+	snprintf(p2, sizeof p2, "%s/nope", dir_);
+	j = sw_digest_dir_begin(p2, &e);
+	ok(j && sw_digest_dir_end(j, hex, &e) == SW_EIO && e.sys_errno == ENOENT && strstr(e.msg, "nope"),
+	   "a digest job of a missing directory fails as sw_digest_dir does: %s", e.msg);
+	/* a link to a regular file counts as a copy of it under the link's name (a Hugging Face cache's
+	 * snapshot); a link to a directory or a dangling one is refused */
+	char c[512], want2[SW_DIGEST_HEX];
+	snprintf(c, sizeof c, "%s/copy", dir_);
+	tree_(c);
+	snprintf(p2, sizeof p2, "%s/link", c);
+	put_(p2, "abc");
+	is_int(sw_digest_dir(c, want2, &e), 0, "the copy's digest");
 	snprintf(p2, sizeof p2, "%s/link", d);
 	if (symlink("b", p2))
 		abort();
-	ok(sw_digest_dir(d, hex, &e) == SW_EFORMAT && strstr(e.msg, "not a regular file"), "a symlink is refused: %s",
-	   e.msg);
+	is_int(sw_digest_dir(d, hex, &e), 0, "a directory with a link to a file in it");
+	ok(!strcmp(hex, want2) && strcmp(hex, want), "its digest is the copy's: %s", hex);
+	unlink(p2);
+	if (symlink("sub", p2))
+		abort();
+	ok(sw_digest_dir(d, hex, &e) == SW_EFORMAT && strstr(e.msg, "not a regular file") && strstr(e.msg, "/link"),
+	   "a link to a directory is refused: %s", e.msg);
+	unlink(p2);
+	if (symlink("gone", p2))
+		abort();
+	ok(sw_digest_dir(d, hex, &e) == SW_EIO && e.sys_errno == ENOENT && strstr(e.msg, "target cannot be read"),
+	   "a dangling link is refused: %s", e.msg);
 	unlink(p2);
 }
 
