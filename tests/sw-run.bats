@@ -176,6 +176,24 @@ unswept() {
 	run -0 sw-audit verify run2
 }
 
+@test "a /dev/shm too small for the run's stores is said before the run starts, and a store it cannot make names its room" {
+	[ "$(id -u)" = 0 ] || skip "mounts a small /dev/shm in a mount namespace: needs root"
+	unshare -m true 2>/dev/null || skip "no mount namespaces here"
+	# 4 MiB: the weights (3.4 MB) fit, not with the optimiser state the first train stage makes (a container's is 64 MB)
+	run -1 --separate-stderr unshare -m sh -c 'mount -t tmpfs -o size=4m tmpfs /dev/shm && exec sw-run -q -c exp -o run --iters 1'
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: the run's stores (the weights and the optimiser state) need 10.3 MB of shared memory, and /dev/shm has 4.2 MB free of 4.2 MB (a container's size is set by --shm-size); the run has not started: the same command starts it again" ]
+	[ -z "$(ls run/ckpt)" ]
+	[ ! -s run/audit.log ]
+	# room at the start, taken before the trainer makes its store (the sort stage fills /dev/shm)
+	run -1 --separate-stderr unshare -m sh -c 'mount -t tmpfs -o size=16m tmpfs /dev/shm && exec sw-run -q -c exp -o run --iters 1 \
+		--rollout "sw-rollout -m m -n \"\$SW_GROUP\" --max-new-tokens 4" --train "sw-train --algo grpo" \
+		--sort "head -c 64M /dev/zero >/dev/shm/fill 2>/dev/null; cat"'
+	[ "$output" = "" ]
+	[[ ${stderr_lines[0]} =~ ^"sw-train: cannot create the optimiser store: store 'shm:sw-run-"[0-9a-f]+".opt': cannot reserve 6.8 MB of shared memory: /dev/shm has 0.0 MB free of 16.8 MB (a container's size is set by --shm-size)"$ ]]
+	[[ ${stderr_lines[1]} == "sw-run: iteration 1: stage 'train' exited with status 1 (sw-train --algo grpo); "* ]]
+}
+
 @test "--resume: the options given become the run's config; model, prompts and directory are the run's own; a finished run has nothing to do" {
 	run -0 sw-run -q -c exp -o run --iters 1
 	run -0 sw-run -q --resume run --iters 2 --monitor violation_rate=0.9,0.95,0.99 --monitor violation_rate=off

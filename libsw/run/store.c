@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <sodium.h>
@@ -228,6 +229,43 @@ static size_t page_up_(size_t n)
 	return (n + pg - 1) / pg * pg;
 }
 
+size_t sw_store_shm_bytes(size_t nfloats)
+{
+	return page_up_(HDR_SIZE_ + nfloats * sizeof(float));
+}
+
+/* "1.08 GB" or "538.1 MB" into b. */
+static const char *mb_(double bytes, char b[32])
+{
+	snprintf(b, 32, bytes >= 1e9 ? "%.2f GB" : "%.1f MB", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6);
+	return b;
+}
+
+/* What /dev/shm has, and how a container has more, for a message. */
+static void shm_said_(char *out, size_t n)
+{
+	struct statvfs v;
+	char f[32], t[32];
+	if (statvfs("/dev/shm", &v))
+		snprintf(out, n, "/dev/shm cannot be looked at (%s)", strerror(errno));
+	else
+		snprintf(out, n, "/dev/shm has %s free of %s (a container's size is set by --shm-size)",
+		         mb_((double)v.f_bavail * (double)v.f_frsize, f), mb_((double)v.f_blocks * (double)v.f_frsize, t));
+}
+
+int sw_store_shm_room(size_t bytes, const char *what, sw_error *err)
+{
+	struct statvfs v;
+	char said[160], b[32];
+	if (statvfs("/dev/shm", &v) || (double)v.f_bavail * (double)v.f_frsize >= (double)bytes)
+		return SW_OK; /* where it cannot be looked at, creating the stores says what fails */
+	shm_said_(said, sizeof said);
+	sw_fail(err, SW_EIO, "%s %s of shared memory, and %s", what, mb_((double)bytes, b), said);
+	if (err)
+		err->sys_errno = ENOSPC;
+	return SW_EIO;
+}
+
 sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t nfloats, sw_error *err)
 {
 	char path[SW_STORE_NAME_MAX + 2];
@@ -287,7 +325,16 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 		if (map != MAP_FAILED)
 			munmap(map, size);
 		shm_unlink(path);
-		sys_(err, e, spec, what);
+		if (e == ENOSPC && kind == KIND_SHM_) { /* a full /dev/shm (a container's is 64 MB): what it has */
+			char said[160], b[32];
+			shm_said_(said, sizeof said);
+			sw_fail(err, SW_EIO, "store '%.80s': cannot reserve %s of shared memory: %s", spec,
+			        mb_((double)size, b), said);
+			if (err)
+				err->sys_errno = e;
+		} else {
+			sys_(err, e, spec, what);
+		}
 		return NULL;
 	}
 	h->kind = be ? KIND_CUDA_ : KIND_SHM_;

@@ -47,12 +47,34 @@ int sw_run_stores_load(sw_run_stores *s, const char *weights_from, uint64_t vers
 	return 0;
 }
 
+/*
+ * Room in /dev/shm for every store the run will have, the optimiser state's
+ * (the largest: two floats a parameter, made at the first train stage)
+ * included: a /dev/shm too small (a container's is 64 MB) is said before the
+ * run starts, not after its first rollout.  On a GPU the weights and the
+ * reference are device memory, their shared objects a header each.
+ */
+static int room_(const char *weights_from, int ref, int on_gpu, sw_error *err)
+{
+	char path[SW_RUN_PATH_MAX];
+	sw_model_config cfg;
+	int rc = sw_run_path(path, sizeof path, err, "%s/config.json", weights_from);
+	if (rc || (rc = sw_model_config_load(path, &cfg, err)))
+		return rc;
+	size_t np = sw_model_config_nparams(&cfg);
+	/* the optimiser store: the moments and a header of 16 floats (trainer_state.c) */
+	size_t need = sw_store_shm_bytes(on_gpu ? 0 : np) * (ref ? 2 : 1) + sw_store_shm_bytes(2 * np + 16);
+	return sw_store_shm_room(need, ref ? "the run's stores (the weights, the reference and the optimiser state) need"
+	                                   : "the run's stores (the weights and the optimiser state) need", err);
+}
+
 int sw_run_stores_make(sw_run_stores *s, sw_run_guard *g, const sw_experiment *x, const char *weights_from,
                        uint64_t version, sw_error *err)
 {
-	int keep = x->keep, rc = sw_run_stores_name(s, "sw-run", x->device && !strncmp(x->device, "cuda", 4), err);
+	int keep = x->keep, on_gpu = x->device && !strncmp(x->device, "cuda", 4);
+	int rc = sw_run_stores_name(s, "sw-run", on_gpu, err);
 	const char *ref_model = x->ref ? x->model : NULL;
-	if (rc)
+	if (rc || (rc = room_(weights_from, ref_model != NULL, on_gpu, err)))
 		return rc;
 	/* the guard knows them before they exist, so that it removes what loading them made */
 	const char *specs[] = { s->spec, s->opt_spec, s->ref_spec };

@@ -90,6 +90,11 @@ typedef struct sw_store sw_store;
  * sw_store_write_begin() before that first publish is a no-op).
  */
 sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t nfloats, sw_error *err);
+/* The bytes of /dev/shm a shm: store of nfloats floats takes (its header and its arena, in pages). */
+size_t sw_store_shm_bytes(size_t nfloats);
+/* SW_OK when /dev/shm has bytes free, else SW_EIO (sys_errno ENOSPC) saying what it has and how to make
+ * it larger; what names what needs them ("the run's stores need"), in the message. */
+int sw_store_shm_room(size_t bytes, const char *what, sw_error *err);
 /* Open an existing store, read-only or writable.  A store that is not ours
  * (magic, layout, size, owner, mode, kind) is refused with a message saying
  * why.  A cuda: store cannot be opened by its creator (CUDA maps only

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -243,6 +244,33 @@ static void test_populated_(void)
 	sw_store_close(rw);
 	sw_store_close(w);
 	is_int(sw_store_unlink(spec, &e), 0, "unlink");
+}
+
+/* What /dev/shm has room for, said before stores are made, and a store it has no room for. */
+static void test_room_(void)
+{
+	sw_error e = { 0 };
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	ok(sw_store_shm_bytes(0) == pg && sw_store_shm_bytes(1u << 20) == pg + (4u << 20),
+	   "a store's bytes: a page of header, its floats: %zu, %zu", sw_store_shm_bytes(0), sw_store_shm_bytes(1u << 20));
+	is_int(sw_store_shm_room(0, "nothing needs", &e), 0, "room for nothing");
+	struct statvfs v;
+	if (statvfs("/dev/shm", &v) || !v.f_blocks || (double)v.f_blocks * (double)v.f_frsize >= 0x1p45) {
+		for (int i = 0; i < 3; i++)
+			ok(1, "# skip /dev/shm has no size below 32 TiB to be out of");
+		return;
+	}
+	ok(sw_store_shm_room((size_t)1 << 45, "the test needs", &e) == SW_EIO && e.sys_errno == ENOSPC &&
+	       strstr(e.msg, "the test needs 35184.37 GB of shared memory, and /dev/shm has ") &&
+	       strstr(e.msg, "(a container's size is set by --shm-size)"),
+	   "no room for 32 TiB: %s", e.msg);
+	/* fallocate refuses more than the file system's size at once (nothing is reserved first) */
+	char spec[128];
+	spec_(spec, sizeof spec);
+	sw_store *w = sw_store_create(spec, NULL, (size_t)1 << 43, &e);
+	ok(!w && e.code == SW_EIO && e.sys_errno == ENOSPC && strstr(e.msg, "cannot reserve 35184.37 GB of shared memory: /dev/shm has "),
+	   "a store /dev/shm has no room for says what it has: %s", e.msg);
+	ok(sw_store_unlink(spec, &e) == SW_EIO && e.sys_errno == ENOENT, "and is not left behind");
 }
 
 /* A shm object with these bytes, made 0600 (or mode). */
@@ -535,6 +563,7 @@ int main(void)
 	test_cuda_without_gpu_();
 	test_create_open_();
 	test_populated_();
+	test_room_();
 	test_refused_();
 	test_seqlock_();
 	test_dead_writer_();
