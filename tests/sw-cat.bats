@@ -146,6 +146,23 @@ two_jsonl() {
 	[ "$stderr" = "sw-cat: arr.msgpack: record 2 (byte 4): record is not a map but array" ]
 }
 
+@test "text that is not JSON Lines is said as text: a JSON array (with the way to records), a CSV, a number" {
+	printf '[{"id":"a","prompt":"hi"}]\n' >arr.json
+	run -1 --separate-stderr sw-cat -f json arr.json
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-cat: arr.json: line 1, column 1: record is a JSON array, not an object (records are JSON Lines, an object a line: jq -c '.[]' makes them of an array)" ]
+	# as it says
+	run -0 --separate-stderr sh -c "jq -c '.[]' arr.json | sw-cat -f json"
+	[ "$output" = '{"id":"a","prompt":"hi"}' ]
+	printf 'id,prompt\na,hi\n' >p.csv
+	run -1 --separate-stderr sw-cat -f json p.csv
+	[ "$stderr" = "sw-cat: p.csv: line 1, column 1: invalid JSON: unexpected character, expected a valid root value" ]
+	printf '{"x":1}\n12\n' >num.jsonl
+	run -1 --separate-stderr sw-cat -f json num.jsonl
+	[ "$output" = '{"x":1}' ]
+	[ "$stderr" = "sw-cat: num.jsonl: line 2, column 1: record is a JSON number, not an object" ]
+}
+
 @test "a key twice in a map is refused: other readers keep the last, a lookup here the first" {
 	# {"x":1} then {"id":"a","reward":1,"reward":0} (the second "reward" a str 8)
 	mp dup.msgpack '\x81\xa1x\x01\x83\xa2id\xa1a\xa6reward\x01\xd9\x06reward\x00'

@@ -543,9 +543,12 @@ int sw_json_to_mp(sw_json_parser *jp, const char *text, size_t n, size_t *used,
 	yyjson_val *root = yyjson_doc_get_root(doc);
 	int rc;
 	*used = yyjson_doc_get_read_size(doc);
-	if (!yyjson_is_obj(root))
+	if (yyjson_is_arr(root)) /* a .json file of an array: what a record is, and how to have them */
+		rc = sw_fail(err, SW_EFORMAT, "record is a JSON array, not an object (records are JSON Lines, an "
+		             "object a line: jq -c '.[]' makes them of an array)");
+	else if (!yyjson_is_obj(root))
 		rc = sw_fail(err, SW_EFORMAT, "record is a JSON %s, not an object",
-		             yyjson_get_type_desc(root));
+		             yyjson_is_raw(root) || yyjson_is_num(root) ? "number" : yyjson_get_type_desc(root));
 	else if (!(rc = val_to_mp_(jp, root, out, 0, err))) {
 		/* an object may be a {"$str": ...} form of a scalar: a record must still be a map */
 		uint8_t c = out->p[mark];

@@ -288,7 +288,10 @@ static int detect_(sw_reader *r)
 	if (r->buf.len >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf) {
 		r->fmt = SW_FMT_JSON; /* a UTF-8 byte order mark: skip it */
 		r->pos = 3;
-	} else if (p[0] == '{' || p[0] == ' ' || p[0] == '\t' || p[0] == '\n' || p[0] == '\r') {
+	} else if ((p[0] >= 0x20 && p[0] < 0x7f) || p[0] == '\t' || p[0] == '\n' || p[0] == '\r') {
+		/* '{' and space begin JSON Lines; any other text ('[' of a JSON array, a CSV's header) is no
+		 * record either way, and the JSON reader says what it is by line and column (as msgpack it
+		 * would be a record "not a map but uint") */
 		r->fmt = SW_FMT_JSON;
 	} else {
 		r->fmt = SW_FMT_MSGPACK;
