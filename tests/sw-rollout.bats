@@ -394,6 +394,7 @@ store_of_m() {
 	}
 	bad '{"id":"x"}' "no prompt: the record has no 'prompt', 'messages' or 'prompt_tokens' field"
 	bad '{"prompt":5}' "field 'prompt' is a uint, not a string"
+	bad '{"prompt":[{"role":"user","content":"hi"}]}' "field 'prompt' is an array, not a string: a conversation goes in 'messages' (jq -c '.messages = .prompt | del(.prompt)' moves it there)"
 	bad '{"prompt":""}' "the prompt is empty (no tokens)"
 	bad '{"prompt_tokens":"abc"}' "field 'prompt_tokens' is a str, not an array of token ids"
 	bad '{"prompt_tokens":[1,300]}' "field 'prompt_tokens': token 1 is 300, outside the model's vocabulary of 300"

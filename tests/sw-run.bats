@@ -435,6 +435,12 @@ await() {
 	unswept
 	[ "$stderr" = "sw-run: empty.jsonl: no prompts in it" ]
 	[ ! -e run ]
+	# TRL's conversational prompts (an array of messages in 'prompt'): said, and how to move them
+	printf '{"id":"q1","prompt":[{"role":"user","content":"1+1="}],"label":"2"}\n' >conv.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p conv.jsonl
+	unswept
+	[ "$stderr" = "sw-run: conv.jsonl: line 1: no prompt: a record needs 'prompt' (a string) or 'messages' (an array); its 'prompt' is an array: jq -c '.messages = .prompt | del(.prompt)' moves it" ]
+	[ ! -e run ]
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","prompt":}\n' >broken.jsonl
 	run -1 --separate-stderr sw-run -c exp -o run -p broken.jsonl
 	unswept

@@ -392,8 +392,10 @@ static int prompts_ok_(const char *path, int pooled, sw_error *err)
 		if ((sw_rec_get(rec, "prompt", &v) || v.type != SW_T_STR) &&
 		    (sw_rec_get(rec, "messages", &v) || v.type != SW_T_ARRAY) &&
 		    (sw_rec_get(rec, "prompt_tokens", &v) || v.type != SW_T_ARRAY)) {
+			int conv = !sw_rec_get(rec, "prompt", &v) && v.type == SW_T_ARRAY; /* TRL's conversational form */
 			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: no prompt: a record needs 'prompt' (a string) or "
-			             "'messages' (an array)", path, unit, (unsigned long long)n);
+			             "'messages' (an array)%s", path, unit, (unsigned long long)n,
+			             conv ? "; its 'prompt' is an array: jq -c '.messages = .prompt | del(.prompt)' moves it" : "");
 			break;
 		}
 		uint32_t at;

@@ -210,6 +210,9 @@ int sw_sample_prompt(sw_rec *r, const sw_tokenizer *tok, int vocab, int32_t **id
 	if (sw_rec_get(r, "messages", &v) == 0)
 		return messages_(&v, tok, vocab, ids, n, err);
 	if (sw_rec_get(r, "prompt", &v) == 0) {
+		if (v.type == SW_T_ARRAY) /* TRL's conversational form */
+			return sw_fail(err, SW_ETYPE, "field 'prompt' is an array, not a string: a conversation goes in "
+			               "'messages' (jq -c '.messages = .prompt | del(.prompt)' moves it there)");
 		if (v.type != SW_T_STR)
 			return sw_fail(err, SW_ETYPE, "field 'prompt' is a %s, not a string",
 			               sw_type_name(v.type));
