@@ -393,6 +393,7 @@ store_of_m() {
 		[ "$(jq -r .id <<<"$output" | sort | tr '\n' ' ')" = "ok/0 ok/1 " ]
 	}
 	bad '{"id":"x"}' "no prompt: the record has no 'prompt', 'messages' or 'prompt_tokens' field"
+	bad '{"id":"x","question":"2+2?","answer":"#### 4"}' "no prompt: the record has no 'prompt', 'messages' or 'prompt_tokens' field; it has 'question': jq -c '.prompt = .question' names it the prompt"
 	bad '{"prompt":5}' "field 'prompt' is a uint, not a string"
 	bad '{"prompt":[{"role":"user","content":"hi"}]}' "field 'prompt' is an array, not a string: a conversation goes in 'messages' (jq -c '.messages = .prompt | del(.prompt)' moves it there)"
 	bad '{"prompt":""}' "the prompt is empty (no tokens)"

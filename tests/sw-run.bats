@@ -441,6 +441,12 @@ await() {
 	unswept
 	[ "$stderr" = "sw-run: conv.jsonl: line 1: no prompt: a record needs 'prompt' (a string) or 'messages' (an array); its 'prompt' is an array: jq -c '.messages = .prompt | del(.prompt)' moves it" ]
 	[ ! -e run ]
+	# another data set's name for it (MATH's 'problem'): said, and how to rename it
+	printf '{"id":"m1","problem":"1+1=","solution":"2"}\n' >math.jsonl
+	run -1 --separate-stderr sw-run -c exp -o run -p math.jsonl
+	unswept
+	[ "$stderr" = "sw-run: math.jsonl: line 1: no prompt: a record needs 'prompt' (a string) or 'messages' (an array); it has 'problem': jq -c '.prompt = .problem' names it the prompt" ]
+	[ ! -e run ]
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","prompt":}\n' >broken.jsonl
 	run -1 --separate-stderr sw-run -c exp -o run -p broken.jsonl
 	unswept

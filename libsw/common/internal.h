@@ -178,6 +178,13 @@ int sw_fd_write_all(int fd, const void *p, size_t n, size_t *done);
  */
 int sw_fd_cut_back(int fd, off_t size);
 
+/*
+ * For a record without a prompt: the name of a text field other data sets keep
+ * theirs in ("question": GSM8K; "problem": MATH; "query", "instruction",
+ * "input"), the first the record has, or NULL (sample.c).
+ */
+const char *sw_sample_prompt_alias(sw_rec *r);
+
 int sw_fail(sw_error *e, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

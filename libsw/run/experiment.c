@@ -393,9 +393,15 @@ static int prompts_ok_(const char *path, int pooled, sw_error *err)
 		    (sw_rec_get(rec, "messages", &v) || v.type != SW_T_ARRAY) &&
 		    (sw_rec_get(rec, "prompt_tokens", &v) || v.type != SW_T_ARRAY)) {
 			int conv = !sw_rec_get(rec, "prompt", &v) && v.type == SW_T_ARRAY; /* TRL's conversational form */
+			const char *alias = sw_sample_prompt_alias(rec);
+			char hint[128] = "";
+			if (conv)
+				snprintf(hint, sizeof hint, "; its 'prompt' is an array: jq -c '.messages = .prompt | del(.prompt)' "
+				         "moves it");
+			else if (alias)
+				snprintf(hint, sizeof hint, "; it has '%s': jq -c '.prompt = .%s' names it the prompt", alias, alias);
 			rc = sw_fail(err, SW_EFORMAT, "%s: %s %llu: no prompt: a record needs 'prompt' (a string) or "
-			             "'messages' (an array)%s", path, unit, (unsigned long long)n,
-			             conv ? "; its 'prompt' is an array: jq -c '.messages = .prompt | del(.prompt)' moves it" : "");
+			             "'messages' (an array)%s", path, unit, (unsigned long long)n, hint);
 			break;
 		}
 		uint32_t at;

@@ -219,8 +219,22 @@ int sw_sample_prompt(sw_rec *r, const sw_tokenizer *tok, int vocab, int32_t **id
 		return sw_sample_encode(tok, v.v.str.ptr, v.v.str.len, "field 'prompt'", vocab, ids, n,
 		                        err);
 	}
+	const char *alias = sw_sample_prompt_alias(r);
+	if (alias)
+		return sw_fail(err, SW_ENOENT, "no prompt: the record has no 'prompt', 'messages' or 'prompt_tokens' "
+		               "field; it has '%s': jq -c '.prompt = .%s' names it the prompt", alias, alias);
 	return sw_fail(err, SW_ENOENT,
 	               "no prompt: the record has no 'prompt', 'messages' or 'prompt_tokens' field");
+}
+
+const char *sw_sample_prompt_alias(sw_rec *r)
+{
+	static const char *const names[] = { "question", "problem", "query", "instruction", "input" };
+	sw_val v;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (sw_rec_get(r, names[i], &v) == 0 && v.type == SW_T_STR)
+			return names[i];
+	return NULL;
 }
 
 int sw_sample_response(sw_rec *r, const sw_tokenizer *tok, int vocab, int32_t **ids, size_t *n,
