@@ -421,6 +421,12 @@ for r in ["\u0431\u043e\u043c\u0431 b\u043emb", "\ufb01re", "caf\u00e9", "bomb"]
 	printf '%s\n' '{"response":"1"}' >nolabel.jsonl
 	run -1 --separate-stderr sw-verify -r exact nolabel.jsonl
 	[ "$stderr" = "sw-verify: nolabel.jsonl: record 1: verifier 'exact' needs field 'label', which is missing" ]
+	# GSM8K's name for the label: said, and the option that reads it
+	printf '%s\n' '{"response":"so 72","answer":"48 + 24 = 72\n#### 72"}' >gsm.jsonl
+	run -1 --separate-stderr sw-verify -r math gsm.jsonl
+	[ "$stderr" = "sw-verify: gsm.jsonl: record 1: verifier 'math' needs field 'label', which is missing; it has 'answer': --label-field answer reads it" ]
+	run -0 --separate-stderr sw-verify -r math --label-field answer -f json gsm.jsonl
+	[ "$(jq -c .rewards <<<"$output")" = '{"math":1}' ]
 	printf '%s\n' '{"response":5,"label":"5"}' >type.jsonl
 	run -1 --separate-stderr sw-verify -r exact type.jsonl
 	[ "$stderr" = "sw-verify: type.jsonl: record 1: field 'response' is uint, verifier 'exact' wants a string" ]

@@ -1027,8 +1027,17 @@ static int label_text_(sw_verify *v, sw_rec *rec, const char *who, char *buf, si
 {
 	sw_val val;
 	int rc = sw_rec_get(rec, v->label, &val);
-	if (rc == SW_ENOENT)
+	if (rc == SW_ENOENT) {
+		/* another data set's name for the answer (GSM8K's 'answer', MATH's 'solution', verl's 'ground_truth') */
+		static const char *const alt[] = { "answer", "solution", "ground_truth", "target", "reference" };
+		for (size_t i = 0; i < sizeof alt / sizeof *alt; i++)
+			if (strcmp(alt[i], v->label) && sw_rec_get(rec, alt[i], &val) == 0 &&
+			    (val.type == SW_T_STR || val.type == SW_T_INT || val.type == SW_T_UINT ||
+			     val.type == SW_T_F32 || val.type == SW_T_F64))
+				return sw_fail(err, SW_ENOENT, "verifier '%s' needs field '%s', which is missing; it has '%s': "
+				               "--label-field %s reads it", who, v->label, alt[i], alt[i]);
 		return sw_fail(err, SW_ENOENT, "verifier '%s' needs field '%s', which is missing", who, v->label);
+	}
 	if (rc)
 		return sw_fail(err, rc, "field '%s' cannot be read", v->label);
 	switch (val.type) {
