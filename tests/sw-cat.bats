@@ -161,6 +161,10 @@ two_jsonl() {
 	run -1 --separate-stderr sw-cat -f json num.jsonl
 	[ "$output" = '{"x":1}' ]
 	[ "$stderr" = "sw-cat: num.jsonl: line 2, column 1: record is a JSON number, not an object" ]
+	# a printable first byte before binary ones (a safetensors file's header length) is no text: msgpack says so at once
+	printf 'H\054\000\000\000\000\000\000{"__metadata__":{}}' >w.safetensors
+	run -1 --separate-stderr sw-cat -f json w.safetensors
+	[ "$stderr" = "sw-cat: w.safetensors: record 1 (byte 0): record is not a map but uint" ]
 }
 
 @test "a key twice in a map is refused: other readers keep the last, a lookup here the first" {

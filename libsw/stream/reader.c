@@ -262,6 +262,15 @@ static int is_zstd_(const uint8_t *p)
 	       ((p[0] & 0xf0) == 0x50 && p[1] == 0x2a && p[2] == 0x4d && p[3] == 0x18);
 }
 
+/* No control bytes but tab, newline and carriage return in p[0..n): text, as far as it goes. */
+static int text_(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') || p[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
 static int detect_(sw_reader *r)
 {
 	ssize_t n;
@@ -288,10 +297,11 @@ static int detect_(sw_reader *r)
 	if (r->buf.len >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf) {
 		r->fmt = SW_FMT_JSON; /* a UTF-8 byte order mark: skip it */
 		r->pos = 3;
-	} else if ((p[0] >= 0x20 && p[0] < 0x7f) || p[0] == '\t' || p[0] == '\n' || p[0] == '\r') {
+	} else if (p[0] == '{' || p[0] == ' ' || p[0] == '\t' || p[0] == '\n' || p[0] == '\r' ||
+	           (p[0] > 0x20 && p[0] < 0x7f && text_(p, r->buf.len < 64 ? r->buf.len : 64))) {
 		/* '{' and space begin JSON Lines; any other text ('[' of a JSON array, a CSV's header) is no
 		 * record either way, and the JSON reader says what it is by line and column (as msgpack it
-		 * would be a record "not a map but uint") */
+		 * would be a record "not a map but uint"); binary bytes go to msgpack, which says so at once */
 		r->fmt = SW_FMT_JSON;
 	} else {
 		r->fmt = SW_FMT_MSGPACK;
