@@ -425,28 +425,23 @@ await() {
 }
 
 @test "the prompts are checked before the run starts (a prompt each, an id each): each error names the file and the line; nothing is made" {
+	# refused FILE MESSAGE: sw-run -p FILE fails with MESSAGE alone, before anything is made
+	refused() {
+		run -1 --separate-stderr sw-run -c exp -o run -p "$1"
+		unswept
+		[ "$stderr" = "$2" ]
+		[ ! -e run ]
+	}
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","promt":"2+1=","label":"3"}\n' >typo.jsonl
-	run -1 --separate-stderr sw-run -c exp -o run -p typo.jsonl
-	unswept
-	[ "$stderr" = "sw-run: typo.jsonl: line 2: no prompt: a record needs 'prompt' (a string) or 'messages' (an array)" ]
-	[ ! -e run ]
+	refused typo.jsonl "sw-run: typo.jsonl: line 2: no prompt: a record needs 'prompt' (a string) or 'messages' (an array)"
 	: >empty.jsonl
-	run -1 --separate-stderr sw-run -c exp -o run -p empty.jsonl
-	unswept
-	[ "$stderr" = "sw-run: empty.jsonl: no prompts in it" ]
-	[ ! -e run ]
+	refused empty.jsonl "sw-run: empty.jsonl: no prompts in it"
 	# TRL's conversational prompts (an array of messages in 'prompt'): said, and how to move them
 	printf '{"id":"q1","prompt":[{"role":"user","content":"1+1="}],"label":"2"}\n' >conv.jsonl
-	run -1 --separate-stderr sw-run -c exp -o run -p conv.jsonl
-	unswept
-	[ "$stderr" = "sw-run: conv.jsonl: line 1: no prompt: a record needs 'prompt' (a string) or 'messages' (an array); its 'prompt' is an array: jq -c '.messages = .prompt | del(.prompt)' moves it" ]
-	[ ! -e run ]
+	refused conv.jsonl "sw-run: conv.jsonl: line 1: no prompt: a record needs 'prompt' (a string) or 'messages' (an array); its 'prompt' is an array: jq -c '.messages = .prompt | del(.prompt)' moves it"
 	# another data set's name for it (MATH's 'problem'): said, and how to rename it
 	printf '{"id":"m1","problem":"1+1=","solution":"2"}\n' >math.jsonl
-	run -1 --separate-stderr sw-run -c exp -o run -p math.jsonl
-	unswept
-	[ "$stderr" = "sw-run: math.jsonl: line 1: no prompt: a record needs 'prompt' (a string) or 'messages' (an array); it has 'problem': jq -c '.prompt = .problem' names it the prompt" ]
-	[ ! -e run ]
+	refused math.jsonl "sw-run: math.jsonl: line 1: no prompt: a record needs 'prompt' (a string) or 'messages' (an array); it has 'problem': jq -c '.prompt = .problem' names it the prompt"
 	printf '{"id":"q1","prompt":"1+1=","label":"2"}\n{"id":"q2","prompt":}\n' >broken.jsonl
 	run -1 --separate-stderr sw-run -c exp -o run -p broken.jsonl
 	unswept
