@@ -40,6 +40,18 @@ prompts() {
 	cmp few1.msgpack few3.msgpack
 }
 
+@test "an id given twice across the ranks' blocks: refused as one process refuses it" {
+	need_mpirun
+	# with 2 ranks, records 1-3 are rank 0's, 4-6 rank 1's: the second 'p2' is rank 1's
+	{ prompts | head -5; echo '{"id":"p2","prompt":"another"}'; } >dup.jsonl
+	run -1 --separate-stderr sw-rollout -m "$M" -n 2 --max-new-tokens 8 -o one.msgpack dup.jsonl
+	[ "$stderr" = "sw-rollout: dup.jsonl: record 6: id 'p2' is record 2's too: an id names one prompt" ]
+	run -1 --separate-stderr sw_mpirun -np 2 sw-rollout -m "$M" -n 2 --max-new-tokens 8 -o two.msgpack dup.jsonl
+	[ "${stderr_lines[0]}" = "sw-rollout: rank 1: dup.jsonl: record 6: id 'p2' is record 2's too: an id names one prompt" ]
+	cmp one.msgpack two.msgpack
+	[ "$(sw-cat -c two.msgpack)" = 10 ]
+}
+
 @test "a bad prompt on rank 1: the samples before it, then every rank exits 1 with its message" {
 	need_mpirun
 	{ prompts | head -5; echo '{"id":"bad","prompt":5}'; prompts | tail -3; } >bad.jsonl

@@ -45,8 +45,39 @@ prompts() {
 	run -0 r '.id' -m "$M" -n 2 --max-new-tokens 3 in.jsonl
 	[ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = '"1/0" "1/1" "3/0" "3/1" "41/0" "41/1" ' ]
 	# numbered over all inputs together
-	run -0 r '.group' -m "$M" --max-new-tokens 3 in.jsonl in.jsonl
-	[ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = '"1" "3" "4" "41" "41" "6" ' ]
+	printf '%s\n' '{"prompt":"d"}' '{"id":"x","prompt":"e"}' '{"prompt":"f"}' >in2.jsonl
+	run -0 r '.group' -m "$M" --max-new-tokens 3 in.jsonl in2.jsonl
+	[ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = '"1" "3" "4" "41" "6" "x" ' ]
+}
+
+@test "an id names one prompt: a second prompt of an id is refused, named with where the id came first" {
+	dup() { # the second file's lines, the expected message
+		printf '%s\n' '{"id":"a","prompt":"one"}' '{"prompt":"two"}' >in.jsonl
+		printf '%s\n' "$1" >in2.jsonl
+		run -1 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 3 -n 2 in.jsonl in2.jsonl
+		[ "$stderr" = "sw-rollout: in2.jsonl: record 1: $2" ] || { echo "got: $stderr"; false; }
+		# the samples before it are written
+		[ "$(jq -r .id <<<"$output" | sort | tr '\n' ' ')" = "2/0 2/1 a/0 a/1 " ]
+	}
+	dup '{"id":"a","prompt":"one"}' "id 'a' is in.jsonl's record 1's too: an id names one prompt"
+	dup '{"id":"a","prompt":"other"}' "id 'a' is in.jsonl's record 1's too: an id names one prompt"
+	# a prompt without an id is named by its place: the second has '2', so has this one
+	dup '{"id":2,"prompt":"three"}' "id '2' is in.jsonl's record 2's too: an id names one prompt (without an id, a prompt's place names it, from 1)"
+	# in one file, "record N" alone; with --skip-invalid it is skipped, the id's first prompt kept
+	printf '%s\n' '{"id":"a","prompt":"one"}' '{"id":"é","prompt":"two"}' '{"id":"é","prompt":"three"}' '{"id":"b","prompt":"four"}' >in.jsonl
+	run -1 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 3 in.jsonl
+	[ "$stderr" = "sw-rollout: in.jsonl: record 3: id 'é' is record 2's too: an id names one prompt" ]
+	[ "$(jq -r .id <<<"$output" | tr '\n' ' ')" = "a/0 é/0 " ]
+	run -0 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 3 --skip-invalid in.jsonl
+	[ "$(jq -r .id <<<"$output" | tr '\n' ' ')" = "a/0 é/0 b/0 " ]
+	[ "$(jq -r .prompt <<<"$output" | tr '\n' ' ')" = "one two four " ]
+	[ "${stderr_lines[0]}" = "sw-rollout: in.jsonl: record 3: id 'é' is record 2's too: an id names one prompt (skipped)" ]
+	[ "${stderr_lines[1]}" = "sw-rollout: skipped 1 invalid record" ]
+	# --score takes samples, whose group ids repeat: not compared
+	sw-rollout -m "$M" -n 2 --max-new-tokens 3 --skip-invalid in.jsonl 2>/dev/null >s.msgpack
+	run -0 --separate-stderr sw-rollout -m "$M" --score -f json s.msgpack
+	[ "$(jq -r .id <<<"$output" | tr '\n' ' ')" = "a/0 a/1 é/0 é/1 b/0 b/1 " ]
+	[ "$stderr" = "" ]
 }
 
 @test "every other field passes through untouched, in its place" {

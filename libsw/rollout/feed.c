@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "sw/balance.h"
 #include "sw/dist.h"
 #include "sw/stream.h"
 #include "rollout_internal.h"
@@ -42,6 +43,9 @@ typedef struct item_ {
 	size_t n;
 	uint32_t file;             /* index into files: the record's name */
 	uint64_t recno;            /* in its file, from 1 */
+	uint32_t was_file;         /* where its id came before (was_recno 0: it did not) */
+	uint64_t was_recno;
+	bool was_placed;           /* one of the two has no id: its place names it */
 } item_;
 
 /* What each rank sends to rank 0 ahead of its samples at an exchange. */
@@ -93,6 +97,12 @@ struct sw_rollout_feed {
 	char fatal[sizeof ((sw_error *)0)->msg]; /* the invalid record that halts, or the input's failure */
 	int fatal_code;
 	uint64_t written, skipped;
+
+	/* the prompts' ids so far (generating), each with where it came first */
+	sw_groups *ids;
+	struct { uint32_t file; uint64_t recno; bool placed; } *first;
+	size_t first_cap;
+	char was[128];             /* earlier_'s answer */
 
 	/* data parallel */
 	item_ *blk;                /* this rank's block of the chunk */
@@ -214,7 +224,7 @@ static void *reader_main_(void *arg)
 			}
 			if (f->nstage == QCAP_)
 				hand_on_(f);
-			f->stage[f->nstage++] = (item_){ copy, n, (uint32_t)i, sw_reader_records(r) };
+			f->stage[f->nstage++] = (item_){ .bytes = copy, .n = n, .file = (uint32_t)i, .recno = sw_reader_records(r) };
 		}
 		if (rc < 0)
 			snprintf(msg, sizeof msg, "%s: %s", name_(f, (uint32_t)i),
@@ -269,6 +279,66 @@ static int take_(sw_rollout_feed *f, bool block, item_ *it)
 	return 1;
 }
 
+/* ---- ids: an id names one prompt -------------------------------------------------------- */
+
+/*
+ * The record in f->rec, at place, is it: its id (the scheduler's
+ * sw_sample_group_id) into the ids so far, or where it came before into
+ * its was_*.  A record the scheduler refuses anyway (not a map, an id of
+ * another type) is left to it.  Every rank goes through every record of a
+ * chunk in order, so the ids of a rank's block are compared with those of
+ * the ranks before it, as in one process.
+ */
+static int seen_(sw_rollout_feed *f, uint64_t place, item_ *it)
+{
+	it->was_recno = 0;
+	if (!f->ids)
+		return 0;
+	const char *bad;
+	char *id = sw_sample_group_id(f->rec, place, &bad);
+	if (!id)
+		return bad ? 0 : SW_ENOMEM;
+	uint32_t at;
+	int added = sw_groups_add(f->ids, id, strlen(id), &at);
+	free(id);
+	if (added < 0)
+		return SW_ENOMEM;
+	sw_val v;
+	bool placed = sw_rec_get(f->rec, "id", &v) != 0;
+	if (!added) {
+		it->was_file = f->first[at].file;
+		it->was_recno = f->first[at].recno;
+		it->was_placed = placed || f->first[at].placed;
+		return 0;
+	}
+	if (at >= f->first_cap) {
+		size_t cap = f->first_cap ? 2 * f->first_cap : 256;
+		void *x = realloc(f->first, sizeof *f->first * cap);
+		if (!x)
+			return SW_ENOMEM;
+		f->first = x;
+		f->first_cap = cap;
+	}
+	f->first[at].file = it->file;
+	f->first[at].recno = it->recno;
+	f->first[at].placed = placed;
+	return 0;
+}
+
+static const char *earlier_(void *ctx, bool *placed)
+{
+	sw_rollout_feed *f = ctx;
+	if (!f->cur.was_recno)
+		return NULL;
+	*placed = f->cur.was_placed;
+	if (f->cur.was_file == f->cur.file)
+		snprintf(f->was, sizeof f->was, "record %llu", (unsigned long long)f->cur.was_recno);
+	else
+		snprintf(f->was, sizeof f->was, "%.80s's record %llu", name_(f, f->cur.was_file),
+		         (unsigned long long)f->cur.was_recno);
+	return f->was;
+}
+
 /* ---- one process: the queue straight to the scheduler ----------------------------------- */
 
 static int load_(sw_rollout_feed *f, sw_rec **rec)
@@ -297,7 +367,8 @@ static int next1_(void *ctx, bool block, sw_rec **rec)
 	if (rc != 1)
 		return rc;
 	f->place = f->pulled++;
-	return load_(f, rec);
+	rc = load_(f, rec);
+	return rc == 1 && seen_(f, f->place, &f->cur) ? SW_ENOMEM : rc;
 }
 
 static int put1_(void *ctx, const uint8_t *mp, size_t n)
@@ -455,6 +526,10 @@ static int next_chunk_(sw_rollout_feed *f, sw_error *err)
 		memcpy(&it.file, p, sizeof it.file), p += sizeof it.file;
 		memcpy(&it.recno, p, sizeof it.recno), p += sizeof it.recno;
 		memcpy(&len, p, sizeof len), p += sizeof len;
+		if (!sw_rec_load(f->rec, p, len) && seen_(f, f->base + i, &it)) {
+			sw_buf_release(&b);
+			return sw_fail(err, SW_ENOMEM, "out of memory");
+		}
 		if (i >= lo && i < hi) {
 			if (!(it.bytes = malloc(len ? len : 1))) {
 				sw_buf_release(&b);
@@ -632,8 +707,13 @@ sw_rollout_feed *sw_rollout_feed_new(sw_comm *comm, char *const *files, int nfil
 			sw_fail(err, SW_ENOMEM, "out of memory");
 			return NULL;
 		}
-	f->sio = dp ? (sw_rollout_io){ f, nextdp_, putdp_, NULL, invalid_, place_ }
-	            : (sw_rollout_io){ f, next1_, put1_, flush1_, invalid_, place_ };
+	f->sio = dp ? (sw_rollout_io){ f, nextdp_, putdp_, NULL, invalid_, place_, earlier_ }
+	            : (sw_rollout_io){ f, next1_, put1_, flush1_, invalid_, place_, earlier_ };
+	if (!c->score && !(f->ids = sw_groups_new())) {
+		sw_rollout_feed_free(f);
+		sw_fail(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
 	if (dp && f->rank == 0 && !(f->rank_busy = calloc((size_t)f->size, sizeof *f->rank_busy))) {
 		sw_rollout_feed_free(f);
 		sw_fail(err, SW_ENOMEM, "out of memory");
@@ -736,6 +816,8 @@ static void release_(sw_rollout_feed *f)
 	sw_buf_release(&f->out);
 	free(f->rank_busy);
 	sw_rec_free(f->rec);
+	sw_groups_free(f->ids);
+	free(f->first);
 	for (int i = 0; f->files && i < f->nfiles; i++)
 		free(f->files[i]);
 	free(f->files);

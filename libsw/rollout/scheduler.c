@@ -670,6 +670,14 @@ static group_ *group_of_(sw_rollout *r, const sw_rollout_io *io, char *msg, size
 			sw_fail(err, SW_ENOMEM, "out of memory");
 		return NULL;
 	}
+	bool placed = false;
+	const char *was = io->earlier ? io->earlier(io->ctx, &placed) : NULL;
+	if (was) {
+		snprintf(msg, size, "id '%.40s' is %.100s's too: an id names one prompt%s", gid, was,
+		         placed ? " (without an id, a prompt's place names it, from 1)" : "");
+		free(gid);
+		return NULL;
+	}
 	int32_t *ptok = NULL;
 	size_t n = 0;
 	int max_new = r->c.max_new;

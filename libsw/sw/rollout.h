@@ -105,6 +105,12 @@ typedef struct sw_rollout_io {
 	 * ranks share an input out, a prompt thus draws what it draws in one
 	 * process.  NULL: the records pulled before it, as in one process. */
 	uint64_t (*place)(void *ctx);
+	/* Where the id of the record next gave last was given before ("record 3",
+	 * "a.jsonl's record 3"), or NULL where it was not: a second prompt of
+	 * one id is invalid (an id names one prompt, whose responses are one
+	 * group).  *placed: one of the two has no id (its place names it).
+	 * NULL: ids are not compared. */
+	const char *(*earlier)(void *ctx, bool *placed);
 } sw_rollout_io;
 
 typedef struct sw_rollout sw_rollout;
