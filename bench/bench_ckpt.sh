@@ -17,7 +17,11 @@
 # syncing, digesting and recording it); the whole run's wall time is given
 # too, and its start: from the command to the record of its first checkpoint
 # (iteration 0: the run directory made, the weights stores loaded, the start
-# model digested for the start record, that checkpoint written).  Medians.
+# model digested for the start record, that checkpoint written), and its
+# resume: `sw-run --resume run --iters ITERS+1` after the run, from the
+# command to its "resume" record (the log's chain and the last checkpoint
+# checked against their records, the start model checked against the start
+# record, the stores loaded from the checkpoint).  Medians.
 #
 # Then sw-train used on its own, `sw-train -m m -o out` (one GRPO step on the
 # samples of the first sw-run side's last iteration, KL to m): the model
@@ -54,6 +58,11 @@ side() {
 	PATH=$2/bin:$PATH sw-audit verify run >/dev/null
 	t1=$(date -d "$(jq -r 'select(.event == "checkpoint" and .iter == 0) | .time' run/audit.log)" +%s.%N)
 	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }' >>"$1.start"
+	sync
+	t0=$(date +%s.%N)
+	PATH=$2/bin:$PATH sw-run -q --resume run --iters $((iters + 1))
+	t1=$(date -d "$(jq -r 'select(.event == "resume") | .time' run/audit.log)" +%s.%N)
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }' >>"$1.resume"
 	# from each iteration's record to its checkpoint's
 	jq -r 'select(.event == "iteration" or .event == "checkpoint") | [.event, .time] | @tsv' run/audit.log |
 		awk -F'\t' '{ split($2, a, "T"); split(a[2], t, ":"); s = t[1] * 3600 + t[2] * 60 + t[3] }
@@ -83,6 +92,7 @@ turns() {
 	fi
 }
 : >now.ckpt; : >now.whole; : >now.start; : >before.ckpt; : >before.whole; : >before.start; : >now.save; : >before.save
+: >now.resume; : >before.resume
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 r=0
 while [ "$r" -lt "$rounds" ]; do
@@ -97,17 +107,19 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo "Checkpoints of a 134.5M-parameter model with its AdamW state (medians; load $load0 before, $load1 after)"
 echo
-echo "| side | one checkpoint (s) | whole run of $iters iterations (s) | start: to the first checkpoint's record (s) |"
-echo "|---|---|---|---|"
-[ -z "${BEFORE:-}" ] || echo "| sw-run, BEFORE ($(git -C "$BEFORE" rev-parse --short HEAD 2>/dev/null || echo "$BEFORE")) | $(med before.ckpt) | $(med before.whole) | $(med before.start) |"
-echo "| sw-run, this build ($(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo tree)) | $(med now.ckpt) | $(med now.whole) | $(med now.start) |"
-jq -r '"| transformers Trainer: save_pretrained + torch.save (no fsync, no digest) | \(.save_s | sort | .[length / 2 | floor] | . * 1000 | round / 1000) | | |",
-       "| the same, each file fsync'"'"'d | \(.save_fsync_s | sort | .[length / 2 | floor] | . * 1000 | round / 1000) | | |",
-       "| bytes written by the peer | \(.bytes) | | |"' torch.json
+echo "| side | one checkpoint (s) | whole run of $iters iterations (s) | start: to the first checkpoint's record (s) | resume: to its record (s) |"
+echo "|---|---|---|---|---|"
+[ -z "${BEFORE:-}" ] || echo "| sw-run, BEFORE ($(git -C "$BEFORE" rev-parse --short HEAD 2>/dev/null || echo "$BEFORE")) | $(med before.ckpt) | $(med before.whole) | $(med before.start) | $(med before.resume) |"
+echo "| sw-run, this build ($(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo tree)) | $(med now.ckpt) | $(med now.whole) | $(med now.start) | $(med now.resume) |"
+jq -r '"| transformers Trainer: save_pretrained + torch.save (no fsync, no digest) | \(.save_s | sort | .[length / 2 | floor] | . * 1000 | round / 1000) | | | |",
+       "| the same, each file fsync'"'"'d | \(.save_fsync_s | sort | .[length / 2 | floor] | . * 1000 | round / 1000) | | | |",
+       "| bytes written by the peer | \(.bytes) | | | |"' torch.json
 echo
 [ -z "${BEFORE:-}" ] || awk -v a="$(med before.ckpt)" -v b="$(med now.ckpt)" 'BEGIN { printf "BEFORE / this build, one checkpoint: %.2fx\n", a / b }'
 [ -z "${BEFORE:-}" ] || awk -v a="$(med before.start)" -v b="$(med now.start)" 'BEGIN { printf "BEFORE / this build, the start: %.2fx\n", a / b }'
 echo "every start, s: this build $(tr '\n' ' ' <now.start)${BEFORE:+; BEFORE $(tr '\n' ' ' <before.start)}"
+[ -z "${BEFORE:-}" ] || awk -v a="$(med before.resume)" -v b="$(med now.resume)" 'BEGIN { printf "BEFORE / this build, the resume: %.2fx\n", a / b }'
+echo "every resume, s: this build $(tr '\n' ' ' <now.resume)${BEFORE:+; BEFORE $(tr '\n' ' ' <before.resume)}"
 awk -v a="$(jq '.save_fsync_s | sort | .[length / 2 | floor]' torch.json)" -v b="$(med now.ckpt)" \
 	'BEGIN { printf "transformers fsync'"'"'d / this build, one checkpoint: %.2fx\n", a / b }'
 echo "every checkpoint, s: this build $(tr '\n' ' ' <now.ckpt)${BEFORE:+; BEFORE $(tr '\n' ' ' <before.ckpt)}"

@@ -452,9 +452,11 @@ static void resume_(run_ *r)
 	sw_error err = { 0 };
 	static sw_ckpt_point ck;
 	int done; /* the options given with --resume become the run's config first */
+	sw_digest_job *dj = NULL; /* the start model's digest, taken while the checkpoint's is */
 	if (lock_(r, 0, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
-	    sw_checkpoint_resume_point(r->dir, &ck, &err) || sw_experiment_resume(&r->x, r->dir, &ck, &done, &err))
-		cli_die("%s", err.msg);
+	    !(dj = sw_digest_dir_begin(r->x.model, &err)) || sw_checkpoint_resume_point(r->dir, &ck, &err) ||
+	    sw_experiment_resume(&r->x, r->dir, &ck, dj, &done, &err))
+		cli_die("%s", err.msg); /* (a job not ended: its thread ends with the process) */
 	if (done) { /* nothing touched */
 		if (cli_verbosity >= 0)
 			cli_note("the run in %s has done its %llu iterations and ended: nothing to do (more with --iters)",

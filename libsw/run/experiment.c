@@ -210,10 +210,12 @@ int sw_experiment_set_resumed(sw_experiment *x, const char *name, const char *va
 	return sw_experiment_set(x, name, value, err);
 }
 
-int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ckpt_point *p, int *done,
-                         sw_error *err)
+int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ckpt_point *p,
+                         sw_digest_job *model_job, int *done, sw_error *err)
 {
-	char cfg[SW_RUN_PATH_MAX];
+	char cfg[SW_RUN_PATH_MAX], hex[SW_DIGEST_HEX];
+	sw_error e = { 0 };
+	int mrc = model_job ? sw_digest_dir_end(model_job, hex, &e) : 0;
 	*done = 0;
 	if (x->iters < p->st.iter)
 		return sw_fail(err, SW_EINVAL, "iters %llu is fewer than the %llu iterations the run in '%s' has done: "
@@ -224,9 +226,7 @@ int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ck
 		return 0;
 	}
 	/* the model it started from is the KL reference, the stages' tokenizer, the checkpoints' tokenizer files */
-	char hex[SW_DIGEST_HEX];
-	sw_error e = { 0 };
-	if (sw_digest_dir(x->model, hex, &e))
+	if (model_job ? mrc : sw_digest_dir(x->model, hex, &e))
 		return sw_fail(err, e.code, "the model the run started from: %s", e.msg);
 	if (strcmp(hex, p->model_digest))
 		return sw_fail(err, SW_EFORMAT, "the model the run started from, '%s', is not what it was (its digest is %.12s..., "

@@ -453,10 +453,14 @@ int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *e
  * *done is 1 and nothing is written.  Else x is written as rundir/config
  * (atomically), so the options given with --resume stay the run's for any
  * later resume, and the config (and the "resume" record's digest of it)
- * says what the run runs.
+ * says what the run runs.  The model the run started from must be what the
+ * run's start record says (its reference and tokenizer come from it): its
+ * digest is model_job's, begun with sw_digest_dir_begin(x's model) while
+ * the caller checked the checkpoint, and ended here whatever the outcome;
+ * NULL: taken here.
  */
-int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ckpt_point *p, int *done,
-                         sw_error *err);
+int sw_experiment_resume(const sw_experiment *x, const char *rundir, const sw_ckpt_point *p,
+                         sw_digest_job *model_job, int *done, sw_error *err);
 /*
  * Put back what a checkpoint holds besides the weights (which the caller
  * loaded from ckdir into w): the optimiser state into *opt, created as

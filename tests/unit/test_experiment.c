@@ -211,33 +211,62 @@ static void test_resume_(void)
 	memset(&pt, 0, sizeof pt);
 	pt.st.iter = 6;
 	int done = -1;
-	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), SW_EINVAL, "iters below the iterations done");
+	is_int(sw_experiment_resume(&x, dir_, &pt, NULL, &done, &e), SW_EINVAL, "iters below the iterations done");
 	char want[900];
 	snprintf(want, sizeof want, "iters 5 is fewer than the 6 iterations the run in '%s' has done: give --iters 6 or more",
 	         dir_);
 	ok(!strcmp(e.msg, want), "%s", e.msg);
 	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
 	pt.st.iter = 5, pt.ended = 1;
-	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), 0, "done and ended");
+	is_int(sw_experiment_resume(&x, dir_, &pt, NULL, &done, &e), 0, "done and ended");
 	is_int(done, 1, "nothing to do");
 	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
 	pt.ended = 0; /* done but killed before its end record: the resume finishes it */
 	/* only from the model it started from: its digest as the run's start record has it */
 	is_int(sw_digest_dir(model, pt.model_digest, &e), 0, "the model's digest");
 	file_("m/config.json", "{\"changed\": 1}\n");
-	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), SW_EFORMAT, "a model that changed since the start");
+	is_int(sw_experiment_resume(&x, dir_, &pt, NULL, &done, &e), SW_EFORMAT, "a model that changed since the start");
 	ok(strstr(e.msg, "is not what it was (its digest is ") && strstr(e.msg, "the run's start record says "),
 	   "%s", e.msg);
 	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
 	file_("m/config.json", "{}\n");
-	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), 0, "done, not ended: %s", e.msg);
+	is_int(sw_experiment_resume(&x, dir_, &pt, NULL, &done, &e), 0, "done, not ended: %s", e.msg);
 	is_int(done, 0, "goes on");
 	const char *text = slurp_(cfg);
 	ok(strstr(text, "\niters 5\n") && strstr(text, "\nmonitor kl=off\nmonitor entropy=off\nmonitor "
 	   "violation_rate=0.3,0.6,0.9\n") && !strstr(text, "kl=1,2,3"), "the config written with the options");
 	pt.st.iter = 3, pt.ended = 1; /* more iterations than done: an ended run goes on */
-	is_int(sw_experiment_resume(&x, dir_, &pt, &done, &e), 0, "ended, more to do");
+	is_int(sw_experiment_resume(&x, dir_, &pt, NULL, &done, &e), 0, "ended, more to do");
 	is_int(done, 0, "goes on");
+
+	/* the model's digest taken by a job begun before (sw-run: while the checkpoint's is taken), the same checks */
+	sw_digest_job *j = sw_digest_dir_begin(model, &e);
+	ok(j != NULL, "a job begun");
+	is_int(sw_experiment_resume(&x, dir_, &pt, j, &done, &e), 0, "by a job: the same model goes on: %s", e.msg);
+	is_int(done, 0, "goes on");
+	file_("m/config.json", "{\"changed\": 2}\n");
+	unlink(cfg);
+	j = sw_digest_dir_begin(model, &e);
+	is_int(sw_experiment_resume(&x, dir_, &pt, j, &done, &e), SW_EFORMAT, "by a job: a model that changed");
+	ok(strstr(e.msg, "is not what it was (its digest is ") != NULL, "%s", e.msg);
+	ok(access(cfg, F_OK) && errno == ENOENT, "nothing written");
+	char gone[600];
+	snprintf(gone, sizeof gone, "%s/no-model", dir_);
+	j = sw_digest_dir_begin(gone, &e);
+	char *was = x.model;
+	x.model = gone;
+	is_int(sw_experiment_resume(&x, dir_, &pt, j, &done, &e), SW_EIO, "by a job: a model that is gone");
+	ok(!strncmp(e.msg, "the model the run started from: ", 32), "%s", e.msg);
+	x.model = was;
+	/* a job is ended on every path: iters below those done, and done */
+	j = sw_digest_dir_begin(gone, &e);
+	pt.st.iter = 6;
+	is_int(sw_experiment_resume(&x, dir_, &pt, j, &done, &e), SW_EINVAL, "by a job: iters below those done");
+	j = sw_digest_dir_begin(model, &e);
+	pt.st.iter = 5, pt.ended = 1;
+	is_int(sw_experiment_resume(&x, dir_, &pt, j, &done, &e), 0, "by a job: done");
+	is_int(done, 1, "nothing to do");
+	file_("m/config.json", "{}\n");
 	sw_experiment_release(&x);
 }
 
