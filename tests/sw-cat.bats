@@ -229,6 +229,15 @@ except msgpack.StackError:
 	run -1 --separate-stderr sw-cat -f json bad.jsonl
 	[ "${#lines[@]}" -eq 2 ]
 	[[ $stderr == "sw-cat: bad.jsonl: line 4, column 9: invalid JSON: "* ]]
+	# the column counts from the line's start: past blanks before a record, past a record before it on its line
+	printf '  {"a":[1,]}\n' >bad.jsonl
+	run -1 --separate-stderr sw-cat -f json bad.jsonl
+	[ "$stderr" = "sw-cat: bad.jsonl: line 1, column 10: invalid JSON: trailing comma is not allowed" ]
+	[ "$output" = "" ]
+	printf '{"a":1}\n\n  {"b":2} éx\n' >bad.jsonl
+	run -1 --separate-stderr sw-cat -f json bad.jsonl
+	[ "$stderr" = "sw-cat: bad.jsonl: line 3, column 11: invalid JSON: unexpected character, expected a valid root value" ]
+	[ "$output" = $'{"a":1}\n{"b":2}' ]
 }
 
 @test "invalid UTF-8 in JSON" {

@@ -41,6 +41,7 @@ struct sw_reader {
 	size_t pos;              /* start of what is not yet handed out */
 	uint64_t base;           /* stream offset of buf.p[0] */
 	uint64_t line;           /* JSON: line number at pos */
+	uint64_t col;            /* and its column (a record may end mid-line: two on a line) */
 	uint64_t records;
 	size_t max;
 	sw_json_parser *jp;
@@ -65,6 +66,7 @@ static sw_reader *new_(const char *name, sw_error *err)
 	r->fd = -1;
 	r->max = SW_MAX_RECORD_DEFAULT;
 	r->line = 1;
+	r->col = 1;
 	return r;
 }
 
@@ -412,7 +414,7 @@ static int next_msgpack_(sw_reader *r, sw_rec *rec)
 static int json_fail_(sw_reader *r, size_t off)
 {
 	const uint8_t *p = r->buf.p + r->pos;
-	uint64_t line = r->line, col = 1;
+	uint64_t line = r->line, col = r->col;
 	for (size_t i = 0; i < off && r->pos + i < r->buf.len; i++) {
 		if (p[i] == '\n') {
 			line++;
@@ -437,6 +439,7 @@ static int next_json_(sw_reader *r, sw_rec *rec)
 			if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
 				break;
 			r->line += c == '\n';
+			r->col = c == '\n' ? 1 : r->col + 1;
 			r->pos++;
 		}
 		size_t have = r->buf.len - r->pos;
@@ -478,8 +481,10 @@ static int next_json_(sw_reader *r, sw_rec *rec)
 				return json_fail_(r, 0);
 		}
 		if (rc == 0) {
-			for (size_t i = 0; i < used; i++)
+			for (size_t i = 0; i < used; i++) {
 				r->line += r->buf.p[r->pos + i] == '\n';
+				r->col = r->buf.p[r->pos + i] == '\n' ? 1 : r->col + 1;
+			}
 			r->pos += used;
 			r->records++;
 			sw_rec_load_trusted_(rec, r->jrec.p, r->jrec.len);
