@@ -136,7 +136,7 @@ static void invalid_(void *ctx, const char *msg)
 
 static sw_rollout_io io_(feed_ *f)
 {
-	return (sw_rollout_io){ f, next_, put_, NULL, invalid_, NULL };
+	return (sw_rollout_io){ .ctx = f, .next = next_, .put = put_, .invalid = invalid_ };
 }
 
 static void feed_free_(feed_ *f)

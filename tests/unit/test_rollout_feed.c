@@ -161,7 +161,7 @@ static void test_place_(const sw_model *m, const sw_tokenizer *tok)
 			sw_rec_set_str(s.recs[i], "id", ids_[2 + i], strlen(ids_[2 + i]));
 		sw_rec_set_str(s.recs[i], "prompt", texts_[2 + i], strlen(texts_[2 + i]));
 	}
-	sw_rollout_io io = { &s, slice_next_, slice_put_, NULL, NULL, slice_place_ };
+	sw_rollout_io io = { .ctx = &s, .next = slice_next_, .put = slice_put_, .place = slice_place_ };
 	sw_rollout *r = sw_rollout_new(m, tok, &c, &err);
 	is_int(sw_rollout_run(r, &io, &err), 0, "the slice: %s", err.msg);
 	sw_rollout_free(r);

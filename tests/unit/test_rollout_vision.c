@@ -74,7 +74,7 @@ static int run_(const sw_model *m, const sw_tokenizer *tok, const sw_image_proc 
 	sw_rollout *r = sw_rollout_new(m, tok, &c, err);
 	if (!r)
 		return SW_EINVAL;
-	sw_rollout_io io = { o, next_, put_, NULL, invalid_, NULL };
+	sw_rollout_io io = { .ctx = o, .next = next_, .put = put_, .invalid = invalid_ };
 	int rc = sw_rollout_run(r, &io, err);
 	sw_rollout_free(r);
 	return rc;
