@@ -391,9 +391,13 @@ static void cleanup_(void)
 	r->guard = NULL;
 }
 
-static void create_stores_(run_ *r, const char *weights_from, uint64_t version)
+/* The stores, from iteration from (start: a new run); a disk too small for the checkpoints to come said, not refused */
+static void create_stores_(run_ *r, const char *weights_from, uint64_t version, uint64_t from, int start)
 {
 	sw_error err = { 0 };
+	char why[400];
+	if (sw_checkpoint_room(&r->x, r->dir, from, start, why, sizeof why))
+		cli_warn("%s", why);
 	must_(sw_run_stores_make(&r->s, r->guard, &r->x, weights_from, version, &err), &err);
 }
 
@@ -431,7 +435,7 @@ static void start_(run_ *r)
 	char model_digest[SW_DIGEST_HEX];
 	if (!dj)
 		cli_die("%s", err.msg);
-	create_stores_(r, r->x.model, 0);
+	create_stores_(r, r->x.model, 0, 0, 1);
 	if (sw_digest_dir_end(dj, model_digest, &err))
 		cli_die("%s: %s", r->x.model, err.msg);
 	stop_point_(r, 0);
@@ -463,7 +467,7 @@ static void resume_(run_ *r)
 			         r->dir, (unsigned long long)ck.st.iter);
 		cli_exit(0);
 	}
-	create_stores_(r, ck.dir, ck.st.weight_version);
+	create_stores_(r, ck.dir, ck.st.weight_version, ck.st.iter, 0);
 	r->iter = ck.st.iter;
 	r->lr_scale = ck.st.lr_scale;
 	sw_monitor_set_history(r->mon, &ck.st.history);

@@ -194,6 +194,30 @@ unswept() {
 	[[ ${stderr_lines[1]} == "sw-run: iteration 1: stage 'train' exited with status 1 (sw-train --algo grpo); "* ]]
 }
 
+@test "a disk too small for the checkpoints to come is said at the start (and not at a resume that has the room); the run goes on until it fills" {
+	[ "$(id -u)" = 0 ] || skip "mounts a small file system in a mount namespace: needs root"
+	unshare -m true 2>/dev/null || skip "no mount namespaces here"
+	# the tiny model's 0.86M parameters: 3.4 MB of weights, 10.3 MB with sw-train's AdamW moments
+	cat >disk.sh <<-'EOF2'
+		mkdir d && mount -t tmpfs -o size=12m tmpfs d || exit 9
+		sw-run -q -c exp -o d/run --iters 2 --rollout "sw-rollout -m m -n \"\$SW_GROUP\" --max-new-tokens 4" \
+			--train "sw-train --algo grpo" 2>first.err
+		echo "first $?"
+		ls d/run/ckpt
+		mount -o remount,size=40m d && sw-run -q --resume d/run 2>second.err
+		echo "second $?"
+		ls d/run/ckpt
+		sw-audit verify d/run >/dev/null && echo verified
+	EOF2
+	run -0 unshare -m sh disk.sh
+	[ "$(echo $output)" = "first 1 iter-0000 second 0 iter-0000 iter-0001 iter-0002 verified" ]
+	run cat first.err
+	[[ ${lines[0]} == "sw-run: warning: the run's checkpoints will take about 24 MB (3 of 10 MB each, every one kept: --keep-ckpt K keeps the newest K), and the file system of 'd/run' has "*" MB free" ]]
+	[ "${lines[1]}" = "sw-run: checkpoint 'd/run/ckpt/iter-0001': d/run/ckpt/.iter-0001.tmp/optimizer.bin: write error: No space left on device; continue with sw-run --resume d/run" ]
+	[ "${#lines[@]}" -eq 2 ]
+	[ ! -s second.err ]
+}
+
 @test "--resume: the options given become the run's config; model, prompts and directory are the run's own; a finished run has nothing to do" {
 	run -0 sw-run -q -c exp -o run --iters 1
 	run -0 sw-run -q --resume run --iters 2 --monitor violation_rate=0.9,0.95,0.99 --monitor violation_rate=off

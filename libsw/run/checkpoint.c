@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include "run/run_internal.h"
 
@@ -356,4 +357,57 @@ int sw_checkpoint_prune(const char *rundir, uint64_t keep, sw_runlog *log, uint6
 	}
 	free(have);
 	return rc;
+}
+
+/* ---- room for what is to come ---------------------------------------------------------------- */
+
+static const char *gb_(double bytes, char b[32])
+{
+	snprintf(b, 32, bytes >= 1e9 ? "%.1f GB" : "%.0f MB", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6);
+	return b;
+}
+
+int sw_checkpoint_room(const sw_experiment *x, const char *rundir, uint64_t from, int start, char *msg, size_t n)
+{
+	char path[SW_RUN_PATH_MAX], a[32], b[32], c[32];
+	sw_model_config cfg;
+	struct stat st;
+	struct statvfs v;
+	*msg = 0;
+	if (sw_run_path(path, sizeof path, NULL, "%s/config.json", x->model) || sw_model_config_load(path, &cfg, NULL) ||
+	    statvfs(rundir, &v))
+		return 0; /* (said where it matters: loading the model, writing the checkpoint) */
+	/* one checkpoint: the weights in f32, the AdamW moments, config.json (path), the start model's other files */
+	double np = (double)sw_model_config_nparams(&cfg), free_ = (double)v.f_bavail * (double)v.f_frsize;
+	double each = 12.0 * np + (stat(path, &st) ? 0 : (double)st.st_size);
+	for (int i = 0; model_extras_[i]; i++)
+		if (!sw_run_path(path, sizeof path, NULL, "%s/%s", x->model, model_extras_[i]) && !stat(path, &st))
+			each += (double)st.st_size;
+	/* the checkpoints still to write (iteration 0's at the start), and those there now */
+	uint64_t e = x->ckpt_every, count = (uint64_t)(start != 0), have = 0;
+	if (x->iters > from)
+		count += x->iters / e - from / e + (x->iters % e != 0);
+	DIR *d = sw_run_path(path, sizeof path, NULL, "%s/ckpt", rundir) ? NULL : opendir(path);
+	for (struct dirent *de; d && (de = readdir(d));)
+		have += !sw_run_path(path, sizeof path, NULL, "ckpt/%s", de->d_name) && ckpt_name_ok_(path);
+	if (d)
+		closedir(d);
+	/* kept: every one; else at most keep + 2 at once (the newest, the best, the one being written) */
+	uint64_t more = count;
+	if (x->keep_ckpt && count)
+		more = have + count < x->keep_ckpt + 2 ? count : x->keep_ckpt + 2 > have + 1 ? x->keep_ckpt + 2 - have : 1;
+	/* (iteration 0's has no optimiser state yet) */
+	double need = each * (double)more - (start && more ? 8.0 * np : 0);
+	if (need <= free_)
+		return 0;
+	char why[160];
+	if (x->keep_ckpt)
+		snprintf(why, sizeof why, "%llu%s at once of %s each: the newest %llu, the best and the one being written",
+		         (unsigned long long)more, have ? " more" : "", gb_(each, b), (unsigned long long)x->keep_ckpt);
+	else
+		snprintf(why, sizeof why, "%llu of %s each, every one kept: --keep-ckpt K keeps the newest K",
+		         (unsigned long long)count, gb_(each, b));
+	snprintf(msg, n, "warning: the run's checkpoints will take about %s (%s), and the file system of '%.200s' has %s free",
+	         gb_(need, a), why, rundir, gb_(free_, c));
+	return 1;
 }

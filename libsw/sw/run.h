@@ -479,6 +479,18 @@ int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_s
  */
 typedef struct sw_runlog sw_runlog;
 int sw_checkpoint_prune(const char *rundir, uint64_t keep, sw_runlog *log, uint64_t it, sw_error *err);
+/*
+ * Whether the file system of rundir has room for the checkpoints x's run
+ * writes after iteration from (and iteration 0's, with start): 0 when it
+ * has (or when the model or the file system cannot be looked at: loading
+ * and writing say so); 1 with what they will take and what is free in msg.
+ * A checkpoint is counted as 12 B a parameter (the weights in f32 and the
+ * AdamW moments) and the start model's files it carries; with keep_ckpt K,
+ * as the K + 2 there may be at once (the newest, the best, the one being
+ * written), less those there already.  An estimate, for a warning: the
+ * disk may be freed, or fill with other things, while the run goes on.
+ */
+int sw_checkpoint_room(const sw_experiment *x, const char *rundir, uint64_t from, int start, char *msg, size_t n);
 
 /* ---- the run's audit records --------------------------------------------------------------------- */
 

@@ -330,6 +330,72 @@ static void prune_(void)
 	ok(access(p, F_OK) != 0, "the one before it goes");
 }
 
+/* The room sw-run asks of the run directory's file system for the checkpoints to come. */
+static void room_(void)
+{
+	char run[600], m[600], p[700], msg[1000], want[1000], each_s[32], need_s[32];
+	sw_error e = { 0 };
+	snprintf(run, sizeof run, "%s/room", dir_);
+	snprintf(m, sizeof m, "%s/room-model", dir_);
+	is_int(sw_rundir_create(run, &e), 0, "made: %s", e.msg);
+	mkdir(m, 0755);
+	/* a 70B model's shapes: no test machine has the room for even one of its checkpoints */
+	const char *cfg = "{\"model_type\":\"llama\",\"hidden_size\":8192,\"intermediate_size\":28672,"
+	                  "\"num_hidden_layers\":80,\"num_attention_heads\":64,\"num_key_value_heads\":8,"
+	                  "\"vocab_size\":128256,\"max_position_embeddings\":8192,\"rms_norm_eps\":1e-5}";
+	snprintf(p, sizeof p, "%s/config.json", m);
+	put_(p, cfg);
+	snprintf(p, sizeof p, "%s/tokenizer.json", m);
+	put_(p, "{}");
+	sw_model_config c;
+	snprintf(p, sizeof p, "%s/config.json", m);
+	is_int(sw_model_config_load(p, &c, &e), 0, "the config: %s", e.msg);
+	double np = (double)sw_model_config_nparams(&c), each = 12.0 * np + (double)strlen(cfg) + 2;
+	snprintf(each_s, sizeof each_s, "%.1f GB", each / 1e9);
+	sw_experiment x;
+	sw_experiment_init(&x);
+	x.model = m;
+	x.iters = 10;
+	/* a start: iteration 0's checkpoint (no optimiser state yet) and one an iteration, every one kept */
+	is_int(sw_checkpoint_room(&x, run, 0, 1, msg, sizeof msg), 1, "no room: said");
+	snprintf(need_s, sizeof need_s, "%.1f GB", (11 * each - 8 * np) / 1e9);
+	snprintf(want, sizeof want, "warning: the run's checkpoints will take about %s (11 of %s each, every one kept: "
+	         "--keep-ckpt K keeps the newest K), and the file system of '%s' has ", need_s, each_s, run);
+	ok(!strncmp(msg, want, strlen(want)) && strstr(msg, " free"), "%s", msg);
+	/* every 3 iterations: 0, 3, 6, 9 and the last */
+	x.ckpt_every = 3;
+	sw_checkpoint_room(&x, run, 0, 1, msg, sizeof msg);
+	ok(strstr(msg, "(5 of ") != NULL, "every 3 of 10: %s", msg);
+	x.ckpt_every = 1;
+	/* keep 3: at most 5 at once */
+	x.keep_ckpt = 3;
+	sw_checkpoint_room(&x, run, 0, 1, msg, sizeof msg);
+	snprintf(want, sizeof want, "(5 at once of %s each: the newest 3, the best and the one being written)", each_s);
+	ok(strstr(msg, want) != NULL, "keep 3: %s", msg);
+	/* a resume from iteration 4 with 5 there: one more at a time (the oldest pruned as each comes) */
+	for (int i = 0; i <= 4; i++) {
+		snprintf(p, sizeof p, "%s/ckpt/iter-%04d", run, i);
+		mkdir(p, 0755);
+	}
+	snprintf(need_s, sizeof need_s, "%.1f GB", each / 1e9);
+	sw_checkpoint_room(&x, run, 4, 0, msg, sizeof msg);
+	snprintf(want, sizeof want, "about %s (1 more at once of %s each", need_s, each_s);
+	ok(strstr(msg, want) != NULL, "resumed, keep 3: %s", msg);
+	/* every one kept: the 6 still to come */
+	x.keep_ckpt = 0;
+	sw_checkpoint_room(&x, run, 4, 0, msg, sizeof msg);
+	ok(strstr(msg, "(6 of ") != NULL, "resumed, every one kept: %s", msg);
+	/* none to come, or a model that fits (the tiny one: 0.86M parameters), or none to look at: nothing said */
+	is_int(sw_checkpoint_room(&x, run, 10, 0, msg, sizeof msg), 0, "none to come");
+	ok(msg[0] == 0, "nothing said");
+	char tiny[600];
+	snprintf(tiny, sizeof tiny, "%s/tests/fixtures/models/tiny-llama", getenv("SW_TOP") ? getenv("SW_TOP") : ".");
+	x.model = tiny;
+	is_int(sw_checkpoint_room(&x, run, 0, 1, msg, sizeof msg), 0, "a tiny model fits");
+	x.model = run; /* no config.json */
+	is_int(sw_checkpoint_room(&x, run, 0, 1, msg, sizeof msg), 0, "no model to look at: said by its load");
+}
+
 static void progress_(void)
 {
 	char line[512];
@@ -357,6 +423,7 @@ int main(void)
 	rundir_();
 	lock_();
 	prune_();
+	room_();
 	progress_();
 	tmp_close();
 	return tap_done();
