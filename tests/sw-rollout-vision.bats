@@ -71,7 +71,7 @@ r() {
 	[ "$stderr" = "sw-rollout: missing.jsonl: record 2: media[0]: file 'nope.png': No such file or directory" ]
 	[ "$(jq -s -c 'map(.id)' <<<"$output")" = '["t1/0"]' ]
 	head -c 100 d/images/t1.png >trunc.png
-	jq -c '.media[0].path = "trunc.png"' d/eval.jsonl | head -1 >trunc.jsonl
+	jq -c '.media[0].path = "trunc.png" | .id = "tr"' d/eval.jsonl | head -1 >trunc.jsonl
 	run -1 --separate-stderr sw-rollout -m vl trunc.jsonl
 	[ "$stderr" = "sw-rollout: trunc.jsonl: record 1: media[0]: file 'trunc.png': truncated PNG" ]
 	# EXIF data that Pillow cannot read (transformers' load_image raises on it)

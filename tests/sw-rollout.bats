@@ -78,6 +78,12 @@ prompts() {
 	run -0 --separate-stderr sw-rollout -m "$M" --score -f json s.msgpack
 	[ "$(jq -r .id <<<"$output" | tr '\n' ' ')" = "a/0 a/1 é/0 é/1 b/0 b/1 " ]
 	[ "$stderr" = "" ]
+	# an id is the input's: one given to a record skipped as invalid is taken too (as with ranks, which cannot know)
+	printf '%s\n' '{"id":"x","prompt":""}' '{"id":"x","prompt":"fixed"}' >in.jsonl
+	run -0 --separate-stderr sw-rollout -m "$M" -f json --max-new-tokens 3 --skip-invalid in.jsonl
+	[ "$output" = "" ]
+	[ "${stderr_lines[0]}" = "sw-rollout: in.jsonl: record 1: the prompt is empty (no tokens) (skipped)" ]
+	[ "${stderr_lines[1]}" = "sw-rollout: in.jsonl: record 2: id 'x' is record 1's too: an id names one prompt (skipped)" ]
 }
 
 @test "every other field passes through untouched, in its place" {
