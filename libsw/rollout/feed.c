@@ -521,7 +521,7 @@ static int next_chunk_(sw_rollout_feed *f, sw_error *err)
 		f->blkcap = (size_t)(hi - lo);
 	}
 	for (uint64_t i = 0; i < n; i++) {
-		item_ it;
+		item_ it = { 0 }; /* (was_* set by seen_, which a record that is no map skips) */
 		uint64_t len;
 		memcpy(&it.file, p, sizeof it.file), p += sizeof it.file;
 		memcpy(&it.recno, p, sizeof it.recno), p += sizeof it.recno;
