@@ -361,12 +361,6 @@ int sw_checkpoint_prune(const char *rundir, uint64_t keep, sw_runlog *log, uint6
 
 /* ---- room for what is to come ---------------------------------------------------------------- */
 
-static const char *gb_(double bytes, char b[32])
-{
-	snprintf(b, 32, bytes >= 1e9 ? "%.1f GB" : "%.0f MB", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6);
-	return b;
-}
-
 int sw_checkpoint_room(const sw_experiment *x, const char *rundir, uint64_t from, int start, char *msg, size_t n)
 {
 	char path[SW_RUN_PATH_MAX], a[32], b[32], c[32];
@@ -403,11 +397,11 @@ int sw_checkpoint_room(const sw_experiment *x, const char *rundir, uint64_t from
 	char why[160];
 	if (x->keep_ckpt)
 		snprintf(why, sizeof why, "%llu%s at once of %s each: the newest %llu, the best and the one being written",
-		         (unsigned long long)more, have ? " more" : "", gb_(each, b), (unsigned long long)x->keep_ckpt);
+		         (unsigned long long)more, have ? " more" : "", sw_run_size(each, 0, b), (unsigned long long)x->keep_ckpt);
 	else
 		snprintf(why, sizeof why, "%llu of %s each, every one kept: --keep-ckpt K keeps the newest K",
-		         (unsigned long long)count, gb_(each, b));
+		         (unsigned long long)count, sw_run_size(each, 0, b));
 	snprintf(msg, n, "warning: the run's checkpoints will take about %s (%s), and the file system of '%.200s' has %s free",
-	         gb_(need, a), why, rundir, gb_(free_, c));
+	         sw_run_size(need, 0, a), why, rundir, sw_run_size(free_, 0, c));
 	return 1;
 }

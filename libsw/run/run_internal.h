@@ -26,6 +26,9 @@ int sw_run_copy_file(const char *from, const char *to, sw_error *err);
 void sw_run_rmtree(const char *path);
 /* Monotonic seconds. */
 double sw_run_now(void);
+/* A size for a message into b: GB with digits + 1 decimals from 1e9 bytes, else MB with digits
+ * ("1.08 GB", "538.1 MB" at 1; "1.1 GB", "538 MB" at 0). */
+const char *sw_run_size(double bytes, int digits, char b[32]);
 
 /* ---- procs.c: the processes /proc lists (async-signal-safe, no malloc) ---- */
 

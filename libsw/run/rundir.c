@@ -27,6 +27,13 @@ int sw_run_path(char *buf, size_t size, sw_error *err, const char *fmt, ...)
 	return 0;
 }
 
+const char *sw_run_size(double bytes, int digits, char b[32])
+{
+	int gb = bytes >= 1e9;
+	snprintf(b, 32, "%.*f %s", gb ? digits + 1 : digits, gb ? bytes / 1e9 : bytes / 1e6, gb ? "GB" : "MB");
+	return b;
+}
+
 double sw_run_now(void)
 {
 	struct timespec t;

@@ -234,12 +234,6 @@ size_t sw_store_shm_bytes(size_t nfloats)
 	return page_up_(HDR_SIZE_ + nfloats * sizeof(float));
 }
 
-/* "1.08 GB" or "538.1 MB" into b. */
-static const char *mb_(double bytes, char b[32])
-{
-	snprintf(b, 32, bytes >= 1e9 ? "%.2f GB" : "%.1f MB", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6);
-	return b;
-}
 
 /* What /dev/shm has, and how a container has more, for a message. */
 static void shm_said_(char *out, size_t n)
@@ -250,7 +244,8 @@ static void shm_said_(char *out, size_t n)
 		snprintf(out, n, "/dev/shm cannot be looked at (%s)", strerror(errno));
 	else
 		snprintf(out, n, "/dev/shm has %s free of %s (a container's size is set by --shm-size)",
-		         mb_((double)v.f_bavail * (double)v.f_frsize, f), mb_((double)v.f_blocks * (double)v.f_frsize, t));
+		         sw_run_size((double)v.f_bavail * (double)v.f_frsize, 1, f),
+		         sw_run_size((double)v.f_blocks * (double)v.f_frsize, 1, t));
 }
 
 int sw_store_shm_room(size_t bytes, const char *what, sw_error *err)
@@ -260,7 +255,7 @@ int sw_store_shm_room(size_t bytes, const char *what, sw_error *err)
 	if (statvfs("/dev/shm", &v) || (double)v.f_bavail * (double)v.f_frsize >= (double)bytes)
 		return SW_OK; /* where it cannot be looked at, creating the stores says what fails */
 	shm_said_(said, sizeof said);
-	sw_fail(err, SW_EIO, "%s %s of shared memory, and %s", what, mb_((double)bytes, b), said);
+	sw_fail(err, SW_EIO, "%s %s of shared memory, and %s", what, sw_run_size((double)bytes, 1, b), said);
 	if (err)
 		err->sys_errno = ENOSPC;
 	return SW_EIO;
@@ -329,7 +324,7 @@ sw_store *sw_store_create(const char *spec, const sw_model_config *cfg, size_t n
 			char said[160], b[32];
 			shm_said_(said, sizeof said);
 			sw_fail(err, SW_EIO, "store '%.80s': cannot reserve %s of shared memory: %s", spec,
-			        mb_((double)size, b), said);
+			        sw_run_size((double)size, 1, b), said);
 			if (err)
 				err->sys_errno = e;
 		} else {
