@@ -7,6 +7,14 @@ two_jsonl() {
 		'{"id":"b","reward":1.0,"mine":{"x":[true,null]}}' >two.jsonl
 }
 
+# refused FILE MESSAGE [OUTPUT]: sw-cat -f json FILE exits 1 with "sw-cat: FILE: MESSAGE" alone on
+# stderr, having written OUTPUT (checked where given: the records before the bad one)
+refused() {
+	run -1 --separate-stderr sw-cat -f json "$1"
+	[ "$stderr" = "sw-cat: $1: $2" ] || { echo "got: $stderr"; return 1; }
+	[ $# -lt 3 ] || [ "$output" = "$3" ]
+}
+
 @test "JSON Lines to msgpack and back gives the same JSON" {
 	two_jsonl
 	run -0 --separate-stderr sw-cat -o two.msgpack two.jsonl
@@ -148,23 +156,17 @@ two_jsonl() {
 
 @test "text that is not JSON Lines is said as text: a JSON array (with the way to records), a CSV, a number" {
 	printf '[{"id":"a","prompt":"hi"}]\n' >arr.json
-	run -1 --separate-stderr sw-cat -f json arr.json
-	[ "$output" = "" ]
-	[ "$stderr" = "sw-cat: arr.json: line 1, column 1: record is a JSON array, not an object (records are JSON Lines, an object a line: jq -c '.[]' makes them of an array)" ]
+	refused arr.json "line 1, column 1: record is a JSON array, not an object (records are JSON Lines, an object a line: jq -c '.[]' makes them of an array)" ""
 	# as it says
 	run -0 --separate-stderr sh -c "jq -c '.[]' arr.json | sw-cat -f json"
 	[ "$output" = '{"id":"a","prompt":"hi"}' ]
 	printf 'id,prompt\na,hi\n' >p.csv
-	run -1 --separate-stderr sw-cat -f json p.csv
-	[ "$stderr" = "sw-cat: p.csv: line 1, column 1: invalid JSON: unexpected character, expected a valid root value" ]
+	refused p.csv "line 1, column 1: invalid JSON: unexpected character, expected a valid root value"
 	printf '{"x":1}\n12\n' >num.jsonl
-	run -1 --separate-stderr sw-cat -f json num.jsonl
-	[ "$output" = '{"x":1}' ]
-	[ "$stderr" = "sw-cat: num.jsonl: line 2, column 1: record is a JSON number, not an object" ]
+	refused num.jsonl "line 2, column 1: record is a JSON number, not an object" '{"x":1}'
 	# a printable first byte before binary ones (a safetensors file's header length) is no text: msgpack says so at once
 	printf 'H\054\000\000\000\000\000\000{"__metadata__":{}}' >w.safetensors
-	run -1 --separate-stderr sw-cat -f json w.safetensors
-	[ "$stderr" = "sw-cat: w.safetensors: record 1 (byte 0): record is not a map but uint" ]
+	refused w.safetensors "record 1 (byte 0): record is not a map but uint"
 }
 
 @test "a key twice in a map is refused: other readers keep the last, a lookup here the first" {
@@ -231,13 +233,9 @@ except msgpack.StackError:
 	[[ $stderr == "sw-cat: bad.jsonl: line 4, column 9: invalid JSON: "* ]]
 	# the column counts from the line's start: past blanks before a record, past a record before it on its line
 	printf '  {"a":[1,]}\n' >bad.jsonl
-	run -1 --separate-stderr sw-cat -f json bad.jsonl
-	[ "$stderr" = "sw-cat: bad.jsonl: line 1, column 10: invalid JSON: trailing comma is not allowed" ]
-	[ "$output" = "" ]
+	refused bad.jsonl "line 1, column 10: invalid JSON: trailing comma is not allowed" ""
 	printf '{"a":1}\n\n  {"b":2} éx\n' >bad.jsonl
-	run -1 --separate-stderr sw-cat -f json bad.jsonl
-	[ "$stderr" = "sw-cat: bad.jsonl: line 3, column 11: invalid JSON: unexpected character, expected a valid root value" ]
-	[ "$output" = $'{"a":1}\n{"b":2}' ]
+	refused bad.jsonl "line 3, column 11: invalid JSON: unexpected character, expected a valid root value" $'{"a":1}\n{"b":2}'
 }
 
 @test "invalid UTF-8 in JSON" {
