@@ -589,7 +589,7 @@ int main(int argc, char **argv)
 			cli_warn("iteration %llu: monitor '%s' at %.4g degrades the run: learning rate scale now %g",
 			         (unsigned long long)it, worst.name, worst.value, r->lr_scale);
 		}
-		if (it % x->ckpt_every == 0 || it == x->iters)
+		if (sw_checkpoint_due(x, it))
 			checkpoint_(r, "periodic");
 	}
 	must_(sw_runlog_end(r->log, r->iter, sw_store_version(r->s.w), &err), &err);

@@ -361,6 +361,11 @@ int sw_checkpoint_prune(const char *rundir, uint64_t keep, sw_runlog *log, uint6
 
 /* ---- room for what is to come ---------------------------------------------------------------- */
 
+int sw_checkpoint_due(const sw_experiment *x, uint64_t it)
+{
+	return it % x->ckpt_every == 0 || it == x->iters;
+}
+
 int sw_checkpoint_room(const sw_experiment *x, const char *rundir, uint64_t from, int start, char *msg, size_t n)
 {
 	char path[SW_RUN_PATH_MAX], a[32], b[32], c[32];
@@ -378,9 +383,9 @@ int sw_checkpoint_room(const sw_experiment *x, const char *rundir, uint64_t from
 		if (!sw_run_path(path, sizeof path, NULL, "%s/%s", x->model, model_extras_[i]) && !stat(path, &st))
 			each += (double)st.st_size;
 	/* the checkpoints still to write (iteration 0's at the start), and those there now */
-	uint64_t e = x->ckpt_every, count = (uint64_t)(start != 0), have = 0;
-	if (x->iters > from)
-		count += x->iters / e - from / e + (x->iters % e != 0);
+	uint64_t count = (uint64_t)(start != 0), have = 0;
+	for (uint64_t it = from + 1; it <= x->iters; it++)
+		count += sw_checkpoint_due(x, it) != 0;
 	DIR *d = sw_run_path(path, sizeof path, NULL, "%s/ckpt", rundir) ? NULL : opendir(path);
 	for (struct dirent *de; d && (de = readdir(d));)
 		have += !sw_run_path(path, sizeof path, NULL, "ckpt/%s", de->d_name) && ckpt_name_ok_(path);

@@ -479,6 +479,8 @@ int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_s
  */
 typedef struct sw_runlog sw_runlog;
 int sw_checkpoint_prune(const char *rundir, uint64_t keep, sw_runlog *log, uint64_t it, sw_error *err);
+/* Whether iteration it (from 1) ends with a checkpoint: every ckpt_every, and the last. */
+int sw_checkpoint_due(const sw_experiment *x, uint64_t it);
 /*
  * Whether the file system of rundir has room for the checkpoints x's run
  * writes after iteration from (and iteration 0's, with start): 0 when it
