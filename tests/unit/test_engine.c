@@ -642,7 +642,7 @@ static void test_forward_loss_(const char *name)
 		for (int only = 0; only < 2; only++) {
 			const char *how = chunked ? "logits in chunks of 3 rows" : "logits kept";
 			float *lp[2], *ent[2], *gh[2];
-			int rc[2];
+			int rc[2] = { 0, 0 };
 			int32_t *am[2] = { calloc(T, sizeof(int32_t)), calloc(T, sizeof(int32_t)) };
 			struct loss_ctx x = { 0, 0, -1, 1, calloc(T, sizeof(float)), calloc(T, sizeof(float)) };
 			for (int fused = 0; fused < 2; fused++) {

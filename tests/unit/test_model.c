@@ -560,6 +560,73 @@ static void test_f16_(void)
 	sw_st_close(&f);
 }
 
+/* Each defect of a safetensors header, refused with its own message (16 bytes of data after the header). */
+static void test_st_header_(void)
+{
+#define T_(shape, off) "{\"x\":{\"dtype\":\"F32\",\"shape\":" shape ",\"data_offsets\":" off "}}"
+	static const struct {
+		const char *hdr, *msg;
+		int code;
+	} c[] = {
+		{ "{\"x\":5}", "mem: tensor 'x': its entry is uint, not an object", SW_EFORMAT },
+		{ "{\"x\":{\"shape\":[4],\"data_offsets\":[0,16]}}", "mem: tensor 'x': 'dtype' is missing", SW_EFORMAT },
+		{ "{\"x\":{\"dtype\":3,\"shape\":[4],\"data_offsets\":[0,16]}}", "mem: tensor 'x': 'dtype' is not a string",
+		  SW_EFORMAT },
+		{ "{\"x\":{\"dtype\":\"I8\",\"shape\":[16],\"data_offsets\":[0,16]}}",
+		  "mem: tensor 'x': dtype 'I8' is not supported (F32, F16 or BF16)", SW_EFORMAT },
+		{ "{\"x\":{\"dtype\":\"F32\",\"data_offsets\":[0,16]}}", "mem: tensor 'x': 'shape' is missing", SW_EFORMAT },
+		{ T_("4", "[0,16]"), "mem: tensor 'x': 'shape' is not an array", SW_EFORMAT },
+		{ T_("[1,1,1,1,1,1,1,1,4]", "[0,16]"), "mem: tensor 'x': 'shape' has 9 dimensions, more than 8", SW_EFORMAT },
+		{ T_("[-4]", "[0,16]"), "mem: tensor 'x': 'shape' has an element that is not a size", SW_EFORMAT },
+		{ T_("[4.0]", "[0,16]"), "mem: tensor 'x': 'shape' has an element that is not a size", SW_EFORMAT },
+		{ T_("[1099511627777]", "[0,16]"), "mem: tensor 'x': 'shape' is too large", SW_EFORMAT },
+		{ T_("[1073741824,1073741824,1073741824]", "[0,16]"), "mem: tensor 'x': 'shape' is too large", SW_EFORMAT },
+		{ "{\"x\":{\"dtype\":\"F32\",\"shape\":[4]}}", "mem: tensor 'x': 'data_offsets' is missing", SW_EFORMAT },
+		{ T_("[4]", "[0]"), "mem: tensor 'x': 'data_offsets' is not two byte offsets", SW_EFORMAT },
+		{ T_("[4]", "[0,-16]"), "mem: tensor 'x': 'data_offsets' is not two byte offsets", SW_EFORMAT },
+		{ T_("[1]", "[8,4]"), "mem: tensor 'x': data_offsets [8, 4] end before they begin", SW_EFORMAT },
+		{ T_("[8]", "[0,32]"),
+		  "mem: tensor 'x': data_offsets end at byte 32, past the 16 bytes of data in the file (truncated?)",
+		  SW_ETRUNC },
+		{ T_("[3]", "[0,16]"), "mem: tensor 'x': F32 of 3 elements is 12 bytes, data_offsets give 16", SW_EFORMAT },
+		{ "{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+		  "\"y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+		  "mem: tensor 'y': its data overlaps that of 'x'", SW_EFORMAT },
+		{ "[{\"x\":1}]", "mem: the header does not start with '{'; not a safetensors file", SW_EFORMAT },
+		{ "{\"x\":", "mem: bad header JSON at byte", SW_EFORMAT },
+		{ "{\"__metadata__\":5}", "mem: '__metadata__' is uint, not an object", SW_EFORMAT },
+		{ "{\"__metadata__\":{\"format\":1}}", "mem: '__metadata__' value of 'format' is uint, not a string",
+		  SW_EFORMAT },
+		{ "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+		  "mem: a tensor name holds a NUL byte", SW_EFORMAT },
+		{ "{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+		  "\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+		  "mem: the name \"x\" appears twice in an object", SW_EFORMAT },
+		/* and one that is whole: metadata of strings, a tensor of every byte of the data */
+		{ "{\"__metadata__\":{\"format\":\"pt\"},\"x\":{\"dtype\":\"BF16\",\"shape\":[2,4],\"data_offsets\":[0,16]}}",
+		  NULL, 0 },
+	};
+#undef T_
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		size_t hn = strlen(c[i].hdr);
+		unsigned char *file = calloc(1, 8 + hn + 16);
+		for (int b = 0; b < 8; b++)
+			file[b] = (unsigned char)((uint64_t)hn >> (8 * b));
+		memcpy(file + 8, c[i].hdr, hn);
+		sw_st_file f;
+		sw_error err = { 0 };
+		int rc = sw_st_open_mem(&f, file, 8 + hn + 16, "mem", &err);
+		if (!c[i].msg)
+			ok(rc == 0 && f.n == 1 && f.t[0].numel == 8, "header %zu is whole: %s", i, rc ? err.msg : "parsed");
+		else
+			ok(rc == c[i].code && !strncmp(err.msg, c[i].msg, strlen(c[i].msg)), "header %zu refused: %s", i,
+			   err.msg);
+		if (!rc)
+			sw_st_close(&f);
+		free(file);
+	}
+}
+
 /* Resident kB of the mapping that contains p, from /proc/self/smaps; -1 if not found. */
 static long map_rss_kb_(const void *p)
 {
@@ -824,6 +891,7 @@ int main(void)
 	test_real_configs_();
 	test_fixtures_();
 	test_f16_();
+	test_st_header_();
 	test_map_released_();
 	test_bad_files_();
 	char cmd[600];
