@@ -166,6 +166,41 @@ near() {
 	[ "$stderr" = "sw-train: 's1/optimizer.bin' is there but 's1/trainer_state.json' is not: a damaged trainer state" ]
 }
 
+
+@test "a trainer_state.json that is not the one sw-train wrote is refused, naming what is wrong" {
+	sft_set >sft.jsonl
+	sw-train -a sft --lr 1e-3 -m "$TINY" -o s1 sft.jsonl >/dev/null
+	cp s1/trainer_state.json good.json
+	# refused STATE-TEXT MESSAGE: s1 with that trainer_state.json is refused with that message, s2 not made
+	refused() {
+		printf '%s' "$1" >s1/trainer_state.json
+		run -1 --separate-stderr sw-train -a sft -m s1 -o s2 sft.jsonl
+		[ "$output" = "" ]
+		[ "$stderr" = "sw-train: s1/trainer_state.json: $2" ]
+		[ ! -e s2 ]
+	}
+	refused "" "empty input: no records"
+	refused $'\n\nx' "line 3, column 1: invalid JSON: unexpected character, expected a valid root value"
+	refused " " "empty: no trainer state in it"
+	refused "$(jq -c 'del(.updates)' good.json)" "field 'updates' is missing"
+	refused "$(jq -c '.nparams = -1' good.json)" "field 'nparams' is of type int, not an unsigned integer"
+	refused "$(jq -c '.version = "1"' good.json)" "field 'version' is of type str, not an unsigned integer"
+	refused "$(jq -c '.format = "sw-train 2"' good.json)" \
+		"format 'sw-train 2', not 'sw-train 1': a trainer state of another version of sw-train"
+	refused "$(jq -c 'del(.format)' good.json)" \
+		"field 'format' is missing or not a string: not a trainer state of sw-train"
+	refused "$(jq -c '.optimizer_blake2b = "00"' good.json)" "field 'optimizer_blake2b' is not 64 hex digits"
+	refused "$(jq -c '.rng = [1, 2, 3]' good.json)" "field 'rng' is not 4 numbers"
+	refused "$(jq -c '.nparams = 5' good.json)" "the optimiser state is for 5 parameters, the model has $(jq .nparams good.json)"
+	# one JSON object: a second record, or anything else after it, was not written by sw-train
+	refused "$(cat good.json)"$'\n{"x": 1}' "a second record after the state: a trainer state is one JSON object"
+	refused "$(cat good.json)"$'\nx' "line 2, column 1: invalid JSON: unexpected character, expected a valid root value"
+	refused '[1, 2]' "line 1, column 1: record is a JSON array, not an object (records are JSON Lines, an object a line: jq -c '.[]' makes them of an array)"
+	# the one sw-train wrote is taken
+	cp good.json s1/trainer_state.json
+	run -0 --separate-stderr sw-train -a sft -m s1 -o s2 sft.jsonl
+	[ -s s2/trainer_state.json ]
+}
 @test "a weight store is trained in place: the same bits as the model directory, the version bumped" {
 	mkstore
 	sft_set >sft.jsonl

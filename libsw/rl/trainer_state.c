@@ -169,12 +169,26 @@ typedef struct jstate_ {
 	char hash[64];                  /* optimizer.bin's BLAKE2b-256, hex */
 } jstate_;
 
+/* Field key of trainer_state.json: there, and an unsigned integer. */
+static int u64_field_(sw_rec *rec, const char *js, const char *key, uint64_t *out, sw_error *err)
+{
+	sw_val v;
+	if (sw_rec_get(rec, key, &v))
+		return sw_fail(err, SW_EFORMAT, "%s: field '%s' is missing", js, key);
+	if (v.type != SW_T_UINT)
+		return sw_fail(err, SW_EFORMAT, "%s: field '%s' is of type %s, not an unsigned integer", js, key,
+		               sw_type_name(v.type));
+	*out = v.v.u;
+	return 0;
+}
+
+/* trainer_state.json: one JSON object (a second record, or anything after it, is not a state we wrote). */
 static int read_json_state_(const char *js, jstate_ *j, sw_error *err)
 {
 	sw_error e2 = { 0 };
 	sw_reader *r = sw_reader_open(js, &e2);
 	sw_rec *rec = sw_rec_new();
-	int rc = SW_EFORMAT;
+	int rc = SW_EFORMAT, got;
 	const char *fmt, *h;
 	size_t fl, hl, n;
 	sw_val rv, e;
@@ -183,14 +197,28 @@ static int read_json_state_(const char *js, jstate_ *j, sw_error *err)
 		rc = r ? oom_(err) : sw_fail(err, SW_EIO, "cannot open '%s': %s", js, strerror(e2.sys_errno));
 		goto out;
 	}
-	if (sw_reader_next(r, rec) != 1) {
-		sw_fail(err, rc, "%s: no trainer state in it", js);
+	if ((got = sw_reader_next(r, rec)) != 1) {
+		char where[200];
+		rc = got ? sw_fail(err, SW_EFORMAT, "%s: %s", js, sw_error_str(sw_reader_error(r), where, sizeof where))
+		         : sw_fail(err, SW_EFORMAT, "%s: empty: no trainer state in it", js);
 		goto out;
 	}
-	if (sw_rec_get_str(rec, "format", &fmt, &fl) || fl != 10 || memcmp(fmt, "sw-train 1", 10) ||
-	    sw_rec_get_u64(rec, "version", &j->version) || sw_rec_get_u64(rec, "updates", &j->updates) ||
-	    sw_rec_get_u64(rec, "nparams", &j->nparams) || sw_rec_get_str(rec, "optimizer_blake2b", &h, &hl) || hl != 64) {
-		sw_fail(err, rc, "%s: not a trainer state of this version of sw-train", js);
+	if (sw_rec_get_str(rec, "format", &fmt, &fl)) {
+		sw_fail(err, rc, "%s: field 'format' is missing or not a string: not a trainer state of sw-train", js);
+		goto out;
+	}
+	if (fl != 10 || memcmp(fmt, "sw-train 1", 10)) {
+		sw_fail(err, rc, "%s: format '%.*s', not 'sw-train 1': a trainer state of another version of sw-train",
+		        js, fl > 40 ? 40 : (int)fl, fmt);
+		goto out;
+	}
+	if ((rc = u64_field_(rec, js, "version", &j->version, err)) ||
+	    (rc = u64_field_(rec, js, "updates", &j->updates, err)) ||
+	    (rc = u64_field_(rec, js, "nparams", &j->nparams, err)))
+		goto out;
+	rc = SW_EFORMAT;
+	if (sw_rec_get_str(rec, "optimizer_blake2b", &h, &hl) || hl != 64 || strspn(h, "0123456789abcdef") < 64) {
+		sw_fail(err, rc, "%s: field 'optimizer_blake2b' is not 64 hex digits", js);
 		goto out;
 	}
 	memcpy(j->hash, h, 64);
@@ -202,6 +230,12 @@ static int read_json_state_(const char *js, jstate_ *j, sw_error *err)
 	}
 	if (n != 4) {
 		sw_fail(err, rc, "%s: field 'rng' is not 4 numbers", js);
+		goto out;
+	}
+	if ((got = sw_reader_next(r, rec)) != 0) {
+		char where[200];
+		sw_fail(err, rc, "%s: %s", js, got > 0 ? "a second record after the state: a trainer state is one JSON object"
+		                                       : sw_error_str(sw_reader_error(r), where, sizeof where));
 		goto out;
 	}
 	rc = 0;
