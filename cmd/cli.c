@@ -381,7 +381,7 @@ int cli_progress_on(void)
 	return on;
 }
 
-static double now_(void)
+double cli_now(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
@@ -395,10 +395,10 @@ void cli_progress(uint64_t records, uint64_t bytes)
 {
 	static double last;
 	if (!start_)
-		start_ = now_();
+		start_ = cli_now();
 	if ((records & 1023) || !cli_progress_on() || !isatty(2))
 		return;
-	double t = now_();
+	double t = cli_now();
 	if (t - last < 0.25)
 		return;
 	last = t;
@@ -410,7 +410,7 @@ void cli_summary(uint64_t records, uint64_t bytes_in, uint64_t bytes_out)
 {
 	if (!cli_progress_on())
 		return;
-	double t = start_ ? now_() - start_ : 0;
+	double t = start_ ? cli_now() - start_ : 0;
 	fprintf(stderr, "%s%s: %llu records, %.1f MB in, %.1f MB out, %.2f s\n", shown_ ? "\r" : "", name_(),
 	        (unsigned long long)records, (double)bytes_in / 1e6, (double)bytes_out / 1e6, t);
 }

@@ -149,6 +149,8 @@ char *cli_output_nth(const char *pattern, uint64_t i);
 /* A file name as messages show it: "stdout" for "-". */
 const char *cli_output_name(const char *path);
 
+/* Seconds on the monotonic clock: what the programs time their work with. */
+double cli_now(void);
 /* Whether progress lines and summaries go to standard error: with -v, or
  * when it is a terminal and -q was not given. */
 int cli_progress_on(void);

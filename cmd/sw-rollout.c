@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "cli.h"
 #include "sw/dist.h"
@@ -155,17 +154,10 @@ static sw_rollout *ro_;
 static int progress_;                /* 1: shown (stderr a terminal, or -v), 2: a line is up */
 static double t0_, tlast_;
 
-static double now_(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* The line, at most four times a second (final: now, and ended with a newline). */
 static void progress_line_(int final)
 {
-	double t = now_();
+	double t = cli_now();
 	if (!progress_ || (!final && t - tlast_ < 0.25))
 		return;
 	tlast_ = t;
@@ -417,7 +409,7 @@ int main(int argc, char **argv)
 		signal(SIGINT, on_signal_);
 	signal(SIGTERM, on_signal_);
 	progress_ = rank == 0 && (cli_verbosity > 0 || (cli_verbosity == 0 && !launched && isatty(2)));
-	t0_ = now_();
+	t0_ = cli_now();
 	cli_progress(1, 0); /* (starts the clock of cli_summary; shows nothing) */
 	sw_rollout_feed_io fio = { NULL, put_, flush_, skipped_ };
 	if (!(feed_ = sw_rollout_feed_new(comm_, files, nfiles, cli_max_record(), &o_.rc, &fio, &stop_sig_, &err)))

@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "cli.h"
 
@@ -116,13 +115,6 @@ typedef struct run_ {
 	int argc;
 	char **argv;
 } run_;
-
-static double now_(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* rc 0 (an audit record written, a file saved, ...), or the end of the run with err's message. */
 static void must_(int rc, const sw_error *err)
@@ -219,7 +211,7 @@ static void evaluate_(run_ *r, uint64_t it)
 	if (fd < 0)
 		cli_die("cannot open '%s': %s", r->x.eval, strerror(errno));
 	stage_env_(r, it, 1);
-	double t0 = now_();
+	double t0 = cli_now();
 	char *samples = cli_path(r->dir, "samples/eval-%04llu.msgpack.zst", (unsigned long long)it);
 	sw_pipeline *pl = r->eval_pl;
 	const sw_stage_proc *bad = run_stages_(r, pl, stages, 2, fd, samples, &t, it);
@@ -228,7 +220,7 @@ static void evaluate_(run_ *r, uint64_t it)
 		stage_failed_(r, pl, bad, it, "eval");
 	must_(sw_runlog_stages(r->log, pl, it, "eval", &err), &err);
 	sw_rec *m = rec_new_();
-	metrics_(r, m, sw_metrics_eval(m, it, &t, now_() - t0));
+	metrics_(r, m, sw_metrics_eval(m, it, &t, cli_now() - t0));
 
 	must_(sw_runlog_eval(r->log, it, &t, samples, &err), &err);
 	free(samples);
@@ -245,14 +237,14 @@ static void evaluate_(run_ *r, uint64_t it)
 static void checkpoint_(run_ *r, const char *why)
 {
 	sw_error err = { 0 };
-	double t0 = now_();
+	double t0 = cli_now();
 	char name[64];
 	sw_ckpt_state st = { .iter = r->iter, .lr_scale = r->lr_scale };
 	sw_monitor_get_history(r->mon, &st.history);
 	sw_digests *dg = NULL; /* the large files' digests as written: the record need not read them back */
 	if (sw_checkpoint_save(r->dir, r->x.model, r->s.w, sw_run_stores_opt(&r->s), &st, name, sizeof name, &dg, &err))
 		cli_die("%s", err.msg);
-	must_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, now_() - t0, dg, &err), &err);
+	must_(sw_runlog_checkpoint(r->log, r->iter, why, sw_store_version(r->s.w), name, cli_now() - t0, dg, &err), &err);
 	sw_digests_free(dg);
 	/* the resume point only once the log vouches for it: resuming checks the checkpoint against its record */
 	must_(sw_checkpoint_mark(r->dir, name, &err), &err);
@@ -302,39 +294,39 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 	char tap[4200], warn[600] = "";
 	must_(sw_run_scratch_reset(r->dir, tap, sizeof tap, &err), &err);
 	uint64_t v0 = sw_store_version(r->s.w);
-	double t0 = now_();
+	double t0 = cli_now();
 	char *samples = cli_path(r->dir, "samples/iter-%04llu.msgpack.zst", (unsigned long long)it);
 	char *trained = cli_path(r->dir, "samples/iter-%04llu.train.msgpack.zst", (unsigned long long)it);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* the figures come from the tap; the trainer's pass-through is only kept */
 	const sw_stage_proc *bad = run_stages_(r, r->pl, stages, 7, devnull, trained, NULL, it);
 	close(devnull);
-	double wall = now_() - t0;
+	double wall = cli_now() - t0;
 	must_(sw_tally_file(&t, tap, samples, bad != NULL, &err), &err);
 	unlink(tap);
 	if (bad)
 		iteration_failed_(r, it, &t, bad);
 
 	/* the pool learns which prompts still teach something */
-	double tp = now_();
+	double tp = cli_now();
 	char why[160];
 	if (sw_run_pool(r->dir, "update", samples, why, sizeof why) && (stop_point_(r, it), 1))
 		cli_die("iteration %llu: sw-pool update %s/pool %s %s", (unsigned long long)it, r->dir, samples, why);
-	tp = now_() - tp;
+	tp = cli_now() - tp;
 	r->iter = it;
 
 	/* figures; an evaluation due after this iteration runs before the monitors decide */
-	double tm0 = now_();
+	double tm0 = cli_now();
 	sw_rec *train, *bal, *ranks = sw_run_rank_times(r->dir);
 	if (sw_run_stage_records(r->dir, &train, &bal, warn, sizeof warn))
 		cli_warn("%s (its figures are left out)", warn);
 	sw_mon_obs o = sw_tally_obs(&t);
 	sw_tally_train_obs(&o, train);
 	r->last_eval_accuracy = NAN;
-	double te = now_();
+	double te = cli_now();
 	if (r->x.eval && (it % r->x.eval_every == 0 || it == r->x.iters))
 		evaluate_(r, it);
-	te = now_() - te;
+	te = cli_now() - te;
 	o.eval_accuracy = r->last_eval_accuracy;
 	sw_mon_event ev[8];
 	size_t nev;
@@ -347,7 +339,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		.iter = it, .tally = &t, .obs = &o, .train = train, .balance = bal, .pl = r->pl,
 		.pool_update_s = tp, .wall_s = wall,
 		.eval_s = r->x.eval && !isnan(r->last_eval_accuracy) ? te : NAN,
-		.monitor_s = t.secs + (now_() - tm0) - te,
+		.monitor_s = t.secs + (cli_now() - tm0) - te,
 		.weight_version = sw_store_version(r->s.w), .lr_scale = r->lr_scale, .ev = ev, .nev = nev, .ranks = ranks,
 	};
 	sw_rec *m = rec_new_();
@@ -359,7 +351,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 
 	if (cli_progress_on()) {
 		char line[1024];
-		double el = now_() - r->t0;
+		double el = cli_now() - r->t0;
 		sw_progress pr = { it, r->x.iters, &t, &o, wall, el, el / (double)(it - r->first + 1) * (double)(r->x.iters - it), ev, nev };
 		sw_run_progress_line(line, sizeof line, &pr);
 		cli_note("%s", line);
@@ -567,7 +559,7 @@ int main(int argc, char **argv)
 		resume_(r);
 	else
 		start_(r);
-	r->t0 = now_();
+	r->t0 = cli_now();
 	r->first = r->iter + 1;
 
 	for (uint64_t it = r->iter + 1; it <= x->iters; it++) {

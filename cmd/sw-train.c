@@ -154,13 +154,6 @@ static void agree_or_die_(sw_comm *comm, int rc, sw_error *err)
 		die_ranks_(comm, 1, err->msg);
 }
 
-static double now_(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* How long each rank worked at the step (its time less the collectives'), to rank 0, which
  * appends it to $SW_RANK_TIMES for sw-run's rank_imbalance; a figure lost is only warned of. */
 static void rank_times_(sw_comm *comm, double busy)
@@ -505,10 +498,10 @@ int main(int argc, char **argv)
 	agree_or_die_(comm, rc, &err);
 	agree_or_die_(comm, foreign, &err);
 	sw_trainer_stats st;
-	double t0 = now_(), c0 = sw_comm_seconds(comm);
+	double t0 = cli_now(), c0 = sw_comm_seconds(comm);
 	if (sw_trainer_step(tr, &st, &err)) /* agreed by every rank inside */
 		die_ranks_(comm, 1, err.msg);
-	rank_times_(comm, now_() - t0 - (sw_comm_seconds(comm) - c0));
+	rank_times_(comm, cli_now() - t0 - (sw_comm_seconds(comm) - c0));
 	if (rank == 0 && st.adv.groups && st.adv.singleton_groups == st.adv.groups && cli_verbosity >= 0)
 		cli_warn("warning: every group holds one response: %s compares a prompt's responses, so every "
 		         "advantage is 0 and the rewards teach nothing (sw-rollout -n 2 or more)", sw_rl_algo_name(tc.algo));
