@@ -422,14 +422,18 @@ static void start_(run_ *r)
 	if (!(r->log = sw_runlog_open(r->dir, &err)))
 		cli_die("%s", err.msg);
 	cli_die_hint("the run has not started: the same command starts it again");
-	/* the start model's digest for the start record, taken while the stores load it */
-	sw_digest_job *dj = sw_digest_dir_begin(r->x.model, &err);
+	/* the start model's digest for the start record, taken while the stores load it; sealed before either
+	 * reads it, so that what the stores hold is what was digested */
+	sw_dir_seal *ms = sw_dir_seal_take(r->x.model, &err);
+	sw_digest_job *dj = ms ? sw_digest_dir_begin(r->x.model, &err) : NULL;
 	char model_digest[SW_DIGEST_HEX];
 	if (!dj)
-		cli_die("%s", err.msg);
+		cli_die("%s: %s", r->x.model, err.msg);
 	create_stores_(r, r->x.model, 0, 0, 1);
 	if (sw_digest_dir_end(dj, model_digest, &err))
 		cli_die("%s: %s", r->x.model, err.msg);
+	must_(sw_dir_seal_check(ms, &err), &err);
+	sw_dir_seal_free(ms);
 	stop_point_(r, 0);
 	audit_start_(r, "run_start", NULL, NULL, model_digest);
 
@@ -445,10 +449,11 @@ static void start_(run_ *r)
 /* Put the weights, the optimiser state, the pool and the loop's state back as the latest checkpoint left them. */
 static void resume_(run_ *r)
 {
-	sw_error err = { 0 };
+	sw_error err = { 0 }, se = { 0 };
 	static sw_ckpt_point ck;
 	int done; /* the options given with --resume become the run's config first */
 	sw_digest_job *dj = NULL; /* the start model's digest, taken while the checkpoint's is */
+	sw_dir_seal *ms = sw_dir_seal_take(r->x.model, &se); /* sealed before it is read, as the checkpoint is */
 	if (lock_(r, 0, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
 	    !(dj = sw_digest_dir_begin(r->x.model, &err)) || sw_checkpoint_resume_point(r->dir, &ck, &err) ||
 	    sw_experiment_resume(&r->x, r->dir, &ck, dj, &done, &err))
@@ -459,14 +464,17 @@ static void resume_(run_ *r)
 			         r->dir, (unsigned long long)ck.st.iter);
 		cli_exit(0);
 	}
+	if (!ms) /* what the digest could read, the seal could not: the directory changed meanwhile */
+		cli_die("the model the run started from: %s", se.msg);
 	create_stores_(r, ck.dir, ck.st.weight_version, ck.st.iter, 0);
 	r->iter = ck.st.iter;
 	r->lr_scale = ck.st.lr_scale;
 	sw_monitor_set_history(r->mon, &ck.st.history);
 	sw_run_stores_opt(&r->s);
 	if (sw_checkpoint_restore(ck.dir, r->dir, &ck.st, r->s.w, &r->s.opt, r->s.opt_spec, &err) ||
-	    sw_rundir_resume(r->dir, r->iter, &err))
+	    sw_checkpoint_loaded(&ck, &err) || sw_dir_seal_check(ms, &err) || sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
+	sw_dir_seal_free(ms);
 	audit_start_(r, "resume", ck.name, ck.digest, ck.model_digest);
 	cli_die_hint("continue with sw-run --resume %s", r->dir); /* a checkpoint to go on from */
 	/* killed during the evaluation before the first iteration: it is what comes next */

@@ -346,6 +346,91 @@ unswept() {
 	run -0 sw-audit verify run
 }
 
+# tamper.so, for LD_PRELOAD: the Nth open(2) of a path ending in $TAMPER (N: $TAMPER_AT) first flips
+# a bit of that file's last byte, as a writer racing the program would between two of its reads.
+tamper_so() {
+	command -v cc >/dev/null || skip "no C compiler"
+	[ -z "${SW_SAN:-}" ] || skip "LD_PRELOAD beside the sanitizers' runtime"
+	cat >tamper.c <<-'EOF'
+	#define _GNU_SOURCE
+	#include <dlfcn.h>
+	#include <fcntl.h>
+	#include <stdarg.h>
+	#include <stdlib.h>
+	#include <string.h>
+	#include <unistd.h>
+	static int seen_;
+	static int (*real_(void))(const char *, int, ...) { return (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open"); }
+	static void tamper_(const char *path) {
+		const char *t = getenv("TAMPER"), *at = getenv("TAMPER_AT");
+		size_t n = strlen(path), k = t ? strlen(t) : 0;
+		if (!t || !at || n < k || strcmp(path + n - k, t) || ++seen_ != atoi(at))
+			return;
+		int fd = real_()(path, O_RDWR);
+		off_t end = lseek(fd, 0, SEEK_END);
+		unsigned char c;
+		if (pread(fd, &c, 1, end - 1) == 1) {
+			c ^= 1;
+			if (pwrite(fd, &c, 1, end - 1) != 1)
+				abort();
+		}
+		close(fd);
+	}
+	static int open_(const char *path, int flags, va_list ap) {
+		mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
+		tamper_(path);
+		return real_()(path, flags, mode);
+	}
+	int open(const char *path, int flags, ...) { va_list ap; va_start(ap, flags); int fd = open_(path, flags, ap); va_end(ap); return fd; }
+	int open64(const char *path, int flags, ...) { va_list ap; va_start(ap, flags); int fd = open_(path, flags, ap); va_end(ap); return fd; }
+	EOF
+	cc -shared -fPIC -o tamper.so tamper.c -ldl
+}
+
+@test "what a start or a resume loads is what it digested: a file changed between the digest's read and the load is found, nothing recorded" {
+	tamper_so
+	# the start model's weights changed as the weights store or the digest opens them, whichever is second
+	ls /dev/shm | grep '^sw-run' | sort >shm.before || true
+	run -1 --separate-stderr env LD_PRELOAD="$PWD/tamper.so" TAMPER=m/model.safetensors TAMPER_AT=2 sw-run -c exp -o run
+	unswept
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: 'm' changed while it was read: file 'model.safetensors' was changed; the run has not started: the same command starts it again" ]
+	[ ! -e run/audit.log ] || [ "$(jq -s 'map(select(.event == "run_start")) | length' run/audit.log)" = 0 ]
+	# the weights store it made is gone
+	run -0 bash -c "ls /dev/shm | grep '^sw-run' | sort | comm -13 shm.before -"
+	[ "$output" = "" ]
+	# the bit flipped back, the same command starts it
+	env LD_PRELOAD="$PWD/tamper.so" TAMPER=m/model.safetensors TAMPER_AT=1 cat m/model.safetensors >/dev/null
+	run -1 sw-run -q -c exp -o run --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
+	cp run/audit.log audit.before
+	# a resume: the checkpoint's weights changed after the check against the audit log read them, as
+	# the weights store opens them (the check's read is the first open, the store's the second)
+	run -1 --separate-stderr env LD_PRELOAD="$PWD/tamper.so" TAMPER=ckpt/iter-0001/model.safetensors TAMPER_AT=2 \
+		sw-run --resume run --train sw-cat
+	unswept
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-run: cannot resume: 'run/ckpt/iter-0001' changed while it was read: file 'model.safetensors' was changed" ]
+	cmp run/audit.log audit.before
+	[ "$(cat run/state)" = "ckpt/iter-0001" ]
+	[ "$(left run)" = 0 ]
+	# changed, it stays refused (by its digest now); put back as it was, the run goes on
+	run -1 --separate-stderr sw-run --resume run --train sw-cat
+	unswept
+	[ "$stderr" = "sw-run: cannot resume from run/ckpt/iter-0001: checkpoint 'ckpt/iter-0001' does not match its digest: file 'model.safetensors' changed" ]
+	env LD_PRELOAD="$PWD/tamper.so" TAMPER=ckpt/iter-0001/model.safetensors TAMPER_AT=1 cat run/ckpt/iter-0001/model.safetensors >/dev/null
+	run -0 sw-run -q --resume run --train sw-cat
+	[ "$(cat run/state)" = "ckpt/iter-0003" ]
+	run -0 sw-audit verify run
+	# a run with a KL reference loads the start model again at a resume: changed after its digest read it
+	run -1 sw-run -q -c exp --ref -o run2 --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
+	cp run2/audit.log audit.before
+	run -1 --separate-stderr env LD_PRELOAD="$PWD/tamper.so" TAMPER=m/model.safetensors TAMPER_AT=2 sw-run --resume run2 --train sw-cat
+	unswept
+	[ "$stderr" = "sw-run: 'm' changed while it was read: file 'model.safetensors' was changed" ]
+	cmp run2/audit.log audit.before
+	[ "$(left run2)" = 0 ]
+}
+
 @test "each iteration's verifiers are in the audit log: their specs and the digests of the files they read, a changed blocklist seen" {
 	printf 'badword\n' >rules.txt
 	run -0 sw-run -q -c exp -o run --iters 2 --eval-every 5 \

@@ -283,6 +283,102 @@ int sw_digest_dir(const char *dir, char hex[SW_DIGEST_HEX], sw_error *err)
 	return dir_digest_(dir, hex, NULL, NULL, NULL, err);
 }
 
+/* --- seals: what a directory's files were, to know later that none changed ------------------ */
+
+typedef struct seal_file_ {
+	char *name;                 /* relative, as the digest names it */
+	struct stat st;             /* stat(2)'s, through a link as the digest reads it */
+} seal_file_;
+
+struct sw_dir_seal {
+	char *dir;
+	size_t n;
+	seal_file_ *f;              /* sorted by name, as the digest's order */
+};
+
+static int seal_stat_(const char *dir, const char *name, struct stat *st)
+{
+	char full[8192];
+	if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, name) >= sizeof full) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return stat(full, st);
+}
+
+void sw_dir_seal_free(sw_dir_seal *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->f[i].name);
+	free(s->f);
+	free(s->dir);
+	free(s);
+}
+
+sw_dir_seal *sw_dir_seal_take(const char *dir, sw_error *err)
+{
+	flist_ l = { 0 };
+	sw_dir_seal *s = calloc(1, sizeof *s);
+	int rc = !s || !(s->dir = strdup(dir)) ? sw_fail(err, SW_ENOMEM, "out of memory") : walk_(dir, "", &l, err);
+	if (!rc && !(s->f = calloc(l.n ? l.n : 1, sizeof *s->f)))
+		rc = sw_fail(err, SW_ENOMEM, "out of memory");
+	if (!rc)
+		qsort(l.v, l.n, sizeof *l.v, cmp_str_);
+	for (size_t i = 0; !rc && i < l.n; i++, s->n++) {
+		s->f[i].name = l.v[i], l.v[i] = NULL;
+		if (seal_stat_(dir, s->f[i].name, &s->f[i].st))
+			rc = sys_(err, errno, s->f[i].name, "cannot stat");
+	}
+	flist_free_(&l);
+	if (rc) {
+		sw_dir_seal_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static int same_time_(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+int sw_dir_seal_check(const sw_dir_seal *s, sw_error *err)
+{
+	flist_ l = { 0 };
+	int rc = walk_(s->dir, "", &l, err);
+	if (rc) {
+		flist_free_(&l);
+		return rc;
+	}
+	qsort(l.v, l.n, sizeof *l.v, cmp_str_);
+	const char *what = NULL, *which = NULL;
+	for (size_t i = 0, j = 0; !what && (i < s->n || j < l.n);) {
+		int c = i == s->n ? 1 : j == l.n ? -1 : strcmp(s->f[i].name, l.v[j]);
+		struct stat st;
+		const struct stat *was = i < s->n ? &s->f[i].st : NULL;
+		if (c < 0) {
+			what = "was removed", which = s->f[i].name;
+		} else if (c > 0) {
+			what = "was added", which = l.v[j];
+		} else if (seal_stat_(s->dir, s->f[i].name, &st)) {
+			what = "was removed", which = s->f[i].name;
+		} else if (st.st_dev != was->st_dev || st.st_ino != was->st_ino) {
+			what = "was replaced", which = s->f[i].name;
+		} else if (st.st_size != was->st_size || !same_time_(st.st_mtim, was->st_mtim) ||
+		           !same_time_(st.st_ctim, was->st_ctim)) {
+			/* written to (ctime moves with every write, chmod or link, and no one can set it back) */
+			what = "was changed", which = s->f[i].name;
+		}
+		i += c <= 0, j += c >= 0;
+	}
+	if (what)
+		rc = sw_fail(err, SW_EFORMAT, "'%.120s' changed while it was read: file '%.60s' %s", s->dir, which, what);
+	flist_free_(&l);
+	return rc;
+}
+
 struct sw_digest_job {
 	char *dir;
 	pthread_t th;

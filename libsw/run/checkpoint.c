@@ -233,13 +233,34 @@ int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *e
 		rc = sw_run_path(p->dir, sizeof p->dir, err, "%s/%s", rundir, p->name);
 	if (rc)
 		return rc;
-	sw_error e = { 0 };
+	sw_error e = { 0 }, se = { 0 };
 	sw_audit_run_facts f;
-	if ((rc = sw_audit_check_checkpoint(rundir, p->name, p->digest, &f, &e)))
-		return sw_fail(err, rc, "cannot resume from %s: %s", p->dir, e.msg);
-	p->ended = f.ended;
-	memcpy(p->model_digest, f.model_digest, SW_DIGEST_HEX);
-	return sw_checkpoint_state(p->dir, &p->st, err);
+	/* sealed before the check reads it, so that a file changed between the check and the load is found
+	 * after; what cannot be sealed (a directory gone, a file of another kind) the check names first */
+	p->seal = sw_dir_seal_take(p->dir, &se);
+	if ((rc = sw_audit_check_checkpoint(rundir, p->name, p->digest, &f, &e))) {
+		rc = sw_fail(err, rc, "cannot resume from %s: %s", p->dir, e.msg);
+	} else if (!p->seal) {
+		rc = sw_fail(err, se.code, "cannot resume from %s: %s", p->dir, se.msg);
+	} else {
+		p->ended = f.ended;
+		memcpy(p->model_digest, f.model_digest, SW_DIGEST_HEX);
+		rc = sw_checkpoint_state(p->dir, &p->st, err);
+	}
+	if (rc) {
+		sw_dir_seal_free(p->seal);
+		p->seal = NULL;
+	}
+	return rc;
+}
+
+int sw_checkpoint_loaded(sw_ckpt_point *p, sw_error *err)
+{
+	sw_error e = { 0 };
+	int rc = p->seal ? sw_dir_seal_check(p->seal, &e) : 0;
+	sw_dir_seal_free(p->seal);
+	p->seal = NULL;
+	return rc ? sw_fail(err, rc, "cannot resume: %s", e.msg) : 0;
 }
 
 int sw_checkpoint_restore(const char *ckdir, const char *rundir, const sw_ckpt_state *st, sw_store *w,

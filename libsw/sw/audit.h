@@ -83,6 +83,22 @@ typedef struct sw_digest_job sw_digest_job;
 sw_digest_job *sw_digest_dir_begin(const char *dir, sw_error *err);
 int sw_digest_dir_end(sw_digest_job *j, char hex[SW_DIGEST_HEX], sw_error *err);
 
+/*
+ * A seal: what the files under a directory were (the files its digest
+ * reads: each one's identity, size and change times), taken before the
+ * directory is digested and read, and checked once it has been, so that
+ * what was digested is known to be what was loaded.  A file written to
+ * (its ctime moves with any write, and no one can set it back), replaced,
+ * removed or added since makes check SW_EFORMAT, naming it ("'run/ckpt/
+ * iter-0003' changed while it was read: file 'model.safetensors' was
+ * changed"); a directory that cannot be read is the walk's error.  take
+ * returns NULL on error (err says why); free(NULL) is a no-op.
+ */
+typedef struct sw_dir_seal sw_dir_seal;
+sw_dir_seal *sw_dir_seal_take(const char *dir, sw_error *err);
+int sw_dir_seal_check(const sw_dir_seal *s, sw_error *err);
+void sw_dir_seal_free(sw_dir_seal *s);
+
 /* --- building a record ------------------------------------------------------ */
 
 typedef struct sw_audit_rec sw_audit_rec;

@@ -435,6 +435,7 @@ typedef struct sw_ckpt_point {
 	sw_ckpt_state st;               /* its state.json */
 	int ended;                      /* the audit log's last record is the run's end ("run_end") */
 	char model_digest[SW_DIGEST_HEX]; /* the run's start record's digest of the model it started from */
+	sw_dir_seal *seal;              /* its files as they were before the check read them (sw_checkpoint_loaded) */
 } sw_ckpt_point;
 /*
  * Find and check the resume point of the run in rundir: the checkpoint
@@ -442,9 +443,20 @@ typedef struct sw_ckpt_point {
  * log's record of it (sw_audit_check_checkpoint: the chain, then the
  * directory's digest), then its state.json.  Nothing of a checkpoint is to
  * be used before this succeeds.  The message of a checkpoint that does not
- * match says so, naming it and the file.
+ * match says so, naming it and the file.  The checkpoint's files are sealed
+ * (sw_dir_seal) before the check reads them: once everything of it is
+ * loaded, sw_checkpoint_loaded says whether what was loaded is what was
+ * checked.
  */
 int sw_checkpoint_resume_point(const char *rundir, sw_ckpt_point *p, sw_error *err);
+/*
+ * After the weights, the optimiser state and the pool are loaded from p:
+ * SW_EFORMAT if a file of the checkpoint was changed, replaced, removed or
+ * added since its seal ("cannot resume: 'run/ckpt/iter-0003' changed while
+ * it was read: file 'model.safetensors' was changed"), so the log's digest
+ * vouches for what was loaded.  Frees p's seal either way.
+ */
+int sw_checkpoint_loaded(sw_ckpt_point *p, sw_error *err);
 /*
  * Settle the experiment x (the run's config with the options given with
  * --resume over it) of the run in rundir resumed from p, before anything

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <sodium.h>
 #include "common/internal.h"
@@ -734,12 +735,97 @@ static void test_full_(void)
 	signal(SIGXFSZ, SIG_DFL);
 }
 
+/* A seal taken of a directory knows each way its files can change after: written to (the same bytes
+ * too), a mode changed, replaced by a rename, removed, added, a link's target rewritten. */
+static void test_seal_(void)
+{
+	char d[512], p[600], q[600];
+	sw_error e = { 0 };
+	snprintf(d, sizeof d, "%s/sealed", dir_);
+	tree_(d);
+	snprintf(p, sizeof p, "%s/t", d);
+	put_(p, "target");
+	snprintf(p, sizeof p, "%s/link", d);
+	if (symlink("t", p))
+		abort();
+	sw_dir_seal *s = sw_dir_seal_take(d, &e);
+	ok(s != NULL, "a seal is taken: %s", s ? "" : e.msg);
+	if (!s)
+		return;
+	is_int(sw_dir_seal_check(s, &e), 0, "nothing changed: the check passes (%s)", e.msg);
+	/* each change, then the seal taken again for the next */
+	struct {
+		const char *what, *msg;
+	} c[] = {
+		{ "write", "file 'b' was changed" },        { "same", "file 'b' was changed" },
+		{ "chmod", "file 'sub/z' was changed" },    { "rename", "file 'b' was replaced" },
+		{ "remove", "file 'sub/z' was removed" },   { "add", "file 'new' was added" },
+		{ "target", "file 'link' was changed" },    { "relink", "file 'link' was replaced" },
+		{ "truncate", "file 't' was changed" },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		const char *w = c[i].what;
+		struct timespec ts = { 0, 2000000 }; /* a coarse clock's tick between the seal and the change */
+		nanosleep(&ts, NULL);
+		if (!strcmp(w, "write") || !strcmp(w, "same")) {
+			snprintf(p, sizeof p, "%s/b", d);
+			put_(p, "abd"); /* "same": the bytes it already holds */
+		} else if (!strcmp(w, "chmod")) {
+			snprintf(p, sizeof p, "%s/sub/z", d);
+			if (chmod(p, 0600))
+				abort();
+		} else if (!strcmp(w, "rename")) {
+			snprintf(p, sizeof p, "%s/b.new", d);
+			snprintf(q, sizeof q, "%s/b", d);
+			put_(p, "abd");
+			if (rename(p, q))
+				abort();
+		} else if (!strcmp(w, "remove")) {
+			snprintf(p, sizeof p, "%s/sub/z", d);
+			unlink(p);
+		} else if (!strcmp(w, "add")) {
+			snprintf(p, sizeof p, "%s/new", d);
+			put_(p, "n");
+		} else if (!strcmp(w, "target")) {
+			snprintf(p, sizeof p, "%s/t", d);
+			put_(p, "other!");
+		} else if (!strcmp(w, "relink")) {
+			snprintf(p, sizeof p, "%s/link", d);
+			unlink(p);
+			if (symlink("b", p))
+				abort();
+		} else {
+			snprintf(p, sizeof p, "%s/t", d);
+			if (truncate(p, 1))
+				abort();
+		}
+		memset(&e, 0, sizeof e);
+		int rc = sw_dir_seal_check(s, &e);
+		char want[1200];
+		snprintf(want, sizeof want, "'%s' changed while it was read: %s", d, c[i].msg);
+		ok(rc == SW_EFORMAT && !strcmp(e.msg, want), "%s: %s", w, e.msg);
+		sw_dir_seal_free(s);
+		s = sw_dir_seal_take(d, &e);
+		if (!s)
+			abort();
+		ok(sw_dir_seal_check(s, &e) == 0, "%s: sealed again, unchanged", w);
+	}
+	/* reading changes nothing */
+	char hex[SW_DIGEST_HEX];
+	ok(sw_digest_dir(d, hex, &e) == 0 && sw_dir_seal_check(s, &e) == 0, "a digest read every file: still sealed");
+	sw_dir_seal_free(s);
+	snprintf(p, sizeof p, "%s/nope", dir_);
+	ok(!sw_dir_seal_take(p, &e) && e.sys_errno == ENOENT, "no directory, no seal: %s", e.msg);
+	sw_dir_seal_free(NULL);
+}
+
 int main(void)
 {
 	snprintf(dir_, sizeof dir_, "%s/sw-test-audit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir_) || sodium_init() < 0)
 		return 1;
 	test_digests_();
+	test_seal_();
 	test_rec_();
 	test_chain_();
 	test_tamper_();

@@ -123,12 +123,23 @@ int main(void)
 	ok(!strcmp(pt.name, name) && !strcmp(pt.dir, p) && !sw_digest_dir(p, dg, &e) && !strcmp(pt.digest, dg) &&
 	   pt.st.iter == 2 && pt.st.lr_scale == 0.5 && pt.st.weight_version == 3, "its name, path, digest and state");
 	is_int(pt.ended, 0, "the run has not ended");
+	ok(pt.seal != NULL, "its files sealed");
+	is_int(sw_checkpoint_loaded(&pt, &e), 0, "nothing changed since: %s", e.msg);
+	ok(pt.seal == NULL, "the seal freed");
 	is_int(sw_runlog_end(log, 2, 3, &e), 0, "its end: %s", e.msg);
 	is_int(sw_checkpoint_resume_point(run, &pt, &e), 0, "still the resume point: %s", e.msg);
 	is_int(pt.ended, 1, "of a run that ended");
+	/* a file changed after the check (the bytes the check read are not those loaded) */
+	snprintf(p, sizeof p, "%s/%s/pool", run, name);
+	tmp_put(p, "pool bytes", 10);
+	is_int(sw_checkpoint_loaded(&pt, &e), SW_EFORMAT, "a file written to after the check");
+	snprintf(p, sizeof p, "cannot resume: '%s/%s' changed while it was read: file 'pool' was changed", run, name);
+	ok(!strcmp(e.msg, p), "%s", e.msg);
+	ok(pt.seal == NULL && sw_checkpoint_loaded(&pt, &e) == 0, "the seal freed either way");
 	snprintf(p, sizeof p, "%s/%s/pool", run, name);
 	tmp_put(p, "pool bytez", 10);
 	is_int(sw_checkpoint_resume_point(run, &pt, &e), SW_EFORMAT, "a changed file refused");
+	ok(pt.seal == NULL, "and its seal freed");
 	ok(strstr(e.msg, "does not match its digest: file 'pool' changed") != NULL, "%s", e.msg);
 	tmp_put(p, "pool bytes", 10);
 	sw_runlog_close(log);
