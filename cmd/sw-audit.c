@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include "cli.h"
 #include "sw/audit.h"
+#include "sw/model.h"
 
 static const cli_opt opts[] = {
 	{ 'H', 'H', "head", "hash", NULL,
@@ -26,6 +27,8 @@ static const cli_opt opts[] = {
 	  "log: record the checkpoint directory RUNDIR/path with its digests" },
 	{ 'P', 0, "pubkey", "file", "file",
 	  "verify: every record must be signed by this key (KEY.pub of keygen), and a finished run's log end" },
+	{ 'w', 'w', "weights", NULL, NULL,
+	  "digest: of each model directory's weights as sw-run's log records them (an iteration's weights_digest)" },
 	{ 0, 0, NULL, NULL, NULL, NULL }
 };
 
@@ -92,15 +95,22 @@ static void verify_(char **args, int n, const char *head, const char *pub, int s
 	}
 }
 
-static void digest_(char **args, int n)
+/* Each path's digest; with weights, of a model directory's parameters: f32, in the model's order, as
+ * a weight store holds them (sw_store_digest: what sw-run records as an iteration's weights_digest). */
+static void digest_(char **args, int n, int weights)
 {
 	if (n < 1)
-		cli_usage("digest takes one or more files or directories");
+		cli_usage(weights ? "digest --weights takes one or more model directories"
+		                  : "digest takes one or more files or directories");
 	for (int i = 0; i < n; i++) {
 		char hex[SW_DIGEST_HEX];
 		sw_error err = { 0 };
-		if (sw_digest_path(args[i], hex, &err))
+		sw_model *m = NULL;
+		if (weights ? !(m = sw_model_load(args[i], &err)) : sw_digest_path(args[i], hex, &err))
 			die_(NULL, &err);
+		if (m)
+			sw_digest_mem(m->arena, m->nparams * sizeof(float), hex); /* the CPU's: host memory */
+		sw_model_free(m);
 		printf("%s  %s\n", hex, args[i]);
 	}
 }
@@ -167,7 +177,7 @@ static void keygen_(char **args, int n)
 int main(int argc, char **argv)
 {
 	const char *arg, *head = NULL, *ckpt = NULL, *pub = NULL;
-	int c, optind_;
+	int c, optind_, weights = 0;
 	while ((c = cli_next(&prog, argc, argv, &arg, &optind_))) {
 		switch (c) {
 		case 'H':
@@ -180,6 +190,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			pub = arg;
+			break;
+		case 'w':
+			weights = 1;
 			break;
 		}
 	}
@@ -194,6 +207,8 @@ int main(int argc, char **argv)
 		cli_usage("option '-c' is for log");
 	if (pub && strcmp(cmd, "verify"))
 		cli_usage("option '--pubkey' is for verify");
+	if (weights && strcmp(cmd, "digest"))
+		cli_usage("option '--weights' is for digest");
 	if (!strcmp(cmd, "verify"))
 		verify_(args + 1, n - 1, head, pub, 0);
 	else if (!strcmp(cmd, "show"))
@@ -201,7 +216,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "keygen"))
 		keygen_(args + 1, n - 1);
 	else if (!strcmp(cmd, "digest"))
-		digest_(args + 1, n - 1);
+		digest_(args + 1, n - 1, weights);
 	else if (!strcmp(cmd, "log"))
 		log_(args + 1, n - 1, ckpt);
 	else

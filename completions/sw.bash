@@ -33,7 +33,7 @@ _sw()
 			fi
 		fi
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-H --head -c --checkpoint --pubkey -h --help -q --quiet -v --verbose --version" -- "$cur"))
+			COMPREPLY=($(compgen -W "-H --head -c --checkpoint --pubkey -w --weights -h --help -q --quiet -v --verbose --version" -- "$cur"))
 			return
 		fi
 		_filedir

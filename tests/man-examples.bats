@@ -445,7 +445,7 @@ edit_log() {
 }
 
 @test "sw-audit(1): the examples say what sw-audit prints (its numbers and hashes aside)" {
-	[ "$(man_blocks sw-audit.1 ex.)" = 5 ]
+	[ "$(man_blocks sw-audit.1 ex.)" = 6 ]
 	a_run runs/demo
 	run -0 --separate-stderr bash -eo pipefail <(commands ex.1)
 	[ "$stderr" = "" ]
@@ -483,4 +483,9 @@ edit_log() {
 	[ "$output$stderr" = "" ]
 	[ "$(tail -1 runs/demo/audit.log | jq -r '.event + " " + .name + " " + .output')" = "stage filter $(sw-audit digest out.msgpack | cut -d' ' -f1)" ]
 	run -0 sw-audit verify runs/demo
+	# iteration 2's weights digest is its checkpoint's weights (run-e2e.bats: every iteration's, as they move)
+	run -0 --separate-stderr bash -eo pipefail <(commands ex.6)
+	[ "$stderr" = "" ]
+	[ "$(shape <<<"$output")" = "$(sed -n '2p;4p' ex.6 | sed 's/3b9e\.\.\./H/' | shape)" ]
+	[ "${lines[1]}" = "${lines[0]}  runs/demo/ckpt/iter-0002" ]
 }

@@ -211,6 +211,33 @@ resume_matches_reference() {
 	[ "$(left "$r")" = 0 ]
 }
 
+@test "each iteration's weights_digest is sw-audit digest --weights of its checkpoint; the weights move; a lossless copy has the same" {
+	r=$FIX/ref
+	prev=$(sw-audit digest --weights "$FIX/m" | cut -d' ' -f1)
+	[ "$(sw-audit digest -w "$r/ckpt/iter-0000" | cut -d' ' -f1)" = "$prev" ]
+	for it in 1 2 3; do
+		run -0 jq -r "select(.event == \"iteration\" and .iter == $it) | .weights_digest" "$r/audit.log"
+		want=$output
+		[ ${#want} = 64 ]
+		run -0 --separate-stderr sw-audit digest --weights "$r/ckpt/iter-000$it"
+		[ "$output" = "$want  $r/ckpt/iter-000$it" ]
+		[ "$stderr" = "" ]
+		[ "$want" != "$prev" ]
+		prev=$want
+	done
+	# the weights, not the files: a copy converted without loss has them, one rounded to bf16 not
+	sw-model convert "$r/ckpt/iter-0003" f32
+	[ "$(sw-audit digest -w f32 | cut -d' ' -f1)" = "$prev" ]
+	sw-model convert --dtype bf16 "$r/ckpt/iter-0003" bf16
+	[ "$(sw-audit digest -w bf16 | cut -d' ' -f1)" != "$prev" ]
+	# not a model directory, and the option elsewhere
+	run -1 --separate-stderr sw-audit digest -w "$r/audit.log"
+	[ "$output" = "" ]
+	[ "$stderr" = "sw-audit: $r/audit.log/config.json: cannot open: Not a directory" ]
+	run -2 --separate-stderr sw-audit verify -w "$r"
+	[ "${stderr_lines[0]}" = "sw-audit: option '--weights' is for digest" ]
+}
+
 @test "--device: a run on the other device reaches the reference's weights bit for bit; the config records it" {
 	d=guard
 	[ "${SW_DEVICE:-cpu}" = guard ] && d=cpu
