@@ -107,6 +107,7 @@ typedef struct run_ {
 	sw_pipeline *pl, *eval_pl; /* the stages of an iteration, of an evaluation */
 	char *cmds[SW_NSTAGE];     /* the stages' command lines, the launcher before the ranked ones */
 	sw_run_guard *guard;
+	sw_dir_seal *model_seal;   /* the start model's files: checked after each iteration (the stages read it) */
 	double t0;                 /* when this process started the loop */
 	uint64_t first;            /* the first iteration it ran */
 	double lr_scale;           /* halved by each degrade */
@@ -342,6 +343,7 @@ static sw_mon_level iterate_(run_ *r, uint64_t it, sw_mon_event *worst)
 		.monitor_s = t.secs + (cli_now() - tm0) - te,
 		.weight_version = sw_store_version(r->s.w), .lr_scale = r->lr_scale, .ev = ev, .nev = nev, .ranks = ranks,
 	};
+	must_(sw_dir_seal_check(r->model_seal, &err), &err); /* the start model the stages read, as recorded */
 	sw_rec *m = rec_new_();
 	metrics_(r, m, sw_metrics_iteration(m, &f));
 
@@ -424,7 +426,7 @@ static void start_(run_ *r)
 	cli_die_hint("the run has not started: the same command starts it again");
 	/* the start model's digest for the start record, taken while the stores load it; sealed before either
 	 * reads it, so that what the stores hold is what was digested */
-	sw_dir_seal *ms = sw_dir_seal_take(r->x.model, &err);
+	sw_dir_seal *ms = r->model_seal = sw_dir_seal_take(r->x.model, &err);
 	sw_digest_job *dj = ms ? sw_digest_dir_begin(r->x.model, &err) : NULL;
 	char model_digest[SW_DIGEST_HEX];
 	if (!dj)
@@ -433,7 +435,6 @@ static void start_(run_ *r)
 	if (sw_digest_dir_end(dj, model_digest, &err))
 		cli_die("%s: %s", r->x.model, err.msg);
 	must_(sw_dir_seal_check(ms, &err), &err);
-	sw_dir_seal_free(ms);
 	stop_point_(r, 0);
 	audit_start_(r, "run_start", NULL, NULL, model_digest);
 
@@ -453,7 +454,7 @@ static void resume_(run_ *r)
 	static sw_ckpt_point ck;
 	int done; /* the options given with --resume become the run's config first */
 	sw_digest_job *dj = NULL; /* the start model's digest, taken while the checkpoint's is */
-	sw_dir_seal *ms = sw_dir_seal_take(r->x.model, &se); /* sealed before it is read, as the checkpoint is */
+	sw_dir_seal *ms = r->model_seal = sw_dir_seal_take(r->x.model, &se); /* before it is read, as the checkpoint */
 	if (lock_(r, 0, &err) || !(r->log = sw_runlog_open(r->dir, &err)) ||
 	    !(dj = sw_digest_dir_begin(r->x.model, &err)) || sw_checkpoint_resume_point(r->dir, &ck, &err) ||
 	    sw_experiment_resume(&r->x, r->dir, &ck, dj, &done, &err))
@@ -474,7 +475,6 @@ static void resume_(run_ *r)
 	if (sw_checkpoint_restore(ck.dir, r->dir, &ck.st, r->s.w, &r->s.opt, r->s.opt_spec, &err) ||
 	    sw_checkpoint_loaded(&ck, &err) || sw_dir_seal_check(ms, &err) || sw_rundir_resume(r->dir, r->iter, &err))
 		cli_die("%s", err.msg);
-	sw_dir_seal_free(ms);
 	audit_start_(r, "resume", ck.name, ck.digest, ck.model_digest);
 	cli_die_hint("continue with sw-run --resume %s", r->dir); /* a checkpoint to go on from */
 	/* killed during the evaluation before the first iteration: it is what comes next */

@@ -387,7 +387,7 @@ tamper_so() {
 	cc -shared -fPIC -o tamper.so tamper.c -ldl
 }
 
-@test "what a start or a resume loads is what it digested: a file changed between the digest's read and the load is found, nothing recorded" {
+@test "what a start, a resume or an iteration reads of the start model and the checkpoint is what was digested: a file changed meanwhile is found, nothing recorded" {
 	tamper_so
 	# the start model's weights changed as the weights store or the digest opens them, whichever is second
 	ls /dev/shm | grep '^sw-run' | sort >shm.before || true
@@ -421,6 +421,17 @@ tamper_so() {
 	run -0 sw-run -q --resume run --train sw-cat
 	[ "$(cat run/state)" = "ckpt/iter-0003" ]
 	run -0 sw-audit verify run
+	# the start model written to during a run (its tokenizer, which the stages read): the iteration is not
+	# recorded, the run stops; the same bytes, so it resumes
+	run -1 --separate-stderr sw-run -c exp -o run3 --sort 'if [ "$SW_ITER" = 2 ]; then touch m/tokenizer.json; fi; cat'
+	unswept
+	[ "$output" = "" ]
+	[ "${stderr_lines[-1]}" = "sw-run: 'm' changed while it was read: file 'tokenizer.json' was changed; continue with sw-run --resume run3" ]
+	[ "$(jq -s 'map(select(.event == "iteration")) | length' run3/audit.log)" = 1 ]
+	[ "$(jq -s 'map(select(.eval | not)) | length' run3/metrics.jsonl)" = 1 ]
+	run -0 sw-run -q --resume run3 --sort cat
+	[ "$(cat run3/state)" = "ckpt/iter-0003" ]
+	run -0 sw-audit verify run3
 	# a run with a KL reference loads the start model again at a resume: changed after its digest read it
 	run -1 sw-run -q -c exp --ref -o run2 --train 'if [ "$SW_ITER" = 2 ]; then exit 4; fi; sw-cat'
 	cp run2/audit.log audit.before
