@@ -212,10 +212,14 @@ int sw_checkpoint_state(const char *ckdir, sw_ckpt_state *st, sw_error *err)
 	if (!s)
 		return e.code ? sw_fail(err, e.code, "cannot read the checkpoint's state: %s", e.msg)
 		              : sw_fail(err, SW_EIO, "%s: cannot read the checkpoint's state", path);
-	if (sw_rec_get_u64(s, "iter", &st->iter) || sw_rec_get_f64(s, "lr_scale", &st->lr_scale) ||
-	    sw_rec_get_u64(s, "weight_version", &st->weight_version) ||
-	    sw_rec_get_u64(s, "opt_version", &st->opt_version) || sw_rec_get_u64(s, "opt_floats", &st->opt_floats))
-		rc = sw_fail(err, SW_EFORMAT, "%s: a field is missing or of the wrong type", path);
+	static const char *const u64s[] = { "iter", "weight_version", "opt_version", "opt_floats" };
+	uint64_t *to[] = { &st->iter, &st->weight_version, &st->opt_version, &st->opt_floats };
+	const char *bad = NULL;
+	for (int i = 0; i < 4 && !bad; i++)
+		bad = sw_rec_get_u64(s, u64s[i], to[i]) ? u64s[i] : NULL;
+	if (bad || sw_rec_get_f64(s, "lr_scale", &st->lr_scale))
+		rc = sw_fail(err, SW_EFORMAT, "%s: field '%s' is missing or not a %s", path, bad ? bad : "lr_scale",
+		             bad ? "count" : "number");
 	else if (!(st->lr_scale > 0 && st->lr_scale <= 1)) /* 1, halved by each degrade */
 		rc = sw_fail(err, SW_EFORMAT, "%s: field 'lr_scale' is %g, not in (0, 1]", path, st->lr_scale);
 	st->history.first_len = num_of_(s, "first_len");

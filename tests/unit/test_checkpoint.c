@@ -183,7 +183,10 @@ int main(void)
 	snprintf(q, sizeof q, "%s/state.json", ck);
 	tmp_put(q, "{\"iter\":2,\"lr_scale\":1}\n", 24);
 	is_int(sw_checkpoint_state(ck, &got, &e), SW_EFORMAT, "a state.json without its versions");
-	ok(strstr(e.msg, q) && strstr(e.msg, "a field is missing"), "names it: %s", e.msg);
+	ok(strstr(e.msg, q) && strstr(e.msg, ": field 'weight_version' is missing or not a count"), "names it: %s", e.msg);
+	tmp_put(q, "{\"iter\":2,\"lr_scale\":\"1\",\"weight_version\":3,\"opt_version\":5,\"opt_floats\":1}\n", 76);
+	is_int(sw_checkpoint_state(ck, &got, &e), SW_EFORMAT, "a state.json whose lr_scale is a string");
+	ok(strstr(e.msg, ": field 'lr_scale' is missing or not a number") != NULL, "names it: %s", e.msg);
 	tmp_put(q, "{\"iter\":", 8);
 	ok(sw_checkpoint_state(ck, &got, &e) < 0, "a cut state.json");
 	ok(strstr(e.msg, "cannot read the checkpoint's state: ") && strstr(e.msg, q), "names it and why: %s", e.msg);
@@ -194,7 +197,7 @@ int main(void)
 		                   "\"opt_floats\":1000}\n", scales[i]);
 		tmp_put(q, js, (size_t)len);
 		is_int(sw_checkpoint_state(ck, &got, &e), SW_EFORMAT, "lr_scale %s refused", scales[i]);
-		ok(strstr(e.msg, q) && (strstr(e.msg, "not in (0, 1]") || strstr(e.msg, "wrong type")), "%s", e.msg);
+		ok(strstr(e.msg, q) && (strstr(e.msg, "not in (0, 1]") || strstr(e.msg, "field 'lr_scale' is missing or not a number")), "%s", e.msg);
 	}
 
 	/* a checkpoint from before the trainer's first step: no optimiser state, and a later one is removed */
