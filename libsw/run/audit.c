@@ -328,8 +328,12 @@ sw_dir_seal *sw_dir_seal_take(const char *dir, sw_error *err)
 		qsort(l.v, l.n, sizeof *l.v, cmp_str_);
 	for (size_t i = 0; !rc && i < l.n; i++, s->n++) {
 		s->f[i].name = l.v[i], l.v[i] = NULL;
-		if (seal_stat_(dir, s->f[i].name, &s->f[i].st))
-			rc = sys_(err, errno, s->f[i].name, "cannot stat");
+		if (seal_stat_(dir, s->f[i].name, &s->f[i].st)) {
+			int e = errno;
+			char full[8192];
+			snprintf(full, sizeof full, "%s/%s", dir, s->f[i].name);
+			rc = sys_(err, e, full, "cannot stat");
+		}
 	}
 	flist_free_(&l);
 	if (rc) {
@@ -368,7 +372,7 @@ int sw_dir_seal_check(const sw_dir_seal *s, sw_error *err)
 			what = "was replaced", which = s->f[i].name;
 		} else if (st.st_size != was->st_size || !same_time_(st.st_mtim, was->st_mtim) ||
 		           !same_time_(st.st_ctim, was->st_ctim)) {
-			/* written to (ctime moves with every write, chmod or link, and no one can set it back) */
+			/* written to (ctime moves with every write, chmod or link, and no system call sets it back) */
 			what = "was changed", which = s->f[i].name;
 		}
 		i += c <= 0, j += c >= 0;

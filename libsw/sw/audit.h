@@ -88,7 +88,7 @@ int sw_digest_dir_end(sw_digest_job *j, char hex[SW_DIGEST_HEX], sw_error *err);
  * reads: each one's identity, size and change times), taken before the
  * directory is digested and read, and checked once it has been, so that
  * what was digested is known to be what was loaded.  A file written to
- * (its ctime moves with any write, and no one can set it back), replaced,
+ * (its ctime moves with any write, and no system call sets it back), replaced,
  * removed or added since makes check SW_EFORMAT, naming it ("'run/ckpt/
  * iter-0003' changed while it was read: file 'model.safetensors' was
  * changed"); a directory that cannot be read is the walk's error.  take
