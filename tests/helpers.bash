@@ -1,6 +1,8 @@
 # helpers.bash - loaded by every bats file: the programs on PATH, a scratch
 # directory, and small makers of test streams.
 bats_require_minimum_version 1.5.0
+# Debian's bats 1.8.2: `run` with flags calls bats_version_lt, whose loop variable i is not local, so
+# every `run -N ...` sets the caller's $i to 2.  A loop that runs a command must not count in i.
 
 TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 : "${SW_BIN:=$TOP/build/bin}"
